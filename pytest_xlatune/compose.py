@@ -1,0 +1,49 @@
+"""RunSpec + Cell → JobRequest: the MaxText passthrough args and the flags a job gets (pure)."""
+
+from __future__ import annotations
+
+from .launch.base import JobRequest
+from .model import BackendKind, Cell
+from .plan import RunSpec
+
+HEARTBEAT = ("jax_distributed_heartbeat_timeout_seconds", "99999")
+# Profiler on steps 5-8; steady state then uses steps 9-14 (xla-tuning skill).
+PROFILER_ARGS = (("profiler", "xplane"), ("skip_first_n_steps_for_profiler", "5"), ("profiler_steps", "4"))
+
+
+def passthrough(cell: Cell, spec: RunSpec) -> tuple[str, ...]:
+    """`key=value` args for every tuning submission: synthetic data, fixed steps, the cell's shape."""
+    pairs: dict[str, str] = {"steps": str(cell.steps), "dataset_type": "synthetic"}
+    if cell.pdbs is not None:
+        pairs["per_device_batch_size"] = str(cell.pdbs)
+    pairs.update(cell.parallelism.overrides())
+    pairs.update(cell.overrides)
+    pairs.update(spec.overrides)
+    if spec.evidence:
+        pairs.update(PROFILER_ARGS)
+    if cell.backend.kind is not BackendKind.LOCAL:
+        pairs.update([HEARTBEAT])
+    return tuple(f"{key}={value}" for key, value in pairs.items())
+
+
+def job_request(cell: Cell, spec: RunSpec) -> JobRequest:
+    """The launcher input. Local and sbatch jobs get the env file's settings composed in here;
+    maxtext-slurm jobs inherit them from configs/<MODEL_TAG>.env.sh and get TUNE_PROFILE instead."""
+    env_flags: tuple[str, ...] = ()
+    env_vars: tuple[tuple[str, str], ...] = ()
+    if cell.backend.kind is not BackendKind.MAXTEXT_SLURM:
+        env_flags = tuple(e.deployed for e in cell.env_file if e.kind == "xla")
+        env_vars = tuple((e.name, e.value) for e in cell.env_file if e.kind == "env")
+    env = dict(env_vars)
+    for name in spec.unset_env:
+        env.pop(name, None)
+    env.update(spec.env)
+    return JobRequest(
+        job_name=f"{cell.model_tag}-{spec.profile}-{spec.config_tag}",
+        profile=spec.profile,
+        passthrough=passthrough(cell, spec),
+        xla_flags=env_flags + spec.xla_flags,
+        env=tuple(env.items()),
+        unset_env=spec.unset_env,
+        evidence=spec.evidence,
+    )

@@ -1,0 +1,61 @@
+"""The launcher seam: one small Protocol and the values that cross it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Everything a launcher needs to start one job; every string already passed the grammar."""
+
+    job_name: str
+    profile: str
+    passthrough: tuple[str, ...]
+    xla_flags: tuple[str, ...] = ()
+    env: Pairs = ()
+    unset_env: tuple[str, ...] = ()
+    evidence: bool = False
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    job_id: str
+    log_path: str
+    job_dir: str
+
+
+class JobPhase(Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    phase: JobPhase
+    state: str
+    exit_code: int | None = None
+
+
+class Launcher(Protocol):
+    """Starts jobs, reports on all of them in one call, cancels only what it started."""
+
+    name: str
+
+    def submit(self, request: JobRequest) -> SubmittedJob: ...
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]: ...
+
+    def cancel(self, job_id: str) -> None: ...
+
+    def read_log(self, job: SubmittedJob, offset: int) -> bytes: ...
+
+    def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,115 @@
+"""The embedded default: each job is a local subprocess of the JAX workload, one at a time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .base import JobPhase, JobProgress, JobRequest, SubmittedJob
+
+EXIT_SIGTERM = 143
+
+
+def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None) -> dict[str, str]:
+    """The job's environment: XLA flags appended to the inherited ones (last wins), env last."""
+    env = dict(base)
+    flags = list(request.xla_flags)
+    if dump_dir is not None:
+        flags += [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"]
+    if flags:
+        inherited = env.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = " ".join(([inherited] if inherited else []) + flags)
+    for name in request.unset_env:
+        env.pop(name, None)
+    env.update(dict(request.env))
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class LocalLauncher:
+    """Runs `python -m pytest_xlatune.workload` with MaxText-style passthrough args."""
+
+    name = "local"
+
+    def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable) -> None:
+        self.jobs_dir = jobs_dir
+        self.python = python
+        self._next_number = first_job_number
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        job_id = str(self._next_number)
+        self._next_number += 1
+        job_dir = self.jobs_dir / f"{job_id}-{request.job_name}"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.jobs_dir / f"{job_id}-{request.job_name}.log"
+        dump_dir = job_dir / "xla_dump" if request.evidence else None
+        argv = [self.python, "-m", "pytest_xlatune.workload", *request.passthrough,
+                f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
+        env = compose_environment(os.environ, request, dump_dir)
+        with log_path.open("wb") as log:
+            log.write(f"JOB_ID={job_id}\nJOB_NAME={request.job_name}\n".encode())
+            log.write(f"XLA_FLAGS={env.get('XLA_FLAGS', '')}\n".encode())
+            log.write(f"PASSTHROUGH_ARGS=\"{' '.join(request.passthrough)}\"\n".encode())
+            log.flush()
+            self._processes[job_id] = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=job_dir, start_new_session=True,
+            )
+        return SubmittedJob(job_id=job_id, log_path=str(log_path), job_dir=str(job_dir))
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        progress = {}
+        for job_id in job_ids:
+            process = self._processes.get(job_id)
+            if process is None:
+                # Not started by this launcher (e.g. a previous pytest that was killed).
+                progress[job_id] = JobProgress(JobPhase.FINISHED, "LOST", None)
+                continue
+            code = process.poll()
+            if code is None:
+                progress[job_id] = JobProgress(JobPhase.RUNNING, "RUNNING")
+            else:
+                exit_code = 128 - code if code < 0 else code  # -15 → 143, as a shell reports it
+                state = "COMPLETED" if code == 0 else "FAILED"
+                progress[job_id] = JobProgress(JobPhase.FINISHED, state, exit_code)
+        return progress
+
+    def cancel(self, job_id: str) -> None:
+        process = self._processes.get(job_id)
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        try:
+            with open(job.log_path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read()
+        except FileNotFoundError:
+            return b""
+
+    def artifacts(self, job: SubmittedJob) -> dict[str, str]:
+        found = {}
+        job_dir = Path(job.job_dir)
+        dump = job_dir / "xla_dump"
+        if dump.is_dir():
+            found["hlo_dump"] = str(dump)
+        profiles = sorted(job_dir.glob("**/plugins/profile/*"))
+        if profiles:
+            found["profile"] = str(profiles[-1])
+        return found
+
+    def close(self) -> None:
+        for job_id in list(self._processes):
+            self.cancel(job_id)

@@ -1,0 +1,102 @@
+"""The pytest nodes: a cell file collects into one item per run of its plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cell import CellError, load_cell
+from .model import Cell
+from .plan import RunKind, RunSpec, expand
+from .results import JobResult, Verdict, delta_pct
+from .runtime import RUNTIME_KEY
+
+PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
+                 "xlatune_verdict", "xlatune_reused")
+
+
+class RunFailed(Exception):
+    """A job ended without a measurement; carries the result for a readable failure."""
+
+    def __init__(self, result: JobResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+class Regression(Exception):
+    """A cross-config re-run regressed its config tag beyond the tolerance."""
+
+
+class CellFile(pytest.File):
+    """A `cells/*.yml` file; validation errors are one line naming file, line and key."""
+
+    cell: Cell
+
+    def collect(self) -> Iterator[CellItem]:
+        self.cell = load_cell(self.path)
+        for spec in expand(self.cell):
+            yield CellItem.from_parent(self, name=spec.name, spec=spec, cell=self.cell)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CellError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+
+class CellItem(pytest.Item):
+    """One run of the sweep: measures TGS, or asserts a recipe does not regress a config tag."""
+
+    def __init__(self, *, spec: RunSpec, cell: Cell, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.cell = cell
+        self.add_marker(pytest.mark.xlatune)
+
+    def runtest(self) -> None:
+        runtime = self.config.stash[RUNTIME_KEY]
+        sweep = runtime.sweep_for(self.cell)
+        spec = sweep.resolve(self.spec)
+        if spec is None:
+            pytest.skip("no measured profile on the primary config tag yet: nothing to re-run")
+        outcome = sweep.run(spec)
+        result = outcome.result
+        baseline = sweep.baseline_tgs(spec.config_tag)
+        delta = delta_pct(result.tgs, baseline) if spec.kind is not RunKind.BASELINE else None
+        self.user_properties.extend([
+            ("xlatune_tgs", result.tgs), ("xlatune_delta_pct", delta),
+            ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
+            ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
+            ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
+            ("xlatune_config_tag", spec.config_tag),
+        ])
+        if result.verdict is Verdict.OOM:
+            pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
+        if not result.measured:
+            raise RunFailed(result)
+        if spec.kind is RunKind.CROSS_CONFIG and delta is not None:
+            tolerance = self.cell.thresholds.regression_pct
+            if delta < -tolerance:
+                raise Regression(
+                    f"recipe {spec.resolved_from!r} regresses config tag {spec.config_tag!r}: "
+                    f"TGS {result.tgs:.1f} vs baseline {baseline:.1f} ({delta:+.2f} %, "
+                    f"tolerance -{tolerance:g} %), job {result.job_id}"
+                )
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        error = excinfo.value
+        if isinstance(error, RunFailed):
+            result = error.result
+            lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}",
+                     f"log: {result.log_path}"]
+            if result.log_tail:
+                lines += ["--- log tail ---", result.log_tail.rstrip()]
+            return "\n".join(lines)
+        if isinstance(error, Regression):
+            return str(error)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, max(self.spec.line - 1, 0), f"cell: {self.name}"

@@ -1,0 +1,94 @@
+"""pytest hooks for xlatune: options, cell collection, per-item status, reports. Hooks only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .nodes import CellFile, CellItem
+from .report.files import write_reports
+from .runtime import RUNTIME_KEY, Runtime
+from .settings import Settings, add_options
+
+CELL_SUFFIXES = (".yml", ".yaml")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+    parser.addini("xlatune_cells", "glob patterns (relative to rootdir) of cell files collected "
+                  "without naming them (default: cells/*.yml cells/*.yaml)", type="linelist",
+                  default=["cells/*.yml", "cells/*.yaml"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
+    settings = Settings.from_config(config)
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+
+    def report(text: str) -> None:
+        if terminal is not None and config.option.verbose > 0:
+            terminal.write_line(f"  [xlatune] {text}")
+
+    config.stash[RUNTIME_KEY] = Runtime(settings, config.rootpath, report)
+    if config.pluginmanager.hasplugin("html"):
+        from . import htmlreport
+
+        config.pluginmanager.register(htmlreport, "xlatune-html")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in CELL_SUFFIXES:
+        return None
+    config = parent.config
+    named = any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args)
+    root = config.rootpath
+    globbed = any(file_path.resolve() in {p.resolve() for p in root.glob(pattern)}
+                  for pattern in config.getini("xlatune_cells"))
+    if named or globbed:
+        return CellFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    runtime = session.config.stash[RUNTIME_KEY]
+    for item in session.items:
+        if isinstance(item, CellItem):
+            runtime.note_cell(item.cell)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = config.stash[RUNTIME_KEY].settings
+    return [f"xlatune: store {settings.store_dir}, reports in {settings.report_dir}, "
+            f"poll every {settings.poll_interval:g} s"
+            + (", remeasure" if settings.remeasure else "")]
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    if report.when != "call":
+        return None
+    props = dict(report.user_properties)
+    if "xlatune_tgs" not in props or props["xlatune_tgs"] is None or not report.passed:
+        return None
+    delta = props.get("xlatune_delta_pct")
+    text = f"{props['xlatune_tgs']:.1f} TGS"
+    if delta is not None:
+        text += f" {delta:+.2f} %"
+    word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
+    return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, {"green": True})
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    runtime = session.config.stash.get(RUNTIME_KEY, None)
+    if runtime is None:
+        return
+    runtime.close()
+    if runtime.settings.write_report and not hasattr(session.config, "workerinput"):
+        runtime.written_reports = write_reports(runtime)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    runtime = config.stash.get(RUNTIME_KEY, None)
+    for path in getattr(runtime, "written_reports", []):
+        terminalreporter.write_line(f"xlatune: tuning report written to {path}")

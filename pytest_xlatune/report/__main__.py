@@ -1,0 +1,44 @@
+"""Re-render tuning reports from the results store without running anything.
+
+    python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..cell import CellError, load_cell
+from ..runtime import Runtime
+from ..settings import Settings
+from .files import write_reports
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_xlatune.report", description=__doc__)
+    parser.add_argument("cells", nargs="+", type=Path, help="cell files whose reports to render")
+    parser.add_argument("--store", type=Path, default=Path(".xlatune"), help="results store directory")
+    parser.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the pytest rootdir of the sweep")
+    args = parser.parse_args(argv)
+    settings = Settings(store_dir=args.store, report_dir=args.out, write_report=True,
+                        remeasure=False, poll_interval=1.0, python=sys.executable)
+    runtime = Runtime(settings, args.root, report=lambda text: None)
+    try:
+        for path in args.cells:
+            runtime.note_cell(load_cell(path))
+    except CellError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    written = write_reports(runtime)
+    if not written:
+        print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"written {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

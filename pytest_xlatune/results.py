@@ -1,0 +1,88 @@
+"""What one finished job produced, as a frozen value that round-trips through the store."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+
+class Verdict(Enum):
+    """How a job ended, as far as the sweep is concerned."""
+
+    SUCCESS = "success"
+    SOFT_SUCCESS = "soft_success"  # exit 143 after the last step: data intact, counts
+    UNKNOWN_FLAG = "unknown_flag"
+    OOM = "oom"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NO_STEPS = "no_steps"
+
+    @property
+    def measured(self) -> bool:
+        return self in (Verdict.SUCCESS, Verdict.SOFT_SUCCESS)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One job attempt: identity, what ran, what it measured and how it ended."""
+
+    key: str
+    item: str
+    wave: str
+    profile: str
+    config_tag: str
+    kind: str
+    job_id: str
+    verdict: Verdict
+    xla_flags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    overrides: tuple[tuple[str, str], ...] = ()
+    nodelist: str = ""
+    image: str = ""
+    backend: str = ""
+    tgs: float | None = None
+    step_seconds: float | None = None
+    last_loss: float | None = None
+    tgs_values: tuple[float, ...] = ()
+    steps_used: tuple[int, ...] = ()
+    step_count: int = 0
+    reason: str = ""
+    log_path: str = ""
+    log_tail: str = ""
+    artifacts: tuple[tuple[str, str], ...] = ()
+    resolved_from: str = ""
+    exit_code: int | None = None
+    submitted_at: float = 0.0
+    finished_at: float = 0.0
+    retries: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def measured(self) -> bool:
+        return self.verdict.measured and self.tgs is not None
+
+    def artifact(self, name: str) -> str | None:
+        return dict(self.artifacts).get(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = self.verdict.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobResult:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["verdict"] = Verdict(values["verdict"])
+        for name in ("xla_flags", "tgs_values", "steps_used", "retries"):
+            values[name] = tuple(values.get(name) or ())
+        for name in ("env", "overrides", "artifacts"):
+            values[name] = tuple(tuple(pair) for pair in values.get(name) or ())
+        return cls(**values)
+
+
+def delta_pct(value: float | None, reference: float | None) -> float | None:
+    """Relative change in percent; None when either side is missing."""
+    if value is None or not reference:
+        return None
+    return (value / reference - 1.0) * 100.0

@@ -1,0 +1,166 @@
+"""One Sweep per cell and pytest session: reuse, submit, watch, judge and store each run."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .compose import job_request
+from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
+from .logs import StepLog, steady_state
+from .model import Cell
+from .plan import RunKind, RunSpec, run_key
+from .results import JobResult, Verdict
+from .store import ResultStore
+from .triage import Evidence, judge
+
+Report = Callable[[str], None]
+
+# Verdicts worth running again on a rerun; everything else is a finished measurement.
+RERUN_VERDICTS = (Verdict.CANCELLED,)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    result: JobResult
+    reused: bool
+
+
+class SweepInterrupted(Exception):
+    """The session was interrupted while a job ran; the job was cancelled."""
+
+
+@dataclass
+class Sweep:
+    """Runs the specs of one cell through a launcher, storing every result at once."""
+
+    cell: Cell
+    specs: list[RunSpec]
+    store: ResultStore
+    launcher: Launcher
+    nodelist: str
+    poll_interval: float = 0.5
+    remeasure: bool = False
+    report: Report = lambda text: None
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.time
+    _ran_this_session: set[str] = field(default_factory=set)
+
+    # ---- lookups over the store -------------------------------------------------------
+
+    def key(self, spec: RunSpec) -> str:
+        return run_key(self.cell, spec, self.nodelist)
+
+    def stored(self, spec: RunSpec) -> JobResult | None:
+        return self.store.latest_by_key().get(self.key(spec))
+
+    def results(self) -> list[JobResult]:
+        """The latest result of each current spec (what the report and Δ% use)."""
+        latest = self.store.latest_by_key()
+        found = []
+        for spec in self.specs:
+            resolved = self.resolve(spec) if spec.needs_resolution else spec
+            if resolved is not None and (result := latest.get(self.key(resolved))):
+                found.append(result)
+        return found
+
+    def baseline_tgs(self, config_tag: str) -> float | None:
+        """Mean TGS of the measured baseline-deployed repeats of a config tag."""
+        values = [r.tgs for r in self.results()
+                  if r.kind == RunKind.BASELINE.value and r.config_tag == config_tag
+                  and r.measured and r.tgs is not None]
+        return statistics.fmean(values) if values else None
+
+    def best_profile(self) -> JobResult | None:
+        """The highest-TGS measured profile of the primary config tag (waves 2-4)."""
+        primary = self.cell.primary_config.name
+        candidates = [r for r in self.results()
+                      if r.kind == RunKind.PROFILE.value and r.config_tag == primary and r.measured]
+        return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
+
+    def resolve(self, spec: RunSpec) -> RunSpec | None:
+        """Fill a cross-config run with the best profile's flags; None while there is none."""
+        if not spec.needs_resolution:
+            return spec
+        best = self.best_profile()
+        if best is None:
+            return None
+        source = next(s for s in self.specs if s.kind is RunKind.PROFILE and s.profile == best.profile)
+        return spec.resolve(source)
+
+    # ---- running ----------------------------------------------------------------------
+
+    def run(self, spec: RunSpec) -> RunOutcome:
+        """Reuse a stored result for this exact run, or launch it and wait for its verdict."""
+        key = self.key(spec)
+        stored = self.store.latest_by_key().get(key)
+        if stored and stored.verdict not in RERUN_VERDICTS and (
+            not self.remeasure or key in self._ran_this_session
+        ):
+            return RunOutcome(stored, reused=True)
+        request = job_request(self.cell, spec)
+        job = self.launcher.submit(request)
+        self._ran_this_session.add(key)
+        self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
+                          log_path=job.log_path, job_dir=job.job_dir)
+        submitted_at = self.clock()
+        try:
+            log, progress, cancelled = self._watch(spec, job)
+        except BaseException:
+            self.launcher.cancel(job.job_id)
+            raise
+        result = self._result(spec, key, job, log, progress, cancelled, submitted_at)
+        self.store.add_result(result)
+        return RunOutcome(result, reused=False)
+
+    def _watch(self, spec: RunSpec, job: SubmittedJob) -> tuple[StepLog, JobProgress, bool]:
+        log = StepLog()
+        offset = 0
+        cancelled = False
+        last_reported = -1
+        while True:
+            progress = self.launcher.poll([job.job_id])[job.job_id]
+            chunk = self.launcher.read_log(job, offset)
+            offset += len(chunk)
+            log.feed(chunk)
+            if progress.phase is JobPhase.FINISHED:
+                return log, progress, cancelled
+            if log.unknown_flag and not cancelled:
+                # Do not wait for a time limit: the job cannot recover from an unknown flag.
+                self.launcher.cancel(job.job_id)
+                cancelled = True
+            if log.last_step is not None and log.last_step != last_reported:
+                last_reported = log.last_step
+                self.report(f"{spec.name} job {job.job_id} {progress.state} "
+                            f"step {log.last_step + 1}/{self.cell.steps}")
+            self.sleep(self.poll_interval)
+
+    def _result(self, spec: RunSpec, key: str, job: SubmittedJob, log: StepLog,
+                progress: JobProgress, cancelled: bool, submitted_at: float) -> JobResult:
+        verdict, reason = judge(Evidence(
+            last_step=log.last_step, expected_steps=self.cell.steps, exit_code=progress.exit_code,
+            unknown_flag_line=log.unknown_flag_line, oom_line=log.oom_line,
+            cancelled_by_us=cancelled,
+        ))
+        steady = steady_state(log.steps, profiler_on=spec.evidence) if verdict.measured else None
+        if verdict.measured and steady is None:
+            verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window"
+        return JobResult(
+            key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
+            config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
+            verdict=verdict, reason=reason,
+            xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
+            nodelist=self.nodelist, image=self.cell.image, backend=self.launcher.name,
+            tgs=steady.tgs if steady else None,
+            step_seconds=steady.step_seconds if steady else None,
+            last_loss=steady.last_loss if steady else None,
+            tgs_values=steady.tgs_values if steady else (),
+            steps_used=steady.steps_used if steady else (),
+            step_count=len(log.steps),
+            log_path=job.log_path, log_tail="" if verdict.measured else log.tail_text(),
+            artifacts=tuple(sorted(self.launcher.artifacts(job).items())),
+            resolved_from=spec.resolved_from, exit_code=progress.exit_code,
+            submitted_at=submitted_at, finished_at=self.clock(),
+        )

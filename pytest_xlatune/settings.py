@@ -1,0 +1,99 @@
+"""Every xlatune option in one place: CLI > ini > default, read once into a frozen Settings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0 (fails at parse time with a clear message)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, found {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, found {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # CLI --xlatune-<name>, ini xlatune_<name with _>
+    help: str
+    default: Any
+    kind: str = "string"  # string | bool | float
+    parse: Callable[[str], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--xlatune-{self.name}"
+
+    @property
+    def ini(self) -> str:
+        return "xlatune_" + self.name.replace("-", "_")
+
+
+OPTIONS = (
+    Option("store", "directory of the results store (one .jsonl per cell)", ".xlatune"),
+    Option("report-dir", "where <MODEL_TAG>-tuning.md is written at session end", "."),
+    Option("no-report", "do not write the tuning report at session end", False, "bool"),
+    Option("remeasure", "run every selected item again instead of reusing stored results",
+           False, "bool"),
+    Option("poll-interval", "seconds between scheduler polls and log reads", 0.5, "float",
+           positive_float),
+    Option("python", "python interpreter that runs the embedded workload", sys.executable),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("xlatune", "XLA/NCCL flag tuning cells")
+    for option in OPTIONS:
+        help_text = f"{option.help} (default: {option.default})"
+        if option.kind == "bool":
+            group.addoption(option.flag, action="store_true", default=None, help=help_text)
+            parser.addini(option.ini, help_text, type="bool", default=option.default)
+        else:
+            group.addoption(option.flag, default=None, type=option.parse, help=help_text)
+            parser.addini(option.ini, help_text, default=str(option.default))
+
+
+def _value(config: pytest.Config, option: Option) -> Any:
+    cli = config.getoption(option.flag)
+    if cli is not None:
+        return cli
+    ini = config.getini(option.ini)
+    if option.parse and isinstance(ini, str):
+        try:
+            return option.parse(ini)
+        except argparse.ArgumentTypeError as error:
+            raise pytest.UsageError(f"ini {option.ini}: {error}") from None
+    return ini
+
+
+@dataclass(frozen=True)
+class Settings:
+    store_dir: Path
+    report_dir: Path
+    write_report: bool
+    remeasure: bool
+    poll_interval: float
+    python: str
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        values = {option.name: _value(config, option) for option in OPTIONS}
+        root = config.rootpath
+        return cls(
+            store_dir=root / values["store"],
+            report_dir=root / values["report-dir"],
+            write_report=not values["no-report"],
+            remeasure=bool(values["remeasure"]),
+            poll_interval=float(values["poll-interval"]),
+            python=str(values["python"]),
+        )

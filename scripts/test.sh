@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up and run the whole test suite on the real parts: the embedded JAX workload, a local
+# 4-node Slurm cluster and a loopback sshd (both started here and stopped at exit).
+# Extra args go to pytest.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/scripts/venv.sh"
+cd "$repo"
+if [[ -x scripts/local-slurm.sh ]]; then
+    scripts/local-slurm.sh up
+    trap 'scripts/local-slurm.sh down || true' EXIT
+fi
+pytest tests -p no:cacheprovider -ra "$@"
