@@ -87,7 +87,8 @@ class Runtime:
 
     def _launcher(self, cell: Cell, store: ResultStore) -> Launcher:
         jobs_dir = self.settings.store_dir / cell_slug(cell.path, self.root) / "jobs"
-        return LocalLauncher(jobs_dir, store.max_job_number() + 1, python=self.settings.python)
+        return LocalLauncher(jobs_dir, store.max_job_number() + 1, python=self.settings.python,
+                             module=self.settings.workload)
 
     def close(self) -> None:
         for sweep in self.sweeps.values():

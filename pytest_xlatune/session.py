@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .compose import job_request
 from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
-from .logs import StepLog, steady_state
+from .logs import SignalKind, StepLog, steady_state
 from .model import Cell
 from .plan import RunKind, RunSpec, run_key
 from .results import JobResult, Verdict
@@ -59,12 +59,20 @@ class Sweep:
     def results(self) -> list[JobResult]:
         """The latest result of each current spec (what the report and Δ% use)."""
         latest = self.store.latest_by_key()
-        found = []
+        found = self._direct_results(latest)
+        best = _best_profile(found, self.cell.primary_config.name)
         for spec in self.specs:
-            resolved = self.resolve(spec) if spec.needs_resolution else spec
-            if resolved is not None and (result := latest.get(self.key(resolved))):
-                found.append(result)
+            if spec.needs_resolution and best is not None:
+                if result := latest.get(self.key(spec.resolve(self._spec_of(best)))):
+                    found.append(result)
         return found
+
+    def _direct_results(self, latest: dict[str, JobResult]) -> list[JobResult]:
+        return [latest[key] for spec in self.specs if not spec.needs_resolution
+                if (key := self.key(spec)) in latest]
+
+    def _spec_of(self, result: JobResult) -> RunSpec:
+        return next(s for s in self.specs if s.kind is RunKind.PROFILE and s.profile == result.profile)
 
     def baseline_tgs(self, config_tag: str) -> float | None:
         """Mean TGS of the measured baseline-deployed repeats of a config tag."""
@@ -75,20 +83,15 @@ class Sweep:
 
     def best_profile(self) -> JobResult | None:
         """The highest-TGS measured profile of the primary config tag (waves 2-4)."""
-        primary = self.cell.primary_config.name
-        candidates = [r for r in self.results()
-                      if r.kind == RunKind.PROFILE.value and r.config_tag == primary and r.measured]
-        return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
+        latest = self.store.latest_by_key()
+        return _best_profile(self._direct_results(latest), self.cell.primary_config.name)
 
     def resolve(self, spec: RunSpec) -> RunSpec | None:
         """Fill a cross-config run with the best profile's flags; None while there is none."""
         if not spec.needs_resolution:
             return spec
         best = self.best_profile()
-        if best is None:
-            return None
-        source = next(s for s in self.specs if s.kind is RunKind.PROFILE and s.profile == best.profile)
-        return spec.resolve(source)
+        return None if best is None else spec.resolve(self._spec_of(best))
 
     # ---- running ----------------------------------------------------------------------
 
@@ -126,6 +129,7 @@ class Sweep:
             offset += len(chunk)
             log.feed(chunk)
             if progress.phase is JobPhase.FINISHED:
+                log.flush()
                 return log, progress, cancelled
             if log.unknown_flag and not cancelled:
                 # Do not wait for a time limit: the job cannot recover from an unknown flag.
@@ -141,7 +145,8 @@ class Sweep:
                 progress: JobProgress, cancelled: bool, submitted_at: float) -> JobResult:
         verdict, reason = judge(Evidence(
             last_step=log.last_step, expected_steps=self.cell.steps, exit_code=progress.exit_code,
-            unknown_flag_line=log.unknown_flag_line, oom_line=log.oom_line,
+            unknown_flag_line=_first_line(log, SignalKind.UNKNOWN_FLAG),
+            oom_line=_first_line(log, SignalKind.OOM),
             cancelled_by_us=cancelled,
         ))
         steady = steady_state(log.steps, profiler_on=spec.evidence) if verdict.measured else None
@@ -164,3 +169,13 @@ class Sweep:
             resolved_from=spec.resolved_from, exit_code=progress.exit_code,
             submitted_at=submitted_at, finished_at=self.clock(),
         )
+
+
+def _best_profile(results: list[JobResult], config_tag: str) -> JobResult | None:
+    candidates = [r for r in results
+                  if r.kind == RunKind.PROFILE.value and r.config_tag == config_tag and r.measured]
+    return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
+
+
+def _first_line(log: StepLog, kind: SignalKind) -> str | None:
+    return next((signal.line for signal in log.signals if signal.kind is kind), None)

@@ -48,6 +48,8 @@ OPTIONS = (
     Option("poll-interval", "seconds between scheduler polls and log reads", 0.5, "float",
            positive_float),
     Option("python", "python interpreter that runs the embedded workload", sys.executable),
+    Option("workload", "python module the local backend runs as `python -m MODULE key=value...`",
+           "pytest_xlatune.workload"),
 )
 
 
@@ -84,6 +86,7 @@ class Settings:
     remeasure: bool
     poll_interval: float
     python: str
+    workload: str = "pytest_xlatune.workload"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -96,4 +99,5 @@ class Settings:
             remeasure=bool(values["remeasure"]),
             poll_interval=float(values["poll-interval"]),
             python=str(values["python"]),
+            workload=str(values["workload"]),
         )

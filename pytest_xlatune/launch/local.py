@@ -32,13 +32,15 @@ def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: 
 
 
 class LocalLauncher:
-    """Runs `python -m pytest_xlatune.workload` with MaxText-style passthrough args."""
+    """Runs `python -m <module>` (the JAX workload by default) with MaxText-style passthrough args."""
 
     name = "local"
 
-    def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable) -> None:
+    def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable,
+                 module: str = "pytest_xlatune.workload") -> None:
         self.jobs_dir = jobs_dir
         self.python = python
+        self.module = module
         self._next_number = first_job_number
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -49,7 +51,7 @@ class LocalLauncher:
         job_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.jobs_dir / f"{job_id}-{request.job_name}.log"
         dump_dir = job_dir / "xla_dump" if request.evidence else None
-        argv = [self.python, "-m", "pytest_xlatune.workload", *request.passthrough,
+        argv = [self.python, "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
         env = compose_environment(os.environ, request, dump_dir)
         with log_path.open("wb") as log:

@@ -81,7 +81,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     base = baseline_tgs.get(primary)
     rows = []
     if base is not None:
-        ids = ",".join(r.job_id for r in measured
+        ids = " ".join(r.job_id for r in measured
                        if r.kind == RunKind.BASELINE.value and r.config_tag == primary)
         rows.append(Row("baseline-deployed", "(deployed env)", base,
                         _mean_step(measured, primary), 0.0, ids))

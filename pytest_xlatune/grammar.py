@@ -1,0 +1,87 @@
+"""Strict grammars for every name and value that reaches a command line or a shell script.
+
+Pure: no I/O. The cell loader rejects what does not match; launchers re-check before quoting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# maxtext-slurm rejects a submission when ${#JOB_NAME}+12 > 255 (ext4 path segment limit for
+# outputs/<jobid>-<JOB_NAME>), so JOB_NAME may be at most 243 bytes.
+JOB_NAME_MAX = 243
+
+
+class GrammarError(ValueError):
+    """A text does not match its grammar."""
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A named regular language; `expected` is the phrase used in error messages."""
+
+    name: str
+    regex: str
+    max_len: int | None = None
+
+    @property
+    def expected(self) -> str:
+        limit = f", at most {self.max_len} characters" if self.max_len else ""
+        return f"{self.name} matching {self.regex}{limit}"
+
+    def matches(self, text: str) -> bool:
+        if self.max_len is not None and len(text) > self.max_len:
+            return False
+        # fullmatch, not `$`: `$` would accept a trailing newline.
+        return re.fullmatch(self.regex, text) is not None
+
+    def check(self, text: str) -> str:
+        """Return `text` unchanged, or raise GrammarError."""
+        if not self.matches(text):
+            raise GrammarError(f"expected {self.expected}, found {text!r}")
+        return text
+
+
+_VALUE_CHARS = r"A-Za-z0-9_.,:+/=@%-"
+_FLAG_VALUE_CHARS = r"A-Za-z0-9_.,:+/-"
+
+NAME = Grammar("a name", r"[A-Za-z0-9][A-Za-z0-9_.+-]*", max_len=48)
+MODEL_TAG = Grammar("a model tag", r"[a-z0-9][a-z0-9._-]*")
+XLA_FLAG = Grammar("an XLA flag", rf"--xla_[a-z0-9_]+=[{_FLAG_VALUE_CHARS}]+")
+XLA_FLAG_VALUE = Grammar("an XLA flag value", rf"[{_FLAG_VALUE_CHARS}]+")
+ENV_NAME = Grammar("an environment variable name", r"[A-Z_][A-Z0-9_]*")
+ENV_VALUE = Grammar("an environment value", rf"[{_VALUE_CHARS}]*")
+OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*")
+OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
+NODELIST = Grammar("a Slurm nodelist", r"[A-Za-z0-9_.,\[\]-]+")
+PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
+
+
+def split_xla_flag(flag: str) -> tuple[str, str]:
+    """Split a grammar-checked `--xla_name=value` into ("--xla_name", "value")."""
+    name, _, value = XLA_FLAG.check(flag).partition("=")
+    return name, value
+
+
+def _exp_tag_part(arg: str) -> str:
+    # _format_exp_tag_suffix: strip one leading `--` or `-`, then every `=` becomes `_`.
+    if arg.startswith("--"):
+        arg = arg[2:]
+    elif arg.startswith("-"):
+        arg = arg[1:]
+    return arg.replace("=", "_")
+
+
+def job_name(model_tag: str, exp_tag: str, passthrough: Sequence[str]) -> str:
+    """Return the JOB_NAME maxtext-slurm's submit.sh derives (utils/parse_job_args.sh)."""
+    # split_script_args drops empty passthrough args before they reach the exp tag.
+    parts = ([exp_tag] if exp_tag else []) + [_exp_tag_part(a) for a in passthrough if a]
+    tag = "-".join(parts)
+    return f"JAX-{model_tag}-{tag}" if tag else f"JAX-{model_tag}"
+
+
+def job_name_bytes(name: str) -> int:
+    """Length as bash's ${#JOB_NAME} counts it for the ASCII names our grammars allow."""
+    return len(name.encode())

@@ -1,0 +1,22 @@
+"""Shared fixtures: pytester, and a cell writer that runs the scripted fake trainer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TESTS_DIR = Path(__file__).parent
+
+
+@pytest.fixture
+def fake_trainer_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let job subprocesses import tests/fake_trainer.py."""
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", f"{TESTS_DIR}{os.pathsep}{path}" if path else str(TESTS_DIR))
+
+
+FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p", "no:cacheprovider"]

@@ -1,0 +1,103 @@
+"""A whole sweep through pytest with the scripted fake trainer: outcomes, ids, reuse, report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+
+CELL = """\
+model_tag: fake
+nodes: 1
+parallelism: FSDP=8
+pdbs: 2
+config_tags:
+  sparse: {}
+  dense: {fake_penalize: --xla_fake_tgs}
+env_file:
+  - flag: --xla_fake_env=1
+    image_default: "0"
+waves:
+  2:
+    - name: fast
+      xla_flags: [--xla_fake_tgs=1100]
+    - name: slow
+      xla_flags: [--xla_fake_tgs=900]
+  3:
+    - name: stale
+      xla_flags: [--xla_gpu_enable_obsolete_thing=true]
+"""
+
+
+@pytest.fixture
+def cell(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
+    return pytester.makefile(".yml", demo_cell=CELL)
+
+
+def test_collect_only_lists_stable_ids(pytester: pytest.Pytester, cell: Path) -> None:
+    result = pytester.runpytest(str(cell), "--collect-only", "-q", *FAKE)
+    result.stdout.fnmatch_lines([
+        "demo_cell.yml::wave1::baseline[[]sparse[]]",
+        "demo_cell.yml::wave1::baseline-r2[[]sparse[]]",
+        "demo_cell.yml::wave1::restore_default[[]dense[]]",
+        "demo_cell.yml::wave1.5::evidence[[]sparse[]]",
+        "demo_cell.yml::wave2::fast[[]sparse[]]",
+        "demo_cell.yml::wave6::best[[]dense[]]",
+    ])
+    assert not (pytester.path / ".xlatune").exists()
+
+
+def test_sweep_measures_fails_unknown_flag_and_catches_cross_config_regression(
+        pytester: pytest.Pytester, cell: Path) -> None:
+    result = pytester.runpytest(str(cell), "-v", *FAKE)
+    # 7 wave-1/evidence runs + fast + slow pass; stale fails; best[dense] regresses (1100 × 0.8 vs 1000).
+    result.assert_outcomes(passed=9, failed=2)
+    result.stdout.fnmatch_lines([
+        "*wave2::fast[[]sparse[]] PASSED 1100.* TGS +10.0* %*",
+        "*wave2::slow[[]sparse[]] PASSED 900.* TGS -10.0* %*",
+        "*Unknown flag in XLA_FLAGS: --xla_gpu_enable_obsolete_thing=true*",
+        "*recipe 'fast' regresses config tag 'dense'*-12.00 %*tolerance -1 %*",
+    ])
+    report = (pytester.path / "fake-tuning.md").read_text()
+    assert re.search(r"\| fast ⭐ \| `--xla_fake_tgs=1100` \| 1,100\.\d \|", report)
+    assert "**`fast`** ⭐" in report
+    assert re.search(r"\| slow \| `--xla_fake_tgs=900` \| -10\.0\d % \|", report)  # negative findings
+    assert re.search(r"\| `wave3::stale\[sparse\]` \| \d+ \| unknown_flag \|", report)
+
+
+def test_rerun_reuses_every_stored_result(pytester: pytest.Pytester, cell: Path) -> None:
+    pytester.runpytest(str(cell), *FAKE)
+    logs_before = sorted((pytester.path / ".xlatune").rglob("*.log"))
+    result = pytester.runpytest(str(cell), "-v", *FAKE)
+    result.assert_outcomes(passed=9, failed=2)
+    result.stdout.fnmatch_lines(["*wave2::fast[[]sparse[]] REUSED 1100.* TGS +10.0* %*"])
+    assert sorted((pytester.path / ".xlatune").rglob("*.log")) == logs_before
+
+
+def test_remeasure_runs_again(pytester: pytest.Pytester, cell: Path) -> None:
+    pytester.runpytest(str(cell), "-k", "fast", *FAKE)
+    before = len(list((pytester.path / ".xlatune").rglob("*.log")))
+    result = pytester.runpytest(str(cell), "-k", "fast", "--xlatune-remeasure", "-v", *FAKE)
+    result.stdout.fnmatch_lines(["*wave2::fast[[]sparse[]] PASSED*"])
+    assert len(list((pytester.path / ".xlatune").rglob("*.log"))) == before + 1
+
+
+def test_k_selects_items_and_reports_missing_baseline(pytester: pytest.Pytester, cell: Path) -> None:
+    result = pytester.runpytest(str(cell), "-k", "fast", "-v", *FAKE)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*wave2::fast[[]sparse[]] PASSED 1100.* TGS*"])
+
+
+def test_cross_config_item_skips_without_a_measured_profile(pytester: pytest.Pytester, cell: Path) -> None:
+    result = pytester.runpytest(str(cell), "-k", "best", "-rs", *FAKE)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no measured profile on the primary config tag yet*"])
+
+
+def test_exitfirst_stops_after_the_first_failure(pytester: pytest.Pytester, cell: Path) -> None:
+    # stale (wave 3) fails before best (wave 6) would run.
+    result = pytester.runpytest(str(cell), "-x", "-k", "stale or best", *FAKE)
+    result.assert_outcomes(failed=1)

@@ -1,0 +1,348 @@
+"""cell.load_cell: good cells become frozen values; each bad one fails on one line naming file:line:key."""
+
+from __future__ import annotations
+
+import pickle
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_xlatune import grammar
+from pytest_xlatune.cell import CellError, load_cell
+from pytest_xlatune.model import (
+    Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, PipelineShape,
+    Profile, Thresholds,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "cells"
+
+# Lines 1-3 of most malformed cells; what a case appends starts on line 4.
+HEAD = "model_tag: demo\nnodes: 1\nparallelism: FSDP=8\n"
+PP_HEAD = "model_tag: demo\nnodes: 1\nparallelism: PP=4\n"
+
+
+def _cell(tmp_path: Path, text: str, name: str = "cell.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _wave2(profile: str) -> str:
+    """Wrap one profile's YAML (its `- name:` on line 6) into a cell."""
+    return HEAD + "waves:\n  2:\n" + textwrap.indent(textwrap.dedent(profile), "    ")
+
+
+LONG = "x" * 60
+MALFORMED = [
+    # (id, text, key, line, fragment of the message)
+    ("empty-file", "", "cell", 1, "an empty document"),
+    ("comments-only", "# nothing here\n", "cell", 1, "an empty document"),
+    ("top-level-list", "- model_tag: demo\n", "cell", 1, "found a list"),
+    ("yaml-syntax", HEAD + "steps: [15\n", "yaml", 5, "expected ',' or ']'"),
+    ("yaml-bad-indent", "model_tag: demo\n  nodes: 1\n", "yaml", 2, "mapping values are not allowed"),
+    ("yaml-two-documents", HEAD + "---\nsteps: 15\n", "yaml", 4, "another document"),
+    ("yaml-control-char", HEAD + "image: a\x07b\n", "yaml", 4, "U+0007"),
+    ("python-object-tag", "model_tag: !!python/object/apply:os.system [echo hi]\n", "model_tag", 1,
+     "the tag !!python/object/apply:os.system"),
+    ("custom-tag", HEAD + "steps: !env STEPS\n", "steps", 4, "the tag !env"),
+    ("merge-key", HEAD + "base: &b {steps: 15}\n<<: *b\n", "<<", 5, "merge key"),
+    ("explicit-int-tag-on-text", HEAD + "steps: !!int abc\n", "steps", 4, "steps 5-14"),
+    ("unknown-key-did-you-mean", "modle_tag: demo\nnodes: 1\nparallelism: FSDP=8\n", "modle_tag",
+     1, "(did you mean 'model_tag'?)"),
+    ("duplicate-key", HEAD + "steps: 15\nsteps: 20\n", "steps", 5, "'steps' again (first on line 4)"),
+    ("schema-2", "schema: 2\n" + HEAD, "schema", 1, "expected schema version 1, found 2"),
+    ("model-tag-missing", "nodes: 1\nparallelism: FSDP=8\n", "model_tag", 1, "no 'model_tag' key"),
+    ("model-tag-uppercase", "model_tag: Qwen3\nnodes: 1\nparallelism: FSDP=8\n", "model_tag", 1,
+     "found 'Qwen3'"),
+    ("model-tag-integer", "model_tag: 70\nnodes: 1\nparallelism: FSDP=8\n", "model_tag", 1,
+     "found 70 (an integer)"),
+    ("slot-none", "model_tag: demo\nparallelism: FSDP=8\n", "nodes", 1,
+     "found none of nodelist, partition, nodes"),
+    ("slot-nodelist-and-nodes", HEAD + "nodelist: node[01-02]\n", "nodelist", 4,
+     "found nodelist and nodes"),
+    ("slot-partition-alone", "model_tag: demo\npartition: gpu\nparallelism: FSDP=8\n",
+     "partition", 2, "nodes alongside partition"),
+    ("nodes-zero", "model_tag: demo\nnodes: 0\nparallelism: FSDP=8\n", "nodes", 2,
+     "an integer >= 1, found 0"),
+    ("nodelist-shell", "model_tag: demo\nnodelist: 'n1;reboot'\nparallelism: FSDP=8\n",
+     "nodelist", 2, "found 'n1;reboot'"),
+    ("partition-space", "model_tag: demo\npartition: gpu a\nnodes: 2\nparallelism: FSDP=8\n",
+     "partition", 2, "a Slurm partition"),
+    ("parallelism-missing", "model_tag: demo\nnodes: 1\n", "parallelism", 1, "no 'parallelism' key"),
+    ("parallelism-zero", "model_tag: demo\nnodes: 1\nparallelism: FSDP=0\n", "parallelism", 3,
+     "found 'FSDP=0'"),
+    ("parallelism-non-int", "model_tag: demo\nnodes: 1\nparallelism: FSDP=3,TP=x\n", "parallelism",
+     3, "found 'TP=x'"),
+    ("parallelism-unknown-axis", "model_tag: demo\nnodes: 1\nparallelism: DP=2\n", "parallelism", 3,
+     "FSDP|PP|TP"),
+    ("parallelism-repeated", "model_tag: demo\nnodes: 1\nparallelism: FSDP=2,FSDP=4\n",
+     "parallelism", 3, "FSDP given twice"),
+    ("parallelism-empty", "model_tag: demo\nnodes: 1\nparallelism: ''\n", "parallelism", 3,
+     "found ''"),
+    ("parallelism-no-equals", "model_tag: demo\nnodes: 1\nparallelism: FSDP8\n", "parallelism", 3,
+     "found 'FSDP8'"),
+    ("steps-text", HEAD + "steps: x\n", "steps", 4, "the steady state is taken from steps 5-14"),
+    ("steps-too-few", HEAD + "steps: 5\n", "steps", 4, "an integer >= 10"),
+    ("baseline-repeats-6", HEAD + "baseline_repeats: 6\n", "baseline_repeats", 4, "from 1 to 5"),
+    ("pdbs-boolean", HEAD + "pdbs: yes\n", "pdbs", 4, "found yes (a boolean)"),
+    ("overrides-list", HEAD + "overrides: [emb_dim]\n", "overrides", 4, "a mapping, found a list"),
+    ("override-owned-steps", HEAD + "overrides:\n  emb_dim: 64\n  steps: 30\n", "overrides.steps", 6,
+     "top-level 'steps' key"),
+    ("override-owned-pdbs", HEAD + "overrides: {per_device_batch_size: 2}\n",
+     "overrides.per_device_batch_size", 4, "top-level 'pdbs' key"),
+    ("override-owned-parallelism", HEAD + "overrides:\n  dcn_fsdp_parallelism: 4\n",
+     "overrides.dcn_fsdp_parallelism", 5, "top-level 'parallelism' key"),
+    ("override-env-passthrough", HEAD + "overrides: {_env_foo: 1}\n", "overrides._env_foo", 4,
+     "profile's env"),
+    ("override-key-grammar", HEAD + "overrides:\n  EmbDim: 64\n", "overrides.EmbDim", 5,
+     "a MaxText override key"),
+    ("override-value-shell", HEAD + "overrides:\n  run_tag: 'a;b'\n", "overrides.run_tag", 5,
+     "found 'a;b'"),
+    ("override-value-null", HEAD + "overrides:\n  emb_dim:\n", "overrides.emb_dim", 5,
+     "a string, number or boolean"),
+    ("config-tags-empty", HEAD + "config_tags: {}\n", "config_tags", 4, "at least one config tag"),
+    ("config-tag-owned-key", HEAD + "config_tags:\n  sparse:\n    run_name: x\n",
+     "config_tags.sparse.run_name", 6, "the launcher sets it"),
+    ("config-tag-name-grammar", HEAD + "config_tags:\n  '+sparse': {}\n", "config_tags.+sparse", 5,
+     "a name matching"),
+    ("env-file-both-forms", HEAD + "env_file:\n  - flag: --xla_a=1\n    env: A=1\n    image_default: 0\n",
+     "env_file[0]", 5, "found flag and env"),
+    ("env-file-no-default", HEAD + "env_file:\n  - flag: --xla_a=1\n", "env_file[0].image_default", 5,
+     "no 'image_default' key"),
+    ("env-file-flag-space", HEAD + "env_file:\n  - flag: '--xla_a=1 2'\n    image_default: '1'\n",
+     "env_file[0].flag", 5, "an XLA flag matching"),
+    ("env-file-env-no-equals", HEAD + "env_file:\n  - env: NCCL_X\n    image_default: null\n",
+     "env_file[0].env", 5, "NAME=value"),
+    ("env-file-repeated", HEAD + "env_file:\n  - env: A=1\n    image_default: null\n"
+     "  - env: A=2\n    image_default: null\n", "env_file[1].env", 7, "A again (first on line 5)"),
+    ("waves-list", HEAD + "waves: [a]\n", "waves", 4, "a mapping, found a list"),
+    ("wave-5", HEAD + "waves:\n  5:\n    - {name: a, xla_flags: [--xla_a=1]}\n", "waves.5", 5,
+     "a wave number 2, 3 or 4"),
+    ("wave-int-and-text", HEAD + "waves:\n  2: []\n  '2': []\n", "waves.2", 6, "each key once"),
+    ("profile-not-mapping", _wave2("- opt_o0\n"), "waves.2[0]", 6, "a mapping, found 'opt_o0'"),
+    ("profile-unknown-key", _wave2("- name: a\n  xla_flag: [--xla_a=1]\n"), "waves.2[0].xla_flag", 7,
+     "(did you mean 'xla_flags'?)"),
+    ("profile-no-name", _wave2("- xla_flags: [--xla_a=1]\n"), "waves.2[0].name", 6, "no 'name' key"),
+    ("profile-nothing-to-test", _wave2("- name: a\n"), "waves.2[0]", 6,
+     "at least one of xla_flags, env, overrides"),
+    ("profile-reserved-name", _wave2("- name: baseline\n  xla_flags: [--xla_a=1]\n"),
+     "waves.2[0].name", 6, "xlatune's own runs"),
+    ("profile-name-too-long", _wave2(f"- name: {LONG}\n  xla_flags: [--xla_a=1]\n"),
+     "waves.2[0].name", 6, "at most 48 characters"),
+    ("profile-name-repeated-across-waves",
+     HEAD + "waves:\n  2:\n    - {name: a, xla_flags: [--xla_a=1]}\n"
+     "  3:\n    - {name: a, xla_flags: [--xla_b=1]}\n", "waves.3[0].name", 8,
+     "'a' again (first on line 6)"),
+    ("profile-flag-repeated", _wave2("- name: a\n  xla_flags:\n    - --xla_a=1\n    - --xla_a=2\n"),
+     "waves.2[0].xla_flags[1]", 9, "XLA keeps the last"),
+    ("profile-flag-dollar", _wave2("- name: a\n  xla_flags: ['--xla_a=$(id)']\n"),
+     "waves.2[0].xla_flags[0]", 7, "found '--xla_a=$(id)'"),
+    ("profile-flag-not-xla", _wave2("- name: a\n  xla_flags: [--jax_a=1]\n"),
+     "waves.2[0].xla_flags[0]", 7, "an XLA flag matching"),
+    ("profile-env-lowercase", _wave2("- name: a\n  env: {nccl_x: 1}\n"), "waves.2[0].env.nccl_x", 7,
+     "an environment variable name"),
+    ("profile-env-xla-flags", _wave2("- name: a\n  env: {XLA_FLAGS: --xla_a=1}\n"),
+     "waves.2[0].env.XLA_FLAGS", 7, "the profile's 'xla_flags' list"),
+    ("profile-env-value-backtick", _wave2("- name: a\n  env: {NCCL_X: '`id`'}\n"),
+     "waves.2[0].env.NCCL_X", 7, "an environment value"),
+    ("profile-job-name-too-long",
+     _wave2(f"- name: a\n  overrides: {{{'k' * 60}: {'v' * 60}, {'q' * 60}: {'w' * 60}}}\n"),
+     "waves.2[0].name", 6, "found 428 bytes"),
+    ("pipeline-shapes-without-pp", HEAD + "pipeline_shapes:\n  - microbatches: 8\n", "pipeline_shapes",
+     4, "found parallelism FSDP=8"),
+    ("pipeline-shape-repeated",
+     PP_HEAD + "pipeline_shapes:\n  - microbatches: 8\n  - {microbatches: 8, virtual_stages: 1}\n",
+     "pipeline_shapes[1]", 6, "mb8_v1 again (first on line 5)"),
+    ("pipeline-shape-zero", PP_HEAD + "pipeline_shapes:\n  - microbatches: 0\n",
+     "pipeline_shapes[0].microbatches", 5, "an integer >= 1"),
+    ("thresholds-zero", HEAD + "thresholds:\n  win_pct: 0\n", "thresholds.win_pct", 5, "a number > 0"),
+    ("thresholds-unknown", HEAD + "thresholds:\n  win_percent: 3\n", "thresholds.win_percent", 5,
+     "(did you mean 'win_pct'?)"),
+    ("backend-kind-typo", HEAD + "backend:\n  kind: sbtach\n", "backend.kind", 5,
+     "(did you mean 'sbatch'?)"),
+    ("backend-option-of-other-kind", HEAD + "backend:\n  kind: local\n  command: srun x\n",
+     "backend.command", 6, "an option of backend kind local: python"),
+    ("backend-option-typo", HEAD + "backend:\n  kind: maxtext-slurm\n  chekout: /x\n",
+     "backend.chekout", 6, "(did you mean 'checkout'?)"),
+    ("backend-time", HEAD + "backend:\n  kind: sbatch\n  time: 45 minutes\n", "backend.time", 6,
+     "HH:MM:SS, MM:SS or minutes"),
+    ("backend-ray-text", HEAD + "backend:\n  kind: maxtext-slurm\n  ray: 'on'\n", "backend.ray", 6,
+     "true or false, found 'on'"),
+    ("image-newline", HEAD + 'image: "rocm/jax\\nlatest"\n', "image", 4, "text on one line"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "line", "fragment"),
+                         [case[1:] for case in MALFORMED], ids=[case[0] for case in MALFORMED])
+def test_malformed_cell_fails_on_one_line_naming_key_and_line(
+    tmp_path: Path, text: str, key: str, line: int, fragment: str,
+) -> None:
+    path = _cell(tmp_path, text)
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    err = info.value
+    message = str(err)
+    assert (err.path, err.key, err.line) == (path, key, line), message
+    assert message.startswith(f"{path}:{line}: {key}: expected "), message
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_malformed_table_is_large_and_ids_unique() -> None:
+    ids = [case[0] for case in MALFORMED]
+    assert len(ids) >= 25
+    assert len(set(ids)) == len(ids)
+
+
+def test_unreadable_file_is_line_zero(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.yml"
+    with pytest.raises(CellError) as info:
+        load_cell(missing)
+    assert (info.value.line, info.value.key) == (0, "file")
+    assert str(info.value).startswith(f"{missing}:0: file: expected a readable cell file, found ")
+
+
+def test_non_utf8_file_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yml"
+    path.write_bytes(HEAD.encode() + b"image: caf\xe9\n")
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert (info.value.line, info.value.key, info.value.found) == (4, "file", "byte 0xe9")
+
+
+def test_error_message_escapes_newlines_in_found_text(tmp_path: Path) -> None:
+    path = _cell(tmp_path, HEAD + 'model_tag: "a\\nb"\n')
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert "\n" not in str(info.value)
+
+
+def test_cell_error_survives_pickling() -> None:
+    # pytest-xdist ships collection errors between processes.
+    err = CellError(Path("c.yml"), 3, "steps", "an integer", "'x'", "steps")
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err) == "c.yml:3: steps: expected an integer, found 'x' (did you mean 'steps'?)"
+
+
+# -- good cells -------------------------------------------------------------------------------
+
+
+def test_demo_cell_loads_to_the_expected_values() -> None:
+    cell = load_cell(ROOT / "cells" / "demo_fsdp8.yml")
+    assert isinstance(cell, Cell)
+    assert cell.model_tag == "demo"
+    assert cell.slot == ClusterSlot(nodes=1)
+    assert cell.parallelism == Parallelism((("FSDP", 8),))
+    assert (cell.pdbs, cell.steps, cell.baseline_repeats) == (2, 15, 2)
+    assert cell.overrides == (("emb_dim", "256"), ("mlp_dim", "1024"), ("num_decoder_layers", "4"),
+                              ("max_target_length", "128"))
+    assert cell.config_tags == (ConfigTag("default"),)
+    assert cell.env_file == (EnvFileEntry("xla", "--xla_cpu_enable_fast_math", "true", "false"),)
+    assert [(p.name, p.wave, p.line) for p in cell.profiles] == [
+        ("opt_o0", 2, 27), ("opt_o1", 2, 29), ("no_eigen_mt", 2, 31), ("stale_flag", 3, 34)]
+    assert cell.profile("stale_flag") == Profile(
+        "stale_flag", 3, xla_flags=("--xla_gpu_enable_obsolete_thing=true",), line=34)
+    assert cell.backend == Backend(BackendKind.LOCAL)
+    assert cell.thresholds == Thresholds()
+
+
+def test_hybrid_cell_keeps_axis_order_and_multiplies_to_total() -> None:
+    cell = load_cell(DATA / "hybrid_pp4_fsdp2.yml")
+    assert cell.parallelism.axes == (("PP", 4), ("FSDP", 2))
+    assert cell.parallelism.total == 8
+    assert cell.parallelism.overrides() == (("dcn_fsdp_parallelism", "2"),
+                                            ("dcn_pipeline_parallelism", "4"))
+    assert cell.slot == ClusterSlot(nodelist="node[01-08]")
+
+
+def test_config_tags_keep_file_order_and_render_maxtext_text() -> None:
+    cell = load_cell(DATA / "hybrid_pp4_fsdp2.yml")
+    assert [tag.name for tag in cell.config_tags] == ["sparse", "dense", "fallback"]
+    assert cell.primary_config == ConfigTag("sparse", (("sparse_matmul", "true"),))
+    assert cell.config_tags[1:] == (ConfigTag("dense", (("capacity_factor", "1.25"),)),
+                                    ConfigTag("fallback"))
+
+
+def test_hybrid_cell_reads_every_section() -> None:
+    cell = load_cell(DATA / "hybrid_pp4_fsdp2.yml")
+    assert (cell.pdbs, cell.steps, cell.baseline_repeats) == (4, 20, 3)
+    assert cell.env_file == (
+        EnvFileEntry("xla", "--xla_gpu_enable_latency_hiding_scheduler", "true", "false"),
+        EnvFileEntry("env", "NCCL_NCHANNELS_PER_NET_PEER", "4", None),
+    )
+    # Waves sort by number whatever the file order; "3" and 3 are the same wave; `4:` is empty.
+    assert cell.profiles == (
+        Profile("lhs_off", 2, xla_flags=("--xla_gpu_enable_latency_hiding_scheduler=false",),
+                line=27),
+        Profile("noscan", 2, overrides=(("scan_layers", "false"),), line=29),
+        Profile("nccl_chan8", 3, env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),), line=24),
+    )
+    assert cell.pipeline_shapes == (PipelineShape(8, 1, line=34), PipelineShape(16, 2, line=35))
+    assert cell.thresholds == Thresholds(win_pct=3.0, bounded_profiles=30)
+    assert (cell.image, cell.hardware) == ("rocm/jax-training:maxtext-v25.9", "8x MI355X per node")
+
+
+def test_backend_options_are_sorted_text_and_time_keeps_its_spelling() -> None:
+    # Unquoted 45:00 is a YAML 1.1 base-60 integer (2700); Slurm must still get "45:00".
+    cell = load_cell(DATA / "hybrid_pp4_fsdp2.yml")
+    assert cell.backend == Backend(BackendKind.MAXTEXT_SLURM, (
+        ("checkout", "/shared/maxtext-slurm"), ("partition", "gpu-a"), ("ray", "true"),
+        ("time", "45:00")))
+    assert cell.backend.option("time") == "45:00"
+
+
+def test_minimal_cell_gets_the_defaults(tmp_path: Path) -> None:
+    cell = load_cell(_cell(tmp_path, HEAD))
+    assert cell == Cell(path=tmp_path / "cell.yml", model_tag="demo", slot=ClusterSlot(nodes=1),
+                        parallelism=Parallelism((("FSDP", 8),)))
+    assert (cell.pdbs, cell.steps, cell.baseline_repeats) == (None, 15, 2)
+    assert cell.config_tags == (ConfigTag("default"),)
+    assert cell.backend == Backend(BackendKind.LOCAL, ())
+    assert (cell.profiles, cell.env_file, cell.pipeline_shapes, cell.overrides) == ((), (), (), ())
+
+
+def test_partition_plus_nodes_slot(tmp_path: Path) -> None:
+    text = "model_tag: demo\npartition: gpu\nnodes: 4\nparallelism: TP=8\n"
+    cell = load_cell(_cell(tmp_path, text))
+    assert cell.slot == ClusterSlot(partition="gpu", nodes=4)
+    assert cell.slot.text == "partition=gpu+nodes=4"
+
+
+def test_override_numbers_pass_as_written(tmp_path: Path) -> None:
+    text = HEAD + "overrides:\n  learning_rate: 3.0e-4\n  remat_policy: full\n  use_iota: off\n"
+    cell = load_cell(_cell(tmp_path, text))
+    assert cell.overrides == (("learning_rate", "3.0e-4"), ("remat_policy", "full"),
+                              ("use_iota", "false"))
+
+
+# -- grammar ------------------------------------------------------------------------------------
+
+
+def test_job_name_matches_the_maxtext_slurm_example() -> None:
+    # maxtext-slurm notes: `deepseek3-671b:pp8-A … -- steps=15 _env_TUNE_PROFILE=pp8-A`.
+    name = grammar.job_name("deepseek3-671b", "pp8-A", ["steps=15", "_env_TUNE_PROFILE=pp8-A"])
+    assert name == "JAX-deepseek3-671b-pp8-A-steps_15-_env_TUNE_PROFILE_pp8-A"
+
+
+def test_job_name_strips_one_leading_dash_and_drops_empty_args() -> None:
+    assert grammar.job_name("m", "", ["--a=b", "-c=d=e", ""]) == "JAX-m-a_b-c_d_e"
+    assert grammar.job_name("m", "", []) == "JAX-m"
+
+
+@pytest.mark.parametrize(("rule", "text", "ok"), [
+    (grammar.NAME, "opt_o0", True),
+    (grammar.NAME, "x" * 49, False),
+    (grammar.NAME, "_lead", False),
+    (grammar.XLA_FLAG, "--xla_gpu_foo=a,b:c/d+e-f.g", True),
+    (grammar.XLA_FLAG, "--xla_gpu_foo='1'", False),
+    (grammar.XLA_FLAG, "--xla_gpu_foo=1\n", False),
+    (grammar.ENV_VALUE, "", True),
+    (grammar.ENV_VALUE, "a=b@c%d", True),
+    (grammar.ENV_VALUE, "a b", False),
+    (grammar.NODELIST, "node[01-04],gpu7", True),
+    (grammar.PARTITION, "gpu[1]", False),
+])
+def test_grammar(rule: grammar.Grammar, text: str, ok: bool) -> None:
+    assert rule.matches(text) is ok
