@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
     settings = Settings.from_config(config)
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
 
     def report(text: str) -> None:
-        if terminal is not None and config.option.verbose > 0:
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if terminal is None or config.option.verbose <= 0:
+            return
+        # Progress is written while the item runs, so step around output capturing.
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             terminal.write_line(f"  [xlatune] {text}")
 
     config.stash[RUNTIME_KEY] = Runtime(settings, config.rootpath, report)

@@ -103,11 +103,14 @@ class Sweep:
             not self.remeasure or key in self._ran_this_session
         ):
             return RunOutcome(stored, reused=True)
-        request = job_request(self.cell, spec)
-        job = self.launcher.submit(request)
+        job = self._reattach(key)
+        if job is None:
+            job = self.launcher.submit(job_request(self.cell, spec))
+            self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
+                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
+        else:
+            self.report(f"{spec.name}: re-attached to job {job.job_id} of an earlier session")
         self._ran_this_session.add(key)
-        self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
-                          log_path=job.log_path, job_dir=job.job_dir)
         submitted_at = self.clock()
         try:
             log, progress, cancelled = self._watch(spec, job)
@@ -117,6 +120,15 @@ class Sweep:
         result = self._result(spec, key, job, log, progress, cancelled, submitted_at)
         self.store.add_result(result)
         return RunOutcome(result, reused=False)
+
+    def _reattach(self, key: str) -> SubmittedJob | None:
+        """A job an earlier (killed) session submitted for this run and never recorded a result of."""
+        record = self.store.pending_submissions().get(key)
+        if record is None or self.remeasure:
+            return None
+        job = SubmittedJob(job_id=str(record["job_id"]), log_path=record["log_path"],
+                           job_dir=record["job_dir"], handle=str(record.get("handle", "")))
+        return job if self.launcher.reattach(job) else None
 
     def _watch(self, spec: RunSpec, job: SubmittedJob) -> tuple[StepLog, JobProgress, bool]:
         log = StepLog()

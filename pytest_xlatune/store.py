@@ -74,12 +74,12 @@ class ResultStore:
             latest[result.key] = result
         return latest
 
-    def pending_submissions(self) -> dict[str, str]:
-        """Run key → job id for jobs submitted but without a result yet."""
-        pending: dict[str, str] = {}
+    def pending_submissions(self) -> dict[str, dict[str, Any]]:
+        """Run key → its `submitted` record, for jobs submitted but without a result yet."""
+        pending: dict[str, dict[str, Any]] = {}
         for record in self.events():
             if record["event"] == "submitted":
-                pending[record["key"]] = record["job_id"]
+                pending[record["key"]] = record
             elif record["event"] == "result":
                 pending.pop(record["key"], None)
         return pending

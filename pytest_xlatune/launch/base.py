@@ -25,9 +25,12 @@ class JobRequest:
 
 @dataclass(frozen=True)
 class SubmittedJob:
+    """A job as the store records it; `handle` is launcher-specific (a pid for local jobs)."""
+
     job_id: str
     log_path: str
     job_dir: str
+    handle: str = ""
 
 
 class JobPhase(Enum):
@@ -53,6 +56,10 @@ class Launcher(Protocol):
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]: ...
 
     def cancel(self, job_id: str) -> None: ...
+
+    def reattach(self, job: SubmittedJob) -> bool:
+        """Watch a job submitted by an earlier, killed session instead of submitting it again."""
+        ...
 
     def read_log(self, job: SubmittedJob, offset: int) -> bytes: ...
 

@@ -43,6 +43,7 @@ class LocalLauncher:
         self.module = module
         self._next_number = first_job_number
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._orphans: dict[str, int] = {}
 
     def submit(self, request: JobRequest) -> SubmittedJob:
         job_id = str(self._next_number)
@@ -63,15 +64,40 @@ class LocalLauncher:
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=env, cwd=job_dir, start_new_session=True,
             )
-        return SubmittedJob(job_id=job_id, log_path=str(log_path), job_dir=str(job_dir))
+        return SubmittedJob(job_id=job_id, log_path=str(log_path), job_dir=str(job_dir),
+                            handle=str(self._processes[job_id].pid))
+
+    def reattach(self, job: SubmittedJob) -> bool:
+        """Adopt a job of a killed session: watch its pid if it still runs, else judge its log."""
+        if not Path(job.log_path).exists():
+            return False
+        self._orphans[job.job_id] = int(job.handle) if job.handle.isdigit() else 0
+        self._next_number = max(self._next_number, int(job.job_id) + 1) if job.job_id.isdigit() \
+            else self._next_number
+        return True
+
+    def _orphan_alive(self, pid: int) -> bool:
+        # Not our child, so no exit code: alive means the pid still runs our workload module.
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != b"Z" and self.module.encode() in cmdline
 
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
         progress = {}
         for job_id in job_ids:
+            if job_id in self._orphans:
+                alive = self._orphan_alive(self._orphans[job_id])
+                progress[job_id] = JobProgress(JobPhase.RUNNING, "RUNNING") if alive else \
+                    JobProgress(JobPhase.FINISHED, "ENDED", None)
+                continue
             process = self._processes.get(job_id)
             if process is None:
-                # Not started by this launcher (e.g. a previous pytest that was killed).
-                progress[job_id] = JobProgress(JobPhase.FINISHED, "LOST", None)
+                progress[job_id] = JobProgress(JobPhase.FINISHED, "UNKNOWN", None)
                 continue
             code = process.poll()
             if code is None:
@@ -83,6 +109,11 @@ class LocalLauncher:
         return progress
 
     def cancel(self, job_id: str) -> None:
+        if job_id in self._orphans:
+            pid = self._orphans[job_id]
+            if pid and self._orphan_alive(pid):
+                os.killpg(pid, signal.SIGTERM)
+            return
         process = self._processes.get(job_id)
         if process is None or process.poll() is not None:
             return

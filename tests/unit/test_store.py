@@ -42,7 +42,8 @@ def test_submitted_without_result_is_pending(tmp_path: Path) -> None:
     store.append("submitted", key="a", job_id="7")
     store.append("submitted", key="b", job_id="8")
     store.add_result(result("a", "7"))
-    assert store.pending_submissions() == {"b": "8"}
+    pending = store.pending_submissions()
+    assert list(pending) == ["b"] and pending["b"]["job_id"] == "8"
 
 
 def test_foreign_schema_is_a_clear_error(tmp_path: Path) -> None:

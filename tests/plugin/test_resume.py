@@ -1,0 +1,72 @@
+"""kill -9 of pytest mid-sweep: nothing finished is lost, nothing is submitted twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+
+CELL = """\
+model_tag: slow
+nodes: 1
+parallelism: FSDP=8
+baseline_repeats: 1
+overrides: {fake_step_sleep: 0.12}
+waves:
+  2:
+    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
+    - {name: b, xla_flags: [--xla_fake_tgs=1200]}
+    - {name: c, xla_flags: [--xla_fake_tgs=900]}
+"""
+
+
+def events(store: Path) -> list[dict]:
+    if not store.exists():
+        return []
+    return [json.loads(line) for line in store.read_bytes().splitlines(keepends=True)
+            if line.endswith(b"\n")]
+
+
+def run_pytest(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_kill_9_mid_job_then_rerun_reattaches_and_reuses(tmp_path: Path, fake_trainer_env: None) -> None:
+    (tmp_path / "cell.yml").write_text(CELL)
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = run_pytest(tmp_path)
+    deadline = time.time() + 60
+    # Wait until two results are stored and a third job is in flight, then kill -9.
+    while time.time() < deadline:
+        kinds = Counter(e["event"] for e in events(store))
+        if kinds["result"] >= 2 and kinds["submitted"] > kinds["result"]:
+            break
+        time.sleep(0.05)
+    else:
+        first.kill()
+        pytest.fail(f"sweep did not reach the kill point: {first.communicate()[0]}")
+    os.kill(first.pid, signal.SIGKILL)
+    first.communicate()
+    finished_before = {e["key"] for e in events(store) if e["event"] == "result"}
+    in_flight = {e["key"] for e in events(store) if e["event"] == "submitted"} - finished_before
+
+    second = run_pytest(tmp_path)
+    output = second.communicate(timeout=120)[0]
+    assert second.returncode == 0, output
+    assert output.count("REUSED") == len(finished_before), output
+    assert "re-attached to job" in output
+    submitted = Counter(e["key"] for e in events(store) if e["event"] == "submitted")
+    assert all(count == 1 for count in submitted.values()), submitted  # nothing submitted twice
+    results = {e["key"] for e in events(store) if e["event"] == "result"}
+    assert finished_before | in_flight <= results
+    assert len(results) == 5  # baseline, evidence, a, b, c
