@@ -29,6 +29,7 @@ class Option:
     default: Any
     kind: str = "string"  # string | bool | float
     parse: Callable[[str], Any] | None = None
+    metavar: str = "VALUE"
 
     @property
     def flag(self) -> str:
@@ -40,28 +41,32 @@ class Option:
 
 
 OPTIONS = (
-    Option("store", "directory of the results store (one .jsonl per cell)", ".xlatune"),
-    Option("report-dir", "where <MODEL_TAG>-tuning.md is written at session end", "."),
+    Option("store", "directory of the results store (one .jsonl per cell)", ".xlatune",
+           metavar="DIR"),
+    Option("report-dir", "where <MODEL_TAG>-tuning.md is written at session end", ".",
+           metavar="DIR"),
     Option("no-report", "do not write the tuning report at session end", False, "bool"),
     Option("remeasure", "run every selected item again instead of reusing stored results",
            False, "bool"),
     Option("poll-interval", "seconds between scheduler polls and log reads", 0.5, "float",
-           positive_float),
-    Option("python", "python interpreter that runs the embedded workload", sys.executable),
+           positive_float, "SECONDS"),
+    Option("python", "python interpreter that runs the embedded workload", sys.executable,
+           metavar="PATH"),
     Option("workload", "python module the local backend runs as `python -m MODULE key=value...`",
-           "pytest_xlatune.workload"),
+           "pytest_xlatune.workload", metavar="MODULE"),
 )
 
 
 def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("xlatune", "XLA/NCCL flag tuning cells")
+    group = parser.getgroup("xlatune", "xlatune (XLA/NCCL flag tuning cells)")
     for option in OPTIONS:
         help_text = f"{option.help} (default: {option.default})"
         if option.kind == "bool":
             group.addoption(option.flag, action="store_true", default=None, help=help_text)
             parser.addini(option.ini, help_text, type="bool", default=option.default)
         else:
-            group.addoption(option.flag, default=None, type=option.parse, help=help_text)
+            group.addoption(option.flag, default=None, type=option.parse, metavar=option.metavar,
+                            help=help_text)
             parser.addini(option.ini, help_text, default=str(option.default))
 
 

@@ -1,0 +1,42 @@
+"""Collection: shipped cells collect; a bad cell is one clear line and nothing runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("cell", sorted((REPO / "cells").glob("*.yml")), ids=lambda p: p.name)
+def test_shipped_cells_collect(pytester: pytest.Pytester, cell: Path) -> None:
+    result = pytester.runpytest(str(cell), "--collect-only", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*::wave1::baseline[[]*[]]", "*::wave1.5::evidence[[]*[]]"])
+
+
+def test_bad_cell_is_one_line_without_traceback_and_runs_nothing(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    good = pytester.makefile(".yml", good="model_tag: g\nnodes: 1\nparallelism: FSDP=2\n")
+    bad = pytester.makefile(".yml", bad="model_tag: b\nnodes: 1\nparallelism: FSDP=0\n")
+    result = pytester.runpytest(str(good), str(bad), *FAKE)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*bad.yml:3: parallelism: expected *found*FSDP=0*"])
+    assert "Traceback" not in result.stdout.str()
+    assert "def collect" not in result.stdout.str()
+    assert not (pytester.path / ".xlatune").exists()  # the good cell did not start either
+
+
+def test_bad_option_value_fails_at_parse_time(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--xlatune-poll-interval=-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--xlatune-poll-interval*expected a number of seconds > 0*"])
+
+
+def test_help_lists_every_option_with_its_ini_twin(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["xlatune (XLA/NCCL flag tuning cells):", "*--xlatune-store=DIR*", "*--xlatune-remeasure*",
+                                 "*xlatune_store*", "*xlatune_poll_interval*", "*xlatune_cells*"])
