@@ -92,6 +92,7 @@ class Runtime:
 
     def close(self) -> None:
         for sweep in self.sweeps.values():
+            sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
             sweep.launcher.close()
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from .compose import job_request
 from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
+from .poller import Poller
 from .logs import SignalKind, StepLog, steady_state
 from .model import Cell
 from .plan import RunKind, RunSpec, run_key
@@ -46,7 +47,20 @@ class Sweep:
     report: Report = lambda text: None
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
+    queue_depth: int = 0
     _ran_this_session: set[str] = field(default_factory=set)
+    _upcoming: list[RunSpec] = field(default_factory=list)
+    _queued: set[str] = field(default_factory=set)
+    _submitted_here: set[str] = field(default_factory=set)
+    _key_of_job: dict[str, str] = field(default_factory=dict)
+    poller: Poller = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.report)
+
+    def set_upcoming(self, specs: list[RunSpec]) -> None:
+        """The selected runs of this cell in execution order (for keeping the queue full)."""
+        self._upcoming = list(specs)
 
     # ---- lookups over the store -------------------------------------------------------
 
@@ -105,21 +119,57 @@ class Sweep:
             return RunOutcome(stored, reused=True)
         job = self._reattach(key)
         if job is None:
-            job = self.launcher.submit(job_request(self.cell, spec))
-            self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
-                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
-        else:
+            job = self._submit(spec, key)
+        elif key not in self._queued:
             self.report(f"{spec.name}: re-attached to job {job.job_id} of an earlier session")
         self._ran_this_session.add(key)
         submitted_at = self.clock()
+        self._fill_queue(after=spec)
         try:
             log, progress, cancelled = self._watch(spec, job)
         except BaseException:
-            self.launcher.cancel(job.job_id)
+            self.cancel_all()
             raise
+        self.poller.forget(job.job_id)
         result = self._result(spec, key, job, log, progress, cancelled, submitted_at)
         self.store.add_result(result)
         return RunOutcome(result, reused=False)
+
+    def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
+        job = self.launcher.submit(job_request(self.cell, spec))
+        # Recorded before anything else happens, so a killed session re-attaches to it.
+        self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
+                          log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
+        self._submitted_here.add(job.job_id)
+        self._key_of_job[job.job_id] = key
+        self.poller.track(job.job_id)
+        return job
+
+    def _fill_queue(self, after: RunSpec) -> None:
+        """Submit the next runs now, so the pinned nodes never wait for pytest (Slurm serialises
+        them); runs whose flags depend on results not yet known wait for their turn."""
+        if self.queue_depth <= 0 or after not in self._upcoming:
+            return
+        queued = 0
+        for spec in self._upcoming[self._upcoming.index(after) + 1:]:
+            if queued >= self.queue_depth or spec.needs_resolution:
+                break
+            key = self.key(spec)
+            if not self.remeasure and key in self.store.latest_by_key():
+                continue  # reused, never submitted
+            if key not in self._queued and key not in self.store.pending_submissions():
+                self._submit(spec, key)
+            self._queued.add(key)
+            queued += 1
+
+    def cancel_all(self) -> None:
+        """Cancel exactly the jobs this session submitted and that have not finished."""
+        for job_id in sorted(self._submitted_here & self.poller.tracked):
+            self.launcher.cancel(job_id)
+            self.poller.forget(job_id)
+            # A cancelled submission is not re-attached on the next run: it is submitted again.
+            self.store.append("cancelled", job_id=job_id,
+                              key=self._key_of_job.get(job_id, ""))
 
     def _reattach(self, key: str) -> SubmittedJob | None:
         """A job an earlier (killed) session submitted for this run and never recorded a result of."""
@@ -128,7 +178,10 @@ class Sweep:
             return None
         job = SubmittedJob(job_id=str(record["job_id"]), log_path=record["log_path"],
                            job_dir=record["job_dir"], handle=str(record.get("handle", "")))
-        return job if self.launcher.reattach(job) else None
+        if not self.launcher.reattach(job):
+            return None
+        self.poller.track(job.job_id)
+        return job
 
     def _watch(self, spec: RunSpec, job: SubmittedJob) -> tuple[StepLog, JobProgress, bool]:
         log = StepLog()
@@ -136,7 +189,7 @@ class Sweep:
         cancelled = False
         last_reported = -1
         while True:
-            progress = self.launcher.poll([job.job_id])[job.job_id]
+            progress = self.poller.status(job.job_id)
             chunk = self.launcher.read_log(job, offset)
             offset += len(chunk)
             log.feed(chunk)

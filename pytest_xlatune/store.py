@@ -5,7 +5,8 @@ at worst a torn last line, which `read` skips. Events:
 
 - `sweep`: the frozen nodelist and backend of a cell (first run of the cell);
 - `submitted`: a job id for a run key (lets a rerun re-attach instead of resubmitting);
-- `result`: a finished job (JobResult.to_dict()).
+- `result`: a finished job (JobResult.to_dict());
+- `cancelled`: a submitted job this session cancelled before its result (submitted again next run).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class ResultStore:
         for record in self.events():
             if record["event"] == "submitted":
                 pending[record["key"]] = record
-            elif record["event"] == "result":
+            elif record["event"] in ("result", "cancelled"):
                 pending.pop(record["key"], None)
         return pending
 

@@ -66,3 +66,7 @@ class Launcher(Protocol):
     def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...
 
     def close(self) -> None: ...
+
+
+class LauncherError(Exception):
+    """A scheduler or transport call failed; the message is one line and names the command."""

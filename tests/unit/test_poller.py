@@ -1,0 +1,149 @@
+"""Poller and Sweep with a scripted launcher: one query per interval, backoff, a full queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, LauncherError,
+                                        SubmittedJob)
+from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
+from pytest_xlatune.plan import expand
+from pytest_xlatune.poller import Poller
+from pytest_xlatune.session import Sweep
+from pytest_xlatune.store import ResultStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class ScriptedLauncher:
+    """Jobs finish after `polls_to_finish` polls; logs hold 15 MaxText step lines."""
+
+    name = "scripted"
+
+    def __init__(self, polls_to_finish: int = 3, fail_polls: int = 0) -> None:
+        self.submitted: list[JobRequest] = []
+        self.poll_calls: list[list[str]] = []
+        self.cancelled: list[str] = []
+        self.polls_to_finish = polls_to_finish
+        self.fail_polls = fail_polls
+        self._seen: dict[str, int] = {}
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        self.submitted.append(request)
+        job_id = str(100 + len(self.submitted))
+        self._seen[job_id] = 0
+        return SubmittedJob(job_id, f"/logs/{job_id}.log", f"/jobs/{job_id}")
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        self.poll_calls.append(list(job_ids))
+        if self.fail_polls:
+            self.fail_polls -= 1
+            raise LauncherError("squeue: slurm_load_jobs error: Unable to contact slurm controller")
+        answer = {}
+        for job_id in job_ids:
+            self._seen[job_id] = self._seen.get(job_id, 0) + 1
+            done = self._seen[job_id] >= self.polls_to_finish
+            answer[job_id] = JobProgress(JobPhase.FINISHED, "COMPLETED", 0) if done else \
+                JobProgress(JobPhase.RUNNING, "RUNNING")
+        return answer
+
+    def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+    def reattach(self, job: SubmittedJob) -> bool:
+        return True
+
+    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
+                       f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
+                       for s in range(15)).encode()
+        return text[offset:]
+
+    def artifacts(self, job: SubmittedJob) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_one_query_per_interval_covers_every_tracked_job() -> None:
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=99)
+    poller = Poller(launcher, interval=30, clock=clock)
+    for job_id in ("1", "2", "3", "4", "5", "6", "7", "8"):
+        poller.track(job_id)
+    for _ in range(10):  # ten status() calls inside one interval
+        for job_id in ("1", "5", "8"):
+            poller.status(job_id)
+    assert launcher.poll_calls == [["1", "2", "3", "4", "5", "6", "7", "8"]]
+    clock.now += 30
+    poller.status("3")
+    assert len(launcher.poll_calls) == 2
+
+
+def test_failed_query_warns_and_backs_off_then_recovers() -> None:
+    clock = Clock()
+    warnings: list[str] = []
+    launcher = ScriptedLauncher(polls_to_finish=1, fail_polls=3)
+    poller = Poller(launcher, interval=10, clock=clock, warn=warnings.append)
+    waits = []
+    while poller.status("1").phase is not JobPhase.FINISHED:
+        before = len(launcher.poll_calls)
+        while len(launcher.poll_calls) == before:
+            clock.now += 1
+            poller.status("1")
+        waits.append(clock.now)
+    assert len(warnings) == 3 and "Unable to contact slurm controller" in warnings[0]
+    assert "retrying in 20 s" in warnings[0] and "retrying in 40 s" in warnings[1]
+    assert poller.failures == 0 and poller.down_since is None
+
+
+def cell() -> Cell:
+    return Cell(path=Path("c.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
+                parallelism=Parallelism((("FSDP", 8),)), baseline_repeats=1,
+                profiles=tuple(Profile(f"p{i}", 2, (f"--xla_a={i}",)) for i in range(4)))
+
+
+def test_queue_is_kept_full_and_nothing_is_submitted_twice(tmp_path: Path) -> None:
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=3)
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="node[01-04]", poll_interval=5, queue_depth=2,
+                  sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    first = sweep.run(specs[0])
+    # While the first job ran, the next two were already in the queue.
+    assert [r.profile for r in launcher.submitted] == ["baseline", "evidence", "p0"]
+    assert first.result.tgs == 1101.0
+    for spec in specs[1:]:
+        sweep.run(spec)
+    assert [r.profile for r in launcher.submitted] == ["baseline", "evidence", "p0", "p1", "p2", "p3"]
+    # Every poll asked about all unfinished jobs at once.
+    assert max(len(call) for call in launcher.poll_calls) == 3
+    assert launcher.cancelled == []
+
+
+def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -> None:
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=3)
+    specs = expand(cell())
+    store = ResultStore(tmp_path / "s.jsonl")
+    store.append("submitted", key="other", item="x", job_id="7", log_path="", job_dir="")
+    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
+                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    sweep.run(specs[0])
+    sweep.cancel_all()
+    assert launcher.cancelled == ["102", "103"]  # the two queued jobs, never job 7
+    assert set(store.pending_submissions()) == {"other"}
