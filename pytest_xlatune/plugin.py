@@ -60,7 +60,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     runtime = session.config.stash[RUNTIME_KEY]
     for item in session.items:
         if isinstance(item, CellItem):
-            runtime.note_cell(item.cell)
+            runtime.note_item(item.cell, item.spec)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from .launch.base import Launcher
 from .launch.local import LocalLauncher
 from .model import BackendKind, Cell
-from .plan import expand
+from .plan import RunSpec, expand
 from .session import Sweep
 from .settings import Settings
 from .store import ResultStore
@@ -41,24 +41,31 @@ class Runtime:
         self.sweeps: dict[Path, Sweep] = {}
         self.cells: dict[Path, Cell] = {}
         self.written_reports: list[Path] = []
+        self.upcoming: dict[Path, list[RunSpec]] = {}
 
     def store_for(self, cell: Cell) -> ResultStore:
         return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
 
+    def note_item(self, cell: Cell, spec: RunSpec) -> None:
+        """Remember a selected run, in execution order; its cell gets a report at session end."""
+        self.cells[cell.path] = cell
+        self.upcoming.setdefault(cell.path, []).append(spec)
+
     def note_cell(self, cell: Cell) -> None:
-        """Remember a collected cell so its report is written at session end."""
         self.cells[cell.path] = cell
 
     def sweep_for(self, cell: Cell) -> Sweep:
         if cell.path not in self.sweeps:
             store = self.store_for(cell)
             nodelist = self._frozen_nodelist(cell, store)
-            self.sweeps[cell.path] = Sweep(
-                cell=cell, specs=expand(cell), store=store,
-                launcher=self._launcher(cell, store), nodelist=nodelist,
+            launcher = self._launcher(cell, store)
+            sweep = Sweep(
+                cell=cell, specs=expand(cell), store=store, launcher=launcher, nodelist=nodelist,
                 poll_interval=self.settings.poll_interval, remeasure=self.settings.remeasure,
-                report=self.report,
+                report=self.report, queue_depth=getattr(launcher, "queue_depth", 0),
             )
+            sweep.set_upcoming(self.upcoming.get(cell.path, []))
+            self.sweeps[cell.path] = sweep
         return self.sweeps[cell.path]
 
     def sweep_if_stored(self, cell: Cell) -> Sweep | None:

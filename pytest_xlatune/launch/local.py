@@ -35,6 +35,7 @@ class LocalLauncher:
     """Runs `python -m <module>` (the JAX workload by default) with MaxText-style passthrough args."""
 
     name = "local"
+    queue_depth = 0  # one CPU-bound job at a time: queued local jobs would run concurrently
 
     def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable,
                  module: str = "pytest_xlatune.workload") -> None:
