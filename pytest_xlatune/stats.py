@@ -1,0 +1,220 @@
+"""Steady-state estimates, run-to-run noise and noise-aware verdicts (pure).
+
+A run's steady value is the mean of its steady steps; the unit of evidence is the run, not the step.
+Run-to-run noise is a coefficient of variation (CV) from the baseline repeats, pooled with a prior
+(0.8 % over 4 pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) so that two lucky
+repeats cannot claim ~0 % noise. A comparison takes the ratio of the candidate and baseline run
+means: log(ratio) has standard error CV·√(1/m + 1/k) for m candidate and k baseline runs, and a
+Student-t interval on that log gives the Δ% interval (t degrees of freedom = prior + k − 1).
+A regression gate FAILs only when the whole interval is past the tolerance, PASSes when none of it
+is, and is AMBIGUOUS otherwise; the caller then re-measures the candidate and, if still ambiguous,
+FAILs when the probability that the regression exceeds the tolerance is at least 80 %.
+Consecutive steps are autocorrelated, so a job's own standard error is inflated by the AR(1)
+factor √((1+r)/(1−r)), r the lag-1 autocorrelation clipped to [0, 0.8]; within-job scatter
+describes one job only and never stands in for run-to-run noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats as _st
+
+DEFAULT_PRIOR_CV_PCT = 0.8  # run-to-run CV on a pinned nodelist (std ≈ 8 TGS of ≈ 990, n=3)
+DEFAULT_PRIOR_DF = 4.0  # the prior counts like five baseline repeats
+DEFAULT_FAIL_PROBABILITY = 0.8  # still ambiguous after re-measuring: FAIL at ≥ 80 % odds
+_MAX_AUTOCORR = 0.8  # caps the SE inflation at 3×: r from 6-10 steps is itself very noisy
+_ON_THE_LINE = 1e-9  # percentage points: 990 vs 1000 is exactly -1 % despite float round-off
+
+
+class Direction(Enum):
+    """Whether a candidate is better than its baseline beyond the run-to-run noise."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    WITHIN_NOISE = "within_noise"
+
+
+class Decision(Enum):
+    """The outcome of a regression gate."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    AMBIGUOUS = "ambiguous"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One job's steady-state mean and its within-job uncertainty."""
+
+    mean: float
+    stderr: float  # inf when n == 1: one step says nothing about scatter
+    n: int
+    autocorr: float  # lag-1 autocorrelation used for the inflation, after clipping
+    ci_low: float
+    ci_high: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Run-to-run noise of a run's steady mean, as a CV in percent."""
+
+    cv_pct: float
+    df: float  # degrees of freedom of cv_pct (prior pseudo-df + baseline repeats − 1)
+    n: int = 0  # baseline repeats behind it
+    sample_cv_pct: float | None = None  # the repeats alone; None when n < 2
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Candidate vs baseline: Δ % of the means and its interval under run-to-run noise."""
+
+    delta_pct: float
+    ci_low_pct: float
+    ci_high_pct: float
+    confidence: float
+    verdict: Direction
+    candidate_mean: float
+    baseline_mean: float
+    n_candidate: int
+    n_baseline: int
+    higher_is_better: bool
+
+
+def _values(values: Sequence[float], what: str) -> npt.NDArray[np.float64]:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{what}: need at least one value, got {list(values)!r}")
+    if not np.all(np.isfinite(array)) or np.any(array <= 0):
+        raise ValueError(f"{what}: values must be finite and > 0, got {list(values)!r}")
+    return array
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def job_estimate(tgs_values: Sequence[float], confidence: float = 0.95) -> Estimate:
+    """Estimate one job's steady mean from its per-step values (e.g. TGS of steps 5-14)."""
+    _check_confidence(confidence)
+    x = _values(tgs_values, "job_estimate")
+    n, mean = x.size, float(x.mean())
+    if n == 1:
+        return Estimate(mean, math.inf, 1, 0.0, -math.inf, math.inf, confidence)
+    centred = x - mean
+    ss = float(centred @ centred)
+    r = 0.0
+    if n >= 3 and ss > 0.0:
+        r = min(max(float(centred[:-1] @ centred[1:]) / ss, 0.0), _MAX_AUTOCORR)
+    stderr = math.sqrt(ss / (n - 1) / n * (1 + r) / (1 - r))
+    half = float(_st.t.ppf((1 + confidence) / 2, n - 1)) * stderr
+    return Estimate(mean, stderr, n, r, mean - half, mean + half, confidence)
+
+
+def run_noise(baseline_means: Sequence[float], prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT,
+              prior_df: float = DEFAULT_PRIOR_DF) -> Noise:
+    """Pool the CV of repeated baseline run means with a prior CV.
+
+    CV² = (prior_df·prior_cv² + (k−1)·sample_cv²) / (prior_df + k − 1) for k repeats: the
+    posterior of a scaled-inverse-χ² prior. With the defaults, two identical repeats give 0.72 %,
+    not 0 %; many repeats converge to the sample CV. k = 1 gives the prior alone; prior_df=0 uses
+    the sample alone (then k ≥ 2 is required).
+    """
+    if prior_cv_pct < 0 or prior_df < 0:
+        raise ValueError(f"prior_cv_pct and prior_df must be >= 0, got {prior_cv_pct!r}, {prior_df!r}")
+    x = _values(baseline_means, "run_noise")
+    k = x.size
+    sample = float(x.std(ddof=1) / x.mean() * 100) if k >= 2 else None
+    df = prior_df + k - 1
+    if df <= 0:
+        raise ValueError("run_noise: one baseline run and no prior (prior_df=0) cannot estimate noise")
+    pooled = (prior_df * prior_cv_pct**2 + (k - 1) * (sample or 0.0) ** 2) / df
+    return Noise(cv_pct=math.sqrt(pooled), df=df, n=k, sample_cv_pct=sample)
+
+
+def _log_ratio(candidate: Sequence[float], baseline: Sequence[float],
+               noise: Noise) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float, float]:
+    c, b = _values(candidate, "candidate"), _values(baseline, "baseline")
+    if noise.cv_pct < 0 or noise.df <= 0:
+        raise ValueError(f"noise needs cv_pct >= 0 and df > 0, got {noise!r}")
+    log_ratio = math.log(float(c.mean()) / float(b.mean()))
+    se = noise.cv_pct / 100 * math.sqrt(1 / c.size + 1 / b.size)  # delta method on log(mean)
+    return c, b, log_ratio, se
+
+
+def compare(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
+            confidence: float = 0.95, higher_is_better: bool = True) -> Comparison:
+    """Compare per-run steady means of a candidate and its baseline under run-to-run noise."""
+    _check_confidence(confidence)
+    c, b, log_ratio, se = _log_ratio(candidate, baseline, noise)
+    half = float(_st.t.ppf((1 + confidence) / 2, noise.df)) * se
+    low, high = math.expm1(log_ratio - half) * 100, math.expm1(log_ratio + half) * 100
+    if low > 0:
+        verdict = Direction.BETTER if higher_is_better else Direction.WORSE
+    elif high < 0:
+        verdict = Direction.WORSE if higher_is_better else Direction.BETTER
+    else:
+        verdict = Direction.WITHIN_NOISE
+    return Comparison(delta_pct=math.expm1(log_ratio) * 100, ci_low_pct=low, ci_high_pct=high,
+                      confidence=confidence, verdict=verdict, candidate_mean=float(c.mean()),
+                      baseline_mean=float(b.mean()), n_candidate=c.size, n_baseline=b.size,
+                      higher_is_better=higher_is_better)
+
+
+def regression_check(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
+                     tolerance_pct: float, higher_is_better: bool = True,
+                     confidence: float = 0.95) -> Decision:
+    """Gate a regression: FAIL/PASS only when the whole interval is past/inside the tolerance.
+
+    A regression is Δ < −tolerance when higher is better (TGS), Δ > +tolerance when lower is
+    better (step seconds). An interval ending exactly on the tolerance line counts as inside.
+    """
+    if tolerance_pct < 0:
+        raise ValueError(f"tolerance_pct must be >= 0, got {tolerance_pct!r}")
+    cmp = compare(candidate, baseline, noise, confidence, higher_is_better)
+    # Express both directions as "how much worse, in %": positive is a regression.
+    worse_low, worse_high = ((-cmp.ci_high_pct, -cmp.ci_low_pct) if higher_is_better
+                             else (cmp.ci_low_pct, cmp.ci_high_pct))
+    if worse_low > tolerance_pct + _ON_THE_LINE:
+        return Decision.FAIL
+    if worse_high <= tolerance_pct + _ON_THE_LINE:
+        return Decision.PASS
+    return Decision.AMBIGUOUS
+
+
+def regression_probability(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
+                           tolerance_pct: float, higher_is_better: bool = True) -> float:
+    """Return P(true regression beyond the tolerance), Student-t on the log ratio."""
+    _, _, log_ratio, se = _log_ratio(candidate, baseline, noise)
+    line = math.log1p(-tolerance_pct / 100) if higher_is_better else math.log1p(tolerance_pct / 100)
+    beyond = log_ratio - line if not higher_is_better else line - log_ratio  # > 0: past the line
+    if se == 0.0:
+        return 1.0 if beyond > 0 else 0.0
+    return float(_st.t.cdf(beyond / se, noise.df))
+
+
+def decide_after_remeasure(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
+                           tolerance_pct: float, higher_is_better: bool = True,
+                           confidence: float = 0.95,
+                           fail_probability: float = DEFAULT_FAIL_PROBABILITY) -> Decision:
+    """Decide PASS or FAIL with all runs, once re-measuring is over; never AMBIGUOUS.
+
+    The interval rule of `regression_check` first; if still ambiguous, FAIL when the probability
+    that the regression exceeds the tolerance is >= fail_probability (0.5 is "point estimate vs
+    tolerance"; the default 0.8 spares good recipes, since 1 % is barely above one run's noise).
+    """
+    if not 0.0 < fail_probability < 1.0:
+        raise ValueError(f"fail_probability must be in (0, 1), got {fail_probability!r}")
+    decision = regression_check(candidate, baseline, noise, tolerance_pct, higher_is_better,
+                                confidence)
+    if decision is not Decision.AMBIGUOUS:
+        return decision
+    p = regression_probability(candidate, baseline, noise, tolerance_pct, higher_is_better)
+    return Decision.FAIL if p >= fail_probability else Decision.PASS
