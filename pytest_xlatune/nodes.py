@@ -11,6 +11,7 @@ import pytest
 from .cell import CellError, load_cell
 from .model import Cell
 from .plan import RunKind, RunSpec, expand
+from .preflight import PreflightError
 from .results import JobResult, Verdict, delta_pct
 from .runtime import RUNTIME_KEY
 
@@ -94,7 +95,7 @@ class CellItem(pytest.Item):
             if result.log_tail:
                 lines += ["--- log tail ---", result.log_tail.rstrip()]
             return "\n".join(lines)
-        if isinstance(error, Regression):
+        if isinstance(error, (Regression, PreflightError)):
             return str(error)
         return super().repr_failure(excinfo, style)
 

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from .backends import LOCAL_NODELIST, local_backend, open_transport, remote_dir, slurm_backend
 from .launch.base import Launcher
-from .launch.local import LocalLauncher
 from .model import BackendKind, Cell
 from .plan import RunSpec, expand
+from .preflight import PreflightError
 from .session import Sweep
 from .settings import Settings
 from .store import ResultStore
-
-LOCAL_NODELIST = "localhost"
-
-
-class BackendUnavailable(Exception):
-    """The cell names a backend this installation cannot run."""
+from .transport import Transport
 
 
 def cell_slug(cell_path: Path, root: Path) -> str:
@@ -42,6 +39,8 @@ class Runtime:
         self.cells: dict[Path, Cell] = {}
         self.written_reports: list[Path] = []
         self.upcoming: dict[Path, list[RunSpec]] = {}
+        self.failed: dict[Path, str] = {}
+        self._transport: Transport | None = None
 
     def store_for(self, cell: Cell) -> ResultStore:
         return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
@@ -55,18 +54,60 @@ class Runtime:
         self.cells[cell.path] = cell
 
     def sweep_for(self, cell: Cell) -> Sweep:
+        """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
+        if cell.path in self.failed:
+            raise PreflightError(self.failed[cell.path])
         if cell.path not in self.sweeps:
-            store = self.store_for(cell)
-            nodelist = self._frozen_nodelist(cell, store)
-            launcher = self._launcher(cell, store)
-            sweep = Sweep(
-                cell=cell, specs=expand(cell), store=store, launcher=launcher, nodelist=nodelist,
-                poll_interval=self.settings.poll_interval, remeasure=self.settings.remeasure,
-                report=self.report, queue_depth=getattr(launcher, "queue_depth", 0),
-            )
-            sweep.set_upcoming(self.upcoming.get(cell.path, []))
-            self.sweeps[cell.path] = sweep
+            try:
+                self.sweeps[cell.path] = self._open_sweep(cell)
+            except PreflightError as error:
+                self.failed[cell.path] = str(error)
+                raise
         return self.sweeps[cell.path]
+
+    def _open_sweep(self, cell: Cell) -> Sweep:
+        store = self.store_for(cell)
+        slug = cell_slug(cell.path, self.root)
+        launcher: Launcher
+        if cell.backend.kind is BackendKind.LOCAL:
+            launcher = local_backend(self.settings, self.settings.store_dir / slug / "jobs",
+                                     store.max_job_number() + 1)
+            nodelist, other_jobs = LOCAL_NODELIST, ""
+        else:
+            transport = self.transport()
+            workdir = remote_dir(transport, self.settings, self.settings.store_dir,
+                                 posixpath.join(self.settings.workdir, slug))
+            launcher, frozen = slurm_backend(cell, self.settings, transport, workdir)
+            nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
+        self._freeze(cell, store, nodelist)
+        if other_jobs.strip():
+            self.report(f"{cell.path.name}: other jobs on the partition:\n{other_jobs.rstrip()}")
+        sweep = Sweep(
+            cell=cell, specs=expand(cell), store=store, launcher=launcher, nodelist=nodelist,
+            poll_interval=self.settings.poll_interval, remeasure=self.settings.remeasure,
+            report=self.report, queue_depth=getattr(launcher, "queue_depth", 0),
+        )
+        sweep.set_upcoming(self.upcoming.get(cell.path, []))
+        return sweep
+
+    def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
+        """Record the frozen nodelist; refuse to mix results of another one unless asked."""
+        info = store.sweep_info()
+        if info is not None and info["nodelist"] == nodelist:
+            return
+        if info is not None and not self.settings.fresh_baseline:
+            raise PreflightError(
+                f"{cell.path}: nodelist: expected the sweep's frozen nodelist {info['nodelist']!r}, "
+                f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
+            )
+        store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
+                      model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+
+    def transport(self) -> Transport:
+        """The session's one transport (one SSH connection), opened on first use."""
+        if self._transport is None:
+            self._transport = open_transport(self.settings)
+        return self._transport
 
     def sweep_if_stored(self, cell: Cell) -> Sweep | None:
         """A read-only sweep over stored results (for reports), without starting a launcher."""
@@ -79,28 +120,12 @@ class Runtime:
         return Sweep(cell=cell, specs=expand(cell), store=store, launcher=_NoLauncher(),
                      nodelist=info["nodelist"])
 
-    def _frozen_nodelist(self, cell: Cell, store: ResultStore) -> str:
-        info = store.sweep_info()
-        if info is not None:
-            return str(info["nodelist"])
-        if cell.backend.kind is not BackendKind.LOCAL:
-            raise BackendUnavailable(
-                f"{cell.path}: backend.kind: {cell.backend.kind.value!r} is not available in this "
-                "version; only 'local' runs (the cell still collects)"
-            )
-        store.append("sweep", nodelist=LOCAL_NODELIST, backend=cell.backend.kind.value,
-                     model_tag=cell.model_tag, parallelism=cell.parallelism.text)
-        return LOCAL_NODELIST
-
-    def _launcher(self, cell: Cell, store: ResultStore) -> Launcher:
-        jobs_dir = self.settings.store_dir / cell_slug(cell.path, self.root) / "jobs"
-        return LocalLauncher(jobs_dir, store.max_job_number() + 1, python=self.settings.python,
-                             module=self.settings.workload)
-
     def close(self) -> None:
         for sweep in self.sweeps.values():
             sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
             sweep.launcher.close()
+        if self._transport is not None:
+            self._transport.close()
 
 
 class _NoLauncher:

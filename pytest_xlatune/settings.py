@@ -54,6 +54,16 @@ OPTIONS = (
            metavar="PATH"),
     Option("workload", "python module the local backend runs as `python -m MODULE key=value...`",
            "pytest_xlatune.workload", metavar="MODULE"),
+    Option("ssh-host", "reach Slurm over SSH on this host (a ~/.ssh/config alias or user@host:port);"
+           " empty runs Slurm commands on this machine", "", metavar="HOST"),
+    Option("ssh-config", "ssh config file to read instead of ~/.ssh/config", "", metavar="PATH"),
+    Option("ssh-accept-new-host-key", "trust and save an unknown SSH host key (refused otherwise)",
+           False, "bool"),
+    Option("workdir", "directory on the cluster side for sbatch scripts and job logs "
+           "(relative: under the remote home over SSH, under the store locally)", "xlatune-jobs",
+           metavar="DIR"),
+    Option("fresh-baseline", "start a new sweep on a different frozen nodelist instead of "
+           "refusing to mix its results with the stored ones", False, "bool"),
 )
 
 
@@ -92,6 +102,11 @@ class Settings:
     poll_interval: float
     python: str
     workload: str = "pytest_xlatune.workload"
+    ssh_host: str = ""
+    ssh_config: str = ""
+    accept_new_host_key: bool = False
+    workdir: str = "xlatune-jobs"
+    fresh_baseline: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -105,4 +120,9 @@ class Settings:
             poll_interval=float(values["poll-interval"]),
             python=str(values["python"]),
             workload=str(values["workload"]),
+            ssh_host=str(values["ssh-host"]),
+            ssh_config=str(values["ssh-config"]),
+            accept_new_host_key=bool(values["ssh-accept-new-host-key"]),
+            workdir=str(values["workdir"]),
+            fresh_baseline=bool(values["fresh-baseline"]),
         )

@@ -86,8 +86,10 @@ class ResultStore:
         return pending
 
     def sweep_info(self) -> dict[str, Any] | None:
-        """The first `sweep` event: the frozen nodelist every result is tied to."""
-        return next((r for r in self.events() if r["event"] == "sweep"), None)
+        """The latest `sweep` event: the frozen nodelist current results are tied to
+        (a new one is appended only when the user asks for a fresh baseline elsewhere)."""
+        sweeps = [r for r in self.events() if r["event"] == "sweep"]
+        return sweeps[-1] if sweeps else None
 
     def max_job_number(self) -> int:
         numbers = [int(r["job_id"]) for r in self.events()

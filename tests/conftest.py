@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.integration.fixtures_infra"]
 
 TESTS_DIR = Path(__file__).parent
 

@@ -1,0 +1,123 @@
+"""The sbatch launcher: a jinja2 batch script that exports the composed flags and runs a command.
+
+For users without maxtext-slurm: the cell's `backend.command` (e.g. a MaxText or any JAX trainer
+command line) gets the MaxText-style passthrough args. Every job is pinned to the frozen nodelist
+with `--nodelist`, `--nodes` and `--exclusive`, so Slurm runs the session's jobs one at a time.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jinja2
+
+from ..slurm import commands
+from ..slurm.client import SlurmClient
+from ..slurm.parsers import JobState, JobStatus
+from ..transport import Transport, TransportError
+from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
+
+RUNNING_STATES = (JobState.RUNNING, JobState.COMPLETING)
+
+
+@dataclass(frozen=True)
+class SlurmPlacement:
+    """Where every job of the sweep goes: the frozen nodelist and its size."""
+
+    nodelist: str
+    nodes: int
+    partition: str | None = None
+    time_limit: str | None = None
+
+
+def progress_of(status: JobStatus | None) -> JobProgress:
+    """Slurm's view of a job → the launcher-neutral phase."""
+    if status is None:
+        return JobProgress(JobPhase.PENDING, "UNKNOWN")
+    if status.state.finished or status.state is JobState.UNKNOWN:
+        return JobProgress(JobPhase.FINISHED, status.state.name, status.exit_code)
+    if status.state in RUNNING_STATES:
+        return JobProgress(JobPhase.RUNNING, status.state.name)
+    return JobProgress(JobPhase.PENDING, status.state.name)
+
+
+def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str) -> str:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_xlatune", "launch/templates"),
+                             undefined=jinja2.StrictUndefined, autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["q"] = shlex.quote
+    return env.get_template("sbatch.sh.j2").render(
+        job_name=request.job_name, passthrough=list(request.passthrough),
+        xla_flags=list(request.xla_flags), evidence=request.evidence, env=list(request.env),
+        unset_env=list(request.unset_env), command=list(command), outputs_dir=outputs_dir,
+    )
+
+
+class SbatchLauncher:
+    """Submits rendered scripts with sbatch; polls, cancels and reads logs through the transport."""
+
+    name = "sbatch"
+    queue_depth = 2  # jobs submitted ahead; Slurm serialises them on the pinned nodelist
+
+    def __init__(self, transport: Transport, client: SlurmClient, workdir: str,
+                 placement: SlurmPlacement, command: Sequence[str]) -> None:
+        self.transport = transport
+        self.client = client
+        self.workdir = workdir
+        self.placement = placement
+        self.command = list(command)
+        self._mine: set[str] = set()
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        script_path = posixpath.join(self.workdir, "scripts", f"{request.job_name}.sbatch")
+        outputs = posixpath.join(self.workdir, "outputs")
+        log_pattern = posixpath.join(outputs, f"%j-{request.job_name}.log")
+        script = render_script(request, self.command, outputs)
+        try:
+            self.transport.run(["mkdir", "-p", posixpath.dirname(script_path),
+                                posixpath.dirname(log_pattern)], timeout=60).check()
+            self.transport.write_atomic(script_path, script.encode())
+        except TransportError as error:
+            raise LauncherError(str(error)) from None
+        argv = commands.sbatch(
+            script_path, job_name=request.job_name, partition=self.placement.partition,
+            nodes=self.placement.nodes, nodelist=self.placement.nodelist, exclusive=True,
+            requeue=False, time_limit=self.placement.time_limit, output=log_pattern,
+            chdir=self.workdir,
+        )
+        job_id = self.client.submit(argv)
+        self._mine.add(job_id)
+        return SubmittedJob(job_id=job_id, log_path=log_pattern.replace("%j", job_id),
+                            job_dir=posixpath.join(outputs, f"{job_id}-{request.job_name}"))
+
+    def reattach(self, job: SubmittedJob) -> bool:
+        self._mine.add(job.job_id)  # recorded as ours by the store: ours to poll and cancel
+        return True
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        statuses = self.client.poll(list(job_ids))
+        return {job_id: progress_of(statuses.get(job_id)) for job_id in job_ids}
+
+    def cancel(self, job_id: str) -> None:
+        if job_id not in self._mine:
+            raise LauncherError(f"refusing to cancel job {job_id}: not submitted by this sweep")
+        self.client.cancel(job_id)
+
+    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        try:
+            return self.transport.read_from(job.log_path, offset)
+        except (TransportError, OSError):
+            return b""  # not written yet (pending job)
+
+    def artifacts(self, job: SubmittedJob) -> dict[str, str]:
+        found = {}
+        dump = posixpath.join(job.job_dir, "xla_dump")
+        if self.transport.exists(dump):
+            found["hlo_dump"] = dump
+        return found
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,89 @@
+"""Slurm through a transport: the argv builders of `commands`, the parsers of `parsers`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..launch.base import LauncherError
+from ..transport import CommandResult, Transport, TransportError
+from . import commands
+from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,
+                      parse_sacct, parse_sbatch_parsable, parse_scontrol_show_jobs,
+                      parse_sinfo_nodes, parse_squeue)
+
+
+class SlurmClient:
+    """Every Slurm CLI call of a session; each failure is a one-line LauncherError."""
+
+    def __init__(self, transport: Transport, *, timeout: float = 60.0,
+                 accounting: bool | None = None) -> None:
+        self.transport = transport
+        self.timeout = timeout
+        self.calls = 0
+        self._accounting = accounting  # None: find out on first need
+
+    def _run(self, argv: Sequence[str], cwd: str | None = None) -> CommandResult:
+        self.calls += 1
+        try:
+            return self.transport.run(argv, timeout=self.timeout, cwd=cwd).check()
+        except TransportError as error:
+            raise LauncherError(str(error)) from None
+
+    def submit(self, argv: Sequence[str], cwd: str | None = None) -> str:
+        result = self._run(argv, cwd=cwd)
+        try:
+            return parse_sbatch_parsable(result.stdout)
+        except SlurmParseError as error:
+            raise LauncherError(f"sbatch: {error}") from None
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """One squeue call for every job; exit codes of finished ones from one more call."""
+        if not job_ids:
+            return {}
+        try:
+            found = parse_squeue(self._run(commands.squeue(job_ids)).stdout)
+        except SlurmParseError as error:
+            raise LauncherError(f"squeue: {error}") from None
+        ended = [j for j in job_ids if j not in found or found[j].state.finished]
+        if ended:
+            found.update(self._finished(ended))
+        return found
+
+    def _finished(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """Exit codes: sacct when accounting is on, else slurmctld's memory (scontrol)."""
+        if self._accounting is not False:
+            try:
+                answer = parse_sacct(self._run(commands.sacct(job_ids)).stdout)
+                self._accounting = True
+                return {j: s for j, s in answer.items() if j in job_ids}
+            except (LauncherError, SlurmParseError):
+                if self._accounting:
+                    raise
+                self._accounting = False
+        try:
+            answer = parse_scontrol_show_jobs(self._run(commands.scontrol_show_jobs()).stdout)
+        except SlurmParseError as error:
+            raise LauncherError(f"scontrol: {error}") from None
+        known = {j: s for j, s in answer.items() if j in job_ids}
+        for job_id in job_ids:  # purged from slurmctld's memory: it ended long ago
+            known.setdefault(job_id, JobStatus(job_id, JobState.UNKNOWN, None, "", "purged"))
+        return known
+
+    def cancel(self, job_id: str) -> None:
+        self._run(commands.scancel(job_id))
+
+    def nodes(self, *, partition: str | None = None, nodelist: str | None = None) -> dict[str, NodeStatus]:
+        return parse_sinfo_nodes(self._run(commands.sinfo_nodes(partition, nodelist)).stdout)
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        return parse_hostnames(self._run(commands.scontrol_show_hostnames(nodelist)).stdout)
+
+    def resume(self, node: str, reason: str = "xlatune") -> None:
+        self._run(commands.scontrol_update_node(node, "RESUME", reason))
+
+    def queue_of_partition(self, partition: str | None) -> str:
+        """`squeue` of the partition, as text (pre-flight shows other users' jobs)."""
+        argv = ["squeue", "--noheader", "--format=%i|%u|%T|%N|%j"]
+        if partition:
+            argv.append(f"--partition={partition}")
+        return self._run(argv).stdout
