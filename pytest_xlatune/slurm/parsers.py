@@ -1,0 +1,288 @@
+"""Read Slurm CLI output (sbatch, squeue, sacct, scontrol, sinfo) into values; pure functions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = [
+    "INVALID_JOB_ID", "SACCT_FIELDS", "SINFO_NODES_FORMAT", "SQUEUE_FORMAT",
+    "JobState", "JobStatus", "NodeState", "NodeStatus", "SlurmParseError",
+    "parse_exit_code", "parse_hostnames", "parse_sacct", "parse_sbatch_parsable",
+    "parse_scontrol_show_job", "parse_scontrol_show_jobs", "parse_sinfo_nodes",
+    "parse_squeue", "parse_submitted_batch_job",
+]
+
+# squeue -h -o SQUEUE_FORMAT: job id | long state | reason | node list | job name.
+# The name goes last because it is the one user-chosen field and may itself contain "|".
+SQUEUE_FORMAT = "%i|%T|%r|%N|%j"
+# sacct --parsable2 --noheader -o SACCT_FIELDS
+SACCT_FIELDS = "JobID,State,ExitCode,NodeList"
+# sinfo -N -h -o SINFO_NODES_FORMAT: node | long state (with flag suffixes) | partition | reason
+SINFO_NODES_FORMAT = "%N|%T|%P|%E"
+# stderr of squeue/scontrol/sacct for a job id slurmctld no longer (or never) knew.
+INVALID_JOB_ID = "Invalid job id specified"
+
+_JOB_ID = re.compile(r"\d+(?:_\d+|_\[[^\]]*\])?(?:\+\d+)?")
+
+
+class SlurmParseError(ValueError):
+    """Slurm printed something this parser does not understand; the message quotes it."""
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = text.strip().replace("\n", "\\n")
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class JobState(Enum):
+    """A Slurm job state (long names, as squeue %T / sacct / scontrol print them)."""
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def finished(self) -> bool:
+        """True once the job will not run (again) by itself."""
+        return self in _FINISHED
+
+    @classmethod
+    def parse(cls, text: str) -> JobState:
+        """Map any state spelling (long, compact %t, `CANCELLED by 0`, sacct's `+`) to a JobState."""
+        word = text.strip().split(" ", 1)[0].rstrip("+").upper()
+        if word in cls.__members__:
+            return cls[word]
+        return _STATE_ALIASES.get(word, cls.UNKNOWN)
+
+
+_FINISHED = frozenset({
+    JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
+    JobState.OUT_OF_MEMORY, JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE,
+})
+_STATE_ALIASES = {
+    # compact codes (squeue %t)
+    "PD": JobState.PENDING, "CF": JobState.CONFIGURING, "R": JobState.RUNNING,
+    "CG": JobState.COMPLETING, "CD": JobState.COMPLETED, "F": JobState.FAILED,
+    "CA": JobState.CANCELLED, "TO": JobState.TIMEOUT, "NF": JobState.NODE_FAIL,
+    "OOM": JobState.OUT_OF_MEMORY, "PR": JobState.PREEMPTED, "BF": JobState.BOOT_FAIL,
+    "DL": JobState.DEADLINE,
+    # requeued/held jobs wait to run again; suspended/stopped ones wait to resume
+    "REQUEUED": JobState.PENDING, "RQ": JobState.PENDING, "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
+    "SUSPENDED": JobState.PENDING, "S": JobState.PENDING, "STOPPED": JobState.PENDING,
+    "ST": JobState.PENDING,
+    # still holding its nodes
+    "RESIZING": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.COMPLETING,
+    "SO": JobState.COMPLETING,
+    "SPECIAL_EXIT": JobState.FAILED, "SE": JobState.FAILED, "REVOKED": JobState.CANCELLED,
+}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One job as a query saw it.
+
+    `exit_code` follows the shell convention: the script's exit code, or 128+N when it was
+    killed by signal N (Slurm's `0:15` → 143); None until the job finished, and always None
+    from squeue (which cannot print it).
+    """
+
+    job_id: str
+    state: JobState
+    exit_code: int | None
+    nodes: str
+    reason: str
+    name: str = ""
+
+
+class NodeState(Enum):
+    """A node's base state as sinfo -N %T prints it, flag suffixes removed."""
+
+    IDLE = "idle"
+    MIXED = "mixed"
+    ALLOCATED = "allocated"
+    COMPLETING = "completing"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    DOWN = "down"
+    FAIL = "fail"
+    FAILING = "failing"
+    RESERVED = "reserved"
+    PLANNED = "planned"
+    MAINT = "maint"
+    REBOOT = "reboot"
+    POWERED_DOWN = "powered_down"
+    UNKNOWN = "unknown"
+
+    @property
+    def usable(self) -> bool:
+        """True when the node takes (or runs) jobs."""
+        return self in (NodeState.IDLE, NodeState.MIXED, NodeState.ALLOCATED, NodeState.COMPLETING,
+                        NodeState.RESERVED, NodeState.PLANNED)
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node from sinfo -N; `responding` is False for the `*` suffix (slurmd not answering)."""
+
+    name: str
+    state: NodeState
+    partition: str
+    reason: str
+    responding: bool
+    raw_state: str
+
+
+# sinfo appends one of these to %T: * not responding, ~ powered off, # powering up, % powering
+# down, ! power-down pending, @ reboot pending, ^ reboot issued, - planned, $ maintenance.
+_NODE_FLAGS = "*~#%!@^-$+"
+_NODE_ALIASES = {"alloc": NodeState.ALLOCATED, "drng": NodeState.DRAINING, "drain": NodeState.DRAINED,
+                 "comp": NodeState.COMPLETING, "mix": NodeState.MIXED, "resv": NodeState.RESERVED,
+                 "plnd": NodeState.PLANNED, "unk": NodeState.UNKNOWN, "inval": NodeState.UNKNOWN,
+                 "boot": NodeState.REBOOT, "npc": NodeState.UNKNOWN, "pow_dn": NodeState.POWERED_DOWN,
+                 "powered_down": NodeState.POWERED_DOWN, "powering_down": NodeState.POWERED_DOWN}
+
+
+def _node_state(raw: str) -> NodeState:
+    base = raw.strip().rstrip(_NODE_FLAGS).lower()
+    try:
+        return NodeState(base)
+    except ValueError:
+        return _NODE_ALIASES.get(base, NodeState.UNKNOWN)
+
+
+def _none(value: str) -> str:
+    """Slurm's spellings of "nothing" → ""."""
+    value = value.strip()
+    return "" if value in ("None", "none", "(null)", "None assigned", "n/a") else value
+
+
+def parse_exit_code(text: str) -> int | None:
+    """`3:0` → 3, `0:15` → 143 (signal N → 128+N), `` → None."""
+    m = re.fullmatch(r"\s*(\d+)(?::(\d+))?\s*", text)
+    if not m:
+        return None
+    code, sig = int(m.group(1)), int(m.group(2) or 0)
+    return 128 + sig if code == 0 and sig else code
+
+
+def parse_sbatch_parsable(text: str) -> str:
+    """Return the job id from `sbatch --parsable` stdout (`123` or `123;cluster`)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    last = lines[-1].split(";", 1)[0] if lines else ""
+    if not _JOB_ID.fullmatch(last):
+        raise SlurmParseError(f"no job id in sbatch --parsable output: {_clip(text)!r}")
+    return last
+
+
+def parse_submitted_batch_job(text: str) -> str:
+    """Return the job id from `Submitted batch job N` (sbatch without --parsable, submit.sh)."""
+    ids = re.findall(r"Submitted batch job (\d+)", text)
+    if not ids:
+        raise SlurmParseError(f"no 'Submitted batch job N' line in: {_clip(text[-400:])!r}")
+    return ids[-1]
+
+
+def parse_squeue(text: str) -> dict[str, JobStatus]:
+    """Parse `squeue -h -o SQUEUE_FORMAT` lines into {job_id: JobStatus} (exit_code None)."""
+    jobs: dict[str, JobStatus] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 4)
+        if len(parts) != 5 or not _JOB_ID.fullmatch(parts[0].strip()):
+            raise SlurmParseError(f"unexpected squeue line (want {SQUEUE_FORMAT!r}): {_clip(line)!r}")
+        job_id, state, reason, nodes, name = parts
+        jobs[job_id.strip()] = JobStatus(job_id.strip(), JobState.parse(state), None, _none(nodes),
+                                         _none(reason), name)
+    return jobs
+
+
+def parse_sacct(text: str) -> dict[str, JobStatus]:
+    """Parse `sacct --parsable2 --noheader -o SACCT_FIELDS` into {job_id: JobStatus}; steps skipped."""
+    jobs: dict[str, JobStatus] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != 4:
+            raise SlurmParseError(f"unexpected sacct line (want {SACCT_FIELDS}): {_clip(line)!r}")
+        job_id, state, exit_code, nodes = (p.strip() for p in parts)
+        if "." in job_id:  # 12.batch, 12.extern, 12.0: steps of job 12
+            continue
+        st = JobState.parse(state)
+        jobs[job_id] = JobStatus(job_id, st, parse_exit_code(exit_code) if st.finished else None, _none(nodes), "")
+    return jobs
+
+
+# A key starts a line or follows whitespace; values run to the next key, so a value may hold
+# spaces ("Reason=ReqNodeNotAvail, UnavailableNodes:node01") and be empty ("NodeList= Sched…").
+_SCONTROL_KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][\w:/.]*)=", re.M)
+
+
+def _scontrol_fields(record: str) -> dict[str, str]:
+    keys = list(_SCONTROL_KEY.finditer(record))
+    fields: dict[str, str] = {}
+    for m, nxt in zip(keys, [*keys[1:], None]):
+        fields.setdefault(m.group(1), record[m.end(): nxt.start() if nxt else len(record)].strip())
+    return fields
+
+
+def parse_scontrol_show_jobs(text: str) -> dict[str, JobStatus]:
+    """Parse `scontrol [-o] show job [ID]` (one or many records) into {job_id: JobStatus}."""
+    jobs: dict[str, JobStatus] = {}
+    starts = [m.start() for m in re.finditer(r"^\s*JobId=", text, re.M)]
+    for a, b in zip(starts, [*starts[1:], len(text)]):
+        f = _scontrol_fields(text[a:b])
+        if "JobState" not in f:
+            raise SlurmParseError(f"scontrol record without JobState: {_clip(text[a:b])!r}")
+        job_id = f["JobId"]
+        if f.get("ArrayTaskId") and f.get("ArrayJobId"):
+            job_id = f"{f['ArrayJobId']}_{f['ArrayTaskId']}"
+        st = JobState.parse(f["JobState"])
+        code = parse_exit_code(f.get("ExitCode", "")) if st.finished else None
+        # scontrol prints spaces in Reason as "_" (squeue %r keeps them); left as printed.
+        jobs[job_id] = JobStatus(job_id, st, code, _none(f.get("NodeList", "")), _none(f.get("Reason", "")),
+                                 f.get("JobName", ""))
+    return jobs
+
+
+def parse_scontrol_show_job(text: str) -> JobStatus:
+    """Parse `scontrol show job ID` (exactly one record) into a JobStatus."""
+    jobs = parse_scontrol_show_jobs(text)
+    if len(jobs) != 1:
+        raise SlurmParseError(f"expected one job record, found {len(jobs)}: {_clip(text)!r}")
+    return next(iter(jobs.values()))
+
+
+def parse_sinfo_nodes(text: str) -> dict[str, NodeStatus]:
+    """Parse `sinfo -N -h -o SINFO_NODES_FORMAT` into {node: NodeStatus} (first partition wins)."""
+    nodes: dict[str, NodeStatus] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 3)
+        if len(parts) != 4:
+            raise SlurmParseError(f"unexpected sinfo line (want {SINFO_NODES_FORMAT!r}): {_clip(line)!r}")
+        name, raw, partition, reason = (p.strip() for p in parts)
+        nodes.setdefault(name, NodeStatus(name, _node_state(raw), partition.rstrip("*"), _none(reason),
+                                          "*" not in raw, raw))
+    return nodes
+
+
+def parse_hostnames(text: str) -> list[str]:
+    """Parse `scontrol show hostnames LIST` (one name per line) into a list, order kept."""
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
