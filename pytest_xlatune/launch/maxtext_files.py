@@ -1,0 +1,352 @@
+"""Text in and out of a maxtext-slurm checkout: the TUNE_PROFILE block, submit.sh argv and output,
+and the inventory files (pure: no I/O).
+
+The TUNE_PROFILE block follows the xla-tuning skill's "train_env.sh editing pattern"; it is
+wrapped in begin/end markers carrying the sweep id so it can be replaced and removed exactly.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from ..grammar import ENV_NAME, ENV_VALUE, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, OVERRIDE_KEY, OVERRIDE_VALUE
+from ..grammar import PARTITION, XLA_FLAG, Grammar, GrammarError, job_name, job_name_bytes
+from ..model import Profile
+
+RESERVED_PROFILES = ("baseline", "restore_default")
+HEARTBEAT_KEY = "jax_distributed_heartbeat_timeout_seconds"
+HEARTBEAT = f"{HEARTBEAT_KEY}=99999"
+TUNE_ENV_ARG = "_env_TUNE_PROFILE="
+
+# Slurm --time: minutes, min:sec, h:min:sec, d-h, d-h:min, d-h:min:sec.
+SLURM_TIME = Grammar("a Slurm time limit", r"[0-9]+(-[0-9]+)?(:[0-9]+){0,2}|UNLIMITED|INFINITE")
+SWEEP_ID = Grammar("a sweep id", r"[A-Za-z0-9][A-Za-z0-9_.-]*", max_len=64)
+
+_BEGIN = "# >>> xlatune TUNE_PROFILE sweep={sweep} (managed by pytest-xlatune; do not edit) >>>"
+_BEGIN_RE = re.compile(r"^# >>> xlatune TUNE_PROFILE sweep=(\S*) .*>>>$", re.MULTILINE)
+_END = "# <<< xlatune TUNE_PROFILE <<<"
+_INDENT = "    "
+
+
+# ---- the TUNE_PROFILE block ------------------------------------------------------------------
+
+
+def render_tune_block(profiles: Sequence[Profile], restore_default_flags: Sequence[str],
+                      restore_env: Sequence[tuple[str, str | None]], model_tag: str) -> tuple[str, str]:
+    """Return (XLA case block, post-NCCL env case block) for train_env.sh, in the skill's pattern.
+
+    `restore_env` pairs a name with its image default; None means the image leaves it unset.
+    The env block is "" when no profile (and no restore) sets an env var.
+    """
+    names = [p.name for p in profiles]
+    for name in names:
+        NAME.check(name)
+        if name in RESERVED_PROFILES:
+            raise ValueError(f"profile name {name!r} is reserved for the block's own case")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"duplicate profile names: {', '.join(dupes)}")
+    MODEL_TAG.check(model_tag)
+
+    xla = [
+        "# ---- TUNE_PROFILE ----",
+        'TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-baseline}}"',
+        'TUNE_FLAGS=""',
+        'case "${TUNE_PROFILE}" in',
+        f"{_INDENT}baseline) ;;  # no-op; inherits configs/{model_tag}.env.sh as-is",
+        f"{_INDENT}restore_default)",
+        f"{_INDENT * 2}# Every flag the env file sets, back at its image default (XLA flags are last-wins).",
+        *_flag_lines(restore_default_flags),
+        f"{_INDENT * 2};;",
+    ]
+    for p in profiles:
+        xla += [f"{_INDENT}{shlex.quote(p.name)})", *_flag_lines(p.xla_flags), f"{_INDENT * 2};;"]
+    xla += [
+        f"{_INDENT}*)",
+        f"""{_INDENT * 2}echo "[train_env.sh] WARNING: unknown TUNE_PROFILE='$TUNE_PROFILE'" >&2""",
+        f"{_INDENT * 2};;",
+        "esac",
+        'if [[ -n "$TUNE_FLAGS" ]]; then',
+        f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}${{TUNE_FLAGS# }}"',
+        f"{_INDENT}export XLA_FLAGS",
+        "fi",
+    ]
+
+    arms = [("restore_default", list(restore_env))] if restore_env else []
+    arms += [(p.name, list(p.env)) for p in profiles if p.env]
+    if not arms:
+        return "\n".join(xla) + "\n", ""
+    env = ["# ---- TUNE_PROFILE: post-NCCL overrides ----", 'case "${TUNE_PROFILE:-}" in']
+    for name, pairs in arms:
+        env.append(f"{_INDENT}{shlex.quote(name)})")
+        env += [f"{_INDENT * 2}{_env_statement(var, value)}" for var, value in pairs]
+        env.append(f"{_INDENT * 2};;")
+    env.append("esac")
+    return "\n".join(xla) + "\n", "\n".join(env) + "\n"
+
+
+def _flag_lines(flags: Sequence[str]) -> list[str]:
+    # shlex.quote(" --xla_x=1") is ' --xla_x=1': the leading space keeps TUNE_FLAGS space-separated.
+    return [f"{_INDENT * 2}TUNE_FLAGS+={shlex.quote(' ' + XLA_FLAG.check(f))}" for f in flags]
+
+
+def _env_statement(name: str, value: str | None) -> str:
+    ENV_NAME.check(name)
+    if value is None:
+        return f"unset {name}"
+    return f"export {name}={shlex.quote(ENV_VALUE.check(value))}"
+
+
+def install_block(train_env_text: str, block_text: str, sweep_id: str) -> str:
+    """Append our marked block at the end of train_env.sh, replacing our own earlier block.
+
+    Installing the same block twice gives the same text; `remove_block` gives the original back.
+    The block goes last so its post-NCCL case runs after every export in the file.
+    """
+    foreign = foreign_block(train_env_text, sweep_id)
+    if foreign is not None:
+        raise ValueError(f"train_env.sh already has TUNE_PROFILE content we did not write: {foreign}")
+    base = remove_block(train_env_text, sweep_id)
+    body = block_text if block_text.endswith("\n") or not block_text else block_text + "\n"
+    # Exactly one "\n" goes before the begin marker, so remove_block can cut it off again.
+    return f"{base}\n{_BEGIN.format(sweep=SWEEP_ID.check(sweep_id))}\n{body}{_END}\n"
+
+
+def remove_block(text: str, sweep_id: str) -> str:
+    """Return `text` without our block (unchanged when there is none)."""
+    span = _own_span(text, sweep_id)
+    if span is None:
+        return text
+    start, end = span
+    return text[: max(start - 1, 0)] + text[end:]
+
+
+def _own_span(text: str, sweep_id: str) -> tuple[int, int] | None:
+    """(start of our begin marker, end of our end-marker line incl. its newline)."""
+    begin = _BEGIN.format(sweep=SWEEP_ID.check(sweep_id))
+    start = _line_index(text, begin)
+    if start is None:
+        return None
+    end_at = _line_index(text, _END, start)
+    if end_at is None:
+        raise ValueError(f"our TUNE_PROFILE block (sweep {sweep_id}) has no end marker {_END!r}")
+    end = end_at + len(_END)
+    if text.startswith("\n", end):
+        end += 1
+    return start, end
+
+
+def _line_index(text: str, line: str, start: int = 0) -> int | None:
+    match = re.compile(rf"^{re.escape(line)}$", re.MULTILINE).search(text, start)
+    return match.start() if match else None
+
+
+def foreign_block(text: str, sweep_id: str) -> str | None:
+    """Describe TUNE_PROFILE content we did not write (another sweep's block, a hand-made case)."""
+    for match in _BEGIN_RE.finditer(text):
+        if match.group(1) != sweep_id:
+            return f"line {_line_no(text, match.start())}: a pytest-xlatune block of sweep {match.group(1)!r}"
+    try:
+        span = _own_span(text, sweep_id)
+    except ValueError as exc:
+        return str(exc)
+    outside = text if span is None else text[: span[0]] + "\n" * text.count("\n", *span) + text[span[1]:]
+    for number, line in enumerate(outside.splitlines(), 1):
+        if "TUNE_PROFILE" in line:
+            return f"line {number}: {line.strip()!r} (the skill's pre-flight expects no TUNE_PROFILE)"
+    return None
+
+
+def _line_no(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+# ---- submit.sh -------------------------------------------------------------------------------
+
+
+def _check_passthrough(arg: str) -> str:
+    key, sep, value = arg.partition("=")
+    if not sep:
+        raise GrammarError(f"expected key=value or _env_NAME=value, found {arg!r}")
+    if key.startswith("_env_"):
+        ENV_NAME.check(key[len("_env_"):])
+        ENV_VALUE.check(value)
+    else:
+        OVERRIDE_KEY.check(key)
+        OVERRIDE_VALUE.check(value)
+    return arg
+
+
+def submit_argv(model_tag: str, exp_tag: str, nodes: int, nodelist: str | None, time: str, partition: str | None,
+                passthrough: Sequence[str], ray: bool, *, profile: str | None = None) -> list[str]:
+    """Build the submit.sh command line of the skill's submission template.
+
+    `profile` names the TUNE_PROFILE (default: `exp_tag`). Raises ValueError when an argument
+    breaks its grammar or when submit.sh would refuse the JOB_NAME (over 243 bytes).
+    """
+    MODEL_TAG.check(model_tag)
+    if exp_tag:
+        NAME.check(exp_tag)  # no ':' — a second colon would make the tag a model alias
+    profile = NAME.check(profile if profile is not None else exp_tag)
+    if nodes < 1:
+        raise ValueError(f"nodes must be at least 1, found {nodes}")
+    args = [_check_passthrough(a) for a in passthrough]
+    if any(a.startswith(TUNE_ENV_ARG) for a in args):
+        raise ValueError(f"passthrough must not set {TUNE_ENV_ARG}…: submit_argv adds it from `profile`")
+    if not any(a.startswith(HEARTBEAT_KEY + "=") for a in args):
+        args.append(HEARTBEAT)
+    args.append(TUNE_ENV_ARG + profile)
+
+    name = job_name(model_tag, exp_tag, args)
+    size = job_name_bytes(name)
+    if size > JOB_NAME_MAX:
+        raise ValueError(
+            f"JOB_NAME would be {size} bytes; submit.sh refuses more than {JOB_NAME_MAX} "
+            f"(${{#JOB_NAME}}+12 > 255): shorten the exp tag or the passthrough args ({name[:60]}…)"
+        )
+    sbatch: list[str] = []
+    if partition:
+        sbatch.append(f"--partition={PARTITION.check(partition)}")
+    sbatch.append(f"--nodes={nodes}")
+    if nodelist:
+        sbatch.append(f"--nodelist={NODELIST.check(nodelist)}")
+    sbatch.append(f"--time={SLURM_TIME.check(time)}")
+    spec = f"{model_tag}:{exp_tag}" if exp_tag else model_tag
+    prefix = ["env", "RAY=1"] if ray else []
+    return [*prefix, "./submit.sh", spec, *sbatch, "--", *args]
+
+
+# submit.sh takes the last field of this line; the word after "job" is the same id and also
+# survives sbatch's "Submitted batch job N on cluster C" form.
+_SUBMITTED_RE = re.compile(r"Submitted batch job (\S+)")
+_PROLOG_RE = re.compile(r"^\[ERROR\] Job (\S+) died in prolog.*$", re.MULTILINE)
+
+
+def parse_submit_output(text: str) -> str:
+    """Return the job id from submit.sh's output (stdout and stderr merged)."""
+    died = _PROLOG_RE.search(text)
+    if died:
+        raise ValueError(f"job {died.group(1)} was accepted but died before writing a log: {died.group(0)}")
+    ids = [m.group(1) for m in _SUBMITTED_RE.finditer(text)]
+    if not ids or not ids[-1].isdigit():  # a bare `sbatch: error:` line has no id
+        tail = "\n".join(text.strip().splitlines()[-8:]) or "(no output)"
+        raise ValueError(f"no 'Submitted batch job <id>' line in submit.sh output; it ended with:\n{tail}")
+    return ids[-1]
+
+
+# ---- inventory (xla-tuning skill, Step 2) ----------------------------------------------------
+
+_YML_KEYS = (
+    "per_device_batch_size", "max_target_length", "remat_policy",
+    "sparse_matmul", "use_turbo_grouped_gemm", "use_deepep_dispatch", "capacity_factor", "megablox",
+    "pipeline_parallel_layers", "num_layers_per_pipeline_stage", "num_pipeline_microbatches",
+)  # fmt: skip
+_PARALLELISM_RE = re.compile(r"(dcn|ici)_[a-z]+_parallelism")
+
+
+def parse_gpu_yml(text: str) -> dict[str, Any]:
+    """The inventory keys of configs/<MODEL_TAG>.gpu.yml: batch, sequence, remat, MoE, PP, parallelism."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"gpu.yml is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"gpu.yml: expected a mapping at the top level, found {type(data).__name__}")
+    return {k: v for k, v in data.items() if k in _YML_KEYS or _PARALLELISM_RE.fullmatch(str(k))}
+
+
+_HEREDOC_RE = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_ASSIGN_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)", re.DOTALL)
+_XLA_IN_VALUE_RE = re.compile(r"(--xla_[A-Za-z0-9_]+)(?:=(\S*))?")
+_PUNCTUATION = ";&|()"
+_LEADING_WORDS = {"then", "else", "do", "{", "}", "!", "elif", "if", "while", "until"}
+
+
+def _assignments(text: str) -> list[tuple[str, str]]:
+    """(NAME, raw value) of every assignment or export, in order, outside heredoc bodies.
+
+    Conditional branches are flattened: the inventory lists what the file can deploy.
+    """
+    found: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        statement, i = lines[i], i + 1
+        while statement.endswith("\\") and i < len(lines):
+            statement, i = statement[:-1] + lines[i], i + 1
+        heredoc = _HEREDOC_RE.search(statement)
+        if heredoc:  # skip the body up to the terminator line
+            while i < len(lines) and lines[i].strip() != heredoc.group(2):
+                i += 1
+            i += 1
+            continue
+        words: list[str] | None = None
+        while words is None:
+            try:
+                words = _words(statement)
+            except ValueError:  # an open quote continues on the next line
+                words = [] if i >= len(lines) else None
+                if words is None:
+                    statement, i = statement + "\n" + lines[i], i + 1
+        found += _command_assignments(words)
+    return found
+
+
+def _words(statement: str) -> list[str]:
+    lexer = shlex.shlex(statement, posix=True, punctuation_chars=_PUNCTUATION)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    return list(lexer)
+
+
+def _command_assignments(words: list[str]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    command: list[str] = []
+    for word in [*words, ";"]:
+        if word.strip(_PUNCTUATION):  # shlex returns runs like "));" as one token
+            command.append(word)
+            continue
+        while command and command[0] in _LEADING_WORDS:
+            command = command[1:]
+        if command and command[0] == "export":
+            command = command[1:]
+        for w in command:
+            match = _ASSIGN_RE.fullmatch(w)
+            if not match:
+                break  # the command itself: later words are its arguments
+            found.append((match.group(1), match.group(2)))
+        command = []
+    return found
+
+
+def parse_env_sh(text: str) -> list[tuple[str, str]]:
+    """What a configs/<MODEL_TAG>.env.sh deploys: ("--xla_flag", value) and ("ENV_NAME", value)."""
+    deployed: list[tuple[str, str]] = []
+    for name, value in _assignments(text):
+        if name == "XLA_FLAGS":
+            deployed += [(m.group(1), m.group(2) or "") for m in _XLA_IN_VALUE_RE.finditer(value)]
+        elif ENV_NAME.matches(name):  # upper-case: skip the file's own helper variables
+            deployed.append((name, value))
+    return deployed
+
+
+_DEFAULT_EXPANSION_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?-(.*)\}", re.DOTALL)
+CONTAINER_KEYS = ("DOCKER_IMAGE", "MAXTEXT_PATCH_BRANCH", "MAXTEXT_REPO_DIR")
+
+
+def parse_container_env(text: str) -> dict[str, str]:
+    """DOCKER_IMAGE, MAXTEXT_PATCH_BRANCH, MAXTEXT_REPO_DIR as container_env.sh sets them
+    when the submitting shell does not (`${X:-default}` gives its default)."""
+    values: dict[str, str] = {}
+    for name, value in _assignments(text):
+        if name in CONTAINER_KEYS:
+            match = _DEFAULT_EXPANSION_RE.fullmatch(value)
+            values[name] = match.group(2) if match else value
+    return values

@@ -1,0 +1,462 @@
+"""maxtext_files: the TUNE_PROFILE block, submit.sh argv and output (recorded from the stand-in), inventory."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pytest_xlatune.grammar import JOB_NAME_MAX, GrammarError, job_name
+from pytest_xlatune.launch.maxtext_files import (
+    foreign_block,
+    install_block,
+    parse_container_env,
+    parse_env_sh,
+    parse_gpu_yml,
+    parse_submit_output,
+    remove_block,
+    render_tune_block,
+    submit_argv,
+)
+from pytest_xlatune.model import Profile
+
+TESTS = Path(__file__).resolve().parents[1]
+DATA = TESTS / "data" / "maxtext"
+STANDIN = TESTS / "maxtext_slurm_standin"
+
+PROFILES = (
+    Profile("ag_1g", 2, xla_flags=("--xla_gpu_all_gather_combine_threshold_bytes=1073741824",)),
+    Profile("nccl_chan8", 3, env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),)),
+    Profile("ovl2.mem+95", 3, xla_flags=("--xla_a=1", "--xla_b=x,y:z"),
+            env=(("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95"), ("ODD", "a=b,c:d@e%f+g/h"), ("EMPTY", ""))),
+)
+RESTORE_FLAGS = ("--xla_cpu_enable_fast_math=false",)
+RESTORE_ENV: tuple[tuple[str, str | None], ...] = (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".93"), ("MAXTEXT_PATCH_BRANCH", None))
+
+
+def recorded(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def block(profiles: tuple[Profile, ...] = PROFILES) -> str:
+    return "".join(render_tune_block(profiles, RESTORE_FLAGS, RESTORE_ENV, "demo"))
+
+
+# ---- render ----------------------------------------------------------------------------------
+
+
+def test_render_follows_the_skill_pattern_exactly() -> None:
+    xla, env = render_tune_block(PROFILES[:2], RESTORE_FLAGS, RESTORE_ENV[:1], "demo")
+    assert xla == """\
+# ---- TUNE_PROFILE ----
+TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-baseline}}"
+TUNE_FLAGS=""
+case "${TUNE_PROFILE}" in
+    baseline) ;;  # no-op; inherits configs/demo.env.sh as-is
+    restore_default)
+        # Every flag the env file sets, back at its image default (XLA flags are last-wins).
+        TUNE_FLAGS+=' --xla_cpu_enable_fast_math=false'
+        ;;
+    ag_1g)
+        TUNE_FLAGS+=' --xla_gpu_all_gather_combine_threshold_bytes=1073741824'
+        ;;
+    nccl_chan8)
+        ;;
+    *)
+        echo "[train_env.sh] WARNING: unknown TUNE_PROFILE='$TUNE_PROFILE'" >&2
+        ;;
+esac
+if [[ -n "$TUNE_FLAGS" ]]; then
+    XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }${TUNE_FLAGS# }"
+    export XLA_FLAGS
+fi
+"""
+    assert env == """\
+# ---- TUNE_PROFILE: post-NCCL overrides ----
+case "${TUNE_PROFILE:-}" in
+    restore_default)
+        export XLA_PYTHON_CLIENT_MEM_FRACTION=.93
+        ;;
+    nccl_chan8)
+        export NCCL_NCHANNELS_PER_NET_PEER=8
+        ;;
+esac
+"""
+
+
+def test_render_has_no_env_block_when_nothing_sets_env() -> None:
+    assert render_tune_block(PROFILES[:1], RESTORE_FLAGS, (), "demo")[1] == ""
+
+
+@pytest.mark.parametrize("profiles, message", [
+    ((Profile("baseline", 2),), "reserved"),
+    ((Profile("restore_default", 2),), "reserved"),
+    ((Profile("a", 2), Profile("a", 3)), "duplicate profile names: a"),
+    ((Profile("a b", 2),), "a name"),
+    ((Profile("a", 2, xla_flags=("--xla_a=1;rm",)),), "an XLA flag"),
+    ((Profile("a", 2, env=(("lower", "1"),)),), "an environment variable name"),
+    ((Profile("a", 2, env=(("A", "$(id)"),)),), "an environment value"),
+])  # fmt: skip
+def test_render_rejects_what_would_break_the_case_block(profiles: tuple[Profile, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        render_tune_block(profiles, RESTORE_FLAGS, (), "demo")
+
+
+def _source(train_env: str, profile: str | None, env_profile: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Source train_env.sh as _train.sh does (set -u, EXTRACTED_ENV_MAP) and print the result."""
+    script = "\n".join([
+        "set -euo pipefail",
+        "declare -A EXTRACTED_ENV_MAP=()",
+        f"EXTRACTED_ENV_MAP[TUNE_PROFILE]={shlex.quote(profile)}" if profile is not None else "",
+        "OUTPUT_PATH=/tmp/out",
+        train_env,
+        'printf "XLA_FLAGS=%s\\n" "$XLA_FLAGS"',
+        "for v in NCCL_NCHANNELS_PER_NET_PEER XLA_PYTHON_CLIENT_MEM_FRACTION ODD EMPTY MAXTEXT_PATCH_BRANCH; do",
+        '  if [[ -v $v ]]; then printf "%s=%s\\n" "$v" "${!v}"; else echo "$v unset"; fi',
+        "done",
+    ])  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "MAXTEXT_PATCH_BRANCH": "branch"}
+    if env_profile is not None:
+        env["TUNE_PROFILE"] = env_profile
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, check=True)
+
+
+BASE_FLAGS = "--xla_cpu_enable_fast_math=false"
+
+
+@pytest.mark.parametrize("profile, flags, values", [
+    (None, BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "4", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".93"}),
+    ("baseline", BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "4"}),
+    ("restore_default", f"{BASE_FLAGS} --xla_cpu_enable_fast_math=false",
+     {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".93", "MAXTEXT_PATCH_BRANCH": None}),
+    ("ag_1g", f"{BASE_FLAGS} --xla_gpu_all_gather_combine_threshold_bytes=1073741824", {}),
+    ("nccl_chan8", BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
+    ("ovl2.mem+95", f"{BASE_FLAGS} --xla_a=1 --xla_b=x,y:z",
+     {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".95", "ODD": "a=b,c:d@e%f+g/h", "EMPTY": "", "NCCL_NCHANNELS_PER_NET_PEER": "4"}),
+])  # fmt: skip
+def test_installed_block_sets_each_profile_in_bash(profile: str | None, flags: str, values: dict[str, str | None]) -> None:
+    text = install_block((STANDIN / "train_env.sh").read_text(), block(), "s1")
+    out = _source(text, profile).stdout.splitlines()
+    assert f"XLA_FLAGS={flags}" in out
+    for name, value in values.items():
+        assert (f"{name}={value}" if value is not None else f"{name} unset") in out
+
+
+def test_tune_profile_from_the_environment_wins_over_the_env_arg() -> None:
+    text = install_block((STANDIN / "train_env.sh").read_text(), block(), "s1")
+    assert "NCCL_NCHANNELS_PER_NET_PEER=8" in _source(text, "ag_1g", env_profile="nccl_chan8").stdout
+
+
+def test_unknown_profile_warns_and_changes_nothing() -> None:
+    text = install_block((STANDIN / "train_env.sh").read_text(), block(), "s1")
+    proc = _source(text, "typo")
+    assert f"XLA_FLAGS={BASE_FLAGS}" in proc.stdout.splitlines()
+    assert "[train_env.sh] WARNING: unknown TUNE_PROFILE='typo'" in proc.stderr
+
+
+# ---- install / remove / foreign --------------------------------------------------------------
+
+ORIGINALS = ["", "a", "a\n", "a\n\n", "#!/bin/bash\nexport X=1", (STANDIN / "train_env.sh").read_text()]
+
+
+@pytest.mark.parametrize("original", ORIGINALS)
+def test_install_is_idempotent_and_remove_restores_the_original_exactly(original: str) -> None:
+    once = install_block(original, block(), "sweep-1")
+    assert install_block(once, block(), "sweep-1") == once
+    assert remove_block(once, "sweep-1") == original
+    assert once.startswith(original)
+    assert once.endswith("# <<< xlatune TUNE_PROFILE <<<\n")
+
+
+def test_install_replaces_our_block_and_keeps_it_last() -> None:
+    first = install_block("export A=1\n", block(PROFILES[:1]), "sweep-1")
+    edited = first + "export NCCL_NCHANNELS_PER_NET_PEER=2\n"  # someone appended after our block
+    second = install_block(edited, block(), "sweep-1")
+    assert second.count(">>> xlatune TUNE_PROFILE") == 1
+    assert second.index("export NCCL_NCHANNELS_PER_NET_PEER=2") < second.index("# >>> xlatune")
+    assert "nccl_chan8)" in second
+    assert remove_block(second, "sweep-1") == "export A=1\nexport NCCL_NCHANNELS_PER_NET_PEER=2\n"
+
+
+def test_begin_marker_carries_the_sweep_id() -> None:
+    text = install_block("", block(), "qwen3-32b.fsdp8")
+    assert "# >>> xlatune TUNE_PROFILE sweep=qwen3-32b.fsdp8 (managed by pytest-xlatune; do not edit) >>>" in text
+
+
+def test_remove_without_a_block_is_a_no_op() -> None:
+    assert remove_block("export A=1\n", "s") == "export A=1\n"
+
+
+def test_clean_train_env_and_our_own_block_are_not_foreign() -> None:
+    clean = (STANDIN / "train_env.sh").read_text()
+    assert foreign_block(clean, "s1") is None
+    assert foreign_block(install_block(clean, block(), "s1"), "s1") is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    (install_block("export A=1\n", block(), "old-sweep"), "line 3: a pytest-xlatune block of sweep 'old-sweep'"),
+    ('export A=1\ncase "${TUNE_PROFILE}" in\n  x) ;;\nesac\n', "line 2: 'case \"${TUNE_PROFILE}\" in'"),
+    ("# TUNE_PROFILE leftovers\n", "line 1: '# TUNE_PROFILE leftovers'"),
+    ("x\n# >>> xlatune TUNE_PROFILE sweep=s1 (managed by pytest-xlatune; do not edit) >>>\nTUNE_FLAGS=\n",
+     "has no end marker"),
+])  # fmt: skip
+def test_foreign_block_describes_what_we_did_not_write(text: str, expected: str) -> None:
+    found = foreign_block(text, "s1")
+    assert found is not None and expected in found
+    with pytest.raises(ValueError, match="we did not write"):
+        install_block(text, block(), "s1")
+
+
+def test_hand_written_case_next_to_our_block_is_still_foreign() -> None:
+    ours = install_block("export A=1\n", block(), "s1")
+    found = foreign_block(ours + 'TUNE_PROFILE="${TUNE_PROFILE:-x}"\n', "s1")
+    assert found is not None and found.startswith(f"line {ours.count(chr(10)) + 1}:")
+
+
+# ---- submit.sh argv --------------------------------------------------------------------------
+
+
+def test_submit_argv_follows_the_submission_template() -> None:
+    argv = submit_argv("deepseek3-671b", "pp8-A", 8, "node[01-08]", "45:00", "mi355",
+                       ["steps=15", "dataset_type=synthetic"], True)  # fmt: skip
+    assert argv == [
+        "env", "RAY=1", "./submit.sh", "deepseek3-671b:pp8-A",
+        "--partition=mi355", "--nodes=8", "--nodelist=node[01-08]", "--time=45:00", "--",
+        "steps=15", "dataset_type=synthetic",
+        "jax_distributed_heartbeat_timeout_seconds=99999", "_env_TUNE_PROFILE=pp8-A",
+    ]  # fmt: skip
+
+
+def test_submit_argv_without_ray_partition_nodelist_or_exp_tag() -> None:
+    argv = submit_argv("demo", "", 2, None, "5:00", None, ["steps=3"], False, profile="baseline")
+    assert argv == ["./submit.sh", "demo", "--nodes=2", "--time=5:00", "--", "steps=3",
+                    "jax_distributed_heartbeat_timeout_seconds=99999", "_env_TUNE_PROFILE=baseline"]  # fmt: skip
+
+
+def test_submit_argv_keeps_a_heartbeat_already_given() -> None:
+    argv = submit_argv("demo", "b-r2", 1, None, "5", None, ["jax_distributed_heartbeat_timeout_seconds=5"], False,
+                       profile="baseline")  # fmt: skip
+    assert argv[-2:] == ["jax_distributed_heartbeat_timeout_seconds=5", "_env_TUNE_PROFILE=baseline"]
+
+
+AWKWARD = ["profiler=", "x=a=b", "path=/a/b:c,d@e%f+g", "_env_NCCL_IB_HCA=mlx5_0:1,mlx5_1:1", "_env_EMPTY="]
+
+
+def test_awkward_but_legal_values_survive_a_shell_round_trip() -> None:
+    argv = submit_argv("llama3.1-405b", "v1.0+ovl", 2, "gpu-[001,003]", "1-02:00:00", "p.1", AWKWARD, True)
+    assert shlex.split(shlex.join(argv)) == argv
+    assert argv[argv.index("--") + 1:][:len(AWKWARD)] == AWKWARD
+    assert "--nodelist=gpu-[001,003]" in argv
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"passthrough": ["steps=1 2"]}, "a MaxText override value"),
+    ({"passthrough": ["x='a'"]}, "a MaxText override value"),
+    ({"passthrough": ["x=$(id)"]}, "a MaxText override value"),
+    ({"passthrough": ["x=a\n"]}, "a MaxText override value"),
+    ({"passthrough": ["steps"]}, "expected key=value"),
+    ({"passthrough": ["--steps=1"]}, "a MaxText override key"),
+    ({"passthrough": ["_env_X=a b"]}, "an environment value"),
+    ({"passthrough": ["_env_TUNE_PROFILE=x"]}, "adds it from `profile`"),
+    ({"exp_tag": "a:b"}, "a name"),
+    ({"nodelist": "node01 node02"}, "a Slurm nodelist"),
+    ({"partition": "a;b"}, "a Slurm partition"),
+    ({"time": "5 min"}, "a Slurm time limit"),
+    ({"model_tag": "Demo"}, "a model tag"),
+    ({"nodes": 0}, "nodes must be at least 1"),
+])  # fmt: skip
+def test_submit_argv_refuses_illegal_arguments(kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {"model_tag": "demo", "exp_tag": "t", "nodes": 1, "nodelist": None, "time": "5:00",
+                               "partition": None, "passthrough": [], "ray": False}  # fmt: skip
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        submit_argv(**args)  # type: ignore[arg-type]
+
+
+def _padded(total: int) -> list[str]:
+    bare = len(job_name("demo", "t", ["pad=", "jax_distributed_heartbeat_timeout_seconds=99999", "_env_TUNE_PROFILE=t"]))
+    return [f"pad={'x' * (total - bare)}"]
+
+
+def test_job_name_of_243_bytes_is_accepted_and_244_refused_with_the_length() -> None:
+    argv = submit_argv("demo", "t", 1, None, "5:00", None, _padded(JOB_NAME_MAX), False)
+    assert len(job_name("demo", "t", argv[argv.index("--") + 1:])) == 243
+    with pytest.raises(ValueError, match="JOB_NAME would be 244 bytes; submit.sh refuses more than 243"):
+        submit_argv("demo", "t", 1, None, "5:00", None, _padded(JOB_NAME_MAX + 1), False)
+
+
+def test_job_name_matches_what_the_stand_in_submit_sh_printed() -> None:
+    text = recorded("submit_ray.txt")
+    printed = next(line.partition("=")[2] for line in text.splitlines() if line.startswith("JOB_NAME="))
+    argv = submit_argv("demo", "no_eigen_mt", 2, "node[01-02]", "5:00", "debug",
+                       ["steps=15", "dataset_type=synthetic", "per_device_batch_size=2"], True)  # fmt: skip
+    assert job_name("demo", "no_eigen_mt", argv[argv.index("--") + 1:]) == printed
+    assert f"PASSTHROUGH_ARGS=\"{' '.join(argv[argv.index('--') + 1:])}\"" in text
+
+
+def test_recorded_refusal_counts_bytes_as_job_name_does() -> None:
+    assert "[ERROR] JOB_NAME is 247B;" in recorded("submit_job_name_too_long.txt")
+    assert len(job_name("demo", "long", ["steps=12", "pad=" + "x" * 220])) == 247
+
+
+# ---- submit.sh output ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, job_id", [
+    ("submit_success.txt", "79"),
+    ("submit_first_use.txt", "78"),
+    ("submit_ray.txt", "88"),
+    ("submit_fault_oom.txt", "89"),
+])  # fmt: skip
+def test_job_id_from_recorded_submit_output(name: str, job_id: str) -> None:
+    assert parse_submit_output(recorded(name)) == job_id
+
+
+@pytest.mark.parametrize("name, message", [
+    ("submit_died_in_prolog.txt", r"job 91 was accepted but died before writing a log: \[ERROR\] Job 91 died in prolog"),
+    ("submit_job_name_too_long.txt", r"no 'Submitted batch job <id>' line(.|\n)*JOB_NAME is 247B"),
+    ("submit_sbatch_error.txt", r"(.|\n)*sbatch: error: invalid partition specified: nope"),
+    ("submit_unknown_model.txt", r"(.|\n)*!!! Model name resolution failed"),
+])  # fmt: skip
+def test_failed_submissions_raise_with_the_reason(name: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_submit_output(recorded(name))
+
+
+def test_submit_output_edge_cases() -> None:
+    assert parse_submit_output("Submitted batch job 12 on cluster c1\n") == "12"
+    with pytest.raises(ValueError, match=r"\(no output\)"):
+        parse_submit_output("")
+
+
+# ---- inventory -------------------------------------------------------------------------------
+
+
+def test_gpu_yml_inventory_of_the_stand_in() -> None:
+    assert parse_gpu_yml((STANDIN / "configs" / "demo.gpu.yml").read_text()) == {
+        "dcn_data_parallelism": 1, "dcn_fsdp_parallelism": 2, "dcn_pipeline_parallelism": 1,
+        "dcn_tensor_parallelism": 1, "ici_fsdp_parallelism": 1, "ici_tensor_parallelism": 1,
+        "per_device_batch_size": 2, "max_target_length": 64, "remat_policy": "full",
+        "sparse_matmul": False, "capacity_factor": 1.25,
+    }  # fmt: skip
+
+
+def test_gpu_yml_inventory_picks_moe_and_pipeline_keys() -> None:
+    text = """
+base_config: "base.yml"
+ici_expert_parallelism: 8
+dcn_pipeline_parallelism: 8
+pipeline_parallel_layers: 56
+num_pipeline_microbatches: 8
+use_turbo_grouped_gemm: true
+use_deepep_dispatch: false
+megablox: False
+attention: "cudnn_flash_te"
+"""
+    assert parse_gpu_yml(text) == {
+        "ici_expert_parallelism": 8, "dcn_pipeline_parallelism": 8, "pipeline_parallel_layers": 56,
+        "num_pipeline_microbatches": 8, "use_turbo_grouped_gemm": True, "use_deepep_dispatch": False,
+        "megablox": False,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("text, message", [("- a\n- b\n", "expected a mapping"), ("a: [1\n", "not valid YAML")])
+def test_gpu_yml_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_gpu_yml(text)
+
+
+def test_env_sh_inventory_of_the_stand_in() -> None:
+    assert parse_env_sh((STANDIN / "configs" / "demo.env.sh").read_text()) == [
+        ("--xla_cpu_enable_fast_math", "true"), ("XLA_PYTHON_CLIENT_MEM_FRACTION", ".85"),
+    ]  # fmt: skip
+
+
+def test_env_sh_forms() -> None:
+    text = r"""#!/bin/bash
+# export COMMENTED=1
+export XLA_PYTHON_CLIENT_MEM_FRACTION=.85 NCCL_PROTO="Simple"
+XLA_FLAGS="${XLA_FLAGS} --xla_a=1 --xla_b=2"
+XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_c=3"
+export XLA_FLAGS="$XLA_FLAGS --xla_gpu_enable_command_buffer=''"
+XLA_FLAGS+=" --xla_d=4"
+_ds_cfg() { local key=$1; echo "$key"; }
+_pp=$(_ds_cfg dcn_pipeline_parallelism 1)
+if (( _pp <= 1 )); then XLA_FLAGS="$XLA_FLAGS --xla_gpu_all_gather_combine_threshold_bytes=1073741824"; else
+    XLA_FLAGS="$XLA_FLAGS \
+ --xla_gpu_experimental_parallel_collective_overlap_limit=2"
+fi
+[[ -n "${X:-}" ]] && export NCCL_ALGO=Ring
+: <<'DISABLED'
+export XLA_FLAGS="--xla_in_heredoc=1"
+DISABLED
+read -r a <<< "here string"
+export MAXTEXT_PATCH_BRANCH='yihuang/grok2-support'
+export XLA_FLAGS
+"""
+    assert parse_env_sh(text) == [
+        ("XLA_PYTHON_CLIENT_MEM_FRACTION", ".85"), ("NCCL_PROTO", "Simple"),
+        ("--xla_a", "1"), ("--xla_b", "2"), ("--xla_c", "3"), ("--xla_gpu_enable_command_buffer", "''"),
+        ("--xla_d", "4"), ("--xla_gpu_all_gather_combine_threshold_bytes", "1073741824"),
+        ("--xla_gpu_experimental_parallel_collective_overlap_limit", "2"),
+        ("NCCL_ALGO", "Ring"), ("MAXTEXT_PATCH_BRANCH", "yihuang/grok2-support"),
+    ]  # fmt: skip
+
+
+def test_env_sh_inventory_skips_the_disabled_heredoc_of_train_env() -> None:
+    deployed = parse_env_sh((STANDIN / "train_env.sh").read_text())
+    assert ("--xla_cpu_enable_fast_math", "false") in deployed
+    assert ("NCCL_NCHANNELS_PER_NET_PEER", "4") in deployed
+    assert not any(name == "--xla_gpu_enable_latency_hiding_scheduler" for name, _ in deployed)
+
+
+def test_container_env_inventory_of_the_stand_in() -> None:
+    assert parse_container_env((STANDIN / "container_env.sh").read_text()) == {
+        "DOCKER_IMAGE": "rocm/jax-training:maxtext-v26.2",
+        "MAXTEXT_REPO_DIR": "/workspace/maxtext",
+        "MAXTEXT_PATCH_BRANCH": "",
+    }
+
+
+def test_container_env_takes_the_last_assignment_and_plain_values() -> None:
+    text = 'DOCKER_IMAGE=/shared/images/jax.tar\nexport DOCKER_IMAGE="${DOCKER_IMAGE-rocm/jax:v2}"\n'
+    assert parse_container_env(text) == {"DOCKER_IMAGE": "rocm/jax:v2"}
+
+
+# ---- the stand-in's _train.sh: where the block lands (bash only, no Slurm) --------------------
+
+
+def _train(tmp_path: Path, passthrough: list[str]) -> list[str]:
+    """Run the stand-in's _train.sh with `echo` as python: its output and the workload argv."""
+    root = tmp_path / "maxtext-slurm"
+    shutil.copytree(STANDIN, root)
+    train_env = root / "train_env.sh"
+    train_env.write_text(install_block(train_env.read_text(), block(), "s1"))
+    env = {"PATH": "/usr/bin:/bin", "JOB_WORKSPACE": str(tmp_path / "outputs"), "JOB_DIR": "7-JAX-demo",
+           "JOB_NAME": "JAX-demo", "XLATUNE_PYTHON": "echo"}  # fmt: skip
+    proc = subprocess.run(["bash", str(root / "_train.sh"), "demo", "t", "", "--", *passthrough],
+                          capture_output=True, text=True, env=env, check=True)  # fmt: skip
+    return proc.stdout.splitlines()
+
+
+def test_train_sh_passes_yml_defaults_then_output_dir_then_passthrough(tmp_path: Path) -> None:
+    out = _train(tmp_path, ["steps=3", "_env_TUNE_PROFILE=ag_1g", "_env_QUOTED=\"a b\"", "profiler="])
+    argv = out[-1].split(" ")
+    assert argv[:3] == ["-u", "-m", "pytest_xlatune.workload"]
+    assert argv.index("steps=15") < argv.index(f"base_output_directory={tmp_path}/outputs/7-JAX-demo")
+    assert argv[argv.index("run_name=JAX-demo") + 1:] == ["steps=3", "profiler="]
+    assert "Extracted env: QUOTED=a b" in out
+    assert not any(a.startswith("_env_") for a in argv)
+
+
+def test_env_file_sourced_after_train_env_overrides_restore_default(tmp_path: Path) -> None:
+    """Pins upstream's order train_env.sh -> configs/<M>.env.sh -> _env_: a restore_default case in
+    train_env.sh runs *before* the env file, so the env file's flag and env var still win."""
+    out = _train(tmp_path, ["_env_TUNE_PROFILE=restore_default"])
+    assert ("XLA_FLAGS=--xla_cpu_enable_fast_math=false --xla_cpu_enable_fast_math=false "
+            "--xla_cpu_enable_fast_math=true") in out  # fmt: skip
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.85" in out
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.80" in _train(tmp_path / "b", ["_env_XLA_PYTHON_CLIENT_MEM_FRACTION=.80"])
