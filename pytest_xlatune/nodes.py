@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from .cell import CellError, load_cell
-from .model import Cell
+from .model import BackendKind, Cell
 from .plan import RunKind, RunSpec, expand
 from .preflight import PreflightError
 from .results import JobResult, Verdict, delta_pct
@@ -17,6 +17,13 @@ from .runtime import RUNTIME_KEY
 
 PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
                  "xlatune_verdict", "xlatune_reused")
+
+
+def slot_group(cell: Cell) -> str:
+    """The xdist group of a cell: its nodes (all local cells share this machine's CPUs)."""
+    if cell.backend.kind is BackendKind.LOCAL:
+        return "local"
+    return cell.slot.text
 
 
 class RunFailed(Exception):
@@ -55,6 +62,9 @@ class CellItem(pytest.Item):
         self.spec = spec
         self.cell = cell
         self.add_marker(pytest.mark.xlatune)
+        # Under `-n N --dist loadgroup` items of one slot stay on one worker, in order, so two
+        # cells on the same nodes never run at once; cells on disjoint nodelists run in parallel.
+        self.add_marker(pytest.mark.xdist_group(name=slot_group(cell)))
 
     def runtest(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
@@ -71,7 +81,7 @@ class CellItem(pytest.Item):
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
-            ("xlatune_config_tag", spec.config_tag),
+            ("xlatune_config_tag", spec.config_tag), ("xlatune_cell", str(self.cell.path)),
         ])
         if result.verdict is Verdict.OOM:
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")

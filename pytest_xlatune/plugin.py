@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from .cell import CellError, load_cell
 from .nodes import CellFile, CellItem
 from .report.files import write_reports
 from .runtime import RUNTIME_KEY, Runtime
@@ -36,11 +37,29 @@ def pytest_configure(config: pytest.Config) -> None:
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             terminal.write_line(f"  [xlatune] {text}")
 
-    config.stash[RUNTIME_KEY] = Runtime(settings, config.rootpath, report)
+    runtime = Runtime(settings, config.rootpath, report)
+    config.stash[RUNTIME_KEY] = runtime
+    config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     if config.pluginmanager.hasplugin("html"):
         from . import htmlreport
 
         config.pluginmanager.register(htmlreport, "xlatune-html")
+
+
+class CellsSeen:
+    """Under xdist the controller collects nothing: it learns the cells from workers' reports,
+    so it can write each cell's report once, at the end."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        cell_path = dict(report.user_properties).get("xlatune_cell")
+        if cell_path and Path(cell_path) not in self.runtime.cells:
+            try:
+                self.runtime.note_cell(load_cell(Path(cell_path)))
+            except CellError:
+                pass  # already reported by the worker that collected it
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -1,0 +1,72 @@
+"""xdist: cells on disjoint nodelists run in parallel; one nodelist never runs two jobs at once."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+
+pytestmark = pytest.mark.slurm
+
+CELL = """\
+model_tag: {tag}
+nodelist: {nodes}
+parallelism: FSDP=8
+baseline_repeats: 1
+overrides: {{fake_step_sleep: 0.1}}
+waves:
+  2:
+    - {{name: a, xla_flags: [--xla_fake_tgs=1100]}}
+    - {{name: b, xla_flags: [--xla_fake_tgs=900]}}
+backend: {{kind: sbatch}}
+"""
+
+
+def spans(store: Path) -> list[tuple[str, str]]:
+    out = []
+    for line in store.read_text().splitlines():
+        event = json.loads(line)
+        if event["event"] != "submitted":
+            continue
+        info = subprocess.run(["scontrol", "-o", "show", "job", event["job_id"]],
+                              capture_output=True, text=True).stdout
+        out.append((re.search(r"StartTime=(\S+)", info).group(1),
+                    re.search(r"EndTime=(\S+)", info).group(1)))
+    return sorted(out)
+
+
+def test_two_cells_on_disjoint_nodelists_run_in_parallel(
+        pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
+    pytester.makefile(".yml", left=CELL.format(tag="left", nodes="node[01-02]"),
+                      right=CELL.format(tag="right", nodes="node[03-04]"))
+    result = pytester.runpytest("left.yml", "right.yml", "-n", "2", "--dist", "loadgroup",
+                                *FAKE, "--xlatune-poll-interval=0.2")
+    result.assert_outcomes(passed=8)
+    left, right = (spans(pytester.path / ".xlatune" / f"{n}.jsonl") for n in ("left", "right"))
+    for cell in (left, right):
+        assert all(a[1] <= b[0] for a, b in zip(cell, cell[1:])), cell  # serial per nodelist
+    assert left[0][0] < right[-1][1] and right[0][0] < left[-1][1]  # the two cells overlapped
+    # Written once, by the controller, for each cell.
+    assert (pytester.path / "left-tuning.md").exists() and (pytester.path / "right-tuning.md").exists()
+
+
+def test_items_carry_one_xdist_group_per_slot(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yml", a=CELL.format(tag="a", nodes="node[01-02]"),
+                      b=CELL.format(tag="b", nodes="node[01-02]"),
+                      c=CELL.format(tag="c", nodes="node[03-04]"),
+                      d="model_tag: d\nnodes: 1\nparallelism: FSDP=2\n")
+    pytester.makeconftest("""
+        def pytest_collection_finish(session):
+            for item in session.items:
+                print("GROUP", item.nodeid, item.get_closest_marker("xdist_group").kwargs["name"])
+    """)
+    result = pytester.runpytest("a.yml", "b.yml", "c.yml", "d.yml", "--collect-only", "-s")
+    result.stdout.fnmatch_lines(["GROUP a.yml::wave1::baseline[[]default[]] nodelist=node[[]01-02[]]",
+                                 "GROUP b.yml::wave2::b[[]default[]] nodelist=node[[]01-02[]]",
+                                 "GROUP c.yml::wave2::a[[]default[]] nodelist=node[[]03-04[]]",
+                                 "GROUP d.yml::wave1::baseline[[]default[]] local"])
