@@ -247,8 +247,10 @@ class _Reader(S.NodeReader):
         values: dict[str, Any] = {}
         for name, (_, vnode) in self.mapping(node, key, S.THRESHOLD_KEYS).items():
             sub = sub_key(key, name)
-            is_count = name == "bounded_profiles"
-            values[name] = self.integer(vnode, sub, 1) if is_count else self.number(vnode, sub)
+            if name in S.THRESHOLD_COUNTS:
+                values[name] = self.integer(vnode, sub, S.THRESHOLD_COUNTS[name])
+            else:
+                values[name] = self.number(vnode, sub)
         return Thresholds(**values)
 
     def backend(self, node: Node, key: str) -> Backend:

@@ -24,7 +24,8 @@ TOP_KEYS = (
 PROFILE_KEYS = ("name", "xla_flags", "env", "overrides")
 ENV_FILE_KEYS = ("flag", "env", "image_default")
 SHAPE_KEYS = ("microbatches", "virtual_stages")
-THRESHOLD_KEYS = ("regression_pct", "win_pct", "bounded_pct", "bounded_profiles")
+THRESHOLD_KEYS = ("regression_pct", "win_pct", "bounded_pct", "bounded_profiles", "remeasure")
+THRESHOLD_COUNTS = {"bounded_profiles": 1, "remeasure": 0}  # integer keys and their minimum
 
 WAVES = (2, 3, 4)
 WAVES_EXPECTED = "a wave number 2, 3 or 4 (wave 5 is pipeline_shapes)"

@@ -124,6 +124,7 @@ class Thresholds:
     win_pct: float = 5.0
     bounded_profiles: int = 25
     bounded_pct: float = 2.0
+    remeasure: int = 2  # extra runs of an ambiguous cross-config check before deciding
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from .cell import CellError, load_cell
 from .model import BackendKind, Cell
 from .plan import RunKind, RunSpec, expand
 from .preflight import PreflightError
-from .results import JobResult, Verdict, delta_pct
+from . import stats, verdicts
+from .results import JobResult, Verdict
+from .session import Sweep
 from .runtime import RUNTIME_KEY
 
 PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
@@ -74,10 +76,14 @@ class CellItem(pytest.Item):
             pytest.skip("no measured profile on the primary config tag yet: nothing to re-run")
         outcome = sweep.run(spec)
         result = outcome.result
-        baseline = sweep.baseline_tgs(spec.config_tag)
-        delta = delta_pct(result.tgs, baseline) if spec.kind is not RunKind.BASELINE else None
+        comparison = None
+        if spec.kind is not RunKind.BASELINE and result.tgs is not None:
+            comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
         self.user_properties.extend([
-            ("xlatune_tgs", result.tgs), ("xlatune_delta_pct", delta),
+            ("xlatune_tgs", result.tgs),
+            ("xlatune_delta_pct", comparison.delta_pct if comparison else None),
+            ("xlatune_delta_ci", (comparison.ci_low_pct, comparison.ci_high_pct) if comparison else None),
+            ("xlatune_direction", comparison.verdict.value if comparison else None),
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
@@ -87,14 +93,27 @@ class CellItem(pytest.Item):
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
         if not result.measured:
             raise RunFailed(result)
-        if spec.kind is RunKind.CROSS_CONFIG and delta is not None:
-            tolerance = self.cell.thresholds.regression_pct
-            if delta < -tolerance:
-                raise Regression(
-                    f"recipe {spec.resolved_from!r} regresses config tag {spec.config_tag!r}: "
-                    f"TGS {result.tgs:.1f} vs baseline {baseline:.1f} ({delta:+.2f} %, "
-                    f"tolerance -{tolerance:g} %), job {result.job_id}"
-                )
+        if spec.kind is RunKind.CROSS_CONFIG:
+            self._gate_cross_config(sweep, spec, [result])
+
+    def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
+        """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
+        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
+        thresholds = self.cell.thresholds
+        while True:
+            final = len(runs) > thresholds.remeasure
+            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
+                                            sweep.results(), spec.config_tag,
+                                            thresholds.regression_pct, final=final)
+            if gate is None or gate.decision is stats.Decision.PASS:
+                return
+            if gate.decision is stats.Decision.FAIL:
+                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
+                                              [r.job_id for r in runs]))
+            again = sweep.run(spec.remeasured(len(runs))).result
+            if not again.measured:
+                raise RunFailed(again)
+            runs.append(again)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         error = excinfo.value

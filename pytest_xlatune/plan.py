@@ -48,6 +48,7 @@ class RunSpec:
     profile_overrides: Pairs = ()
     evidence: bool = False
     resolved_from: str = ""
+    repeat: int = 0  # re-measurements of the same run get their own key (and job)
     line: int = 0
 
     @property
@@ -70,6 +71,10 @@ class RunSpec:
     @property
     def needs_resolution(self) -> bool:
         return self.kind is RunKind.CROSS_CONFIG and not self.resolved_from
+
+    def remeasured(self, repeat: int) -> RunSpec:
+        """The same run measured again (a new job, stored under its own key)."""
+        return replace(self, repeat=repeat)
 
     def resolve(self, source: RunSpec) -> RunSpec:
         """Give a cross-config run the flags of `source` (the best profile of the primary tag)."""
@@ -101,6 +106,8 @@ def run_key(cell: Cell, spec: RunSpec, nodelist: str) -> str:
         "overrides_spec": spec.overrides,
         "evidence": spec.evidence,
     }
+    if spec.repeat:
+        payload["repeat"] = spec.repeat
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

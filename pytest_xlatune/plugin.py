@@ -95,10 +95,12 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     props = dict(report.user_properties)
     if "xlatune_tgs" not in props or props["xlatune_tgs"] is None or not report.passed:
         return None
-    delta = props.get("xlatune_delta_pct")
+    delta, interval = props.get("xlatune_delta_pct"), props.get("xlatune_delta_ci")
     text = f"{props['xlatune_tgs']:.1f} TGS"
     if delta is not None:
         text += f" {delta:+.2f} %"
+    if interval:
+        text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
     return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, {"green": True})
 

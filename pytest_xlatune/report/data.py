@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..model import Cell
 from ..plan import RunKind
+from .. import verdicts
 from ..results import JobResult, delta_pct
 
 TOP_ROWS = 8
@@ -25,6 +26,9 @@ class Row:
     delta_pct: float | None
     job_ids: str
     winner: bool = False
+    ci_low: float | None = None
+    ci_high: float | None = None
+    direction: str = ""  # better | worse | within_noise (stats.Direction values)
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,8 @@ class ReportData:
     nodelist: str
     backend: str
     baseline_tgs: dict[str, float]
-    noise_pct: float | None
+    noise_pct: float | None  # sample CV of the baseline repeats
+    pooled_noise_pct: float | None  # what the intervals use (sample pooled with the prior)
     restore_default_delta: dict[str, float | None]
     leaderboard: list[Row]
     top: list[Row]
@@ -73,6 +78,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     primary_values = baselines.get(cell.primary_config.name, [])
     noise = (statistics.stdev(primary_values) / statistics.fmean(primary_values) * 100
              if len(primary_values) >= 2 else None)
+    pooled = verdicts.noise(measured, cell.primary_config.name).cv_pct if primary_values else None
 
     restore = {r.config_tag: delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
                for r in measured if r.kind == RunKind.RESTORE_DEFAULT.value}
@@ -93,18 +99,20 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         name = "baseline-no-env" if r.kind == RunKind.RESTORE_DEFAULT.value else r.profile
         flags = flags_text(r) if r.kind != RunKind.PIPELINE_SHAPE.value else " ".join(
             f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
-        rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id))
+        cmp = verdicts.compare([r.tgs or 0.0], measured, primary)
+        rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
+                        ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
+                        direction=cmp.verdict.value if cmp else ""))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     winner = next((row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
-                   and (row.delta_pct or 0.0) > 0), None)
+                   and row.direction == "better"), None)
     if winner is not None:
         rows = [Row(**{**row.__dict__, "winner": True}) if row is winner else row for row in rows]
         winner = next(row for row in rows if row.winner)
     top = rows[:TOP_ROWS]
     bottom = [row for row in rows[TOP_ROWS:]][-BOTTOM_ROWS:]
-    negative = [row for row in rows if row.delta_pct is not None and row.delta_pct < 0
-                and row.profile not in ("baseline-deployed",)]
+    negative = [row for row in rows if row.direction == "worse"]
 
     cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag)))
              for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
@@ -112,7 +120,8 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
     return ReportData(
         cell=cell, date=(today or dt.date.today()).isoformat(), nodelist=nodelist, backend=backend,
-        baseline_tgs=baseline_tgs, noise_pct=noise, restore_default_delta=restore,
+        baseline_tgs=baseline_tgs, noise_pct=noise, pooled_noise_pct=pooled,
+        restore_default_delta=restore,
         leaderboard=rows, top=top, bottom=bottom, winner=winner, negative=negative,
         failures=[r for r in results if not r.measured], cross_config=cross, evidence=evidence,
         appendix=sorted(results, key=_job_number), profiles_tested=profiles_tested,

@@ -25,6 +25,11 @@ def _pairs(pairs: Iterable[tuple[str, str]]) -> str:
     return " ".join(f"{k}={v}" for k, v in pairs)
 
 
+def _ci(row: object) -> str:
+    low, high = getattr(row, "ci_low", None), getattr(row, "ci_high", None)
+    return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}] %"
+
+
 def _oneline(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -34,7 +39,7 @@ def environment() -> jinja2.Environment:
         loader=jinja2.PackageLoader("pytest_xlatune", "report/templates"),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
     )
-    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=_oneline)
+    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=_oneline, ci=_ci)
     return env
 
 

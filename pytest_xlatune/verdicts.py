@@ -1,0 +1,59 @@
+"""Noise-aware judgements over stored results (pure): Δ% intervals and the regression gate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import stats
+from .plan import RunKind
+from .results import JobResult
+
+
+def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
+    """Steady TGS of every measured baseline-deployed repeat of a config tag."""
+    return [r.tgs for r in results if r.kind == RunKind.BASELINE.value
+            and r.config_tag == config_tag and r.measured and r.tgs is not None]
+
+
+def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
+    """Run-to-run noise of a config tag (pooled with the prior; see stats)."""
+    values = baseline_values(results, config_tag)
+    return stats.run_noise(values) if values else stats.run_noise([1.0])
+
+
+def compare(candidate: Sequence[float], results: Sequence[JobResult],
+            config_tag: str) -> stats.Comparison | None:
+    """Δ% of candidate runs vs the tag's baseline, with its interval; None without a baseline."""
+    baseline = baseline_values(results, config_tag)
+    if not candidate or not baseline:
+        return None
+    return stats.compare(candidate, baseline, noise(results, config_tag))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The outcome of a cross-config regression check after any re-measurements."""
+
+    decision: stats.Decision
+    comparison: stats.Comparison
+    tolerance_pct: float
+
+    def message(self, recipe: str, config_tag: str, job_ids: Sequence[str]) -> str:
+        c = self.comparison
+        return (f"recipe {recipe!r} regresses config tag {config_tag!r}: TGS {c.candidate_mean:.1f}"
+                f" vs baseline {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, 95 % interval "
+                f"[{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance -{self.tolerance_pct:g} %),"
+                f" jobs {' '.join(job_ids)}")
+
+
+def regression_gate(candidate: Sequence[float], results: Sequence[JobResult], config_tag: str,
+                    tolerance_pct: float, final: bool) -> Gate | None:
+    """PASS/FAIL/AMBIGUOUS for candidate runs of a recipe on a tag; `final` decides ambiguity."""
+    baseline = baseline_values(results, config_tag)
+    if not candidate or not baseline:
+        return None
+    tag_noise = noise(results, config_tag)
+    check = stats.decide_after_remeasure if final else stats.regression_check
+    decision = check(candidate, baseline, tag_noise, tolerance_pct)
+    return Gate(decision, stats.compare(candidate, baseline, tag_noise), tolerance_pct)
