@@ -3,7 +3,7 @@
 Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_tgs=N       steady Tokens/s/device (default 1000)
   --xla_fake_fail=KIND   oom | crash | sigterm_after_last
-Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (×0.8 TGS when FLAG is set).
+Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 """
 
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     tgs = float(flags.get("--xla_fake_tgs", "1000"))
     penalized = args.get("fake_penalize")
     if penalized and penalized in flags:
-        tgs *= 0.8  # this config tag dislikes that flag: a cross-config regression
+        tgs *= float(args.get("fake_penalty", "0.8"))  # this config tag dislikes that flag
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")
     print(f"Num_devices: 8\nMemstats: After params initialized:", flush=True)

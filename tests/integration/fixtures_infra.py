@@ -71,6 +71,11 @@ class LocalSlurm:
     state_dir: str = os.environ.get("XLATUNE_SLURM_STATE", "/var/lib/xlatune-slurm")
     script: str = str(SLURM_SCRIPT)
 
+    @property
+    def accounting(self) -> bool:
+        """True when the cluster was brought up with `--accounting` (slurmdbd: sacct works)."""
+        return os.path.exists(os.path.join(self.state_dir, "accounting"))
+
 
 @dataclass(frozen=True)
 class SSHServer:

@@ -101,3 +101,16 @@ def test_exitfirst_stops_after_the_first_failure(pytester: pytest.Pytester, cell
     # stale (wave 3) fails before best (wave 6) would run.
     result = pytester.runpytest(str(cell), "-x", "-k", "stale or best", *FAKE)
     result.assert_outcomes(failed=1)
+
+
+def test_ambiguous_cross_config_result_is_remeasured_before_deciding(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    # 1100 × 0.9 = 990 vs 1000, exactly -1 %: the interval straddles the tolerance, so the gate re-measures twice and then
+    # decides on the odds (50 % < 80 %): pass, after three jobs of the same recipe.
+    cell = pytester.makefile(".yml", edge=CELL.replace(
+        "dense: {fake_penalize: --xla_fake_tgs}",
+        "dense: {fake_penalize: --xla_fake_tgs, fake_penalty: 0.9}"))
+    result = pytester.runpytest(str(cell), "-k", "fast or best or baseline", *FAKE)
+    result.assert_outcomes(passed=6)
+    logs = list((pytester.path / ".xlatune").rglob("*-fake-best-dense.log"))
+    assert len(logs) == 3

@@ -16,8 +16,10 @@ from pytest_xlatune.launch.maxtext_files import (
     parse_container_env,
     parse_env_sh,
     parse_gpu_yml,
+    parse_job_dir,
     parse_submit_output,
     remove_block,
+    render_env_file_block,
     render_tune_block,
     submit_argv,
 )
@@ -429,12 +431,15 @@ def test_container_env_takes_the_last_assignment_and_plain_values() -> None:
 # ---- the stand-in's _train.sh: where the block lands (bash only, no Slurm) --------------------
 
 
-def _train(tmp_path: Path, passthrough: list[str]) -> list[str]:
+def _train(tmp_path: Path, passthrough: list[str], env_file_block: bool = False) -> list[str]:
     """Run the stand-in's _train.sh with `echo` as python: its output and the workload argv."""
     root = tmp_path / "maxtext-slurm"
     shutil.copytree(STANDIN, root)
     train_env = root / "train_env.sh"
     train_env.write_text(install_block(train_env.read_text(), block(), "s1"))
+    if env_file_block:
+        env_sh = root / "configs" / "demo.env.sh"
+        env_sh.write_text(install_block(env_sh.read_text(), render_env_file_block(PROFILES, RESTORE_ENV, "demo"), "s1"))
     env = {"PATH": "/usr/bin:/bin", "JOB_WORKSPACE": str(tmp_path / "outputs"), "JOB_DIR": "7-JAX-demo",
            "JOB_NAME": "JAX-demo", "XLATUNE_PYTHON": "echo"}  # fmt: skip
     proc = subprocess.run(["bash", str(root / "_train.sh"), "demo", "t", "", "--", *passthrough],
@@ -460,3 +465,49 @@ def test_env_file_sourced_after_train_env_overrides_restore_default(tmp_path: Pa
             "--xla_cpu_enable_fast_math=true") in out  # fmt: skip
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.85" in out
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.80" in _train(tmp_path / "b", ["_env_XLA_PYTHON_CLIENT_MEM_FRACTION=.80"])
+
+
+def test_env_file_block_makes_restore_default_end_with_the_image_defaults(tmp_path: Path) -> None:
+    """The fix for the test above: our second block at the end of configs/demo.env.sh."""
+    out = _train(tmp_path, ["_env_TUNE_PROFILE=restore_default"], env_file_block=True)
+    flags = next(line for line in out if line.startswith("XLA_FLAGS="))
+    assert flags.endswith(" --xla_cpu_enable_fast_math=true --xla_cpu_enable_fast_math=false")
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.93" in out
+
+
+@pytest.mark.parametrize("passthrough, flags_end, values", [
+    ([], "--xla_cpu_enable_fast_math=true", {"XLA_PYTHON_CLIENT_MEM_FRACTION=.85", "NCCL_NCHANNELS_PER_NET_PEER=4"}),
+    (["_env_TUNE_PROFILE=nccl_chan8"], "--xla_cpu_enable_fast_math=true", {"NCCL_NCHANNELS_PER_NET_PEER=8"}),
+    (["_env_TUNE_PROFILE=ovl2.mem+95"], "--xla_a=1 --xla_b=x,y:z", {"XLA_PYTHON_CLIENT_MEM_FRACTION=.95"}),
+    (["_env_TUNE_PROFILE=ovl2.mem+95", "_env_XLA_PYTHON_CLIENT_MEM_FRACTION=.80"], "--xla_b=x,y:z",
+     {"XLA_PYTHON_CLIENT_MEM_FRACTION=.80"}),
+])  # fmt: skip
+def test_env_file_block_keeps_baseline_deployed_and_env_args_last(
+        tmp_path: Path, passthrough: list[str], flags_end: str, values: set[str]) -> None:
+    out = _train(tmp_path, passthrough, env_file_block=True)
+    assert next(line for line in out if line.startswith("XLA_FLAGS=")).endswith(flags_end)
+    assert values <= set(out)
+
+
+def test_env_file_block_is_a_no_op_without_the_train_env_block() -> None:
+    """A job frozen from a train_env.sh without our block (no TUNE_FLAGS, no TUNE_PROFILE)."""
+    text = "export XLA_FLAGS=--xla_a=0 XLA_PYTHON_CLIENT_MEM_FRACTION=.85\n"
+    text += render_env_file_block(PROFILES, RESTORE_ENV, "demo")
+    out = _source(text, "restore_default").stdout.splitlines()
+    assert {"XLA_FLAGS=--xla_a=0", "XLA_PYTHON_CLIENT_MEM_FRACTION=.85", "MAXTEXT_PATCH_BRANCH=branch"} <= set(out)
+
+
+def test_env_file_block_installs_and_removes_byte_exactly() -> None:
+    original = (STANDIN / "configs" / "demo.env.sh").read_text()
+    once = install_block(original, render_env_file_block(PROFILES, RESTORE_ENV, "demo"), "s1")
+    assert foreign_block(once, "s1") is None and foreign_block(once, "s2") is not None
+    assert remove_block(once, "s1") == original
+
+
+def test_job_dir_from_recorded_submit_output() -> None:
+    text = recorded("submit_ray.txt")
+    assert parse_job_dir(text, "88") == (
+        "/tmp/maxtext-slurm/outputs/88-JAX-demo-no_eigen_mt-steps_15-dataset_type_synthetic-per_device_batch_size_2-"
+        "jax_distributed_heartbeat_timeout_seconds_99999-_env_TUNE_PROFILE_no_eigen_mt")  # fmt: skip
+    assert parse_job_dir(text, "8") is None
+    assert parse_job_dir(recorded("submit_job_name_too_long.txt"), "88") is None
