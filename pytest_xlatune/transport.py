@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 import paramiko
 
@@ -154,7 +154,7 @@ class _UnknownHostKey(paramiko.SSHException):
 class _RefuseUnknownHostKey(paramiko.RejectPolicy):
     """RejectPolicy raising a type we turn into the one-line, actionable error."""
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
         raise _UnknownHostKey(hostname)
 
 
@@ -248,10 +248,11 @@ class SSHTransport:
             client.load_host_keys(files[0])  # where an opted-in new key is saved
         client.set_missing_host_key_policy(
             paramiko.AutoAddPolicy() if self.accept_new_host_key else _RefuseUnknownHostKey())
+        keys: Any = list(target.key_files) or None  # paramiko takes a list; its stubs say str
         try:
             client.connect(
                 target.hostname, port=target.port, username=target.user, sock=sock,
-                key_filename=list(target.key_files) or None, allow_agent=self.allow_agent,
+                key_filename=keys, allow_agent=self.allow_agent,
                 look_for_keys=not target.identities_only, timeout=self.connect_timeout,
                 banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout)
         except _UnknownHostKey:
@@ -450,13 +451,14 @@ class SSHTransport:
         return self._file_op("stat", path, op)
 
 
-class HostCmdTransport(LocalTransport):
+class HostCmdTransport:
     """Run commands on the host through maxtext-slurm's `.host-cmd` bridge; files are local (shared)."""
 
     def __init__(self, checkout: str, *, python: str = "python3", default_timeout: float = 300.0) -> None:
         self.client = os.path.join(checkout, ".host-cmd", "host_cmd.py")
         self.python = python
         self.default_timeout = default_timeout
+        self._local = LocalTransport()  # not a subclass: isinstance(t, LocalTransport) means "no bridge"
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
             env: Mapping[str, str] | None = None) -> CommandResult:
@@ -464,8 +466,8 @@ class HostCmdTransport(LocalTransport):
         seconds = max(1, math.ceil(self.default_timeout if timeout is None else timeout))
         line = command_line(args, cwd=cwd, env=env)  # the server runs it with a shell
         # The client polls for timeout + 10 s, then gives up; leave it room to say so.
-        res = super().run([self.python, self.client, "--timeout", str(seconds), "--json", line],
-                          timeout=seconds + 30)
+        res = self._local.run([self.python, self.client, "--timeout", str(seconds), "--json", line],
+                              timeout=seconds + 30)
         try:
             data = json.loads(res.stdout)
         except ValueError:
@@ -486,3 +488,15 @@ class HostCmdTransport(LocalTransport):
             reason = (str(data.get("stderr", "")).strip().splitlines() or ["no detail"])[-1]
             raise TransportError(f"host-cmd could not run {args[0]} ({reason})")
         return CommandResult(args, code, str(data.get("stdout", "")), str(data.get("stderr", "")))
+
+    def read_from(self, path: str, offset: int, limit: int | None = None) -> bytes:
+        return self._local.read_from(path, offset, limit)
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self._local.write_atomic(path, data)
+
+    def exists(self, path: str) -> bool:
+        return self._local.exists(path)
+
+    def close(self) -> None:
+        pass

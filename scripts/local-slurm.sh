@@ -32,7 +32,7 @@ NODE_PORT_BASE=${XLATUNE_SLURMD_PORT_BASE:-17000}   # node01 -> base+1, ...
 CLUSTER=xlatune
 DBD_PORT=${XLATUNE_SLURMDBD_PORT:-16819}
 MYSQL_PORT=${XLATUNE_MARIADB_PORT:-16306}
-MYSQL_RUN=/run/xlatune-mariadb
+MYSQL_RUN=$STATE/mariadb-run   # owned by mysql: pid file + socket
 MYSQL_SOCK=$MYSQL_RUN/mariadbd.sock
 MYSQL_PID=$MYSQL_RUN/mariadbd.pid
 DBD_CONF=$(dirname "$CONF")/slurmdbd.conf   # slurmdbd reads it next to $SLURM_CONF
@@ -293,6 +293,10 @@ stop_pidfile() { # pidfile name
 
 stop_all_slurm() {
     local n
+    # Each daemon takes ~2 s to exit; signal all slurmd first so they shut down together.
+    for n in "${NODES[@]}"; do
+        if slurmd_alive "$n"; then kill -TERM "$(cat "$STATE/slurmd.$n.pid")" 2>/dev/null || true; fi
+    done
     for n in "${NODES[@]}"; do stop_pidfile "$STATE/slurmd.$n.pid" "slurmd $n"; done
     stop_pidfile "$STATE/slurmctld.pid" slurmctld
 }
@@ -362,18 +366,20 @@ cmd_up() {
     esac
     install_if_missing
     start_munge
-    if accounting_on; then
-        install_accounting_if_missing
-        start_mariadb
-        start_slurmdbd
-    fi
     changed=$(write_conf)
     if [ -n "$changed" ]; then
         log "wrote $CONF"
         if any_alive; then log "config changed; restarting the daemons"; fi
         stop_all_slurm
     fi
-    accounting_on || stop_accounting
+    # slurmdbd before slurmctld, which registers the cluster with it (sacctmgr reads $CONF).
+    if accounting_on; then
+        install_accounting_if_missing
+        start_mariadb
+        start_slurmdbd
+    else
+        stop_accounting
+    fi
     start_ctld
     for n in "${NODES[@]}"; do start_slurmd "$n"; done
     deadline=$(( $(date +%s) + TIMEOUT ))

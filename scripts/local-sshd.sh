@@ -38,6 +38,7 @@ pid_alive() {
 
 accepts_ssh() { # port: true once the server sends its SSH banner
     local banner
+    # shellcheck disable=SC2016  # $1 expands in the inner bash
     banner=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; head -c 8 <&3' _ "$1" 2>/dev/null) || return 1
     [ "$banner" = "SSH-2.0-" ]
 }
@@ -129,7 +130,7 @@ EOF
         local i ok=0
         for i in $(seq 1 100); do
             if accepts_ssh "$port"; then ok=1; break; fi
-            pid_alive "$dir/sshd.pid" || [ $i -lt 10 ] || break
+            pid_alive "$dir/sshd.pid" || [ "$i" -lt 10 ] || break
             sleep 0.1
         done
         if [ $ok = 1 ]; then break; fi
@@ -151,7 +152,7 @@ cmd_down() {
         pid=$(cat "$dir/sshd.pid")
         kill -TERM "$pid"
         for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
         log "stopped sshd (pid $pid)"
     fi
     rm -f "$dir/sshd.pid"

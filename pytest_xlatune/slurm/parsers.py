@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -190,7 +192,7 @@ def parse_sbatch_parsable(text: str) -> str:
 
 def parse_submitted_batch_job(text: str) -> str:
     """Return the job id from `Submitted batch job N` (sbatch without --parsable, submit.sh)."""
-    ids = re.findall(r"Submitted batch job (\d+)", text)
+    ids: list[str] = re.findall(r"Submitted batch job (\d+)", text)
     if not ids:
         raise SlurmParseError(f"no 'Submitted batch job N' line in: {_clip(text[-400:])!r}")
     return ids[-1]
@@ -214,6 +216,7 @@ def parse_squeue(text: str) -> dict[str, JobStatus]:
 def parse_sacct(text: str) -> dict[str, JobStatus]:
     """Parse `sacct --parsable2 --noheader -o SACCT_FIELDS` into {job_id: JobStatus}; steps skipped."""
     jobs: dict[str, JobStatus] = {}
+    batch_codes: dict[str, int | None] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -222,9 +225,17 @@ def parse_sacct(text: str) -> dict[str, JobStatus]:
             raise SlurmParseError(f"unexpected sacct line (want {SACCT_FIELDS}): {_clip(line)!r}")
         job_id, state, exit_code, nodes = (p.strip() for p in parts)
         if "." in job_id:  # 12.batch, 12.extern, 12.0: steps of job 12
+            if job_id.endswith(".batch"):
+                batch_codes[job_id[: -len(".batch")]] = parse_exit_code(exit_code)
             continue
         st = JobState.parse(state)
         jobs[job_id] = JobStatus(job_id, st, parse_exit_code(exit_code) if st.finished else None, _none(nodes), "")
+    # sacct gives a cancelled or timed-out job `0:0` and its batch step `0:15`; take the step's
+    # code so sacct agrees with scontrol (ExitCode=0:15 → 143).
+    for job_id, status in jobs.items():
+        step = batch_codes.get(job_id)
+        if status.exit_code == 0 and status.state is not JobState.COMPLETED and step:
+            jobs[job_id] = dataclasses.replace(status, exit_code=step)
     return jobs
 
 
@@ -236,7 +247,7 @@ _SCONTROL_KEY = re.compile(r"(?:(?<=\s)|^)([A-Za-z][\w:/.]*)=", re.M)
 def _scontrol_fields(record: str) -> dict[str, str]:
     keys = list(_SCONTROL_KEY.finditer(record))
     fields: dict[str, str] = {}
-    for m, nxt in zip(keys, [*keys[1:], None]):
+    for m, nxt in zip(keys, [*keys[1:], None], strict=True):
         fields.setdefault(m.group(1), record[m.end(): nxt.start() if nxt else len(record)].strip())
     return fields
 
@@ -244,8 +255,8 @@ def _scontrol_fields(record: str) -> dict[str, str]:
 def parse_scontrol_show_jobs(text: str) -> dict[str, JobStatus]:
     """Parse `scontrol [-o] show job [ID]` (one or many records) into {job_id: JobStatus}."""
     jobs: dict[str, JobStatus] = {}
-    starts = [m.start() for m in re.finditer(r"^\s*JobId=", text, re.M)]
-    for a, b in zip(starts, [*starts[1:], len(text)]):
+    bounds = [m.start() for m in re.finditer(r"^\s*JobId=", text, re.M)] + [len(text)]
+    for a, b in itertools.pairwise(bounds):
         f = _scontrol_fields(text[a:b])
         if "JobState" not in f:
             raise SlurmParseError(f"scontrol record without JobState: {_clip(text[a:b])!r}")
