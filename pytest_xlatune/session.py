@@ -202,8 +202,10 @@ class Sweep:
                 cancelled = True
             if log.last_step is not None and log.last_step != last_reported:
                 last_reported = log.last_step
+                latest = log.steps[log.last_step].tokens_per_s
                 self.report(f"{spec.name} job {job.job_id} {progress.state} "
-                            f"step {log.last_step + 1}/{self.cell.steps}")
+                            f"step {log.last_step + 1}/{self.cell.steps}"
+                            + (f", {latest:.1f} TGS" if latest is not None else ""))
             self.sleep(self.poll_interval)
 
     def _result(self, spec: RunSpec, key: str, job: SubmittedJob, log: StepLog,
