@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import posixpath
 import shlex
+import socket
 import sys
 from pathlib import Path
 
 from .launch.base import Launcher, LauncherError
 from .launch.local import LocalLauncher
+from .launch.maxtext_slurm import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .launch.sbatch import SbatchLauncher, SlurmPlacement
 from .model import BackendKind, Cell
+from .plan import restore_default_changes
 from .preflight import FrozenSlot, PreflightError, resolve_slot
 from .settings import Settings
 from .slurm.client import SlurmClient
+from .store import ResultStore
 from .transport import LocalTransport, SSHTransport, Transport, TransportError
 
 LOCAL_NODELIST = "localhost"
@@ -37,9 +43,12 @@ def remote_dir(transport: Transport, settings: Settings, store_dir: Path, relati
     return posixpath.join(home, relative)
 
 
-def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir: str
-                  ) -> tuple[Launcher, FrozenSlot]:
-    """Pre-flight on the cluster, then the launcher pinned to the frozen nodelist."""
+def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir: str,
+                  store: ResultStore | None = None) -> tuple[Launcher, FrozenSlot]:
+    """Pre-flight on the cluster, then the launcher pinned to the frozen nodelist.
+
+    `store` is the cell's results store (default: the one Runtime.store_for gives the cell).
+    """
     client = SlurmClient(transport)
     try:
         frozen = resolve_slot(cell.path, cell.slot, client)
@@ -49,12 +58,71 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
                                partition=cell.backend.option("partition") or cell.slot.partition,
                                time_limit=cell.backend.option("time"))
     if cell.backend.kind is BackendKind.SBATCH:
-        default = f"{shlex.quote(settings.python or sys.executable)} -m {settings.workload}"
+        python = settings.image or cell.image or settings.python or sys.executable
+        default = f"{shlex.quote(python)} -m {settings.workload}"
         command = shlex.split(cell.backend.option("command") or default)
         return SbatchLauncher(transport, client, workdir, placement, command), frozen
-    raise PreflightError(f"{cell.path}: backend.kind: expected local or sbatch in this version, "
+    if cell.backend.kind is BackendKind.MAXTEXT_SLURM:
+        store = store or cell_store(settings, workdir)
+        info = store.sweep_info()
+        # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
+        refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
+        return maxtext_backend(cell, transport, client, placement, store, prepare=not refused), frozen
+    raise PreflightError(f"{cell.path}: backend.kind: expected sbatch or maxtext-slurm for Slurm, "
                          f"found {cell.backend.kind.value!r}")
 
 
-def local_backend(settings: Settings, jobs_dir: Path, first_job_number: int) -> LocalLauncher:
-    return LocalLauncher(jobs_dir, first_job_number, python=settings.python, module=settings.workload)
+def cell_store(settings: Settings, workdir: str) -> ResultStore:
+    """The cell's store: Runtime names the cell's workdir after the slug of its store file."""
+    return ResultStore(settings.store_dir / f"{posixpath.basename(workdir.rstrip('/'))}.jsonl")
+
+
+def sweep_id(store: ResultStore, model_tag: str) -> str:
+    """Stable per cell store and machine, so a rerun replaces a block its killed predecessor left."""
+    digest = hashlib.sha256(f"{socket.gethostname()}:{store.path.resolve()}".encode()).hexdigest()[:10]
+    return f"{model_tag[:40]}.{digest}"
+
+
+def maxtext_checkout(cell: Cell, transport: Transport) -> str:
+    """The checkout on the cluster: absolute, under the remote home over SSH, else by the cell file."""
+    checkout = cell.backend.option("checkout")
+    if not checkout:
+        raise PreflightError(f"{cell.path}: backend.checkout: expected the path of a maxtext-slurm "
+                             "checkout on the cluster, found no 'checkout' option")
+    if checkout.startswith("/"):
+        return posixpath.normpath(checkout)
+    if not isinstance(transport, SSHTransport):
+        return str((cell.path.parent / os.path.expanduser(checkout)).resolve())
+    checkout = checkout.removeprefix("~/")
+    try:
+        home = transport.run(["printenv", "HOME"], timeout=30).check().stdout.strip()
+    except TransportError as error:
+        raise PreflightError(f"{cell.path}: backend.checkout: cannot find the remote home: {error}") from None
+    return posixpath.normpath(posixpath.join(home, checkout))
+
+
+def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, placement: SlurmPlacement,
+                    store: ResultStore, prepare: bool = True) -> MaxTextSlurmLauncher:
+    """Pre-flight on the checkout, install the TUNE_PROFILE block(s), record the inventory."""
+    launcher = MaxTextSlurmLauncher(
+        transport, client, maxtext_checkout(cell, transport), placement, cell.model_tag,
+        sweep_id=sweep_id(store, cell.model_tag), ray=cell.backend.option("ray") == "true",
+        time_limit=cell.backend.option("time") or DEFAULT_TIME, profiles=cell.profiles,
+        restore_default=RestoreDefault(*restore_default_changes(cell.env_file)), cell=str(cell.path),
+        record=lambda event, **payload: store.append(event, **payload),
+    )
+    if not prepare:
+        return launcher  # submit() refuses to run without the block
+    launcher.prepare()
+    try:
+        store.append("inventory", **launcher.inventory())
+    except BaseException:
+        launcher.close()  # the block goes again: this launcher will never reach Runtime.close
+        raise
+    return launcher
+
+
+def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int) -> LocalLauncher:
+    """Local jobs run under the image's interpreter (--xlatune-image or the cell's image)."""
+    python = settings.image or cell.image or settings.python
+    return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload)

@@ -10,12 +10,13 @@ import pytest
 
 from .cell import CellError, load_cell
 from .model import BackendKind, Cell
-from .plan import RunKind, RunSpec, expand
+from .plan import RunKind, RunSpec
 from .preflight import PreflightError
 from . import stats, verdicts
 from .results import JobResult, Verdict
 from .session import Sweep
-from .runtime import RUNTIME_KEY
+from .lock import LockError
+from .runtime import RUNTIME_KEY, specs_for
 
 PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
                  "xlatune_verdict", "xlatune_reused")
@@ -47,11 +48,11 @@ class CellFile(pytest.File):
 
     def collect(self) -> Iterator[CellItem]:
         self.cell = load_cell(self.path)
-        for spec in expand(self.cell):
+        for spec in specs_for(self.cell, self.config.stash[RUNTIME_KEY].settings):
             yield CellItem.from_parent(self, name=spec.name, spec=spec, cell=self.cell)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, CellError):
+        if isinstance(excinfo.value, (CellError, LockError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style)
 
@@ -91,10 +92,20 @@ class CellItem(pytest.Item):
         ])
         if result.verdict is Verdict.OOM:
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
+        if spec.kind is RunKind.GATE_RECIPE and result.verdict is Verdict.UNKNOWN_FLAG:
+            raise Regression(f"locked recipe {spec.profile!r} [{spec.config_tag}]: a locked flag "
+                             f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
+                             f" (job {result.job_id}); not a performance regression: re-tune the recipe")
         if not result.measured:
             raise RunFailed(result)
         if spec.kind is RunKind.CROSS_CONFIG:
             self._gate_cross_config(sweep, spec, [result])
+        if spec.kind is RunKind.GATE_RECIPE:
+            runtime = self.config.stash[RUNTIME_KEY]
+            problems = verdicts.image_gate(result, sweep.results(), runtime.lock_for(self.cell),
+                                           self.cell.thresholds.regression_pct)
+            if problems:
+                raise Regression("\n".join(problems))
 
     def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
         """Fail only when the recipe regresses the tag beyond the tolerance with confidence;

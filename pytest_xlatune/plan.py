@@ -26,6 +26,7 @@ class RunKind(Enum):
     PROFILE = "profile"
     PIPELINE_SHAPE = "pipeline_shape"
     CROSS_CONFIG = "cross_config"
+    GATE_RECIPE = "gate_recipe"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class RunSpec:
         )
 
 
-def run_key(cell: Cell, spec: RunSpec, nodelist: str) -> str:
+def run_key(cell: Cell, spec: RunSpec, nodelist: str, image: str = "") -> str:
     """Identity of a measurement: same key ⇒ a stored result can be reused."""
     payload = {
         "model_tag": cell.model_tag,
@@ -108,6 +109,8 @@ def run_key(cell: Cell, spec: RunSpec, nodelist: str) -> str:
     }
     if spec.repeat:
         payload["repeat"] = spec.repeat
+    if image:
+        payload["image"] = image
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -173,3 +176,22 @@ def _wave5(cell: Cell, tag: ConfigTag) -> list[RunSpec]:
 def predicted_bubble(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
     """Pipeline bubble fraction (stages − 1) / (microbatches × V + stages − 1)."""
     return (stages - 1) / (microbatches * virtual_stages + stages - 1)
+
+
+def expand_gate(cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]]) -> list[RunSpec]:
+    """Image-upgrade gate: per locked config tag, the baseline repeats then the locked recipe.
+
+    `recipes` maps config tag → (profile name, xla flags, env, profile overrides) from the lock.
+    """
+    specs: list[RunSpec] = []
+    for tag in cell.config_tags:
+        if tag.name not in recipes:
+            continue
+        profile, flags, env, overrides = recipes[tag.name]
+        specs.append(RunSpec("gate", BASELINE, tag.name, RunKind.BASELINE, config_overrides=tag.overrides))
+        specs += [RunSpec("gate", f"{BASELINE}-r{n}", tag.name, RunKind.BASELINE,
+                          config_overrides=tag.overrides)
+                  for n in range(2, cell.baseline_repeats + 1)]
+        specs.append(RunSpec("gate", profile, tag.name, RunKind.GATE_RECIPE, xla_flags=flags, env=env,
+                             config_overrides=tag.overrides, profile_overrides=overrides))
+    return specs

@@ -111,10 +111,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     runtime.close()
     if runtime.settings.write_report and not hasattr(session.config, "workerinput"):
-        runtime.written_reports = write_reports(runtime)
+        runtime.written_reports = write_reports(runtime) + runtime.write_locks()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     runtime = config.stash.get(RUNTIME_KEY, None)
     for path in getattr(runtime, "written_reports", []):
-        terminalreporter.write_line(f"xlatune: tuning report written to {path}")
+        what = "recipe lock" if path.name.endswith(".lock.json") else "tuning report"
+        terminalreporter.write_line(f"xlatune: {what} written to {path}")

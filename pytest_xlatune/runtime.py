@@ -11,7 +11,9 @@ import pytest
 from .backends import LOCAL_NODELIST, local_backend, open_transport, remote_dir, slurm_backend
 from .launch.base import Launcher
 from .model import BackendKind, Cell
-from .plan import RunSpec, expand
+from .lock import Lock, build_lock, dumps, load_lock, lock_path
+from .report.files import write_atomic
+from .plan import RunSpec, expand, expand_gate
 from .preflight import PreflightError
 from .session import Sweep
 from .settings import Settings
@@ -41,6 +43,7 @@ class Runtime:
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
         self._transport: Transport | None = None
+        self.locks: dict[Path, Lock] = {}
 
     def store_for(self, cell: Cell) -> ResultStore:
         return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
@@ -70,7 +73,7 @@ class Runtime:
         slug = cell_slug(cell.path, self.root)
         launcher: Launcher
         if cell.backend.kind is BackendKind.LOCAL:
-            launcher = local_backend(self.settings, self.settings.store_dir / slug / "jobs",
+            launcher = local_backend(self.settings, cell, self.settings.store_dir / slug / "jobs",
                                      store.max_job_number() + 1)
             nodelist, other_jobs = LOCAL_NODELIST, ""
         else:
@@ -83,9 +86,11 @@ class Runtime:
         if other_jobs.strip():
             self.report(f"{cell.path.name}: other jobs on the partition:\n{other_jobs.rstrip()}")
         sweep = Sweep(
-            cell=cell, specs=expand(cell), store=store, launcher=launcher, nodelist=nodelist,
-            poll_interval=self.settings.poll_interval, remeasure=self.settings.remeasure,
-            report=self.report, queue_depth=getattr(launcher, "queue_depth", 0),
+            cell=cell, specs=specs_for(cell, self.settings), store=store, launcher=launcher,
+            nodelist=nodelist, poll_interval=self.settings.poll_interval,
+            remeasure=self.settings.remeasure, report=self.report,
+            queue_depth=getattr(launcher, "queue_depth", 0),
+            image=self.settings.image or cell.image,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         return sweep
@@ -103,6 +108,24 @@ class Runtime:
         store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
                       model_tag=cell.model_tag, parallelism=cell.parallelism.text)
 
+    def lock_for(self, cell: Cell) -> Lock:
+        if cell.path not in self.locks:
+            self.locks[cell.path] = load_lock(lock_path(cell.path))
+        return self.locks[cell.path]
+
+    def write_locks(self) -> list[Path]:
+        """After a sweep (not a gate run): `<cell>.lock.json` for each cell with a winner."""
+        written = []
+        for cell in self.cells.values():
+            sweep = self.sweep_if_stored(cell)
+            if sweep is None or self.settings.gate:
+                continue
+            lock = build_lock(cell, sweep.results(), sweep.nodelist, sweep.image)
+            if lock is not None:
+                write_atomic(lock_path(cell.path), dumps(lock))
+                written.append(lock_path(cell.path))
+        return written
+
     def transport(self) -> Transport:
         """The session's one transport (one SSH connection), opened on first use."""
         if self._transport is None:
@@ -117,8 +140,9 @@ class Runtime:
         info = store.sweep_info()
         if info is None:
             return None
-        return Sweep(cell=cell, specs=expand(cell), store=store, launcher=_NoLauncher(),
-                     nodelist=info["nodelist"])
+        return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
+                     launcher=_NoLauncher(), nodelist=info["nodelist"],
+                     image=self.settings.image or cell.image)
 
     def close(self) -> None:
         for sweep in self.sweeps.values():
@@ -135,6 +159,15 @@ class _NoLauncher:
 
     def close(self) -> None:
         pass
+
+
+def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
+    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes."""
+    if not settings.gate:
+        return expand(cell)
+    lock = load_lock(lock_path(cell.path))
+    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
+                              for r in lock.recipes})
 
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()

@@ -48,6 +48,7 @@ class Sweep:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
     queue_depth: int = 0
+    image: str = ""
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
     _queued: set[str] = field(default_factory=set)
@@ -65,7 +66,7 @@ class Sweep:
     # ---- lookups over the store -------------------------------------------------------
 
     def key(self, spec: RunSpec) -> str:
-        return run_key(self.cell, spec, self.nodelist)
+        return run_key(self.cell, spec, self.nodelist, self.image)
 
     def stored(self, spec: RunSpec) -> JobResult | None:
         return self.store.latest_by_key().get(self.key(spec))
@@ -224,7 +225,7 @@ class Sweep:
             config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
-            nodelist=self.nodelist, image=self.cell.image, backend=self.launcher.name,
+            nodelist=self.nodelist, image=self.image or self.cell.image, backend=self.launcher.name,
             tgs=steady.tgs if steady else None,
             step_seconds=steady.step_seconds if steady else None,
             last_loss=steady.last_loss if steady else None,

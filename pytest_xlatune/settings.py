@@ -62,6 +62,11 @@ OPTIONS = (
     Option("workdir", "directory on the cluster side for sbatch scripts and job logs "
            "(relative: under the remote home over SSH, under the store locally)", "xlatune-jobs",
            metavar="DIR"),
+    Option("gate", "image-upgrade gate: re-run only the baselines and the recipes locked in "
+           "<cell>.lock.json, and fail on a removed flag or a regression", False, "bool"),
+    Option("image", "the image to run: a container image for maxtext-slurm, the Python "
+           "interpreter (a venv with its JAX/XLA build) for the local and sbatch backends",
+           "", metavar="IMAGE"),
     Option("fresh-baseline", "start a new sweep on a different frozen nodelist instead of "
            "refusing to mix its results with the stored ones", False, "bool"),
 )
@@ -107,6 +112,8 @@ class Settings:
     accept_new_host_key: bool = False
     workdir: str = "xlatune-jobs"
     fresh_baseline: bool = False
+    gate: bool = False
+    image: str = ""
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -125,4 +132,6 @@ class Settings:
             accept_new_host_key=bool(values["ssh-accept-new-host-key"]),
             workdir=str(values["workdir"]),
             fresh_baseline=bool(values["fresh-baseline"]),
+            gate=bool(values["gate"]),
+            image=str(values["image"]),
         )

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import stats
 from .plan import RunKind
 from .results import JobResult
+
+if TYPE_CHECKING:
+    from .lock import Lock
 
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
@@ -57,3 +61,42 @@ def regression_gate(candidate: Sequence[float], results: Sequence[JobResult], co
     check = stats.decide_after_remeasure if final else stats.regression_check
     decision = check(candidate, baseline, tag_noise, tolerance_pct)
     return Gate(decision, stats.compare(candidate, baseline, tag_noise), tolerance_pct)
+
+
+def image_gate(recipe_run: JobResult, results: Sequence[JobResult], lock: Lock,
+               tolerance_pct: float) -> list[str]:
+    """What an image upgrade broke for one locked recipe; empty when the gate passes.
+
+    The recipe must still beat or match the new image's baseline, and neither the recipe nor the
+    baseline may regress beyond the tolerance vs the lock, with confidence.
+    """
+    tag = recipe_run.config_tag
+    locked = lock.recipe(tag)
+    baseline = baseline_values(results, tag)
+    if locked is None or recipe_run.tgs is None or not baseline:
+        return []
+    tag_noise = noise(results, tag)
+    base_ids = " ".join(r.job_id for r in results
+                        if r.kind == RunKind.BASELINE.value and r.config_tag == tag)
+    problems = []
+    vs_base = stats.compare([recipe_run.tgs], baseline, tag_noise)
+    if vs_base.verdict is stats.Direction.WORSE:
+        problems.append(_line(f"recipe {locked.profile!r} [{tag}] no longer beats or matches the "
+                              "baseline on the new image", vs_base, 0.0,
+                              f"{recipe_run.job_id} vs {base_ids}"))
+    checks = ((f"recipe {locked.profile!r} [{tag}] regressed vs the lock ({lock.date})",
+               [recipe_run.tgs], locked.tgs, recipe_run.job_id),
+              (f"baseline [{tag}] regressed vs the lock ({lock.date})",
+               baseline, locked.baseline_tgs, base_ids))
+    for what, values, reference, ids in checks:
+        decision = stats.decide_after_remeasure(values, [reference], tag_noise, tolerance_pct)
+        if decision is stats.Decision.FAIL:
+            problems.append(_line(what, stats.compare(values, [reference], tag_noise),
+                                  tolerance_pct, f"{ids} vs locked {reference:.1f}"))
+    return problems
+
+
+def _line(what: str, c: stats.Comparison, tolerance_pct: float, jobs: str) -> str:
+    return (f"{what}: TGS {c.candidate_mean:.1f} vs {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, "
+            f"95 % interval [{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance "
+            f"-{tolerance_pct:g} %), jobs {jobs}")

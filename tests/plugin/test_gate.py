@@ -1,0 +1,98 @@
+"""Image-upgrade gate with the fake trainer: lock written by a sweep, then replayed on new images.
+
+An "image" of the local backend is a Python interpreter; the new images here are wrappers around
+this one that change what the trainer sees, as a new XLA build would.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+
+CELL = """\
+model_tag: gated
+nodes: 1
+parallelism: FSDP=8
+config_tags:
+  sparse: {}
+  dense: {}
+waves:
+  2:
+    - {name: fast, xla_flags: [--xla_fake_tgs=1100]}
+    - {name: slow, xla_flags: [--xla_fake_tgs=900]}
+"""
+
+WRAPPER = """#!/bin/bash
+{body}
+exec {python} "$@"
+"""
+
+
+def image(tmp: Path, name: str, body: str) -> str:
+    path = tmp / name
+    path.write_text(WRAPPER.format(body=body, python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+@pytest.fixture
+def swept(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
+    cell = pytester.makefile(".yml", gated=CELL)
+    pytester.runpytest(str(cell), *FAKE).assert_outcomes(passed=8)
+    return cell
+
+
+def test_sweep_writes_a_lock_with_the_winner_per_config_tag(swept: Path) -> None:
+    lock = json.loads(swept.with_suffix(".lock.json").read_text())
+    assert [(r["config_tag"], r["profile"], r["xla_flags"]) for r in lock["recipes"]] == [
+        ("sparse", "fast", ["--xla_fake_tgs=1100"]), ("dense", "fast", ["--xla_fake_tgs=1100"])]
+    assert lock["recipes"][0]["tgs"] == pytest.approx(1100, rel=0.01)
+    assert lock["recipes"][0]["ci_low_pct"] > 0 and lock["nodelist"] == "localhost"
+
+
+def test_gate_runs_only_baselines_and_locked_recipes_and_passes_on_the_same_image(
+        pytester: pytest.Pytester, swept: Path) -> None:
+    result = pytester.runpytest(str(swept), "--xlatune-gate", "--collect-only", "-q", *FAKE)
+    result.stdout.fnmatch_lines(["gated.yml::gate::baseline[[]sparse[]]",
+                                 "gated.yml::gate::baseline-r2[[]sparse[]]",
+                                 "gated.yml::gate::fast[[]sparse[]]",
+                                 "gated.yml::gate::fast[[]dense[]]", "6 tests collected*"])
+    same = image(pytester.path, "same-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE
+                       ).assert_outcomes(passed=6)
+
+
+def test_gate_fails_clearly_when_a_locked_flag_is_gone(pytester: pytest.Pytester, swept: Path) -> None:
+    gone = image(pytester.path, "noflag-python", """
+case "$XLA_FLAGS" in *--xla_fake_tgs=*)
+  echo "F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100"; exit 1;;
+esac""")
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={gone}", *FAKE)
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines(["*locked recipe 'fast' [[]sparse[]]: a locked flag no longer exists in "
+                                 "image*noflag-python*Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100*"
+                                 "not a performance regression*"])
+
+
+def test_gate_fails_when_the_recipe_got_slower(pytester: pytest.Pytester, swept: Path) -> None:
+    slower = image(pytester.path, "slow-python", """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", *FAKE)
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*TGS 1030.* vs 1100.*"
+                                 "-6.3* %*tolerance -1 %*"])
+    assert "no longer beats" not in result.stdout.str()  # 1030 still beats the baseline (1000)
+
+
+def test_gate_without_a_lock_is_one_clear_line(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    cell = pytester.makefile(".yml", nolock=CELL)
+    result = pytester.runpytest(str(cell), "--xlatune-gate", *FAKE)
+    result.stdout.fnmatch_lines(["*nolock.lock.json: expected a recipe lock written by a finished "
+                                 "sweep (run the sweep first), found no file"])
+    assert "Traceback" not in result.stdout.str()
