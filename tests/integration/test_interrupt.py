@@ -45,7 +45,8 @@ def events(store: Path) -> list[dict]:
 def test_ctrl_c_cancels_exactly_the_sessions_jobs_and_rerun_resumes(
         tmp_path: Path, local_slurm: None, fake_trainer_env: None) -> None:
     foreign = subprocess.run(["sbatch", "--parsable", "--nodelist=node03", "--nodes=1",
-                              "--job-name=someone-else", "--wrap=sleep 120"],
+                              "--job-name=someone-else", "--output=/dev/null",
+                              "--wrap=sleep 120"],
                              capture_output=True, text=True, check=True).stdout.strip()
     try:
         (tmp_path / "cell.yml").write_text(CELL)
