@@ -17,6 +17,18 @@ class Verdict(Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     NO_STEPS = "no_steps"
+    # The failure classes of triage.FailureClass that have no verdict above.
+    RCCL_INIT_FLAKE = "rccl_init_flake"
+    COORDINATION_TIMEOUT = "coordination_timeout"
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"
+    NCCL_TIMEOUT = "nccl_timeout"
+    XLA_COMPILE_FAIL = "xla_compile_fail"
+    PYTHON_EXCEPTION = "python_exception"
+    NODE_FAIL = "node_fail"
+    GPU_RUNTIME_ERROR = "gpu_runtime_error"
+    NIC_FAULT = "nic_fault"
+    HANG = "hang"
+    INFRA_FLAKE = "infra_flake"  # dropped by the policy after repeated RCCL init flakes
 
     @property
     def measured(self) -> bool:

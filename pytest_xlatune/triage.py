@@ -1,17 +1,58 @@
-"""Decide how a finished job ended from what its log showed and how it exited (pure)."""
+"""Classify how a job ended from its log text and the scheduler's word on it (pure)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from .hang import HangPhase
+from .logs import strip_ansi
 from .results import Verdict
+from .signatures import FailureClass, Signature, Tier, harmless, match_line
+from .slurm.parsers import JobState
+
+__all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
+           "MemoryFigures", "diagnose", "find_hits", "judge"]
 
 EXIT_SIGTERM = 143
+EXIT_SIGINT = 130
+_LINE_MAX = 300
+
+_RANK_RE = re.compile(r"^\s*(\d+):\s")  # srun -l
+_NCCL_HOST_RE = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]")
+_RANK_HOST_RES = (re.compile(r"^\s*(?P<rank>\d+):\s*NODE_EXIT host=(?P<host>\S+)"),
+                  re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<rank>\d+):"))
+_STATUS_RE = re.compile(r"Status:\s*(?P<word>SUCCESS|FAILED|CANCELLED)\b[^(]*(?:\((?P<paren>[^)]*)\))?")
+_EXC_RE = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt"
+                     r"|Failure|Iteration))(?::\s*(?P<msg>.*))?$")
+_SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
+_REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate)\s+(?P<v>{_SIZE})")
+_TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
+_TEMP_RE = re.compile(rf"\b[Tt]emp(?:\s+allocation)?:\s*(?P<v>{_SIZE})")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+# Lines that follow from another node's failure: a Slurm NODE_FAIL outranks them.
+_CONSEQUENCES = frozenset({FailureClass.HEARTBEAT_TIMEOUT, FailureClass.NCCL_TIMEOUT,
+                           FailureClass.COORDINATION_TIMEOUT})
+_VERDICTS = {
+    FailureClass.SUCCESS: Verdict.SUCCESS, FailureClass.SOFT_SUCCESS: Verdict.SOFT_SUCCESS,
+    FailureClass.OOM: Verdict.OOM, FailureClass.UNKNOWN_FLAG: Verdict.UNKNOWN_FLAG,
+    FailureClass.RCCL_INIT_FLAKE: Verdict.RCCL_INIT_FLAKE,
+    FailureClass.COORDINATION_TIMEOUT: Verdict.COORDINATION_TIMEOUT,
+    FailureClass.HEARTBEAT_TIMEOUT: Verdict.HEARTBEAT_TIMEOUT,
+    FailureClass.NCCL_TIMEOUT: Verdict.NCCL_TIMEOUT,
+    FailureClass.XLA_COMPILE_FAIL: Verdict.XLA_COMPILE_FAIL,
+    FailureClass.PYTHON_EXCEPTION: Verdict.PYTHON_EXCEPTION,
+    FailureClass.NODE_FAIL: Verdict.NODE_FAIL,
+    FailureClass.GPU_RUNTIME_ERROR: Verdict.GPU_RUNTIME_ERROR,
+    FailureClass.NIC_FAULT: Verdict.NIC_FAULT, FailureClass.HANG: Verdict.HANG,
+    FailureClass.CANCELLED: Verdict.CANCELLED,
+}
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the log tail and the scheduler told us about a finished job."""
+    """What the log and the scheduler told us about a job (finished, or running for a look)."""
 
     last_step: int | None
     expected_steps: int
@@ -19,24 +60,315 @@ class Evidence:
     unknown_flag_line: str | None = None
     oom_line: str | None = None
     cancelled_by_us: bool = False
+    log_text: str = ""  # the tail (or all) of the log; ANSI and known noise are dropped here
+    scheduler_state: str = ""  # as squeue/sacct print it: "NODE_FAIL", "TIMEOUT", "CANCELLED by 0"
+    hang_phase: HangPhase | None = None  # our HangDetector fired (and we cancelled the job)
+    saw_memstats: bool = False  # StepLog.saw_memstats: the log printed `Memstats`
+    summary_status: str | None = None  # StepLog.summary_status, e.g. "FAILED (exit 1)"
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """The sizes an OOM printed, as XLA printed them."""
+
+    requested: str | None = None  # "8.00GiB" or "8589934592 bytes"
+    total_memory: str | None = None  # `Total memory:`
+    temp: str | None = None  # `Temp:` / `preallocated temp allocation:`
+
+    @property
+    def requested_bytes(self) -> int | None:
+        return _to_bytes(self.requested) if self.requested else None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.requested:
+            size = self.requested
+            if size.endswith(" bytes") and self.requested_bytes is not None:
+                size = f"{self.requested_bytes / (1 << 30):.2f}GiB"
+            parts.append(f"allocating {size}")
+        if self.total_memory:
+            parts.append(f"Total memory {self.total_memory}")
+        if self.temp:
+            parts.append(f"Temp {self.temp}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A noise-free line that matched a signature, at its index among the kept lines."""
+
+    index: int
+    signature: Signature
+    line: str
+    match: re.Match[str]
+
+    @property
+    def failure(self) -> FailureClass:
+        return self.signature.failure
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The root cause of one job, with the line that shows it and what that line names."""
+
+    failure: FailureClass
+    verdict: Verdict
+    reason: str  # one line
+    line: str = ""  # the evidence line, ANSI removed
+    label: str = ""  # job-log-triage's finer name: oom-gpu, oom-host, container-pull-fail, ...
+    flag: str | None = None  # the flag XLA refused
+    memory: MemoryFigures | None = None
+    phase: HangPhase | None = None
+    node: str | None = None
+    rank: int | None = None  # the srun -l task that printed the line
+    exit_code: int | None = None
+    also: tuple[FailureClass, ...] = ()  # every other class whose signature was found
 
 
 def judge(evidence: Evidence) -> tuple[Verdict, str]:
     """The verdict and a one-line reason; the unknown-flag line is quoted as XLA printed it."""
-    complete = evidence.last_step is not None and evidence.last_step >= evidence.expected_steps - 1
-    if evidence.unknown_flag_line:
-        return Verdict.UNKNOWN_FLAG, f"XLA rejected a flag: {evidence.unknown_flag_line.strip()}"
-    if evidence.oom_line:
-        return Verdict.OOM, f"out of memory: {evidence.oom_line.strip()}"
-    if complete and evidence.exit_code in (0, None):
-        return Verdict.SUCCESS, ""
-    if complete and evidence.exit_code == EXIT_SIGTERM:
-        return Verdict.SOFT_SUCCESS, "exit 143 after the last step (cleanup race); steps are intact"
-    if evidence.cancelled_by_us:
-        return Verdict.CANCELLED, "cancelled by this session"
-    if evidence.last_step is None:
-        return Verdict.NO_STEPS, f"exited with code {evidence.exit_code} before any completed step"
-    return Verdict.FAILED, (
-        f"exited with code {evidence.exit_code} after step {evidence.last_step} "
-        f"of {evidence.expected_steps}"
-    )
+    diagnosis = diagnose(evidence)
+    return diagnosis.verdict, diagnosis.reason
+
+
+def diagnose(e: Evidence) -> Diagnosis:
+    """Classify a job: the earliest fatal line wins, then the scheduler, a hang, the weak hints."""
+    lines = _lines(e)
+    hits = find_hits(lines, last_step=e.last_step)
+    also = tuple(dict.fromkeys(h.failure for h in hits))
+    summary_word, summary_exit = _summary(e, lines)
+    exit_code = e.exit_code if e.exit_code is not None else summary_exit
+    state = JobState.parse(e.scheduler_state) if e.scheduler_state.strip() else None
+    ranks = _rank_hosts(e.log_text)
+
+    def made(failure: FailureClass, reason: str, **kw: object) -> Diagnosis:
+        return _made(e, failure, reason, exit_code, also, **kw)
+
+    if e.last_step is not None and e.last_step >= e.expected_steps - 1:
+        if exit_code in (0, None) and summary_word in (None, "SUCCESS"):
+            return made(FailureClass.SUCCESS, "")
+        how = f"exit {exit_code}" if exit_code is not None else f"Status: {summary_word}"
+        return made(FailureClass.SOFT_SUCCESS, f"{how} after the last step {e.last_step} "
+                    "(teardown race); training data is intact")
+    fatal = next((h for h in hits if h.signature.tier is Tier.FATAL), None)
+    lost = next((h for h in hits if h.signature.label == "slurm-node-failure"), None)
+    if fatal and fatal.failure in _CONSEQUENCES:
+        # A task that died first (its own traceback, a killed node) explains the timeouts after it;
+        # a node Slurm lost explains them too, though srun says so only after the survivors time out.
+        fatal = lost or next((h for h in hits if h.index < fatal.index and _independent(h, lines)), fatal)
+    weak = next((h for h in hits if h.signature.tier is Tier.WEAK), None)
+    if state is JobState.NODE_FAIL and (fatal is None or fatal.failure in _CONSEQUENCES):
+        seen = f"; the log shows its consequences: {_short(fatal.line)}" if fatal else ""
+        return made(FailureClass.NODE_FAIL, f"Slurm marked the job NODE_FAIL{seen}", label="node-fail",
+                    line=fatal.line.strip() if fatal else "")
+    if fatal:
+        return _from_hit(e, fatal, lines, ranks, exit_code, also)
+    phase = e.hang_phase
+    if phase is None and (state is JobState.TIMEOUT or any(h.failure is FailureClass.HANG for h in hits)):
+        phase = _phase_from_text(e, lines)  # ran into its time limit: hung somewhere
+    if phase is not None:
+        # RCCL warnings are better evidence than the phase alone (RCCL init runs up to step 0).
+        rccl = next((h for h in hits if h.failure is FailureClass.RCCL_INIT_FLAKE), None)
+        if rccl and phase is not HangPhase.AFTER_STEP0:
+            return _from_hit(e, rccl, lines, ranks, exit_code, also, phase=phase)
+        return _hang(e, phase, exit_code, also, timed_out=e.hang_phase is None)
+    if e.cancelled_by_us:
+        return made(FailureClass.CANCELLED, "cancelled by this session")
+    if state is JobState.OUT_OF_MEMORY:
+        return made(FailureClass.OOM, "Slurm killed the job for host memory (OUT_OF_MEMORY) "
+                    "with no JAX-side error", label="oom-host")
+    if weak:
+        return _from_hit(e, weak, lines, ranks, exit_code, also)
+    if (state in (JobState.CANCELLED, JobState.PREEMPTED) or summary_word == "CANCELLED"
+            or exit_code in (EXIT_SIGINT, EXIT_SIGTERM)):
+        return made(FailureClass.CANCELLED, f"cancelled ({_exit_words(state, exit_code)}) with no "
+                    f"failure before it, {_progress(e)}")
+    if e.last_step is None:
+        return made(FailureClass.UNKNOWN, f"exited with code {exit_code} before any completed step")
+    return made(FailureClass.UNKNOWN, f"exited with code {exit_code} after step {e.last_step} "
+                f"of {e.expected_steps}")
+
+
+def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
+    """Every noise-free line that matches a signature, in log order."""
+    has_steps = any("completed step:" in line for line in lines)
+    steps_done = has_steps or last_step is not None
+    after_step = not has_steps and last_step is not None  # a tail without step lines: all later
+    hits: list[Hit] = []
+    for index, line in enumerate(lines):
+        if "completed step:" in line:
+            after_step = True
+            continue
+        found = match_line(line, steps_done=steps_done, after_step=after_step)
+        if found is not None:
+            hits.append(Hit(index, found[0], line, found[1]))
+    return hits
+
+
+def _independent(hit: Hit, lines: list[str]) -> bool:
+    """A dead task, not a message the fatal signatures already cover (a traceback whose last line
+    is `DEADLINE_EXCEEDED ...` is the coordination timeout itself)."""
+    if hit.failure is FailureClass.NODE_FAIL:
+        return True
+    if hit.failure is not FailureClass.PYTHON_EXCEPTION:
+        return False
+    rank = _RANK_RE.match(hit.line)
+    last = _exception(lines, hit.index, int(rank.group(1)) if rank else None)
+    return last is not None and not any(
+        h.signature.tier is Tier.FATAL for h in find_hits([last], last_step=0))
+
+
+def _lines(e: Evidence) -> list[str]:
+    """Log lines without ANSI or known noise; the explicit signal lines go first when missing."""
+    text = [ln.rstrip() for ln in strip_ansi(e.log_text).splitlines()]
+    text = [ln for ln in text if ln.strip() and not harmless(ln)]
+    present = {ln.strip() for ln in text}
+    early = [strip_ansi(ln).strip() for ln in (e.unknown_flag_line, e.oom_line) if ln]
+    return [ln for ln in early if ln not in present and not harmless(ln)] + text
+
+
+def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], exit_code: int | None,
+              also: tuple[FailureClass, ...], phase: HangPhase | None = None) -> Diagnosis:
+    line = hit.line.strip()
+    quoted = _short(line)
+    rank_m = _RANK_RE.match(hit.line)
+    rank = int(rank_m.group(1)) if rank_m else None
+    groups = hit.match.groupdict()
+    host_m = _NCCL_HOST_RE.search(line)
+    node = groups.get("host") or (host_m.group("host") if host_m else None) or (
+        ranks.get(rank) if rank is not None else None)
+    on = f" on {node}" if node else (f" on task {rank}" if rank is not None else "")
+    failure, label = hit.failure, hit.signature.label
+    flag = memory = None
+    if failure is FailureClass.UNKNOWN_FLAG:
+        flag = groups["flag"].split("=", 1)[0]
+        reason = f"XLA rejected flag {flag}: {quoted}"
+    elif failure is FailureClass.OOM:
+        memory = _memory(lines, hit.index)
+        reason = f"out of memory ({memory}){on}: {quoted}" if str(memory) else f"out of memory{on}: {quoted}"
+    elif failure is FailureClass.PYTHON_EXCEPTION:
+        reason = f"Python exception{on}: {_short(_exception(lines, hit.index, rank) or line)}"
+    elif label == "slurm-node-failure":
+        reason = f"Slurm lost node {node} (the timeouts on the other nodes follow from it)"
+    elif failure is FailureClass.NODE_FAIL:
+        reason = f"node {node} exited with code {groups['code']} and no error line explains it"
+    else:
+        reason = f"{_REASONS.get(failure, label)}{on}: {quoted}"
+    if failure is FailureClass.RCCL_INIT_FLAKE and phase is not None:
+        reason = f"hung {_PHASE_WORDS[phase]} with RCCL init warnings{on}: {quoted}"
+    return _made(e, failure, reason, exit_code, also, line=line, label=label, flag=flag,
+                 memory=memory, phase=phase, node=node, rank=rank)
+
+
+_REASONS = {
+    FailureClass.COORDINATION_TIMEOUT: "JAX coordination service timed out",
+    FailureClass.HEARTBEAT_TIMEOUT: "JAX heartbeat timeout (often a false positive; "
+                                    "an earlier stall may be the real cause)",
+    FailureClass.GPU_RUNTIME_ERROR: "GPU runtime error",
+    FailureClass.NIC_FAULT: "NIC fault (RDMA completion-queue error)",
+    FailureClass.XLA_COMPILE_FAIL: "XLA compilation failed",
+    FailureClass.RCCL_INIT_FLAKE: "RCCL init failure before any completed step",
+    FailureClass.NCCL_TIMEOUT: "RCCL/NCCL collective error during training",
+}
+
+
+_PHASE_WORDS = {HangPhase.BEFORE_MEMSTATS: "before Memstats",
+                HangPhase.BEFORE_STEP0: "after Memstats, before step 0",
+                HangPhase.AFTER_STEP0: "after step 0"}
+
+
+def _hang(e: Evidence, phase: HangPhase, exit_code: int | None, also: tuple[FailureClass, ...],
+          timed_out: bool) -> Diagnosis:
+    how = "ran into its time limit" if timed_out else "stopped making progress"
+    if phase is HangPhase.BEFORE_STEP0:
+        return _made(e, FailureClass.OOM, f"{how} after Memstats and before step 0: a silent OOM "
+                     "in XLA compile (treated as OOM, never retried)", exit_code, also,
+                     label="silent-oom", phase=phase)
+    where = ("before Memstats (RCCL/IB init)" if phase is HangPhase.BEFORE_MEMSTATS
+             else f"after step {e.last_step} (a collective stuck mid-training)")
+    return _made(e, FailureClass.HANG, f"{how} {where}", exit_code, also, label="hang", phase=phase)
+
+
+def _made(e: Evidence, failure: FailureClass, reason: str, exit_code: int | None,
+          also: tuple[FailureClass, ...], **kw: object) -> Diagnosis:
+    verdict = _VERDICTS.get(failure) or (Verdict.NO_STEPS if e.last_step is None else Verdict.FAILED)
+    others = tuple(c for c in also if c is not failure)
+    return Diagnosis(failure, verdict, reason, exit_code=exit_code, also=others, **kw)  # type: ignore[arg-type]
+
+
+def _phase_from_text(e: Evidence, lines: list[str]) -> HangPhase:
+    if e.last_step is not None or any("completed step:" in ln for ln in lines):
+        return HangPhase.AFTER_STEP0
+    if e.saw_memstats or any("Memstats" in ln for ln in lines):
+        return HangPhase.BEFORE_STEP0
+    return HangPhase.BEFORE_MEMSTATS
+
+
+def _summary(e: Evidence, lines: list[str]) -> tuple[str | None, int | None]:
+    """The JOB SUMMARY status word and exit code, from StepLog or the text."""
+    text = f"Status: {e.summary_status}" if e.summary_status else next(
+        (ln for ln in reversed(lines) if "Status:" in ln), "")
+    m = _STATUS_RE.search(text)
+    if m is None:
+        return None, None
+    code = re.search(r"exit\s*(-?\d+)", m.group("paren") or "")
+    return m.group("word"), int(code.group(1)) if code else None
+
+
+def _memory(lines: list[str], start: int) -> MemoryFigures:
+    """The requested allocation, `Total memory` and `Temp` printed with (or after) an OOM line."""
+    def first(pattern: re.Pattern[str]) -> str | None:
+        for line in lines[start:] + lines[:start]:
+            m = pattern.search(line)
+            if m:
+                return re.sub(r"\s+", " ", m.group("v"))
+        return None
+    return MemoryFigures(first(_REQUESTED_RE), first(_TOTAL_RE), first(_TEMP_RE))
+
+
+def _exception(lines: list[str], start: int, rank: int | None) -> str | None:
+    """The exception line that ends the traceback starting at `start` (same srun task)."""
+    for line in lines[start + 1 : start + 400]:
+        m = _RANK_RE.match(line)
+        if rank is not None and (m is None or int(m.group(1)) != rank):
+            continue
+        body = line[m.end():] if m else line
+        if body[:1].isspace() or body.startswith("Traceback"):
+            continue
+        found = _EXC_RE.match(body.strip())
+        if found:
+            return body.strip()
+    return None
+
+
+def _rank_hosts(text: str) -> dict[int, str]:
+    """srun task → host, from NODE_EXIT and `srun: error: host: task N` lines (noise included)."""
+    found: dict[int, str] = {}
+    for line in strip_ansi(text).splitlines():
+        for pattern in _RANK_HOST_RES:
+            m = pattern.search(line)
+            if m:
+                found.setdefault(int(m.group("rank")), m.group("host"))
+    return found
+
+
+def _to_bytes(size: str) -> int | None:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:([KMGTP]?)i?B|bytes)", size.strip())
+    return int(float(m.group(1)) * _UNITS[m.group(2) or ""]) if m else None
+
+
+def _exit_words(state: JobState | None, exit_code: int | None) -> str:
+    words = [state.value] if state else []
+    if exit_code is not None:
+        words.append(f"exit {exit_code}")
+    return ", ".join(words) or "JOB SUMMARY"
+
+
+def _progress(e: Evidence) -> str:
+    return ("before any completed step" if e.last_step is None
+            else f"after step {e.last_step} of {e.expected_steps}")
+
+
+def _short(line: str) -> str:
+    line = line.strip()
+    return line if len(line) <= _LINE_MAX else line[: _LINE_MAX - 1] + "…"
