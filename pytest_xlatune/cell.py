@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -13,6 +14,7 @@ from yaml.nodes import Node
 from pytest_xlatune import cellschema as S
 from pytest_xlatune import grammar as G
 from pytest_xlatune.cellschema import Fields, describe, kind_of, line_of, show, sub_key
+from pytest_xlatune.policy import PolicyError, policy_from_mapping
 from pytest_xlatune.model import (
     Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, PipelineShape,
     Profile, Thresholds,
@@ -328,6 +330,7 @@ class _Reader(S.NodeReader):
             "backend": self.backend,
             "image": lambda n, k: "" if kind_of(n) == "null" else self.string(n, k),
             "hardware": lambda n, k: "" if kind_of(n) == "null" else self.string(n, k),
+            "policy": self.policy,
         }
         values = {name: readers[name](vnode, name) for name, (_, vnode) in top.items()}
         for required in ("model_tag", "parallelism"):
@@ -346,6 +349,15 @@ class _Reader(S.NodeReader):
         cell = Cell(path=self.path, slot=slot, profiles=profiles, **values)
         self.check_job_names(cell)
         return cell
+
+    def policy(self, node: Node, key: str) -> str:
+        """Playbook overrides (see policy.py), validated here, kept as JSON text."""
+        raw = yaml.safe_load(yaml.serialize(node))
+        try:
+            policy_from_mapping(raw, source=key)
+        except PolicyError as error:
+            self.fail(node, key, "playbook overrides (README: Failure handling)", str(error))
+        return json.dumps(raw, sort_keys=True)
 
     def slot(self, root: Node, top: Fields, values: dict[str, Any]) -> ClusterSlot:
         present = [name for name in ("nodelist", "partition", "nodes") if name in top]

@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 TOP_KEYS = (
     "schema", "model_tag", "nodelist", "partition", "nodes", "parallelism", "pdbs", "steps",
     "baseline_repeats", "overrides", "config_tags", "env_file", "waves", "pipeline_shapes",
-    "thresholds", "backend", "image", "hardware",
+    "thresholds", "backend", "image", "hardware", "policy",
 )
 PROFILE_KEYS = ("name", "xla_flags", "env", "overrides")
 ENV_FILE_KEYS = ("flag", "env", "image_default")

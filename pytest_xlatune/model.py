@@ -156,6 +156,7 @@ class Cell:
     backend: Backend = field(default_factory=Backend)
     image: str = ""
     hardware: str = ""
+    policy: str = ""  # playbook overrides as JSON text (validated by the loader)
 
     @property
     def primary_config(self) -> ConfigTag:

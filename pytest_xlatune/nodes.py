@@ -15,6 +15,7 @@ from .preflight import PreflightError
 from . import stats, verdicts
 from .results import JobResult, Verdict
 from .session import Sweep
+from .watch import SweepStopped
 from .lock import LockError
 from .runtime import RUNTIME_KEY, specs_for
 
@@ -35,6 +36,10 @@ class RunFailed(Exception):
     def __init__(self, result: JobResult) -> None:
         super().__init__(result.reason)
         self.result = result
+
+
+class Stopped(Exception):
+    """A stop trigger fired during this item; the message is the STOP message."""
 
 
 class Regression(Exception):
@@ -70,6 +75,13 @@ class CellItem(pytest.Item):
         self.add_marker(pytest.mark.xdist_group(name=slot_group(cell)))
 
     def runtest(self) -> None:
+        try:
+            self._run()
+        except SweepStopped as stop:
+            runtime = self.config.stash[RUNTIME_KEY]
+            raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
+
+    def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
         sweep = runtime.sweep_for(self.cell)
         spec = sweep.resolve(self.spec)
@@ -90,6 +102,9 @@ class CellItem(pytest.Item):
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag), ("xlatune_cell", str(self.cell.path)),
         ])
+        if result.verdict is Verdict.INFRA_FLAKE:
+            pytest.skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
+                        f" last {result.job_id})")
         if result.verdict is Verdict.OOM:
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
         if spec.kind is RunKind.GATE_RECIPE and result.verdict is Verdict.UNKNOWN_FLAG:
@@ -135,7 +150,7 @@ class CellItem(pytest.Item):
             if result.log_tail:
                 lines += ["--- log tail ---", result.log_tail.rstrip()]
             return "\n".join(lines)
-        if isinstance(error, (Regression, PreflightError)):
+        if isinstance(error, (Regression, PreflightError, Stopped)):
             return str(error)
         return super().repr_failure(excinfo, style)
 

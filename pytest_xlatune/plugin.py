@@ -27,6 +27,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
     settings = Settings.from_config(config)
+    settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
 
     def report(text: str) -> None:
         terminal = config.pluginmanager.get_plugin("terminalreporter")
@@ -116,6 +117,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     runtime = config.stash.get(RUNTIME_KEY, None)
+    for message in getattr(runtime, "stops", []):
+        terminalreporter.write_sep("=", "xlatune STOP", red=True)
+        terminalreporter.write_line(message)
     for path in getattr(runtime, "written_reports", []):
         what = "recipe lock" if path.name.endswith(".lock.json") else "tuning report"
         terminalreporter.write_line(f"xlatune: {what} written to {path}")

@@ -14,7 +14,11 @@ from .model import BackendKind, Cell
 from .lock import Lock, build_lock, dumps, load_lock, lock_path
 from .report.files import write_atomic
 from .plan import RunSpec, expand, expand_gate
+from .notify import Notifier
+from .policy import Policy, policy_from_text
 from .preflight import PreflightError
+from .stop import stop_message
+from .watch import SweepStopped
 from .session import Sweep
 from .settings import Settings
 from .store import ResultStore
@@ -44,6 +48,8 @@ class Runtime:
         self.failed: dict[Path, str] = {}
         self._transport: Transport | None = None
         self.locks: dict[Path, Lock] = {}
+        self.stops: list[str] = []
+        self._notifier: Notifier | None = None
 
     def store_for(self, cell: Cell) -> ResultStore:
         return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
@@ -91,6 +97,7 @@ class Runtime:
             remeasure=self.settings.remeasure, report=self.report,
             queue_depth=getattr(launcher, "queue_depth", 0),
             image=self.settings.image or cell.image,
+            policy=self.policy_for(cell), hang=self.settings.hang_settings(),
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         return sweep
@@ -107,6 +114,33 @@ class Runtime:
             )
         store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
                       model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+
+    def policy_for(self, cell: Cell) -> Policy:
+        base = self.settings.base_policy()
+        return policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
+
+    def notifier(self, cell: Cell) -> Notifier:
+        """Notifications run where Slurm runs (in the maxtext-slurm checkout when there is one)."""
+        if self._notifier is None:
+            transport = self.transport() if self.settings.notify else None
+            self._notifier = Notifier(transport, self.settings.notify,
+                                      cwd=cell.backend.option("checkout"), warn=self.report)
+        return self._notifier
+
+    def stop(self, cell: Cell, stop: SweepStopped, session: pytest.Session) -> str:
+        """A stop trigger fired: record it, cancel our queued jobs, notify, stop the session."""
+        sweep = self.sweeps[cell.path]
+        sweep.cancel_all()
+        results = sweep.results()
+        done = {r.item for r in results}
+        pending = [s.name for s in self.upcoming.get(cell.path, []) if s.name not in done]
+        message = stop_message(cell, stop.reason, sweep.nodelist, results, pending,
+                               stop.failing_nodes, stop.recovery)
+        sweep.store.append("stop", reason=stop.reason, pending=pending)
+        self.notifier(cell).send(message)
+        self.stops.append(message)
+        session.shouldstop = f"xlatune STOP: {stop.reason}"
+        return message
 
     def lock_for(self, cell: Cell) -> Lock:
         if cell.path not in self.locks:

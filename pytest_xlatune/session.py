@@ -5,17 +5,21 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .compose import job_request
-from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
+from .hang import HangSettings
+from .launch.base import Launcher, SubmittedJob
+from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incident
 from .poller import Poller
+from .signatures import FailureClass
+from .watch import SweepStopped, Watched, Watcher
 from .logs import SignalKind, StepLog, steady_state
 from .model import Cell
 from .plan import RunKind, RunSpec, run_key
 from .results import JobResult, Verdict
 from .store import ResultStore
-from .triage import Evidence, judge
+from .triage import Diagnosis, Evidence, diagnose
 
 Report = Callable[[str], None]
 
@@ -49,15 +53,22 @@ class Sweep:
     clock: Callable[[], float] = time.time
     queue_depth: int = 0
     image: str = ""
+    policy: Policy = DEFAULT_POLICY
+    hang: HangSettings = field(default_factory=HangSettings)
+    counters: SweepCounters = field(default_factory=SweepCounters)
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
     _queued: set[str] = field(default_factory=set)
     _submitted_here: set[str] = field(default_factory=set)
     _key_of_job: dict[str, str] = field(default_factory=dict)
     poller: Poller = field(init=False)
+    watcher: Watcher = field(init=False)
 
     def __post_init__(self) -> None:
         self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.report)
+        self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
+                               self.clock, self.sleep, self.report, self.hang,
+                               controller_down_limit_s=_controller_limit_s(self.policy))
 
     def set_upcoming(self, specs: list[RunSpec]) -> None:
         """The selected runs of this cell in execution order (for keeping the queue full)."""
@@ -111,30 +122,87 @@ class Sweep:
     # ---- running ----------------------------------------------------------------------
 
     def run(self, spec: RunSpec) -> RunOutcome:
-        """Reuse a stored result for this exact run, or launch it and wait for its verdict."""
+        """Reuse a stored result for this exact run, or launch it and follow the playbook
+        (retry, resume a node, drop, stop) until it has a final verdict."""
         key = self.key(spec)
         stored = self.store.latest_by_key().get(key)
         if stored and stored.verdict not in RERUN_VERDICTS and (
             not self.remeasure or key in self._ran_this_session
         ):
             return RunOutcome(stored, reused=True)
-        job = self._reattach(key)
-        if job is None:
-            job = self._submit(spec, key)
-        elif key not in self._queued:
-            self.report(f"{spec.name}: re-attached to job {job.job_id} of an earlier session")
         self._ran_this_session.add(key)
-        submitted_at = self.clock()
-        self._fill_queue(after=spec)
-        try:
-            log, progress, cancelled = self._watch(spec, job)
-        except BaseException:
-            self.cancel_all()
-            raise
-        self.poller.forget(job.job_id)
-        result = self._result(spec, key, job, log, progress, cancelled, submitted_at)
-        self.store.add_result(result)
-        return RunOutcome(result, reused=False)
+        self._check_nodes()
+        history: list[Diagnosis] = []
+        retries: list[str] = []
+        job = self._reattach(key)
+        if job is not None and key not in self._queued:
+            self.report(f"{spec.name}: re-attached to job {job.job_id} of an earlier session")
+        while True:
+            job = job or self._submit(spec, key)
+            submitted_at = self.clock()
+            self._fill_queue(after=spec)
+            try:
+                seen = self.watcher.watch(spec.name, job)
+            except BaseException:
+                self.cancel_all()
+                raise
+            self.poller.forget(job.job_id)
+            diagnosis = self._diagnose(seen)
+            result = self._result(spec, key, job, seen, diagnosis, submitted_at, tuple(retries))
+            decision = decide(history, diagnosis, self.counters, self.policy)
+            if decision.action is Action.STOP:
+                self.store.add_result(result)
+                raise SweepStopped(decision.stop_reason or decision.reason,
+                                   decision.failing_nodes, decision.recovery)
+            if decision.action in (Action.RETRY_SAME_NODELIST, Action.RESUME_NODE_THEN_RETRY):
+                self.store.append("attempt", **result.to_dict())
+                self.report(f"{spec.name} job {job.job_id}: {decision.reason}")
+                if decision.action is Action.RESUME_NODE_THEN_RETRY:
+                    self._resume(decision.failing_nodes)
+                history.append(diagnosis)
+                retries.append(f"job {job.job_id}: {diagnosis.failure.value}: {diagnosis.reason}")
+                job = None
+                continue
+            if decision.action is Action.DROP_INFRA_FLAKE:
+                result = replace(result, verdict=Verdict.INFRA_FLAKE, reason=decision.reason)
+            self.store.add_result(result)
+            return RunOutcome(result, reused=False)
+
+    def _diagnose(self, seen: Watched) -> Diagnosis:
+        log = seen.log
+        return diagnose(Evidence(
+            last_step=log.last_step, expected_steps=self.cell.steps,
+            exit_code=seen.progress.exit_code,
+            unknown_flag_line=_first_line(log, SignalKind.UNKNOWN_FLAG),
+            oom_line=_first_line(log, SignalKind.OOM),
+            cancelled_by_us=bool(seen.cancelled_for), log_text=log.tail_text(),
+            scheduler_state=seen.progress.state, hang_phase=seen.hang_phase,
+            saw_memstats=log.saw_memstats, summary_status=log.summary_status,
+        ))
+
+    def _check_nodes(self) -> None:
+        """Before each job: every pinned node usable, else RESUME it (never swap nodes)."""
+        for node, state in self.launcher.unusable_nodes():
+            decision = decide([], incident(FailureClass.NODE_DOWN, f"{node} is {state}", node),
+                              self.counters, self.policy)
+            if decision.action is Action.STOP:
+                raise SweepStopped(decision.stop_reason or decision.reason, (node,), decision.recovery)
+            self._resume((node,))
+
+    def _resume(self, nodes: tuple[str, ...]) -> None:
+        """scontrol RESUME each node; a node still unusable afterwards counts a failed resume."""
+        for node in nodes:
+            self.report(f"resuming node {node}")
+            self.launcher.resume_node(node)
+        still = dict(self.launcher.unusable_nodes())
+        for node in nodes:
+            if node in still:
+                self.counters = self.counters.resume_failed(node)
+                decision = decide([], incident(FailureClass.NODE_DOWN, f"{node} is {still[node]} "
+                                               "after RESUME", node), self.counters, self.policy)
+                if decision.action is Action.STOP:
+                    raise SweepStopped(decision.stop_reason or decision.reason, (node,),
+                                       f"scontrol update NodeName={node} State=RESUME")
 
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
         job = self.launcher.submit(job_request(self.cell, spec))
@@ -184,40 +252,10 @@ class Sweep:
         self.poller.track(job.job_id)
         return job
 
-    def _watch(self, spec: RunSpec, job: SubmittedJob) -> tuple[StepLog, JobProgress, bool]:
-        log = StepLog()
-        offset = 0
-        cancelled = False
-        last_reported = -1
-        while True:
-            progress = self.poller.status(job.job_id)
-            chunk = self.launcher.read_log(job, offset)
-            offset += len(chunk)
-            log.feed(chunk)
-            if progress.phase is JobPhase.FINISHED:
-                log.flush()
-                return log, progress, cancelled
-            if log.unknown_flag and not cancelled:
-                # Do not wait for a time limit: the job cannot recover from an unknown flag.
-                self.launcher.cancel(job.job_id)
-                cancelled = True
-            if log.last_step is not None and log.last_step != last_reported:
-                last_reported = log.last_step
-                latest = log.steps[log.last_step].tokens_per_s
-                self.report(f"{spec.name} job {job.job_id} {progress.state} "
-                            f"step {log.last_step + 1}/{self.cell.steps}"
-                            + (f", {latest:.1f} TGS" if latest is not None else ""))
-            self.sleep(self.poll_interval)
-
-    def _result(self, spec: RunSpec, key: str, job: SubmittedJob, log: StepLog,
-                progress: JobProgress, cancelled: bool, submitted_at: float) -> JobResult:
-        verdict, reason = judge(Evidence(
-            last_step=log.last_step, expected_steps=self.cell.steps, exit_code=progress.exit_code,
-            unknown_flag_line=_first_line(log, SignalKind.UNKNOWN_FLAG),
-            oom_line=_first_line(log, SignalKind.OOM),
-            cancelled_by_us=cancelled,
-        ))
-        steady = steady_state(log.steps, profiler_on=spec.evidence) if verdict.measured else None
+    def _result(self, spec: RunSpec, key: str, job: SubmittedJob, seen: Watched,
+                diagnosis: Diagnosis, submitted_at: float, retries: tuple[str, ...]) -> JobResult:
+        verdict, reason = diagnosis.verdict, diagnosis.reason
+        steady = steady_state(seen.log.steps, profiler_on=spec.evidence) if verdict.measured else None
         if verdict.measured and steady is None:
             verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window"
         return JobResult(
@@ -231,12 +269,18 @@ class Sweep:
             last_loss=steady.last_loss if steady else None,
             tgs_values=steady.tgs_values if steady else (),
             steps_used=steady.steps_used if steady else (),
-            step_count=len(log.steps),
-            log_path=job.log_path, log_tail="" if verdict.measured else log.tail_text(),
+            step_count=len(seen.log.steps),
+            log_path=job.log_path, log_tail="" if verdict.measured else seen.log.tail_text(),
             artifacts=tuple(sorted(self.launcher.artifacts(job).items())),
-            resolved_from=spec.resolved_from, exit_code=progress.exit_code,
-            submitted_at=submitted_at, finished_at=self.clock(),
+            resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
+            submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
         )
+
+
+def _controller_limit_s(policy: Policy) -> float:
+    """How long the controller may stay unreachable before STOP (the playbook says 15 min)."""
+    minutes = policy.rule(FailureClass.CONTROLLER_UNREACHABLE).stop_after
+    return float(minutes if minutes is not None else 15) * 60
 
 
 def _best_profile(results: list[JobResult], config_tag: str) -> JobResult | None:

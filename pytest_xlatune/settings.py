@@ -10,6 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
+from .hang import HangSettings
+from .policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
+
+HANG_FIELDS = ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s")
+
 
 def positive_float(text: str) -> float:
     """argparse type: a number > 0 (fails at parse time with a clear message)."""
@@ -67,8 +72,20 @@ OPTIONS = (
     Option("image", "the image to run: a container image for maxtext-slurm, the Python "
            "interpreter (a venv with its JAX/XLA build) for the local and sbatch backends",
            "", metavar="IMAGE"),
+    Option("notify", "command template for notifications, e.g. 'utils/telegram_bot.sh send "
+           "{message}' (run through the transport, the message as one argument)", "",
+           metavar="COMMAND"),
+    Option("policy", "playbook overrides as YAML/JSON, e.g. '{rccl_init_flake: {retries: 3}}' "
+           "(a cell's `policy:` wins)", "", metavar="YAML"),
+    Option("hang", "hang detection: k × median step time within [floor_s, cap_s], and "
+           "compile_allowance_s before step 0, e.g. 'k=5,floor_s=120,cap_s=1800'", "",
+           metavar="K=V,..."),
     Option("fresh-baseline", "start a new sweep on a different frozen nodelist instead of "
            "refusing to mix its results with the stored ones", False, "bool"),
+    Option("export", "also write each cell's latest results as CSV and JSON into this directory "
+           "at session end; empty writes none", "", metavar="DIR"),
+    Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "
+           "it already exists)", False, "bool"),
 )
 
 
@@ -114,6 +131,11 @@ class Settings:
     fresh_baseline: bool = False
     gate: bool = False
     image: str = ""
+    notify: str = ""
+    policy: str = ""
+    hang: str = ""
+    export_dir: Path | None = None
+    write_zh: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -134,4 +156,34 @@ class Settings:
             fresh_baseline=bool(values["fresh-baseline"]),
             gate=bool(values["gate"]),
             image=str(values["image"]),
+            notify=str(values["notify"]),
+            policy=str(values["policy"]),
+            hang=str(values["hang"]),
+            export_dir=root / values["export"] if values["export"] else None,
+            write_zh=bool(values["zh"]),
         )
+
+    def hang_settings(self) -> HangSettings:
+        """--xlatune-hang parsed; a bad value is a usage error naming the option."""
+        values: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in self.hang.split(","))):
+            name, _, text = part.partition("=")
+            if name not in HANG_FIELDS:
+                raise pytest.UsageError(f"--xlatune-hang: {name}: expected one of "
+                                        f"{', '.join(HANG_FIELDS)}, found {part!r}")
+            try:
+                values[name] = float(text)
+            except ValueError:
+                raise pytest.UsageError(f"--xlatune-hang: {name}: expected a number, "
+                                        f"found {text!r}") from None
+        try:
+            return HangSettings(**values)
+        except ValueError as error:
+            raise pytest.UsageError(f"--xlatune-hang: {error}") from None
+
+    def base_policy(self) -> Policy:
+        """The playbook with --xlatune-policy applied (a cell's `policy:` goes on top)."""
+        try:
+            return policy_from_text(self.policy) if self.policy.strip() else DEFAULT_POLICY
+        except PolicyError as error:
+            raise pytest.UsageError(f"--xlatune-policy: {error}") from None

@@ -6,7 +6,9 @@ at worst a torn last line, which `read` skips. Events:
 - `sweep`: the frozen nodelist and backend of a cell (first run of the cell);
 - `submitted`: a job id for a run key (lets a rerun re-attach instead of resubmitting);
 - `result`: a finished job (JobResult.to_dict());
-- `cancelled`: a submitted job this session cancelled before its result (submitted again next run).
+- `cancelled`: a submitted job this session cancelled before its result (submitted again next run);
+- `attempt`: a failed job the playbook retried (the item's final `result` comes later);
+- `stop`: a stop trigger fired (the reason; a rerun resumes from the store).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class ResultStore:
         for record in self.events():
             if record["event"] == "submitted":
                 pending[record["key"]] = record
-            elif record["event"] in ("result", "cancelled"):
+            elif record["event"] in ("result", "cancelled", "attempt"):
                 pending.pop(record["key"], None)
         return pending
 

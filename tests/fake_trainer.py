@@ -2,7 +2,7 @@
 
 Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_tgs=N       steady Tokens/s/device (default 1000)
-  --xla_fake_fail=KIND   oom | crash | sigterm_after_last
+  --xla_fake_fail=KIND   oom | crash | sigterm_after_last | rccl_hang | coord_timeout
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 """
@@ -29,6 +29,14 @@ def main(argv: list[str]) -> int:
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")
     print(f"Num_devices: 8\nMemstats: After params initialized:", flush=True)
+    if fail == "rccl_hang":
+        for _ in range(3):
+            print("node01:1234:1234 [0] init.cc:1234 NCCL WARN Bootstrap : no socket interface found", flush=True)
+        time.sleep(3600)
+    if fail == "coord_timeout":
+        print("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
+              "jax_distributed/global_devices and duration: 5m", flush=True)
+        return 1
     if fail == "oom":
         print("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes.", flush=True)
         return 1

@@ -65,6 +65,14 @@ class Launcher(Protocol):
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...
 
+    def unusable_nodes(self) -> list[tuple[str, str]]:
+        """(node, state) for each pinned node that cannot take jobs now (drained, down, …)."""
+        ...
+
+    def resume_node(self, node: str) -> None:
+        """Return a drained/down pinned node to service (scontrol update … State=RESUME)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .base import JobPhase, JobProgress, JobRequest, SubmittedJob
+from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
 
 EXIT_SIGTERM = 143
 
@@ -143,6 +143,12 @@ class LocalLauncher:
         if profiles:
             found["profile"] = str(profiles[-1])
         return found
+
+    def unusable_nodes(self) -> list[tuple[str, str]]:
+        return []  # this machine
+
+    def resume_node(self, node: str) -> None:
+        raise LauncherError(f"cannot resume {node}: the local backend has no nodes")
 
     def close(self) -> None:
         for job_id in list(self._processes):

@@ -44,6 +44,13 @@ def progress_of(status: JobStatus | None) -> JobProgress:
     return JobProgress(JobPhase.PENDING, status.state.name)
 
 
+def pinned_node_problems(client: SlurmClient, placement: SlurmPlacement) -> list[tuple[str, str]]:
+    """(node, state) of each node of the frozen nodelist that cannot take jobs (one sinfo call)."""
+    nodes = client.nodes(nodelist=placement.nodelist)
+    return [(name, status.raw_state) for name, status in sorted(nodes.items())
+            if not status.state.usable or not status.responding]
+
+
 def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_xlatune", "launch/templates"),
                              undefined=jinja2.StrictUndefined, autoescape=False,
@@ -118,6 +125,12 @@ class SbatchLauncher:
         if self.transport.exists(dump):
             found["hlo_dump"] = dump
         return found
+
+    def unusable_nodes(self) -> list[tuple[str, str]]:
+        return pinned_node_problems(self.client, self.placement)
+
+    def resume_node(self, node: str) -> None:
+        self.client.resume(node, reason="xlatune")
 
     def close(self) -> None:
         pass

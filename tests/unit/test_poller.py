@@ -72,6 +72,12 @@ class ScriptedLauncher:
     def artifacts(self, job: SubmittedJob) -> dict[str, str]:
         return {}
 
+    def unusable_nodes(self) -> list[tuple[str, str]]:
+        return []
+
+    def resume_node(self, node: str) -> None:
+        raise AssertionError("no node to resume")
+
     def close(self) -> None:
         pass
 

@@ -1,0 +1,92 @@
+"""Watch one job to its end: incremental log tail, cancel on sight, hang detection, outage stop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .hang import HangDetector, HangPhase, HangSettings
+from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
+from .logs import StepLog
+from .poller import Poller
+
+
+class SweepStopped(Exception):
+    """A stop trigger fired; carries the one-line reason (the STOP message is built from it)."""
+
+    def __init__(self, reason: str, failing_nodes: tuple[str, ...] = (), recovery: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.failing_nodes = failing_nodes
+        self.recovery = recovery
+
+
+@dataclass
+class Watched:
+    """What watching a job saw, for triage."""
+
+    log: StepLog
+    progress: JobProgress
+    cancelled_for: str = ""  # "" | "unknown_flag" | "hang"
+    hang_phase: HangPhase | None = None
+
+
+@dataclass
+class Watcher:
+    """Polls through the shared poller and reads only the new bytes of the log each interval."""
+
+    launcher: Launcher
+    poller: Poller
+    steps: int
+    interval: float
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    report: Callable[[str], None]
+    hang: HangSettings
+    controller_down_limit_s: float = 15 * 60.0
+
+    def watch(self, name: str, job: SubmittedJob) -> Watched:
+        seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, "UNKNOWN"))
+        detector = HangDetector(self.hang)
+        offset, last_reported, was_running = 0, -1, False
+        while True:
+            progress = self.poller.status(job.job_id)
+            seen.progress = progress
+            self._check_controller()
+            chunk = self.launcher.read_log(job, offset)
+            offset += len(chunk)
+            now = self.clock()
+            new_steps = seen.log.feed(chunk)
+            if progress.phase is JobPhase.FINISHED:
+                seen.log.flush()
+                return seen
+            if progress.phase is JobPhase.RUNNING and not was_running:
+                detector.running(now)
+                was_running = True
+            detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats)
+            if seen.log.unknown_flag and not seen.cancelled_for:
+                # Do not wait for a time limit: the job cannot recover from an unknown flag.
+                self._cancel(job, seen, "unknown_flag")
+            phase = detector.check(now, progress.phase is JobPhase.RUNNING)
+            if phase is not None and not seen.cancelled_for:
+                self.report(f"{name} job {job.job_id}: no new step for "
+                            f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
+                seen.hang_phase = phase
+                self._cancel(job, seen, "hang")
+            if seen.log.last_step is not None and seen.log.last_step != last_reported:
+                last_reported = seen.log.last_step
+                latest = seen.log.steps[last_reported].tokens_per_s
+                self.report(f"{name} job {job.job_id} {progress.state} step {last_reported + 1}/"
+                            f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
+            self.sleep(self.interval)
+
+    def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
+        self.launcher.cancel(job.job_id)
+        seen.cancelled_for = why
+
+    def _check_controller(self) -> None:
+        down = self.poller.down_since
+        if down is not None and self.poller.clock() - down > self.controller_down_limit_s:
+            raise SweepStopped(f"the Slurm controller has not answered for "
+                               f"{(self.poller.clock() - down) / 60:.0f} min "
+                               f"(limit {self.controller_down_limit_s / 60:.0f} min)")
