@@ -121,5 +121,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("=", "xlatune STOP", red=True)
         terminalreporter.write_line(message)
     for path in getattr(runtime, "written_reports", []):
-        what = "recipe lock" if path.name.endswith(".lock.json") else "tuning report"
+        what = ("recipe lock" if path.name.endswith(".lock.json") else
+                "results export" if "-results." in path.name else "tuning report")
         terminalreporter.write_line(f"xlatune: {what} written to {path}")

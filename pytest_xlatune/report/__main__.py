@@ -1,6 +1,7 @@
 """Re-render tuning reports from the results store without running anything.
 
-    python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .]
+    python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
+                                    [--export DIR]
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, default=Path(".xlatune"), help="results store directory")
     parser.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
     parser.add_argument("--root", type=Path, default=Path("."), help="the pytest rootdir of the sweep")
+    parser.add_argument("--zh", action="store_true",
+                        help="also write <MODEL_TAG>-tuning.zh.md (rewritten anyway when it exists)")
+    parser.add_argument("--export", type=Path, default=None, metavar="DIR",
+                        help="also write each cell's latest results as CSV and JSON into DIR")
     args = parser.parse_args(argv)
     settings = Settings(store_dir=args.store, report_dir=args.out, write_report=True,
-                        remeasure=False, poll_interval=1.0, python=sys.executable)
+                        remeasure=False, poll_interval=1.0, python=sys.executable,
+                        export_dir=args.export, write_zh=args.zh)
     runtime = Runtime(settings, args.root, report=lambda text: None)
     try:
         for path in args.cells:

@@ -7,8 +7,11 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .data import build
-from .markdown import render_tuning_md
+from . import sections
+from .data import ReportData, build
+from .export import export_texts
+from .markdown import render_document
+from ..results import JobResult
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -23,17 +26,48 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_reports(runtime: Runtime) -> list[Path]:
-    """One `<MODEL_TAG>-tuning.md` per model tag among the session's cells."""
-    by_tag: dict[str, list[str]] = {}
+    """Per model tag `<MODEL_TAG>-tuning.md` (and its .zh.md mirror when asked for or present),
+    replacing only the sections of this session's cells; plus exports under --xlatune-export."""
+    from ..runtime import cell_slug  # runtime imports this module
+
+    by_tag: dict[str, list[tuple[str, ReportData]]] = {}
+    exports: dict[str, list[JobResult]] = {}
     for cell in runtime.cells.values():
         sweep = runtime.sweep_if_stored(cell)
         if sweep is None:
             continue
-        data = build(cell, sweep.results(), sweep.nodelist, cell.backend.kind.value)
-        by_tag.setdefault(cell.model_tag, []).append(render_tuning_md(data))
+        results = sweep.results()
+        data = build(cell, results, sweep.nodelist, cell.backend.kind.value)
+        by_tag.setdefault(cell.model_tag, []).append((cell_id(cell.path, runtime.root), data))
+        exports[cell_slug(cell.path, runtime.root)] = results
     written = []
-    for tag, parts in by_tag.items():
+    for tag, cells in by_tag.items():
         path = runtime.settings.report_dir / f"{tag}-tuning.md"
-        write_atomic(path, "\n---\n\n".join(parts))
+        mirror = path.with_name(f"{tag}-tuning.zh.md")
+        existing = _read(path)
+        write_atomic(path, render_document(existing, cells))
         written.append(path)
+        if runtime.settings.write_zh or mirror.exists():
+            # Sign flips in the mirror also see cells that so far only the English file covers.
+            known = sections.parse(existing or "").summaries()
+            write_atomic(mirror, render_document(_read(mirror), cells, "zh", known))
+            written.append(mirror)
+    if runtime.settings.export_dir is not None:
+        for slug, results in exports.items():
+            for suffix, text in export_texts(results).items():
+                target = runtime.settings.export_dir / f"{slug}-results{suffix}"
+                write_atomic(target, text)
+                written.append(target)
     return written
+
+
+def cell_id(cell_path: Path, root: Path) -> str:
+    """A cell's identity in a report file: its path relative to the rootdir."""
+    try:
+        return cell_path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return cell_path.name
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.exists() else None

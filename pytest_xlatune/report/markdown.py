@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
 
+from . import sections
 from .data import ReportData
+
+TEMPLATES = {"en": "tuning.md.j2", "zh": "tuning.zh.md.j2"}
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -43,5 +46,27 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_tuning_md(data: ReportData) -> str:
-    return environment().get_template("tuning.md.j2").render(d=data)
+def render_tuning_md(data: ReportData, flips: sections.SignFlips | None = None,
+                     language: str = "en") -> str:
+    """One cell's report body (no markers); `flips` adds the sign-flip section."""
+    return environment().get_template(TEMPLATES[language]).render(d=data, flips=flips)
+
+
+def render_document(existing: str | None, cells: Sequence[tuple[str, ReportData]],
+                    language: str = "en",
+                    known: Mapping[str, sections.CellSummary] | None = None) -> str:
+    """The whole report file: `existing` with these cells' sections replaced or appended.
+
+    `cells` are (cell id, data) pairs; sign flips compare each cell with the other cells of this
+    render, the sections already in `existing` and `known` (summaries from a sibling file).
+    """
+    document = sections.parse(existing or "")
+    summaries = {cell_id: sections.summarize(data, cell_id) for cell_id, data in cells}
+    pool = {**(known or {}), **document.summaries(), **summaries}
+    rendered = {}
+    for cell_id, data in cells:
+        others = [s for key, s in pool.items() if key != cell_id]
+        flips = sections.sign_flips(summaries[cell_id], others)
+        rendered[cell_id] = sections.wrap(summaries[cell_id],
+                                          render_tuning_md(data, flips, language))
+    return sections.merge(document, rendered)

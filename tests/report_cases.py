@@ -1,0 +1,156 @@
+"""Hand-made cells and JobResults for report tests (golden files, chart, sections, export).
+
+Numbers are chosen so the verdicts are unambiguous under the pooled 0.8 % noise prior:
+±4 % and beyond is better/worse, within ±1 % is within noise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from pytest_xlatune.model import (Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry,
+                                  Parallelism)
+from pytest_xlatune.report.data import ReportData, build
+from pytest_xlatune.results import JobResult, Verdict
+
+DATE = dt.date(2026, 5, 1)
+T0 = 1_777_600_000.0  # 2026-05-01T01:46:40Z
+AG_1G = "--xla_gpu_all_gather_combine_threshold_bytes=1073741824"
+AG_DEFAULT = "--xla_gpu_all_gather_combine_threshold_bytes=8589934592"
+
+
+def cell(parallelism: tuple[tuple[str, int], ...] = (("FSDP", 8),), *, env_file: bool = True,
+         name: str = "golden_fsdp8") -> Cell:
+    return Cell(
+        path=Path(f"cells/{name}.yml"), model_tag="golden",
+        slot=ClusterSlot(nodelist="chi[2766,2800,2810,2832]"),
+        parallelism=Parallelism(parallelism), pdbs=4,
+        config_tags=(ConfigTag("sparse"), ConfigTag("dense", (("sparse_matmul", "false"),))),
+        env_file=(EnvFileEntry("xla", "--xla_gpu_all_gather_combine_threshold_bytes",
+                               "1073741824", "8589934592"),) if env_file else (),
+        backend=Backend(BackendKind.MAXTEXT_SLURM), image="/mnt/vast/images/maxtext-v26.2.tar",
+        hardware="4 nodes × 8× AMD MI355 (288 GB HBM)",
+    )
+
+
+class Jobs:
+    """Numbers job ids in submission order, like a real sweep."""
+
+    def __init__(self, first: int = 14600) -> None:
+        self.next = first
+        self.results: list[JobResult] = []
+
+    def add(self, item: str, kind: str, profile: str, tgs: float | None = None, *,
+            config_tag: str = "sparse", verdict: Verdict = Verdict.SUCCESS,
+            flags: tuple[str, ...] = (), env: tuple[tuple[str, str], ...] = (),
+            reason: str = "", log_tail: str = "", resolved_from: str = "",
+            artifacts: tuple[tuple[str, str], ...] = ()) -> JobResult:
+        job_id = str(self.next)
+        self.next += 1
+        wave = item.split("::")[0]
+        values = (tgs * 0.998, tgs, tgs * 1.002) if tgs is not None else ()
+        result = JobResult(
+            key=f"{item}[{config_tag}]", item=f"{item}[{config_tag}]", wave=wave, profile=profile,
+            config_tag=config_tag, kind=kind, job_id=job_id, verdict=verdict, xla_flags=flags,
+            env=env, nodelist="chi[2766,2800,2810,2832]", image="/mnt/vast/images/maxtext-v26.2.tar",
+            backend="maxtext-slurm", tgs=tgs,
+            step_seconds=None if tgs is None else round(4096 * 4 / tgs, 4),
+            tgs_values=values, steps_used=(5, 6, 7) if values else (),
+            step_count=15 if tgs is not None else 2, reason=reason,
+            log_path=f"outputs/{job_id}-golden-{profile}-{config_tag}.log", log_tail=log_tail,
+            artifacts=artifacts, resolved_from=resolved_from,
+            exit_code=0 if verdict.measured else 1,
+            submitted_at=T0 + 600 * (self.next - 14600), finished_at=T0 + 600 * (self.next - 14600) + 540,
+        )
+        self.results.append(result)
+        return result
+
+    def wave1(self, baselines: tuple[float, ...] = (1000.0, 1006.0), restore: float | None = 950.0,
+              config_tag: str = "sparse") -> None:
+        for index, tgs in enumerate(baselines):
+            suffix = "" if index == 0 else f"-r{index + 1}"
+            self.add(f"wave1::baseline{suffix}", "baseline", f"baseline{suffix}", tgs,
+                     config_tag=config_tag)
+        if restore is not None:
+            self.add("wave1::restore_default", "restore_default", "restore_default", restore,
+                     config_tag=config_tag, flags=(AG_DEFAULT,))
+
+    def profile(self, name: str, tgs: float | None, *flags: str, wave: int = 2,
+                **kwargs: object) -> JobResult:
+        return self.add(f"wave{wave}::{name}", "profile", name, tgs, flags=flags, **kwargs)  # type: ignore[arg-type]
+
+
+def data(the_cell: Cell, jobs: Jobs) -> ReportData:
+    return build(the_cell, jobs.results, "chi[2766,2800,2810,2832]", "maxtext-slurm", today=DATE)
+
+
+# ---- scenarios ------------------------------------------------------------------------------
+
+def winner() -> ReportData:
+    """A clear winner with the evidence run, restore_default and cross-config rows."""
+    jobs = Jobs()
+    jobs.wave1()
+    jobs.add("wave1.5::evidence", "evidence", "evidence", 985.0, artifacts=(
+        ("hlo", "outputs/14603-golden-evidence/xla_dump/module_0001.jit_train_step.after_optimizations.txt"),
+        ("xplane", "outputs/14603-golden-evidence/tensorboard/plugins/profile/host.xplane.pb")))
+    jobs.profile("ag256m", 1080.0, "--xla_gpu_all_gather_combine_threshold_bytes=268435456")
+    jobs.profile("ag512m", 1052.0, "--xla_gpu_all_gather_combine_threshold_bytes=536870912")
+    jobs.profile("overlap2", 1004.0, "--xla_gpu_experimental_parallel_collective_overlap_limit=2")
+    jobs.profile("nccl_chan8", 1001.0, env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),))
+    jobs.profile("pp_ag", 955.0, "--xla_gpu_enable_pipelined_all_gather=true", wave=3)
+    jobs.wave1(baselines=(900.0, 905.0), restore=880.0, config_tag="dense")
+    jobs.add("wave6::best", "cross_config", "ag256m", 940.0, config_tag="dense",
+             flags=("--xla_gpu_all_gather_combine_threshold_bytes=268435456",),
+             resolved_from="ag256m")
+    return data(cell(), jobs)
+
+
+def within_noise() -> ReportData:
+    """No profile beats the baseline beyond the noise; no env file, no evidence."""
+    jobs = Jobs(15000)
+    jobs.wave1(baselines=(1000.0, 1004.0), restore=None)
+    jobs.profile("overlap2", 1006.0, "--xla_gpu_experimental_parallel_collective_overlap_limit=2")
+    jobs.profile("async_priority", 998.0, "--xla_gpu_enable_highest_priority_async_stream=true")
+    jobs.profile("mem95", 1001.0, env=(("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95"),))
+    return data(cell(env_file=False, name="golden_noenv"), jobs)
+
+
+def failures() -> ReportData:
+    """An obsolete flag, an OOM and a crash next to one measured profile."""
+    jobs = Jobs(16000)
+    jobs.wave1()
+    jobs.profile("overlap2", 1003.0, "--xla_gpu_experimental_parallel_collective_overlap_limit=2")
+    jobs.profile("stale", None, "--xla_gpu_enable_obsolete_thing=true", verdict=Verdict.UNKNOWN_FLAG,
+                 reason="XLA rejected flag --xla_gpu_enable_obsolete_thing: Unknown flag in XLA_FLAGS: "
+                        "--xla_gpu_enable_obsolete_thing=true",
+                 log_tail="E0501 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
+                          "--xla_gpu_enable_obsolete_thing=true\n")
+    jobs.profile("pp_all_reduce", None, "--xla_gpu_enable_pipelined_all_reduce=true", wave=3,
+                 verdict=Verdict.OOM,
+                 reason="out of memory (allocating 217.00GiB): RESOURCE_EXHAUSTED: Out of memory "
+                        "while trying to allocate 233000000000 bytes. | temp 217 GiB")
+    return data(cell(), jobs)
+
+
+def many_profiles() -> ReportData:
+    """16 profiles: the leaderboard shows the top 8, a gap and the bottom 5."""
+    jobs = Jobs(17000)
+    jobs.wave1()
+    for index in range(16):
+        tgs = 1090.0 - 10.0 * index
+        jobs.profile(f"ag{index:02d}", tgs,
+                     f"--xla_gpu_all_gather_combine_threshold_bytes={(index + 1) * 67108864}",
+                     wave=2 + index // 6)
+    return data(cell(), jobs)
+
+
+def pp8() -> ReportData:
+    """The PP=8 cell of the same model: ag256m flips sign, overlap2 wins."""
+    jobs = Jobs(18000)
+    jobs.wave1(baselines=(900.0, 903.0), restore=945.0)
+    jobs.profile("overlap2", 940.0, "--xla_gpu_experimental_parallel_collective_overlap_limit=2")
+    jobs.profile("ag256m", 860.0, "--xla_gpu_all_gather_combine_threshold_bytes=268435456")
+    jobs.profile("pp_ag", 870.0, "--xla_gpu_enable_pipelined_all_gather=true", wave=3)
+    jobs.profile("cp_decomp_1G", 903.0, "--xla_gpu_collective_permute_decomposer_threshold=1073741824")
+    return data(cell((("PP", 8),), name="golden_pp8"), jobs)

@@ -1,0 +1,118 @@
+"""Cell sections of a report file: replace one cell's section, keep everything else verbatim;
+the data comment survives any flag text; sign flips compare parallelisms."""
+
+from __future__ import annotations
+
+from pytest_xlatune.report import sections
+from pytest_xlatune.report.markdown import render_document
+from pytest_xlatune.report.sections import CellSummary, FlagResult
+from tests import report_cases as cases
+
+HAND_WRITTEN = "# golden: notes by hand\n\nMemory matrix measured on 2026-04-30.\n"
+
+
+def section(cell: str, parallelism: str, body: str) -> str:
+    return sections.wrap(CellSummary(cell, parallelism, "sparse", "2026-05-01"), body)
+
+
+def test_rendering_a_cell_replaces_only_its_own_section() -> None:
+    pp = section("cells/pp8.yml", "PP=8", "# PP=8 body, written weeks ago")
+    old_fsdp = section("cells/fsdp8.yml", "FSDP=8", "# old FSDP body")
+    existing = HAND_WRITTEN + "\n" + old_fsdp + "\n---\n\n" + pp
+    merged = sections.merge(sections.parse(existing),
+                            {"cells/fsdp8.yml": section("cells/fsdp8.yml", "FSDP=8", "# new")})
+    assert merged == HAND_WRITTEN + "\n" + section("cells/fsdp8.yml", "FSDP=8", "# new") \
+        + "\n---\n\n" + pp
+
+
+def test_a_new_cell_is_appended_after_a_separator() -> None:
+    pp = section("cells/pp8.yml", "PP=8", "# PP")
+    merged = sections.merge(sections.parse(pp), {"cells/fsdp8.yml": section("cells/fsdp8.yml",
+                                                                             "FSDP=8", "# FSDP")})
+    assert merged == pp + "\n---\n\n" + section("cells/fsdp8.yml", "FSDP=8", "# FSDP")
+    assert [s.cell for s in sections.parse(merged).sections] == ["cells/pp8.yml", "cells/fsdp8.yml"]
+
+
+def test_hand_written_file_without_markers_is_kept_and_extended() -> None:
+    merged = sections.merge(sections.parse(HAND_WRITTEN), {"c.yml": section("c.yml", "PP=8", "# x")})
+    assert merged.startswith(HAND_WRITTEN + "\n---\n\n<!-- xlatune:cell PP=8 c.yml -->")
+
+
+def test_a_report_from_before_markers_is_regenerated_not_kept() -> None:
+    legacy = "# golden — XLA / NCCL tuning, FSDP=8\n\n- **Date:** 2026-04-01\n"
+    assert sections.parse(legacy).parts == ()
+
+
+def test_an_unclosed_section_ends_at_the_next_one() -> None:
+    broken = section("a.yml", "PP=8", "# a").replace(sections.CLOSE + "\n", "")
+    document = sections.parse(broken + section("b.yml", "FSDP=8", "# b"))
+    assert [s.cell for s in document.sections] == ["a.yml", "b.yml"]
+    assert document.sections[1].text == section("b.yml", "FSDP=8", "# b")
+
+
+def test_cell_paths_with_spaces_are_identities() -> None:
+    text = section("my cells/fsdp 8.yml", "FSDP=8", "# x")
+    assert sections.parse(text).sections[0].cell == "my cells/fsdp 8.yml"
+
+
+def test_data_comment_cannot_be_closed_by_a_flag_or_profile_name() -> None:
+    nasty = FlagResult("a-->b", "--xla_x=1 NAME=<!--y-->", 1.0, 2.0, 1.0, 3.0, "better")
+    summary = CellSummary("c.yml", "PP=8", "sparse", "2026-05-01", rows=(nasty,))
+    text = sections.wrap(summary, "# body")
+    data_line = text.splitlines()[1]
+    assert data_line.count("-->") == 1 and data_line.endswith(" -->") and "<!--y" not in data_line
+    assert sections.parse(text).summaries() == {"c.yml": summary}
+
+
+def test_unreadable_or_newer_data_is_ignored() -> None:
+    assert CellSummary.from_json('{"v": 99, "cell": "x"}') is None
+    assert CellSummary.from_json("{not json}") is None
+    assert CellSummary.from_json('{"v": 1, "cell": "x"}') is None  # fields missing
+
+
+def test_summary_round_trips_and_rounds() -> None:
+    summary = sections.summarize(cases.winner(), "cells/golden_fsdp8.yml")
+    assert CellSummary.from_json(summary.to_json()) == summary
+    assert summary.winner == "ag256m" and summary.row("NCCL_NCHANNELS_PER_NET_PEER=8")
+    assert all(r.profile != "baseline-deployed" for r in summary.rows)
+    assert summary.rows[0].delta_pct == 7.677  # three decimals of a percent
+
+
+def test_sign_flips_need_another_parallelism() -> None:
+    fsdp = sections.summarize(cases.winner(), "cells/fsdp8.yml")
+    same = sections.summarize(cases.winner(), "cells/fsdp8-again.yml")
+    assert sections.sign_flips(fsdp, [same]) is None
+    flips = sections.sign_flips(fsdp, [same, sections.summarize(cases.pp8(), "cells/pp8.yml")])
+    assert flips is not None
+    assert [c.parallelism for c in flips.columns] == ["FSDP=8", "PP=8"]
+    verdicts = {row.profile: row.verdict for row in flips.rows}
+    assert verdicts == {"ag256m": "sign_flip", "overlap2": "same_sign", "pp_ag": "same_sign",
+                        "baseline-no-env": "sign_flip"}
+    assert "nccl_chan8" not in verdicts  # not measured on PP=8
+
+
+def test_a_sign_difference_inside_the_noise_is_not_a_flip() -> None:
+    mine = CellSummary("a", "FSDP=8", "s", "d", rows=(FlagResult("p", "--f", 1.0, 0.5, -1.0, 2.0,
+                                                                  "within_noise"),))
+    theirs = CellSummary("b", "PP=8", "s", "d", rows=(FlagResult("q", "--f", 1.0, -6.0, -8.0, -4.0,
+                                                                   "worse"),))
+    flips = sections.sign_flips(mine, [theirs])
+    assert flips is not None and flips.rows[0].verdict == "differs_within_noise"
+    assert flips.flip_count == 0
+
+
+def test_guard_selects_this_parallelism_when_the_winner_is_worse_elsewhere() -> None:
+    fsdp, pp = cases.winner(), cases.pp8()
+    fsdp_flips = sections.sign_flips(sections.summarize(fsdp, "f"), [sections.summarize(pp, "p")])
+    assert fsdp_flips is not None and fsdp_flips.guard == sections.Guard(
+        "dcn_pipeline_parallelism", "-le", "1", ("PP=8",))
+    pp_flips = sections.sign_flips(sections.summarize(pp, "p"), [sections.summarize(fsdp, "f")])
+    assert pp_flips is not None and pp_flips.guard is None  # overlap2 is within noise on FSDP
+
+
+def test_render_document_uses_summaries_of_a_sibling_file() -> None:
+    pp = cases.pp8()
+    english = render_document(None, [("cells/pp8.yml", pp)])
+    chinese = render_document(None, [("cells/fsdp8.yml", cases.winner())], "zh",
+                              known=sections.parse(english).summaries())
+    assert "## 与其他并行方式的符号翻转" in chinese and "<!-- xlatune:cell PP=8" not in chinese
