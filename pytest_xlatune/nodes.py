@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ def slot_group(cell: Cell) -> str:
     """The xdist group of a cell: its nodes (all local cells share this machine's CPUs)."""
     if cell.backend.kind is BackendKind.LOCAL:
         return "local"
-    return cell.slot.text
+    # xdist finds the group after the last "@" only when no "]" follows it: keep it plain.
+    return re.sub(r"[^A-Za-z0-9_.=+-]", "_", cell.slot.text)
 
 
 class RunFailed(Exception):
@@ -53,8 +55,12 @@ class CellFile(pytest.File):
 
     def collect(self) -> Iterator[CellItem]:
         self.cell = load_cell(self.path)
+        # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
+        # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
+        # the item name instead (only on xdist workers running loadgroup).
+        suffix = f"@{slot_group(self.cell)}" if getattr(self.config.option, "loadgroup", False) else ""
         for spec in specs_for(self.cell, self.config.stash[RUNTIME_KEY].settings):
-            yield CellItem.from_parent(self, name=spec.name, spec=spec, cell=self.cell)
+            yield CellItem.from_parent(self, name=spec.name + suffix, spec=spec, cell=self.cell)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CellError, LockError)):

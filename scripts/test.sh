@@ -6,6 +6,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/venv.sh"
 cd "$repo"
+# Debian packages the real-part tests need (Slurm and sshd are installed by their own scripts).
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
 if [[ -x scripts/local-slurm.sh ]]; then
     scripts/local-slurm.sh up
     trap 'scripts/local-slurm.sh down || true' EXIT

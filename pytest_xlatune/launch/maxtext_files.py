@@ -3,6 +3,8 @@ and the inventory files (pure: no I/O).
 
 The TUNE_PROFILE block follows the xla-tuning skill's "train_env.sh editing pattern"; it is
 wrapped in begin/end markers carrying the sweep id so it can be replaced and removed exactly.
+The same markers wrap the small block for the end of configs/<M>.env.sh, which upstream sources
+after train_env.sh (`render_env_file_block`).
 """
 
 from __future__ import annotations
@@ -77,17 +79,44 @@ def render_tune_block(profiles: Sequence[Profile], restore_default_flags: Sequen
         "fi",
     ]
 
+    env = _env_case(profiles, restore_env)
+    if env:
+        env.insert(0, "# ---- TUNE_PROFILE: post-NCCL overrides ----")
+    return "\n".join(xla) + "\n", "\n".join(env) + "\n" if env else ""
+
+
+def _env_case(profiles: Sequence[Profile], restore_env: Sequence[tuple[str, str | None]]) -> list[str]:
     arms = [("restore_default", list(restore_env))] if restore_env else []
     arms += [(p.name, list(p.env)) for p in profiles if p.env]
     if not arms:
-        return "\n".join(xla) + "\n", ""
-    env = ["# ---- TUNE_PROFILE: post-NCCL overrides ----", 'case "${TUNE_PROFILE:-}" in']
+        return []
+    env = ['case "${TUNE_PROFILE:-}" in']
     for name, pairs in arms:
-        env.append(f"{_INDENT}{shlex.quote(name)})")
+        env.append(f"{_INDENT}{shlex.quote(NAME.check(name))})")
         env += [f"{_INDENT * 2}{_env_statement(var, value)}" for var, value in pairs]
         env.append(f"{_INDENT * 2};;")
     env.append("esac")
-    return "\n".join(xla) + "\n", "\n".join(env) + "\n"
+    return env
+
+
+def render_env_file_block(profiles: Sequence[Profile], restore_env: Sequence[tuple[str, str | None]],
+                          model_tag: str) -> str:
+    """Return the block for the END of configs/<MODEL_TAG>.env.sh that lets the TUNE block win.
+
+    _train.sh sources train_env.sh, THEN configs/<M>.env.sh, THEN exports the `_env_` args: a
+    flag or export the env file sets would beat the TUNE_PROFILE block at the end of
+    train_env.sh, so restore_default would restore nothing. This block appends $TUNE_FLAGS
+    again (XLA flags are last-wins) and re-runs the post-NCCL case after the file's own settings.
+    """
+    lines = [
+        f"# ---- TUNE_PROFILE: again after configs/{MODEL_TAG.check(model_tag)}.env.sh's own settings ----",
+        'if [[ -n "${TUNE_FLAGS:-}" ]]; then',
+        f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}${{TUNE_FLAGS# }}"',
+        f"{_INDENT}export XLA_FLAGS",
+        "fi",
+        *_env_case(profiles, restore_env),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _flag_lines(flags: Sequence[str]) -> list[str]:
@@ -237,6 +266,15 @@ def parse_submit_output(text: str) -> str:
         tail = "\n".join(text.strip().splitlines()[-8:]) or "(no output)"
         raise ValueError(f"no 'Submitted batch job <id>' line in submit.sh output; it ended with:\n{tail}")
     return ids[-1]
+
+
+def parse_job_dir(text: str, job_id: str) -> str | None:
+    """The per-job dir submit.sh announces (`[ARTIFACT] <ws>/<id>-<JOB_NAME>/artifact -> …`).
+
+    It names the real JOB_WORKSPACE, which the submitting shell may have moved off outputs/.
+    """
+    match = re.search(rf"^\[ARTIFACT\] (.*/{re.escape(job_id)}-[^/\n]+)/artifact -> ", text, re.MULTILINE)
+    return match.group(1) if match else None
 
 
 # ---- inventory (xla-tuning skill, Step 2) ----------------------------------------------------

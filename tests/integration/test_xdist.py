@@ -44,9 +44,13 @@ def test_two_cells_on_disjoint_nodelists_run_in_parallel(
         pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
     pytester.makefile(".yml", left=CELL.format(tag="left", nodes="node[01-02]"),
                       right=CELL.format(tag="right", nodes="node[03-04]"))
-    result = pytester.runpytest("left.yml", "right.yml", "-n", "2", "--dist", "loadgroup",
+    result = pytester.runpytest("left.yml", "right.yml", "-n", "2", "--dist", "loadgroup", "-v",
                                 *FAKE, "--xlatune-poll-interval=0.2")
     result.assert_outcomes(passed=8)
+    workers = {cell: {line.split("]")[0] for line in result.stdout.lines
+                      if line.startswith("[gw") and f"{cell}.yml::" in line}
+               for cell in ("left", "right")}
+    assert all(len(w) == 1 for w in workers.values()), workers  # one worker per nodelist
     left, right = (spans(pytester.path / ".xlatune" / f"{n}.jsonl") for n in ("left", "right"))
     for cell in (left, right):
         assert all(a[1] <= b[0] for a, b in zip(cell, cell[1:])), cell  # serial per nodelist
@@ -66,7 +70,18 @@ def test_items_carry_one_xdist_group_per_slot(pytester: pytest.Pytester) -> None
                 print("GROUP", item.nodeid, item.get_closest_marker("xdist_group").kwargs["name"])
     """)
     result = pytester.runpytest("a.yml", "b.yml", "c.yml", "d.yml", "--collect-only", "-s")
-    result.stdout.fnmatch_lines(["GROUP a.yml::wave1::baseline[[]default[]] nodelist=node[[]01-02[]]",
-                                 "GROUP b.yml::wave2::b[[]default[]] nodelist=node[[]01-02[]]",
-                                 "GROUP c.yml::wave2::a[[]default[]] nodelist=node[[]03-04[]]",
+    result.stdout.fnmatch_lines(["GROUP a.yml::wave1::baseline[[]default[]] nodelist=node_01-02_",
+                                 "GROUP b.yml::wave2::b[[]default[]] nodelist=node_01-02_",
+                                 "GROUP c.yml::wave2::a[[]default[]] nodelist=node_03-04_",
                                  "GROUP d.yml::wave1::baseline[[]default[]] local"])
+
+
+def test_local_cells_share_one_worker(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    # All local cells compete for this machine's CPUs: one group, so they never run at once.
+    pytester.makefile(".yml", **{n: f"model_tag: {n}\nnodes: 1\nparallelism: FSDP=2\nbaseline_repeats: 1\n"
+                                 for n in ("x", "y")})
+    result = pytester.runpytest("x.yml", "y.yml", "-n", "2", "--dist", "loadgroup", "-v", *FAKE)
+    result.assert_outcomes(passed=4)
+    workers = {line.split("]")[0] for line in result.stdout.lines if line.startswith("[gw")}
+    assert len(workers) == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(["*x.yml::wave1::baseline[[]default[]]@local*"])

@@ -1,0 +1,294 @@
+"""The maxtext-slurm backend end to end: pytest → ONE SSH connection with host-key checking →
+the stand-in checkout's submit.sh on the local Slurm cluster → the embedded JAX workload → report.
+
+Each test copies tests/maxtext_slurm_standin to a temporary directory; its `container_env.local.sh`
+(sourced on the node, as upstream's gitignored credentials file) points the stand-in at this venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_xlatune.launch.base import JobRequest
+from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
+from pytest_xlatune.launch.sbatch import SlurmPlacement
+from pytest_xlatune.model import Profile
+from pytest_xlatune.slurm.client import SlurmClient
+from pytest_xlatune.transport import LocalTransport, Transport
+from tests.integration.fixtures_infra import LocalSlurm, SSHServer
+
+STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
+MANAGED = ("train_env.sh", "configs/demo.env.sh")
+
+CELL = """\
+model_tag: demo
+nodelist: node[01-02]
+parallelism: FSDP=2
+pdbs: 2
+steps: 12
+baseline_repeats: 1
+env_file:
+  - {{flag: --xla_cpu_enable_fast_math=true, image_default: "false"}}
+  - {{env: XLA_PYTHON_CLIENT_MEM_FRACTION=.85, image_default: ".93"}}
+waves:
+  2:
+    - {{name: no_eigen_mt, xla_flags: [--xla_cpu_multi_thread_eigen=false]}}
+    - {{name: opt1, xla_flags: [--xla_backend_optimization_level=1]}}
+  3:
+    - {{name: nccl_chan8, env: {{NCCL_NCHANNELS_PER_NET_PEER: "8"}}}}
+    - {{name: mem90, xla_flags: [--xla_cpu_enable_fast_math=false], env: {{XLA_PYTHON_CLIENT_MEM_FRACTION: ".90"}}}}
+backend:
+  kind: maxtext-slurm
+  checkout: {checkout}
+  partition: debug
+  time: "5:00"
+"""
+
+
+def copy_checkout(base: Path) -> Path:
+    root = base / "maxtext-slurm"
+    shutil.copytree(STANDIN, root, symlinks=True, ignore=shutil.ignore_patterns("outputs"))
+    (root / "container_env.local.sh").write_text(f"export XLATUNE_PYTHON={sys.executable}\n")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {name: ((root / name).read_bytes(), (root / name).stat().st_mode) for name in MANAGED}
+
+
+def events(store: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in store.read_text().splitlines()]
+
+
+def scontrol(job_id: str) -> str:
+    return subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
+
+
+def active_ids() -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return set(out.stdout.split())
+
+
+def accepted_logins(server: SSHServer) -> int:
+    log = Path(server.dir) / "sshd.log"
+    return log.read_text(errors="replace").count("Accepted publickey") if log.exists() else 0
+
+
+def env_line(log: str, name: str) -> str:
+    return next(line for line in log.splitlines() if line.startswith(f"0: {name}="))
+
+
+@pytest.mark.slurm
+@pytest.mark.sshd
+@pytest.mark.jax
+def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
+        pytester: pytest.Pytester, local_slurm: LocalSlurm, sshd_server: SSHServer) -> None:
+    root = copy_checkout(pytester.path)
+    before = snapshot(root)
+    cell = pytester.makefile(".yml", demo=CELL.format(checkout=json.dumps(str(root))))
+    logins = accepted_logins(sshd_server)
+    start = time.monotonic()
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=0.3",
+                                "--xlatune-ssh-host=xlatune-test", f"--xlatune-ssh-config={sshd_server.ssh_config}")
+    wall = time.monotonic() - start
+    result.assert_outcomes(passed=7)
+    result.stdout.fnmatch_lines(["*wave1::restore_default[[]default[]] PASSED*", "*wave3::mem90[[]default[]] PASSED*"])
+
+    found = events(pytester.path / ".xlatune" / "demo.jsonl")
+    jobs = [e["job_id"] for e in found if e["event"] == "submitted"]
+    results = {e["profile"]: e for e in found if e["event"] == "result"}
+    (cleanup,) = [e for e in found if e["event"] == "cleanup"]
+    print(f"maxtext-slurm e2e: {len(jobs)} jobs in {wall:.1f} s; SSH connections: client "
+          f"{cleanup['ssh_connections']}, sshd {accepted_logins(sshd_server) - logins}")
+
+    # Exactly one SSH connection for the whole session, seen by the client and by sshd.
+    assert cleanup["ssh_connections"] == 1
+    assert accepted_logins(sshd_server) - logins == 1
+    # Every job pinned to the frozen nodelist, never two at once, none left behind.
+    assert len(jobs) == len(set(jobs)) == 7
+    spans = []
+    for job_id in jobs:
+        info = scontrol(job_id)
+        assert "NodeList=node[01-02]" in info, info
+        spans.append((re.search(r"StartTime=(\S+)", info).group(1), re.search(r"EndTime=(\S+)", info).group(1)))
+    spans.sort()
+    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), spans
+    assert not set(jobs) & active_ids()
+    # The checkout is exactly as it was: both managed files, bytes and permission bits.
+    assert snapshot(root) == before
+    assert cleanup["restored"] == [str(root / name) for name in MANAGED] and cleanup["errors"] == {}
+    # restore_default really ends at the image defaults, after configs/demo.env.sh's own settings.
+    restore_log = Path(results["restore_default"]["log_path"]).read_text()
+    assert env_line(restore_log, "XLA_FLAGS").endswith(
+        "--xla_cpu_enable_fast_math=true --xla_cpu_enable_fast_math=false")
+    assert env_line(restore_log, "XLA_PYTHON_CLIENT_MEM_FRACTION") == "0: XLA_PYTHON_CLIENT_MEM_FRACTION=.93"
+    baseline_log = Path(results["baseline"]["log_path"]).read_text()
+    assert env_line(baseline_log, "XLA_FLAGS").endswith("--xla_cpu_enable_fast_math=true")
+    assert env_line(baseline_log, "XLA_PYTHON_CLIENT_MEM_FRACTION").endswith("=.85")
+    nccl_log = Path(results["nccl_chan8"]["log_path"]).read_text()
+    assert env_line(nccl_log, "NCCL_NCHANNELS_PER_NET_PEER").endswith("=8")
+    assert env_line(Path(results["mem90"]["log_path"]).read_text(), "XLA_PYTHON_CLIENT_MEM_FRACTION").endswith("=.90")
+    # The evidence run dumped HLO and a profile; the inventory is the skill's Step 2.
+    artifacts = dict(results["evidence"]["artifacts"])
+    assert any(Path(artifacts["hlo_dump"]).glob("module_*jit_train_step*.txt"))
+    assert artifacts["profile"].endswith("/tensorboard/plugins/profile")
+    (inventory,) = [e for e in found if e["event"] == "inventory"]
+    assert inventory["env_file"]["deployed"] == [["--xla_cpu_enable_fast_math", "true"],
+                                                 ["XLA_PYTHON_CLIENT_MEM_FRACTION", ".85"]]  # fmt: skip
+    assert inventory["env_file"]["not_restored"] == [] and inventory["tuning_md"]["fresh_start"]
+    report = (pytester.path / "demo-tuning.md").read_text()
+    assert "backend `maxtext-slurm`; pinned nodelist `node[01-02]`" in report
+
+
+@pytest.mark.slurm
+@pytest.mark.jax
+def test_refused_nodelist_or_foreign_block_leaves_the_checkout_untouched(
+        pytester: pytest.Pytester, local_slurm: LocalSlurm) -> None:
+    root = copy_checkout(pytester.path)
+    before = snapshot(root)
+    text = CELL.format(checkout=json.dumps(str(root)))
+    cell = pytester.makefile(".yml", moved=text)
+    pytester.runpytest(str(cell), "-k", "baseline", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    cell.write_text(text.replace("node[01-02]", "node[03-04]"))
+    result = pytester.runpytest(str(cell), "-k", "baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*moved.yml: nodelist: expected the sweep's frozen nodelist 'node[[]01-02[]]'*"])
+    assert snapshot(root) == before  # checked before this process exits: no atexit clean-up involved
+
+    foreign = root / "configs" / "demo.env.sh"
+    foreign.write_text(foreign.read_text() + 'case "${TUNE_PROFILE:-}" in x) ;; esac\n')
+    other = pytester.makefile(".yml", foreign=text)
+    result = pytester.runpytest(str(other), "-k", "baseline", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*foreign.yml: backend.checkout: {foreign} has TUNE_PROFILE content this sweep "
+                                 f"did not write, line 7: *; remove it from the checkout {root} first*"])
+    assert (root / "train_env.sh").read_bytes() == before["train_env.sh"][0]
+
+
+INTERRUPT_CELL = """\
+model_tag: demo
+nodelist: node[03-04]
+parallelism: FSDP=2
+steps: 12
+baseline_repeats: 1
+overrides: {{fault: hang_after_step0}}
+waves:
+  2:
+    - {{name: a, xla_flags: [--xla_cpu_multi_thread_eigen=false]}}
+    - {{name: b, xla_flags: [--xla_backend_optimization_level=1]}}
+    - {{name: c, xla_flags: [--xla_backend_optimization_level=2]}}
+backend:
+  kind: maxtext-slurm
+  checkout: {checkout}
+  time: "5:00"
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.jax
+def test_ctrl_c_cancels_our_queued_jobs_and_restores_the_checkout(
+        pytester: pytest.Pytester, local_slurm: LocalSlurm) -> None:
+    root = copy_checkout(pytester.path)
+    before = snapshot(root)
+    cell = pytester.makefile(".yml", hang=INTERRUPT_CELL.format(checkout=json.dumps(str(root))))
+    store = pytester.path / ".xlatune" / "hang.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", str(cell), "-k", "wave2", "-p", "no:cacheprovider",
+                             "--xlatune-poll-interval=0.3"], cwd=pytester.path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        wait_for(lambda: store.exists() and sum(e["event"] == "submitted" for e in events(store)) >= 3, proc)
+        assert b"xlatune TUNE_PROFILE" in (root / "train_env.sh").read_bytes()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "KeyboardInterrupt" in out, out
+    found = events(store)
+    submitted = {e["job_id"] for e in found if e["event"] == "submitted"}
+    assert {e["job_id"] for e in found if e["event"] == "cancelled"} == submitted
+    assert not submitted & active_ids()
+    assert snapshot(root) == before
+
+
+def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"pytest ended early:\n{proc.stdout.read() if proc.stdout else ''}")
+        if time.monotonic() > end:
+            pytest.fail("timed out waiting for the sweep to submit")
+        time.sleep(0.2)
+
+
+# ---- shell injection: hostile checkout paths are argv entries, never shell text ---------------
+
+FAKE_SUBMIT = """#!/bin/bash
+printf '%s\\n' "$@" > argv.txt
+mkdir -p outputs/5-JAX-demo-t/xla_dump
+printf 'completed step: 0, seconds: 1.0\\n' > outputs/5-JAX-demo-t.log
+echo "JOB_NAME=JAX-demo-t"
+echo "Submitted batch job 5"
+echo "[ARTIFACT] $PWD/outputs/5-JAX-demo-t/artifact -> .artifacts/artifact_x"
+"""
+
+
+def hostile_paths(base: Path) -> list[Path]:
+    """Checkouts whose path would run `touch <base>/pwnedN` if any command line were unquoted."""
+    payloads = ["a $(touch {m}1) b", "c `touch {m}2` d", "e; touch {m}3 #", "g' ; touch {m}4 ; 'h",
+                'i" ; touch {m}5 ; "j', "k || touch {m}6 #", "m | touch {m}7 #", "n > {m}8 #"]  # fmt: skip
+    return [Path(str(base / p.format(m=base / "pwned"))) for p in payloads]
+
+
+def test_the_hostile_paths_do_inject_when_interpolated_naively(tmp_path: Path) -> None:
+    """Keeps the table honest: each payload fires unquoted, in '…' or in "…"."""
+    for template in ("ls {p}/x", "ls '{p}/x'", 'ls "{p}/x"'):
+        for path in hostile_paths(tmp_path):
+            subprocess.run(template.format(p=path), shell=True, capture_output=True, cwd=tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("pwned*")) == [f"pwned{n}" for n in range(1, 9)]
+
+
+@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.sshd)])
+def transport(request: pytest.FixtureRequest) -> Transport:
+    if request.param == "local":
+        return LocalTransport()
+    server: SSHServer = request.getfixturevalue("sshd_server")
+    return server.transport()
+
+
+def test_hostile_checkout_paths_are_passed_quoted(transport: Transport, tmp_path: Path) -> None:
+    for root in hostile_paths(tmp_path):
+        root.mkdir(parents=True)
+        (root / "configs").mkdir()
+        for name in ("train_env.sh", "container_env.sh", "configs/demo.gpu.yml", "configs/demo.env.sh"):
+            shutil.copy2(STANDIN / name, root / name)
+        (root / "submit.sh").write_text(FAKE_SUBMIT)
+        (root / "submit.sh").chmod(0o755)
+        before = snapshot(root)
+        launcher = MaxTextSlurmLauncher(transport, SlurmClient(transport), str(root), SlurmPlacement("node01", 1),
+                                        "demo", sweep_id="inject.1", profiles=[Profile("t", 2, ("--xla_a=1",))],
+                                        lookup_interval=0)  # fmt: skip
+        launcher.prepare()
+        job = launcher.submit(JobRequest("demo-t-default", "t", ("steps=10",), xla_flags=("--xla_a=1",)))
+        assert job.job_dir == f"{root}/outputs/5-JAX-demo-t"
+        assert launcher.read_log(job, 0) == b"completed step: 0, seconds: 1.0\n"
+        assert launcher.artifacts(job) == {"hlo_dump": f"{root}/outputs/5-JAX-demo-t/xla_dump"}
+        assert (root / "argv.txt").read_text().splitlines()[0] == "demo:t"
+        launcher.close()
+        assert snapshot(root) == before
+    transport.close()
+    markers = [tmp_path / f"pwned{n}" for n in range(1, 9)]
+    assert not [m for m in markers if m.exists()]
