@@ -88,7 +88,11 @@ class Runtime:
                                  posixpath.join(self.settings.workdir, slug))
             launcher, frozen = slurm_backend(cell, self.settings, transport, workdir)
             nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
-        self._freeze(cell, store, nodelist)
+        try:
+            self._freeze(cell, store, nodelist)
+        except PreflightError:
+            launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
+            raise
         if other_jobs.strip():
             self.report(f"{cell.path.name}: other jobs on the partition:\n{other_jobs.rstrip()}")
         sweep = Sweep(
