@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null
 fi
 if [[ -x scripts/local-slurm.sh ]]; then
-    scripts/local-slurm.sh up
+    scripts/local-slurm.sh up --accounting
     trap 'scripts/local-slurm.sh down || true' EXIT
 fi
 pytest tests -p no:cacheprovider -ra "$@"
