@@ -67,7 +67,7 @@ class Sweep:
     def __post_init__(self) -> None:
         self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.report)
         self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
-                               self.clock, self.sleep, self.report, self.hang,
+                               self.clock, self.sleep, self.report, self.hang, self.policy,
                                controller_down_limit_s=_controller_limit_s(self.policy))
 
     def set_upcoming(self, specs: list[RunSpec]) -> None:

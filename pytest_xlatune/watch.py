@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from .hang import HangDetector, HangPhase, HangSettings
 from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
 from .logs import StepLog
+from .policy import DEFAULT_POLICY, Policy
 from .poller import Poller
+from .triage import Evidence, diagnose
 
 
 class SweepStopped(Exception):
@@ -43,6 +45,7 @@ class Watcher:
     sleep: Callable[[float], None]
     report: Callable[[str], None]
     hang: HangSettings
+    policy: Policy = DEFAULT_POLICY
     controller_down_limit_s: float = 15 * 60.0
 
     def watch(self, name: str, job: SubmittedJob) -> Watched:
@@ -64,9 +67,8 @@ class Watcher:
                 detector.running(now)
                 was_running = True
             detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats)
-            if seen.log.unknown_flag and not seen.cancelled_for:
-                # Do not wait for a time limit: the job cannot recover from an unknown flag.
-                self._cancel(job, seen, "unknown_flag")
+            if chunk and not seen.cancelled_for:
+                self._cancel_on_sight(job, seen)
             phase = detector.check(now, progress.phase is JobPhase.RUNNING)
             if phase is not None and not seen.cancelled_for:
                 self.report(f"{name} job {job.job_id}: no new step for "
@@ -79,6 +81,19 @@ class Watcher:
                 self.report(f"{name} job {job.job_id} {progress.state} step {last_reported + 1}/"
                             f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
             self.sleep(self.interval)
+
+    def _cancel_on_sight(self, job: SubmittedJob, seen: Watched) -> None:
+        """Cancel at once on a line the playbook says the job cannot recover from (an unknown
+        flag, a coordination timeout, a GPU runtime error …): do not wait for a time limit."""
+        if seen.log.unknown_flag:
+            self._cancel(job, seen, "unknown_flag")
+            return
+        diagnosis = diagnose(Evidence(last_step=seen.log.last_step, expected_steps=self.steps,
+                                      exit_code=None, log_text=seen.log.tail_text(),
+                                      scheduler_state="RUNNING"))
+        if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
+            self.report(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
+            self._cancel(job, seen, diagnosis.failure.value)
 
     def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
         self.launcher.cancel(job.job_id)

@@ -33,6 +33,10 @@ def main(argv: list[str]) -> int:
         for _ in range(3):
             print("node01:1234:1234 [0] init.cc:1234 NCCL WARN Bootstrap : no socket interface found", flush=True)
         time.sleep(3600)
+    if fail == "coord_timeout_hang":  # the line, then the process keeps hanging
+        print("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
+              "jax_distributed/global_devices and duration: 5m", flush=True)
+        time.sleep(3600)
     if fail == "coord_timeout":
         print("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
               "jax_distributed/global_devices and duration: 5m", flush=True)

@@ -75,3 +75,14 @@ def test_notifier_gets_the_stop_message_as_one_argument(
     run(pytester, "--xla_fake_fail=coord_timeout", f"--xlatune-notify={script} {{message}}")
     sent = sink.read_text()
     assert sent.startswith("[xla-tuning STOP] pb FSDP=8 sweep halted")
+
+
+def test_a_coordination_timeout_line_cancels_the_hanging_job_on_sight(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    # Hang detection would take 15 min here; cancel-on-sight ends each attempt at once.
+    cell = pytester.makefile(".yml", pb=CELL.format(flags="--xla_fake_fail=coord_timeout_hang"))
+    result = pytester.runpytest_subprocess(str(cell), "-k", "wave2", "-v", *FAKE, timeout=120)
+    result.stdout.fnmatch_lines(["*coordination_timeout on sight: cancelling*",
+                                 "*[[]xla-tuning STOP[]]*"])
+    results = [e for e in events(pytester.path) if e["event"] in ("attempt", "result")]
+    assert [e["verdict"] for e in results] == ["coordination_timeout", "coordination_timeout"]
