@@ -239,11 +239,13 @@ def test_demo_cell_loads_to_the_expected_values() -> None:
     assert cell.overrides == (("emb_dim", "256"), ("mlp_dim", "1024"), ("num_decoder_layers", "4"),
                               ("max_target_length", "128"))
     assert cell.config_tags == (ConfigTag("default"),)
-    assert cell.env_file == (EnvFileEntry("xla", "--xla_cpu_enable_fast_math", "true", "false"),)
+    assert cell.env_file == (EnvFileEntry("xla", "--xla_backend_optimization_level", "0", "2"),)
     assert [(p.name, p.wave, p.line) for p in cell.profiles] == [
-        ("opt_o0", 2, 27), ("opt_o1", 2, 29), ("no_eigen_mt", 2, 31), ("stale_flag", 3, 34)]
+        ("opt_o1", 2, 25), ("opt_o2", 2, 27), ("no_expensive", 2, 29), ("vec256", 2, 31),
+        ("no_eigen_mt", 3, 34), ("no_ar_combine", 3, 36), ("seq_sched", 3, 38), ("split4", 3, 40),
+        ("o2_no_fastmath", 4, 43), ("stale_flag", 4, 45)]
     assert cell.profile("stale_flag") == Profile(
-        "stale_flag", 3, xla_flags=("--xla_gpu_enable_obsolete_thing=true",), line=34)
+        "stale_flag", 4, xla_flags=("--xla_gpu_enable_obsolete_thing=true",), line=45)
     assert cell.backend == Backend(BackendKind.LOCAL)
     assert cell.thresholds == Thresholds()
 
