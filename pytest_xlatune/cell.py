@@ -11,13 +11,15 @@ from typing import Any, NoReturn
 import yaml
 from yaml.nodes import Node
 
+from pytest_xlatune import catalog as C
 from pytest_xlatune import cellschema as S
 from pytest_xlatune import grammar as G
 from pytest_xlatune.cellschema import Fields, describe, kind_of, line_of, show, sub_key
+from pytest_xlatune.cellwaves import WaveReader
 from pytest_xlatune.policy import PolicyError, policy_from_mapping
 from pytest_xlatune.model import (
     Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, PipelineShape,
-    Profile, Thresholds,
+    Thresholds,
 )
 
 
@@ -82,12 +84,12 @@ def _args(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return [f"{key}={value}" for key, value in pairs]
 
 
-class _Reader(S.NodeReader):
+class _Reader(WaveReader):
     """Read the cell's sections; every failure raises CellError at a node's line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.name_at: dict[str, tuple[str, int]] = {}  # profile name -> (key, line of its name)
+        self.name_at = {}
 
     def fail(
         self, at: Node | int, key: str, expected: str, found: str | None = None,
@@ -138,45 +140,6 @@ class _Reader(S.NodeReader):
             first[name] = i
             flags.append(flag)
         return tuple(flags)
-
-    def profile(self, node: Node, key: str, wave: int) -> Profile:
-        fields = self.mapping(node, key, S.PROFILE_KEYS)
-        if "name" not in fields:
-            self.fail(node, sub_key(key, "name"), "a profile name", "no 'name' key")
-        name_node, name_key = fields["name"][1], sub_key(key, "name")
-        name = self.string(name_node, name_key, G.NAME)
-        if name in S.RESERVED_NAMES:
-            reserved = ", ".join(S.RESERVED_NAMES)
-            self.fail(name_node, name_key, f"a name other than {reserved} (xlatune's own runs)",
-                      show(name))
-        if name in self.name_at:
-            self.fail(name_node, name_key, "a profile name unique across all waves",
-                      f"{name!r} again (first on line {self.name_at[name][1]})")
-        self.name_at[name] = (name_key, line_of(name_node))
-
-        def read(field: str, reader: Callable[[Node, str], Any]) -> Any:
-            return reader(fields[field][1], sub_key(key, field)) if field in fields else ()
-
-        flags = read("xla_flags", self.xla_flags)
-        env = read("env", self.env)
-        overrides = read("overrides", self.overrides)
-        if not (flags or env or overrides):
-            self.fail(node, key, "at least one of xla_flags, env, overrides", "none of them")
-        return Profile(name, wave, flags, env, overrides, line=line_of(node))
-
-    def waves(self, node: Node, key: str) -> tuple[Profile, ...]:
-        profiles: list[Profile] = []
-        fields = self.mapping(node, key, key_kinds=("str", "int"), key_expected=S.WAVES_EXPECTED)
-        for wave, (knode, vnode) in fields.items():
-            sub = sub_key(key, wave)
-            # `2` and "2" share the text "2", so mapping() already refused the pair.
-            if wave not in map(str, S.WAVES):
-                self.fail(knode, sub, S.WAVES_EXPECTED, show(wave))
-            if kind_of(vnode) == "null":  # every profile of the wave commented out
-                continue
-            for i, item in enumerate(self.sequence(vnode, sub, "a list of profiles")):
-                profiles.append(self.profile(item, f"{sub}[{i}]", int(wave)))
-        return tuple(sorted(profiles, key=lambda p: p.wave))
 
     def env_file(self, node: Node, key: str) -> tuple[EnvFileEntry, ...]:
         entries: list[EnvFileEntry] = []
@@ -340,13 +303,14 @@ class _Reader(S.NodeReader):
         slot = self.slot(root, top, values)
         for name in ("schema", "nodelist", "partition", "nodes"):
             values.pop(name, None)
-        profiles = values.pop("waves", ())
+        profiles, catalog_waves, stacks = values.pop("waves", ((), (), ()))
         parallelism: Parallelism = values["parallelism"]
         if "pipeline_shapes" in values and parallelism.size("PP") <= 1:
             self.fail(top["pipeline_shapes"][0], "pipeline_shapes",
                       "a PP axis > 1 in parallelism (wave 5 tunes pipelines only)",
                       f"parallelism {parallelism.text}")
-        cell = Cell(path=self.path, slot=slot, profiles=profiles, **values)
+        cell = Cell(path=self.path, slot=slot, profiles=profiles, catalog_waves=catalog_waves,
+                    stacks=stacks, **values)
         self.check_job_names(cell)
         return cell
 
@@ -387,7 +351,9 @@ class _Reader(S.NodeReader):
             return G.job_name_bytes(G.job_name(cell.model_tag, name, args))
 
         expected = f"a JOB_NAME of at most {G.JOB_NAME_MAX} bytes (maxtext-slurm's limit)"
-        for profile in cell.profiles:
-            if (n := size(profile.name, profile.overrides)) > G.JOB_NAME_MAX:
-                key, line = self.name_at[profile.name]
+        runs = [(p.name, p.overrides) for p in cell.profiles]
+        runs += [(c.name, ()) for group in cell.catalog_waves for c in C.get(group.catalog).candidates]
+        for name, overrides in runs:
+            if (n := size(name, overrides)) > G.JOB_NAME_MAX:
+                key, line = self.name_at[name]
                 self.fail(line, key, expected, f"{n} bytes with config tag {tag.name!r}")

@@ -29,13 +29,18 @@ THRESHOLD_COUNTS = {"bounded_profiles": 1, "remeasure": 0}  # integer keys and t
 
 WAVES = (2, 3, 4)
 WAVES_EXPECTED = "a wave number 2, 3 or 4 (wave 5 is pipeline_shapes)"
+# A wave is a list of profiles, or a mapping of these keys (at least one of profiles/catalog/stack).
+WAVE_KEYS = ("profiles", "catalog", "max", "stack")
+WAVE_EXPECTED = "a list of profiles, or a mapping of profiles, catalog, max, stack"
+STACK_EXPECTED = "true or an integer >= 2 (how many winning profiles to combine)"
 
 MIN_STEPS = 10
 STEPS_EXPECTED = f"an integer >= {MIN_STEPS} (the steady state is taken from steps 5-14)"
 MAX_BASELINE_REPEATS = 5
 
 # Run names plan.py gives to the jobs it adds itself; a profile may not take one.
-RESERVED_NAMES = ("baseline", "restore_default", "evidence", "best")
+RESERVED_NAMES = ("baseline", "restore_default", "evidence", "best", "winner")
+RESERVED_PATTERN = re.compile(r"stack_top[0-9]+")  # the stack run's name
 
 # Passthrough keys every job already sets (submission template, evidence run, launcher).
 # A cell may not override them; the value says where the setting belongs instead.

@@ -98,6 +98,29 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class CatalogWave:
+    """Candidates of a flag catalog (catalog.yml) run as one wave; `max` caps those that run."""
+
+    wave: int
+    catalog: str
+    max: int | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A run of the top-k winning profiles of waves 2..`wave`, combined (resolved at run time)."""
+
+    wave: int
+    top: int = 2
+    line: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"stack_top{self.top}"
+
+
+@dataclass(frozen=True)
 class PipelineShape:
     """Wave 5: microbatches × virtual stages (V) per pipeline stage."""
 
@@ -151,6 +174,8 @@ class Cell:
     overrides: tuple[tuple[str, str], ...] = ()
     env_file: tuple[EnvFileEntry, ...] = ()
     profiles: tuple[Profile, ...] = ()
+    catalog_waves: tuple[CatalogWave, ...] = ()
+    stacks: tuple[Stack, ...] = ()
     pipeline_shapes: tuple[PipelineShape, ...] = ()
     thresholds: Thresholds = field(default_factory=Thresholds)
     backend: Backend = field(default_factory=Backend)

@@ -9,16 +9,18 @@ from typing import Any
 
 import pytest
 
+from .catalog import EvidenceFacts
 from .cell import CellError, load_cell
+from .evidence.artifacts import evidence_facts
 from .model import BackendKind, Cell
-from .plan import RunKind, RunSpec
+from .plan import RunKind, RunSpec, arrange, evidence_spec, run_key
 from .preflight import PreflightError
 from . import stats, verdicts
 from .results import JobResult, Verdict
 from .session import Sweep
 from .watch import SweepStopped
 from .lock import LockError
-from .runtime import RUNTIME_KEY, specs_for
+from .runtime import RUNTIME_KEY, Runtime, specs_for
 
 PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
                  "xlatune_verdict", "xlatune_reused")
@@ -59,13 +61,30 @@ class CellFile(pytest.File):
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
         # the item name instead (only on xdist workers running loadgroup).
         suffix = f"@{slot_group(self.cell)}" if getattr(self.config.option, "loadgroup", False) else ""
-        for spec in specs_for(self.cell, self.config.stash[RUNTIME_KEY].settings):
+        runtime = self.config.stash[RUNTIME_KEY]
+        specs = specs_for(self.cell, runtime.settings)
+        if self.cell.catalog_waves:
+            # Catalog candidates run in the order the stored evidence run gives (a session after
+            # the evidence run); which of them are skipped is decided again at run time.
+            specs = arrange(self.cell, specs, stored_evidence_facts(self.cell, runtime))
+        for spec in specs:
             yield CellItem.from_parent(self, name=spec.name + suffix, spec=spec, cell=self.cell)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CellError, LockError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style)
+
+
+def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
+    """The evidence run of this cell's sweep, if the store has one (read at collection)."""
+    store = runtime.store_for(cell)
+    info = store.sweep_info()
+    if info is None:
+        return None
+    key = run_key(cell, evidence_spec(cell), info["nodelist"], runtime.settings.image or cell.image)
+    result = store.latest_by_key().get(key)
+    return evidence_facts(result) if result is not None else None
 
 
 class CellItem(pytest.Item):
@@ -90,9 +109,11 @@ class CellItem(pytest.Item):
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
         sweep = runtime.sweep_for(self.cell)
-        spec = sweep.resolve(self.spec)
+        if reason := sweep.skip_reason(self.spec):
+            pytest.skip(reason)
+        spec, reason = sweep.resolution(self.spec)
         if spec is None:
-            pytest.skip("no measured profile on the primary config tag yet: nothing to re-run")
+            pytest.skip(reason)
         outcome = sweep.run(spec)
         result = outcome.result
         comparison = None

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from . import catalog
 from .model import Cell, ConfigTag, EnvFileEntry
 
 Pairs = tuple[tuple[str, str], ...]
@@ -15,6 +16,8 @@ BASELINE = "baseline"
 RESTORE_DEFAULT = "restore_default"
 EVIDENCE = "evidence"
 BEST = "best"
+WINNER = "winner"
+WINNER_EVIDENCE_WAVE = "evidence2"
 
 
 class RunKind(Enum):
@@ -27,6 +30,12 @@ class RunKind(Enum):
     PIPELINE_SHAPE = "pipeline_shape"
     CROSS_CONFIG = "cross_config"
     GATE_RECIPE = "gate_recipe"
+    STACK = "stack"  # the top-k winning profiles combined
+    WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
+
+
+# Runs whose flags come from other runs' results, at run time; resolved in this order.
+RESOLVED_KINDS = (RunKind.STACK, RunKind.WINNER_EVIDENCE, RunKind.CROSS_CONFIG)
 
 
 @dataclass(frozen=True)
@@ -35,7 +44,9 @@ class RunSpec:
 
     `xla_flags` are appended after the env file's flags (XLA flags are last-wins), `env`
     is exported after everything else, `unset_env` names env-file vars restored to unset.
-    A CROSS_CONFIG run has no flags until `resolve` fills them from the best profile.
+    CROSS_CONFIG, WINNER_EVIDENCE and STACK runs have no flags until `resolve` (or `combine`)
+    fills them from other runs' results. A catalog candidate knows its catalog and the mechanism
+    it acts on, which decide (from the evidence run) its order and whether it is skipped.
     """
 
     wave: str
@@ -51,6 +62,9 @@ class RunSpec:
     resolved_from: str = ""
     repeat: int = 0  # re-measurements of the same run get their own key (and job)
     line: int = 0
+    catalog: str = ""
+    mechanism: str = ""
+    top: int = 0  # STACK: how many winners to combine
 
     @property
     def overrides(self) -> Pairs:
@@ -67,11 +81,17 @@ class RunSpec:
     @property
     def exploratory(self) -> bool:
         """Runs a stop condition may skip (waves 2-5); baselines and cross-checks always run."""
-        return self.kind in (RunKind.PROFILE, RunKind.PIPELINE_SHAPE)
+        return self.kind in (RunKind.PROFILE, RunKind.PIPELINE_SHAPE, RunKind.STACK)
 
     @property
     def needs_resolution(self) -> bool:
-        return self.kind is RunKind.CROSS_CONFIG and not self.resolved_from
+        return self.kind in RESOLVED_KINDS and not self.resolved_from
+
+    @property
+    def wave_number(self) -> int:
+        """2 for `wave2` (0 for waves without a number)."""
+        digits = self.wave.removeprefix("wave")
+        return int(digits) if digits.isdigit() else 0
 
     def remeasured(self, repeat: int) -> RunSpec:
         """The same run measured again (a new job, stored under its own key)."""
@@ -87,6 +107,22 @@ class RunSpec:
             profile_overrides=source.profile_overrides,
             resolved_from=source.profile,
         )
+
+    def combine(self, sources: list[RunSpec]) -> RunSpec:
+        """Give a stack run the flags, env and overrides of all `sources` (disjoint settings)."""
+        return replace(
+            self,
+            xla_flags=tuple(f for s in sources for f in s.xla_flags),
+            env=tuple(e for s in sources for e in s.env),
+            unset_env=tuple(u for s in sources for u in s.unset_env),
+            profile_overrides=tuple(o for s in sources for o in s.profile_overrides),
+            resolved_from="+".join(s.profile for s in sources),
+        )
+
+    def settings(self) -> set[str]:
+        """Names this run sets (flag names, env vars, override keys): stacked runs must not share one."""
+        return ({f.split("=", 1)[0] for f in self.xla_flags} | {f"env:{k}" for k, _ in self.env}
+                | {f"env:{k}" for k in self.unset_env} | {f"key:{k}" for k, _ in self.profile_overrides})
 
 
 def run_key(cell: Cell, spec: RunSpec, nodelist: str, image: str = "") -> str:
@@ -123,26 +159,72 @@ def restore_default_changes(entries: tuple[EnvFileEntry, ...]) -> tuple[tuple[st
     return flags, env, unset
 
 
+def evidence_spec(cell: Cell) -> RunSpec:
+    """Wave 1.5: baseline-deployed of the primary tag with the profiler and an HLO dump."""
+    return RunSpec("wave1.5", EVIDENCE, cell.primary_config.name, RunKind.EVIDENCE,
+                   config_overrides=cell.primary_config.overrides, evidence=True)
+
+
 def expand(cell: Cell) -> list[RunSpec]:
-    """All runs of the cell in submission order: wave 1, 1.5, 2-4, 5, 6."""
+    """All runs of the cell in submission order: wave 1, 1.5, 2-4 (hand-written profiles, catalog
+    candidates in catalog order, the stack), the winner's evidence run, 5, 6."""
     specs: list[RunSpec] = []
     for tag in cell.config_tags:
         specs.extend(_wave1(cell, tag))
-    specs.append(RunSpec("wave1.5", EVIDENCE, cell.primary_config.name, RunKind.EVIDENCE,
-                         config_overrides=cell.primary_config.overrides, evidence=True))
+    specs.append(evidence_spec(cell))
     primary = cell.primary_config
-    for profile in sorted(cell.profiles, key=lambda p: p.wave):
-        specs.append(RunSpec(
-            f"wave{profile.wave}", profile.name, primary.name, RunKind.PROFILE,
-            xla_flags=profile.xla_flags, env=profile.env,
-            config_overrides=primary.overrides, profile_overrides=profile.overrides, line=profile.line,
-        ))
+    for wave in (2, 3, 4):
+        specs.extend(_flag_wave(cell, primary, wave))
+    if any(s.kind in (RunKind.PROFILE, RunKind.STACK) for s in specs):
+        specs.append(RunSpec(WINNER_EVIDENCE_WAVE, WINNER, primary.name, RunKind.WINNER_EVIDENCE,
+                             config_overrides=primary.overrides, evidence=True))
     if cell.parallelism.size("PP") > 1:
         specs.extend(_wave5(cell, primary))
     for tag in cell.config_tags[1:]:
         specs.append(RunSpec("wave6", BEST, tag.name, RunKind.CROSS_CONFIG,
                              config_overrides=tag.overrides))
     return specs
+
+
+def _flag_wave(cell: Cell, primary: ConfigTag, wave: int) -> list[RunSpec]:
+    runs = [RunSpec(f"wave{wave}", p.name, primary.name, RunKind.PROFILE, xla_flags=p.xla_flags,
+                    env=p.env, config_overrides=primary.overrides, profile_overrides=p.overrides,
+                    line=p.line)
+            for p in cell.profiles if p.wave == wave]
+    for group in (g for g in cell.catalog_waves if g.wave == wave):
+        runs += [RunSpec(f"wave{wave}", c.name, primary.name, RunKind.PROFILE, xla_flags=c.xla_flags,
+                         env=c.env, config_overrides=primary.overrides, line=group.line,
+                         catalog=group.catalog, mechanism=c.mechanism)
+                 for c in catalog.get(group.catalog).candidates]
+    runs += [RunSpec(f"wave{wave}", s.name, primary.name, RunKind.STACK,
+                     config_overrides=primary.overrides, line=s.line, top=s.top)
+             for s in cell.stacks if s.wave == wave]
+    return runs
+
+
+def catalog_decisions(cell: Cell, specs: list[RunSpec],
+                      facts: catalog.EvidenceFacts | None) -> dict[str, tuple[int, str]]:
+    """Run name → (position in its catalog wave, skip reason or "") for every catalog candidate."""
+    out: dict[str, tuple[int, str]] = {}
+    for group in cell.catalog_waves:
+        members = [s for s in specs if s.catalog == group.catalog and s.wave_number == group.wave]
+        decided = catalog.decide([s.mechanism for s in members], group.catalog, group.max, facts)
+        for rank, (index, reason) in enumerate(decided):
+            out[members[index].name] = (rank, reason)
+    return out
+
+
+def arrange(cell: Cell, specs: list[RunSpec], facts: catalog.EvidenceFacts | None) -> list[RunSpec]:
+    """The runs with each catalog wave's candidates in the order the evidence gives (pure)."""
+    decisions = catalog_decisions(cell, specs, facts)
+    out: list[RunSpec] = []
+    for spec in specs:
+        if spec.name not in decisions:
+            out.append(spec)
+        elif not any(s.catalog == spec.catalog and s.wave == spec.wave for s in out):
+            group = [s for s in specs if s.catalog == spec.catalog and s.wave == spec.wave]
+            out += sorted(group, key=lambda s: decisions[s.name][0])
+    return out
 
 
 def _wave1(cell: Cell, tag: ConfigTag) -> list[RunSpec]:

@@ -7,7 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from . import verdicts
+from .catalog import EvidenceFacts
 from .compose import job_request
+from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
 from .launch.base import Launcher, SubmittedJob
 from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incident
@@ -16,7 +19,7 @@ from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
 from .logs import SignalKind, StepLog, steady_state
 from .model import Cell
-from .plan import RunKind, RunSpec, run_key
+from .plan import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from .results import JobResult, Verdict
 from .store import ResultStore
 from .triage import Diagnosis, Evidence, diagnose
@@ -61,6 +64,7 @@ class Sweep:
     _queued: set[str] = field(default_factory=set)
     _submitted_here: set[str] = field(default_factory=set)
     _key_of_job: dict[str, str] = field(default_factory=dict)
+    _facts: tuple[str, EvidenceFacts | None] | None = None  # (evidence job id, facts)
     poller: Poller = field(init=False)
     watcher: Watcher = field(init=False)
 
@@ -83,22 +87,21 @@ class Sweep:
         return self.store.latest_by_key().get(self.key(spec))
 
     def results(self) -> list[JobResult]:
-        """The latest result of each current spec (what the report and Δ% use)."""
+        """The latest result of each current spec (what the report and Δ% use); runs resolved
+        from other runs (stack, winner evidence, cross-config) are found under their resolution."""
         latest = self.store.latest_by_key()
         found = self._direct_results(latest)
-        best = _best_profile(found, self.cell.primary_config.name)
-        for spec in self.specs:
-            if spec.needs_resolution and best is not None:
-                if result := latest.get(self.key(spec.resolve(self._spec_of(best)))):
-                    found.append(result)
+        for kind in RESOLVED_KINDS:  # each kind resolves from the results found before it
+            for spec in self.specs:
+                if spec.kind is kind and spec.needs_resolution:
+                    resolved, _ = self._resolution(spec, found)
+                    if resolved is not None and (result := latest.get(self.key(resolved))):
+                        found.append(result)
         return found
 
     def _direct_results(self, latest: dict[str, JobResult]) -> list[JobResult]:
         return [latest[key] for spec in self.specs if not spec.needs_resolution
                 if (key := self.key(spec)) in latest]
-
-    def _spec_of(self, result: JobResult) -> RunSpec:
-        return next(s for s in self.specs if s.kind is RunKind.PROFILE and s.profile == result.profile)
 
     def baseline_tgs(self, config_tag: str) -> float | None:
         """Mean TGS of the measured baseline-deployed repeats of a config tag."""
@@ -113,11 +116,74 @@ class Sweep:
         return _best_profile(self._direct_results(latest), self.cell.primary_config.name)
 
     def resolve(self, spec: RunSpec) -> RunSpec | None:
-        """Fill a cross-config run with the best profile's flags; None while there is none."""
+        """Fill a run resolved from other runs' results; None while they do not allow it."""
+        return self.resolution(spec)[0]
+
+    def resolution(self, spec: RunSpec) -> tuple[RunSpec | None, str]:
+        """(the run with its flags filled in, or None with the reason it cannot run yet)."""
         if not spec.needs_resolution:
-            return spec
-        best = self.best_profile()
-        return None if best is None else spec.resolve(self._spec_of(best))
+            return spec, ""
+        return self._resolution(spec, self.results())
+
+    def _resolution(self, spec: RunSpec, results: list[JobResult]) -> tuple[RunSpec | None, str]:
+        primary = self.cell.primary_config.name
+        if spec.kind is RunKind.STACK:
+            winners = _winners(results, primary, spec.wave_number)
+            sources: list[RunSpec] = []
+            for result in winners:
+                source = self._profile_spec(result.profile)
+                if source and not source.settings() & {n for s in sources for n in s.settings()}:
+                    sources.append(source)
+            if len(sources) < 2:
+                names = ", ".join(r.profile for r in winners) or "none"
+                return None, (f"fewer than 2 winning profiles (better than baseline-deployed beyond "
+                              f"noise, with distinct settings) in waves 2-{spec.wave_number} to stack: "
+                              f"{names}")
+            return spec.combine(sources[:spec.top]), ""
+        if spec.kind is RunKind.WINNER_EVIDENCE:
+            # The winner (better beyond noise); without one, the best run, to show why it is not.
+            winners = _winners(results, primary, 4, kinds=(RunKind.PROFILE, RunKind.STACK))
+            chosen = winners[0] if winners else _best_profile(results, primary, stacks=True)
+            source = self._source_spec(chosen) if chosen else None
+            if source is None:
+                return None, "no measured profile on the primary config tag yet: no winner to re-run"
+            return spec.resolve(source), ""
+        best_profile = _best_profile(results, primary)
+        if best_profile is None:
+            return None, "no measured profile on the primary config tag yet: nothing to re-run"
+        source = self._profile_spec(best_profile.profile)
+        return (spec.resolve(source), "") if source else (None, "the best profile left the cell")
+
+    def _profile_spec(self, profile: str) -> RunSpec | None:
+        return next((s for s in self.specs if s.kind is RunKind.PROFILE and s.profile == profile), None)
+
+    def _source_spec(self, result: JobResult) -> RunSpec | None:
+        """The run behind a result: a profile, or a stack with the settings it ran with."""
+        if result.kind == RunKind.STACK.value:
+            stack = next((s for s in self.specs if s.kind is RunKind.STACK
+                          and s.profile == result.profile), None)
+            if stack is None:
+                return None
+            own = tuple(kv for kv in result.overrides if kv not in stack.config_overrides)
+            return replace(stack, xla_flags=result.xla_flags, env=result.env,
+                           profile_overrides=own, resolved_from=result.resolved_from)
+        return self._profile_spec(result.profile)
+
+    # ---- evidence ---------------------------------------------------------------------
+
+    def evidence_facts(self) -> EvidenceFacts | None:
+        """What the Wave 1.5 evidence run's HLO dump (and profile) show; None before it has one."""
+        result = self.stored(evidence_spec(self.cell))
+        job = result.job_id if result else ""
+        if self._facts is None or self._facts[0] != job:
+            self._facts = (job, evidence_facts(result) if result else None)
+        return self._facts[1]
+
+    def skip_reason(self, spec: RunSpec) -> str:
+        """Why a catalog candidate does not run, decided with the evidence known now ("" = run)."""
+        if not spec.catalog:
+            return ""
+        return catalog_decisions(self.cell, self.specs, self.evidence_facts()).get(spec.name, (0, ""))[1]
 
     # ---- running ----------------------------------------------------------------------
 
@@ -216,13 +282,18 @@ class Sweep:
 
     def _fill_queue(self, after: RunSpec) -> None:
         """Submit the next runs now, so the pinned nodes never wait for pytest (Slurm serialises
-        them); runs whose flags depend on results not yet known wait for their turn."""
+        them); runs whose flags depend on results not yet known wait for their turn, and so do
+        catalog candidates until the evidence run (which decides whether they run) has ended."""
         if self.queue_depth <= 0 or after not in self._upcoming:
             return
         queued = 0
         for spec in self._upcoming[self._upcoming.index(after) + 1:]:
             if queued >= self.queue_depth or spec.needs_resolution:
                 break
+            if spec.catalog and self.stored(evidence_spec(self.cell)) is None:
+                break
+            if self.skip_reason(spec):
+                continue  # skipped at run time: never submitted
             key = self.key(spec)
             if not self.remeasure and key in self.store.latest_by_key():
                 continue  # reused, never submitted
@@ -283,10 +354,26 @@ def _controller_limit_s(policy: Policy) -> float:
     return float(minutes if minutes is not None else 15) * 60
 
 
-def _best_profile(results: list[JobResult], config_tag: str) -> JobResult | None:
-    candidates = [r for r in results
-                  if r.kind == RunKind.PROFILE.value and r.config_tag == config_tag and r.measured]
+def _best_profile(results: list[JobResult], config_tag: str, stacks: bool = False) -> JobResult | None:
+    kinds = (RunKind.PROFILE.value, RunKind.STACK.value) if stacks else (RunKind.PROFILE.value,)
+    candidates = [r for r in results if r.kind in kinds and r.config_tag == config_tag and r.measured]
     return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
+
+
+def _winners(results: list[JobResult], config_tag: str, up_to_wave: int,
+             kinds: tuple[RunKind, ...] = (RunKind.PROFILE,)) -> list[JobResult]:
+    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first."""
+    wanted = {k.value for k in kinds}
+    found = []
+    for r in results:
+        if r.kind not in wanted or r.config_tag != config_tag or not r.measured or r.tgs is None:
+            continue
+        if not r.wave.removeprefix("wave").isdigit() or int(r.wave.removeprefix("wave")) > up_to_wave:
+            continue
+        comparison = verdicts.compare([r.tgs], results, config_tag)
+        if comparison is not None and comparison.verdict.value == "better":
+            found.append(r)
+    return sorted(found, key=lambda r: -(r.tgs or 0.0))
 
 
 def _first_line(log: StepLog, kind: SignalKind) -> str | None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from pytest_xlatune.evidence import hlo
+from pytest_xlatune.evidence.artifacts import RunEvidence, op_kinds
+from pytest_xlatune.evidence.profile import summarize
 from pytest_xlatune.model import (Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry,
-                                  Parallelism)
+                                  Parallelism, PipelineShape)
 from pytest_xlatune.report.data import ReportData, build
 from pytest_xlatune.results import JobResult, Verdict
 
@@ -45,7 +48,8 @@ class Jobs:
             config_tag: str = "sparse", verdict: Verdict = Verdict.SUCCESS,
             flags: tuple[str, ...] = (), env: tuple[tuple[str, str], ...] = (),
             reason: str = "", log_tail: str = "", resolved_from: str = "",
-            artifacts: tuple[tuple[str, str], ...] = ()) -> JobResult:
+            artifacts: tuple[tuple[str, str], ...] = (),
+            overrides: tuple[tuple[str, str], ...] = ()) -> JobResult:
         job_id = str(self.next)
         self.next += 1
         wave = item.split("::")[0]
@@ -53,7 +57,7 @@ class Jobs:
         result = JobResult(
             key=f"{item}[{config_tag}]", item=f"{item}[{config_tag}]", wave=wave, profile=profile,
             config_tag=config_tag, kind=kind, job_id=job_id, verdict=verdict, xla_flags=flags,
-            env=env, nodelist="chi[2766,2800,2810,2832]", image="/mnt/vast/images/maxtext-v26.2.tar",
+            env=env, overrides=overrides, nodelist="chi[2766,2800,2810,2832]", image="/mnt/vast/images/maxtext-v26.2.tar",
             backend="maxtext-slurm", tgs=tgs,
             step_seconds=None if tgs is None else round(4096 * 4 / tgs, 4),
             tgs_values=values, steps_used=(5, 6, 7) if values else (),
@@ -67,14 +71,14 @@ class Jobs:
         return result
 
     def wave1(self, baselines: tuple[float, ...] = (1000.0, 1006.0), restore: float | None = 950.0,
-              config_tag: str = "sparse") -> None:
+              config_tag: str = "sparse", restore_flags: tuple[str, ...] = (AG_DEFAULT,)) -> None:
         for index, tgs in enumerate(baselines):
             suffix = "" if index == 0 else f"-r{index + 1}"
             self.add(f"wave1::baseline{suffix}", "baseline", f"baseline{suffix}", tgs,
                      config_tag=config_tag)
         if restore is not None:
             self.add("wave1::restore_default", "restore_default", "restore_default", restore,
-                     config_tag=config_tag, flags=(AG_DEFAULT,))
+                     config_tag=config_tag, flags=restore_flags)
 
     def profile(self, name: str, tgs: float | None, *flags: str, wave: int = 2,
                 **kwargs: object) -> JobResult:
@@ -154,3 +158,75 @@ def pp8() -> ReportData:
     jobs.profile("pp_ag", 870.0, "--xla_gpu_enable_pipelined_all_gather=true", wave=3)
     jobs.profile("cp_decomp_1G", 903.0, "--xla_gpu_collective_permute_decomposer_threshold=1073741824")
     return data(cell((("PP", 8),), name="golden_pp8"), jobs)
+
+
+# ---- evidence: recorded real artifacts of the embedded workload (tests/data/profile) -----------
+
+PROFILE_DATA = Path(__file__).parent / "data" / "profile"
+
+
+def recorded(result: JobResult, name: str) -> RunEvidence:
+    """What an evidence run's artifacts show, read from the recordings named `name`."""
+    found = tuple(hlo.collectives((PROFILE_DATA / f"{name}.hlo.txt").read_text()))
+    summary = summarize((PROFILE_DATA / f"{name}.trace.json.gz").read_bytes(),
+                        op_kinds=dict(op_kinds(found)))
+    return RunEvidence(
+        job_id=result.job_id, item=result.item, profile_name=result.resolved_from or result.profile,
+        tgs=result.tgs, step_seconds=result.step_seconds,
+        hlo_path=f"jobs/{result.job_id}/xla_dump/module_0042.jit_train_step.cpu_after_optimizations.txt",
+        inventory=tuple(hlo.inventory(found)),
+        trace_path=f"jobs/{result.job_id}/tensorboard/plugins/profile/2026_05_01/vm.trace.json.gz",
+        profile=summary)
+
+
+def cpu_cell(name: str, parallelism: tuple[tuple[str, int], ...] = (("FSDP", 8),),
+             env_file: tuple[EnvFileEntry, ...] = (), **changes: object) -> Cell:
+    return Cell(path=Path(f"cells/{name}.yml"), model_tag="cpu", slot=ClusterSlot(nodes=1),
+                parallelism=Parallelism(parallelism), pdbs=2, env_file=env_file,
+                backend=Backend(BackendKind.LOCAL), hardware="8 virtual CPU devices",
+                **changes)  # type: ignore[arg-type]
+
+
+def evidence_no_winner() -> ReportData:
+    """No winner; the best run (all-reduce combiner off) re-run with the dump: 2 → 11 all-reduces."""
+    jobs = Jobs(1)
+    jobs.wave1(baselines=(1000.0, 1004.0), restore=None, config_tag="default")
+    base = jobs.add("wave1.5::evidence", "evidence", "evidence", 990.0, config_tag="default")
+    jobs.profile("ar_combiner_off", 1005.0, "--xla_disable_hlo_passes=cpu-all-reduce-combiner",
+                 config_tag="default")
+    jobs.profile("opt_o0", 820.0, "--xla_backend_optimization_level=0", config_tag="default")
+    again = jobs.add("evidence2::winner", "winner_evidence", "winner", 992.0, config_tag="default",
+                     flags=("--xla_disable_hlo_passes=cpu-all-reduce-combiner",),
+                     resolved_from="ar_combiner_off")
+    evidence = {base.job_id: recorded(base, "fsdp"),
+                again.job_id: recorded(again, "fsdp_no_cpu_ar_combiner")}
+    return build(cpu_cell("cpu_fsdp8"), jobs.results, "localhost", "local", today=DATE,
+                 loaded=evidence)
+
+
+def evidence_same_collectives() -> ReportData:
+    """The env file deploys -O1; restoring the default level wins with the same collectives."""
+    jobs = Jobs(1)
+    jobs.wave1(baselines=(800.0, 806.0), restore=1010.0, config_tag="default",
+               restore_flags=("--xla_backend_optimization_level=2",))
+    base = jobs.add("wave1.5::evidence", "evidence", "evidence", 790.0, config_tag="default")
+    jobs.profile("opt_o2", 1012.0, "--xla_backend_optimization_level=2", config_tag="default")
+    jobs.profile("no_eigen_mt", 640.0, "--xla_cpu_multi_thread_eigen=false", config_tag="default")
+    again = jobs.add("evidence2::winner", "winner_evidence", "winner", 1000.0, config_tag="default",
+                     flags=("--xla_backend_optimization_level=2",), resolved_from="opt_o2")
+    evidence = {base.job_id: recorded(base, "fsdp_opt_o1"), again.job_id: recorded(again, "fsdp")}
+    env_file = (EnvFileEntry("xla", "--xla_backend_optimization_level", "1", "2"),)
+    return build(cpu_cell("cpu_o1_fsdp8", env_file=env_file), jobs.results, "localhost", "local",
+                 today=DATE, loaded=evidence)
+
+
+def pipeline_shapes() -> ReportData:
+    """PP=4: more microbatches help until mb16, which is slower than mb8 beyond the noise."""
+    shapes = tuple(PipelineShape(m) for m in (2, 4, 8, 16))
+    jobs = Jobs(1)
+    jobs.wave1(baselines=(700.0, 704.0), restore=None, config_tag="default")
+    for shape, tgs in zip(shapes, (520.0, 690.0, 1230.0, 1150.0)):
+        jobs.add(f"wave5::{shape.name}", "pipeline_shape", shape.name, tgs, config_tag="default",
+                 overrides=(("num_pipeline_microbatches", str(shape.microbatches)),))
+    cell = cpu_cell("cpu_pp4", (("PP", 4),), pipeline_shapes=shapes)
+    return build(cell, jobs.results, "localhost", "local", today=DATE)

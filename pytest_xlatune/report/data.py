@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..evidence.artifacts import RunEvidence
 from ..model import Cell
 from ..plan import RunKind
 from .. import verdicts
 from ..results import JobResult, delta_pct
+from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
 
 TOP_ROWS = 8
 BOTTOM_ROWS = 5
@@ -29,6 +32,7 @@ class Row:
     ci_low: float | None = None
     ci_high: float | None = None
     direction: str = ""  # better | worse | within_noise (stats.Direction values)
+    kind: str = ""  # the RunKind value of the run (baseline rows: "baseline")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class ReportData:
     evidence: JobResult | None
     appendix: list[JobResult]
     profiles_tested: int
+    evidence_runs: tuple[EvidenceView, ...] = ()
+    why: Why | None = None
+    pipeline: Pipeline | None = None
 
     @property
     def primary(self) -> str:
@@ -67,8 +74,10 @@ def _job_number(result: JobResult) -> tuple[int, str]:
 
 
 def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
-          today: dt.date | None = None) -> ReportData:
-    """Everything the tuning report needs, computed from the latest result of each run."""
+          today: dt.date | None = None,
+          loaded: Mapping[str, RunEvidence] | None = None) -> ReportData:
+    """Everything the tuning report needs, computed from the latest result of each run;
+    `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
     baselines: dict[str, list[float]] = {}
     for r in measured:
@@ -90,10 +99,11 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         ids = " ".join(r.job_id for r in measured
                        if r.kind == RunKind.BASELINE.value and r.config_tag == primary)
         rows.append(Row("baseline-deployed", "(deployed env)", base,
-                        _mean_step(measured, primary), 0.0, ids))
+                        _mean_step(measured, primary), 0.0, ids, kind=RunKind.BASELINE.value))
     for r in measured:
         if r.config_tag != primary or r.kind not in (
-            RunKind.PROFILE.value, RunKind.PIPELINE_SHAPE.value, RunKind.RESTORE_DEFAULT.value
+            RunKind.PROFILE.value, RunKind.STACK.value, RunKind.PIPELINE_SHAPE.value,
+            RunKind.RESTORE_DEFAULT.value,
         ):
             continue
         name = "baseline-no-env" if r.kind == RunKind.RESTORE_DEFAULT.value else r.profile
@@ -102,7 +112,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         cmp = verdicts.compare([r.tgs or 0.0], measured, primary)
         rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
                         ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
-                        direction=cmp.verdict.value if cmp else ""))
+                        direction=cmp.verdict.value if cmp else "", kind=r.kind))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     winner = next((row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
@@ -118,6 +128,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
              for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
     evidence = next((r for r in results if r.kind == RunKind.EVIDENCE.value), None)
     profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
+    views = evidence_views(results, loaded)
     return ReportData(
         cell=cell, date=(today or dt.date.today()).isoformat(), nodelist=nodelist, backend=backend,
         baseline_tgs=baseline_tgs, noise_pct=noise, pooled_noise_pct=pooled,
@@ -125,6 +136,8 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         leaderboard=rows, top=top, bottom=bottom, winner=winner, negative=negative,
         failures=[r for r in results if not r.measured], cross_config=cross, evidence=evidence,
         appendix=sorted(results, key=_job_number), profiles_tested=profiles_tested,
+        evidence_runs=tuple(views), why=why(views), pipeline=pipeline(cell, measured, base,
+                                                           verdicts.noise(measured, primary)),
     )
 
 

@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..evidence import artifacts
+from ..plan import RunKind
 from . import sections
 from .data import ReportData, build
 from .export import export_texts
@@ -37,7 +39,9 @@ def write_reports(runtime: Runtime) -> list[Path]:
         if sweep is None:
             continue
         results = sweep.results()
-        data = build(cell, results, sweep.nodelist, cell.backend.kind.value)
+        loaded = {r.job_id: artifacts.load(r) for r in results
+                  if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
+        data = build(cell, results, sweep.nodelist, cell.backend.kind.value, loaded=loaded)
         by_tag.setdefault(cell.model_tag, []).append((cell_id(cell.path, runtime.root), data))
         exports[cell_slug(cell.path, runtime.root)] = results
     written = []

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
 
+from ..evidence.hlo import format_bytes
 from . import sections
 from .data import ReportData
 
@@ -33,6 +34,10 @@ def _ci(row: object) -> str:
     return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}] %"
 
 
+def _plus(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:+,.{digits}f}"
+
+
 def _oneline(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -42,7 +47,8 @@ def environment() -> jinja2.Environment:
         loader=jinja2.PackageLoader("pytest_xlatune", "report/templates"),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
     )
-    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=_oneline, ci=_ci)
+    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=_oneline, ci=_ci,
+                       plus=_plus, bytes=format_bytes)
     return env
 
 

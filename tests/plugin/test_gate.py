@@ -44,7 +44,7 @@ def image(tmp: Path, name: str, body: str) -> str:
 @pytest.fixture
 def swept(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
     cell = pytester.makefile(".yml", gated=CELL)
-    pytester.runpytest(str(cell), *FAKE).assert_outcomes(passed=8)
+    pytester.runpytest(str(cell), *FAKE).assert_outcomes(passed=9)  # + evidence2::winner
     return cell
 
 

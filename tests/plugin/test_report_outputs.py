@@ -45,11 +45,11 @@ def fsdp(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
 def test_export_writes_csv_and_json_of_the_latest_results(pytester: pytest.Pytester,
                                                           fsdp: Path) -> None:
     result = pytester.runpytest(str(fsdp), "--xlatune-export=exports", *FAKE)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*written to */exports/fsdp8-results.csv",
                                  "*written to */exports/fsdp8-results.json"])
     frame = pd.read_csv(pytester.path / "exports" / "fsdp8-results.csv", dtype={"job_id": str})
-    assert len(frame) == 6
+    assert len(frame) == 7  # with evidence2::winner
     fast = frame.set_index("profile").loc["fast"]
     assert fast["item"] == "wave2::fast[sparse]" and fast["direction"] == "better"
     assert fast["delta_pct"] == pytest.approx(10.0, abs=0.05)
@@ -59,18 +59,18 @@ def test_export_writes_csv_and_json_of_the_latest_results(pytester: pytest.Pytes
 
 def test_export_dir_from_ini(pytester: pytest.Pytester, fsdp: Path) -> None:
     pytester.makeini("[pytest]\nxlatune_export = from-ini\n")
-    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=6)
+    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=7)
     assert (pytester.path / "from-ini" / "fsdp8-results.csv").exists()
 
 
 def test_no_export_by_default(pytester: pytest.Pytester, fsdp: Path) -> None:
-    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=6)
+    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=7)
     assert not list(pytester.path.rglob("*-results.csv"))
 
 
 def test_rerender_cli_exports_and_writes_the_mirror(pytester: pytest.Pytester, fsdp: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=6)
+    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=7)
     assert not (pytester.path / "fake-tuning.zh.md").exists()
     assert rerender([str(fsdp), "--export", "out", "--zh"]) == 0
     written = capsys.readouterr().out
@@ -91,12 +91,12 @@ def test_zh_mirror_on_request_and_kept_up_to_date_once_it_exists(pytester: pytes
 def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest.Pytester,
                                                                fsdp: Path) -> None:
     pp = pytester.makefile(".yml", pp2=PP)
-    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=6)
+    pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=7)
     report = pytester.path / "fake-tuning.md"
     fsdp_section = report.read_text()
     assert "## Sign flips" not in fsdp_section
 
-    pytester.runpytest(str(pp), *FAKE).assert_outcomes(passed=6)
+    pytester.runpytest(str(pp), *FAKE).assert_outcomes(passed=7)
     text = report.read_text()
     assert text.startswith(fsdp_section)  # the FSDP=8 section is kept as it was
     pp_section = text.split("<!-- xlatune:cell PP=2 pp2.yml -->")[1]

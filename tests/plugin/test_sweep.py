@@ -53,8 +53,8 @@ def test_collect_only_lists_stable_ids(pytester: pytest.Pytester, cell: Path) ->
 def test_sweep_measures_fails_unknown_flag_and_catches_cross_config_regression(
         pytester: pytest.Pytester, cell: Path) -> None:
     result = pytester.runpytest(str(cell), "-v", *FAKE)
-    # 7 wave-1/evidence runs + fast + slow pass; stale fails; best[dense] regresses (1100 × 0.8 vs 1000).
-    result.assert_outcomes(passed=9, failed=2)
+    # 7 wave-1/evidence runs + fast + slow + the winner's evidence run pass; stale fails; best[dense] regresses (1100 × 0.8 vs 1000).
+    result.assert_outcomes(passed=10, failed=2)
     result.stdout.fnmatch_lines([
         "*wave2::fast[[]sparse[]] PASSED 1100.* TGS +10.0* %*",
         "*wave2::slow[[]sparse[]] PASSED 900.* TGS -10.0* %*",
@@ -72,7 +72,7 @@ def test_rerun_reuses_every_stored_result(pytester: pytest.Pytester, cell: Path)
     pytester.runpytest(str(cell), *FAKE)
     logs_before = sorted((pytester.path / ".xlatune").rglob("*.log"))
     result = pytester.runpytest(str(cell), "-v", *FAKE)
-    result.assert_outcomes(passed=9, failed=2)
+    result.assert_outcomes(passed=10, failed=2)
     result.stdout.fnmatch_lines(["*wave2::fast[[]sparse[]] REUSED 1100.* TGS +10.0* %*"])
     assert sorted((pytester.path / ".xlatune").rglob("*.log")) == logs_before
 

@@ -33,6 +33,7 @@ def test_runs_come_in_wave_order_with_stable_names() -> None:
         "wave1::baseline[dense]", "wave1::baseline-r2[dense]", "wave1::restore_default[dense]",
         "wave1.5::evidence[sparse]",
         "wave2::w2[sparse]", "wave3::w3[sparse]",
+        "evidence2::winner[sparse]",
         "wave6::best[dense]",
     ]
 

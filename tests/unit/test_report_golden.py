@@ -42,6 +42,9 @@ SCENARIOS: dict[str, Callable[[str], str]] = {
     "failures": one_cell(cases.failures),
     "many_profiles": one_cell(cases.many_profiles),
     "sign_flips": two_parallelisms,
+    "evidence_no_winner": one_cell(cases.evidence_no_winner),
+    "evidence_same_collectives": one_cell(cases.evidence_same_collectives),
+    "pipeline_shapes": one_cell(cases.pipeline_shapes),
 }
 
 
@@ -83,7 +86,7 @@ def test_chinese_mirror_has_the_same_sections_tables_and_numbers(name: str) -> N
 def test_scenarios_show_what_they_are_named_for() -> None:
     """Guards the golden files against being rewritten into something that misses the point."""
     winner = SCENARIOS["winner"]("en")
-    assert "**`ag256m`** ⭐" in winner and "Evidence run: job 14603" in winner
+    assert "**`ag256m`** ⭐" in winner and "### Baseline evidence: job 14603" in winner
     assert re.search(r"\| `sparse` \| 1,003\.0 \| -5\.28 % \|", winner)  # restore_default
     assert re.search(r"\| `dense` \| ag256m \| 940\.0 \|", winner)  # cross-config
     assert "No profile beat `baseline-deployed`" in SCENARIOS["within_noise"]("en")
@@ -99,3 +102,21 @@ def test_scenarios_show_what_they_are_named_for() -> None:
     assert re.search(r"\| ag256m \| .* \| \+7\.\d\d % \(better\) \| -4\.\d\d % \(worse\) \| \*\*flip\*\* \|", fsdp)
     assert 'if [[ "$_xlatune_v" -le 1 ]]; then' in fsdp
     assert "## Sign flips" not in flips.split("<!-- xlatune:cell FSDP=8")[0]  # PP kept verbatim
+
+
+def test_evidence_scenarios_show_the_diff_and_the_profile_from_the_recordings() -> None:
+    """The report's diff comes from the recorded dumps: all-reduce 2 → 11 ops with the combiner off."""
+    diff = SCENARIOS["evidence_no_winner"]("en")
+    why = diff.split("## Why the winning flag wins")[1].split("## Negative findings")[0]
+    assert "- all-reduce: 2 ops of 640.8 KiB → 11 ops of 116.5 KiB; in loop 1 of 2 → 8 of 11" in why
+    assert "- all-gather: unchanged" in why and "baseline job 3 against job 6" in why
+    assert "do not show a speed-up" in why  # the recorded profile of the re-run is slower
+    same = SCENARIOS["evidence_same_collectives"]("en")
+    why = same.split("## Why the winning flag wins")[1].split("## Negative findings")[0]
+    assert "Same collectives in both compiled train steps" in why
+    assert re.search(r"The most time saved is in \*\*\w+\*\* \(-[\d.]+ ms per step\): with the same "
+                     r"collectives, the win is in", why)
+    pipeline = SCENARIOS["pipeline_shapes"]("en")
+    assert "| mb16_v1 | 16 | 1 | 15.79 % | 1,150.0 |" in pipeline
+    assert ("`mb16_v1` (bubble 15.79 %) measured 6.50 % slower than `mb8_v1` (bubble 27.27 %): more, "
+            "smaller microbatches cost more than the smaller bubble saves.") in pipeline

@@ -1,0 +1,173 @@
+"""Evidence runs, the baseline ↔ winner comparison and pipeline shapes, as report rows (pure).
+
+Artifacts are read elsewhere (evidence.artifacts.load, called by report.files); here the
+parsed evidence only becomes what the templates print: inventory rows, profile breakdowns,
+the collective diff sentences, and the wave-5 table of predicted bubble next to measured TGS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .. import stats
+from ..evidence.artifacts import RunEvidence
+from ..evidence.hlo import describe_diff, diff
+from ..model import Cell
+from ..plan import RunKind, predicted_bubble
+from ..results import JobResult, delta_pct
+
+TOP_OPS = 5
+BUCKETS = ("compute", "collectives", "idle")
+
+
+@dataclass(frozen=True)
+class EvidenceView:
+    """One evidence run: its result, and what its artifacts show (None: not loaded)."""
+
+    role: str  # baseline | winner
+    result: JobResult
+    evidence: RunEvidence | None
+
+    @property
+    def ran(self) -> str:
+        """The profile the run measured: baseline-deployed, or the winner it re-ran."""
+        return "baseline-deployed" if self.role == "baseline" else (self.result.resolved_from or "?")
+
+    @property
+    def buckets(self) -> tuple[tuple[str, float, float], ...]:
+        """(bucket, ms per device per step, share) for compute, collectives, idle."""
+        p = self.evidence.profile if self.evidence else None
+        if p is None:
+            return ()
+        return tuple((name, ms, ms / p.step_ms if p.step_ms else 0.0) for name, ms in
+                     zip(BUCKETS, (p.compute_ms, p.collective_ms, p.idle_ms)))
+
+    @property
+    def top_ops(self) -> tuple[object, ...]:
+        p = self.evidence.profile if self.evidence else None
+        return p.top_ops[:TOP_OPS] if p else ()
+
+
+@dataclass(frozen=True)
+class Why:
+    """Baseline evidence vs winner evidence: what changed in the HLO and in the profile."""
+
+    base: EvidenceView
+    winner: EvidenceView
+    diff_lines: tuple[str, ...]  # describe_diff sentences; () when an inventory is missing
+    collectives_changed: bool | None  # None: an HLO inventory is missing
+    buckets: tuple[tuple[str, float, float], ...]  # (bucket, baseline ms, winner ms)
+
+    @property
+    def step_ms(self) -> tuple[float, float] | None:
+        a = self.base.evidence.profile if self.base.evidence else None
+        b = self.winner.evidence.profile if self.winner.evidence else None
+        return (a.step_ms, b.step_ms) if a and b else None
+
+    @property
+    def sped_up(self) -> bool | None:
+        """Whether the winner's profiled steps are shorter; None without both profiles."""
+        return None if self.step_ms is None else self.step_ms[1] < self.step_ms[0]
+
+    @property
+    def largest_saving(self) -> tuple[str, float] | None:
+        """The bucket that lost the most time in the winner's profiled steps (ms, negative)."""
+        savings = [(name, b - a) for name, a, b in self.buckets if b < a]
+        return min(savings, key=lambda kv: kv[1], default=None) if self.sped_up else None
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    profile: str
+    microbatches: int
+    virtual_stages: int
+    bubble: float  # predicted fraction
+    tgs: float
+    delta_pct: float | None
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Inversion:
+    """A shape with the smaller predicted bubble that measured slower than another one."""
+
+    predicted: ShapeRow  # the smaller bubble
+    measured: ShapeRow  # the faster one
+    gap_pct: float  # how much slower `predicted` is, in % of `measured`'s TGS
+    within_noise: bool  # the 95 % interval of the gap (one run each, run-to-run noise) holds 0
+
+    @property
+    def cause(self) -> str:
+        """What the smaller bubble was bought with: more `microbatches`, more `passes` (V), `both`."""
+        more_mb = self.predicted.microbatches > self.measured.microbatches
+        more_v = self.predicted.virtual_stages > self.measured.virtual_stages
+        return "both" if more_mb and more_v else "passes" if more_v else "microbatches"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Wave 5: measured shapes, smallest predicted bubble (fastest predicted) first."""
+
+    stages: int
+    rows: tuple[ShapeRow, ...]
+    inversions: tuple[Inversion, ...]
+
+    @property
+    def matches(self) -> bool:
+        return not self.inversions
+
+    @property
+    def matches_beyond_noise(self) -> bool:
+        """Every inversion is within the noise."""
+        return all(i.within_noise for i in self.inversions)
+
+
+def evidence_views(results: Sequence[JobResult],
+                   loaded: Mapping[str, RunEvidence] | None) -> list[EvidenceView]:
+    """The baseline evidence run, then the winner's, each with its artifacts when loaded."""
+    views = []
+    for kind, role in ((RunKind.EVIDENCE, "baseline"), (RunKind.WINNER_EVIDENCE, "winner")):
+        result = next((r for r in results if r.kind == kind.value), None)
+        if result is not None:
+            views.append(EvidenceView(role, result, (loaded or {}).get(result.job_id)))
+    return views
+
+
+def why(views: Sequence[EvidenceView]) -> Why | None:
+    """The comparison of the two evidence runs; None unless both ran."""
+    base = next((v for v in views if v.role == "baseline"), None)
+    winner = next((v for v in views if v.role == "winner"), None)
+    if base is None or winner is None:
+        return None
+    a = base.evidence.inventory if base.evidence else None
+    b = winner.evidence.inventory if winner.evidence else None
+    rows = diff(a, b) if a is not None and b is not None else None
+    buckets = tuple((name, x[1], y[1]) for name, x, y in
+                    zip(BUCKETS, base.buckets, winner.buckets)) if base.buckets and winner.buckets else ()
+    return Why(base, winner, tuple(describe_diff(rows)) if rows is not None else (),
+               None if rows is None else any(r.changed for r in rows), buckets)
+
+
+def pipeline(cell: Cell, measured: Sequence[JobResult], baseline: float | None,
+             noise: stats.Noise | None = None) -> Pipeline | None:
+    """Predicted bubble next to measured TGS for every measured wave-5 shape; None without any."""
+    stages = cell.parallelism.size("PP")
+    shapes = {s.name: s for s in cell.pipeline_shapes}
+    rows = [ShapeRow(r.profile, shapes[r.profile].microbatches, shapes[r.profile].virtual_stages,
+                     predicted_bubble(stages, shapes[r.profile].microbatches,
+                                      shapes[r.profile].virtual_stages),
+                     r.tgs or 0.0, delta_pct(r.tgs, baseline), r.job_id)
+            for r in measured if r.kind == RunKind.PIPELINE_SHAPE.value and r.profile in shapes
+            and r.config_tag == cell.primary_config.name]
+    if not rows:
+        return None
+    rows.sort(key=lambda row: (row.bubble, row.profile))
+    inversions = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if a.bubble < b.bubble and a.tgs < b.tgs:
+                within = noise is not None and stats.compare(
+                    [a.tgs], [b.tgs], noise).verdict is stats.Direction.WITHIN_NOISE
+                inversions.append(Inversion(a, b, (1 - a.tgs / b.tgs) * 100, within))
+    return Pipeline(stages, tuple(rows), tuple(inversions))
