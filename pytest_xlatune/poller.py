@@ -57,7 +57,7 @@ class Poller:
             self.failures += 1
             self.down_since = self.down_since if self.down_since is not None else now
             backoff = min(self.interval * 2 ** self.failures, self.max_backoff)
-            self.warn(f"job poll failed ({error}); retrying in {backoff:.0f} s")
+            self.warn(f"job poll failed ({error}); retrying in {round(backoff, 1):g} s")
             self._next_poll = now + backoff
             return
         finally:

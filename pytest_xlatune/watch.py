@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .hang import HangDetector, HangPhase, HangSettings
-from .launch.base import JobPhase, JobProgress, Launcher, SubmittedJob
+from .launch.base import JobPhase, JobProgress, Launcher, LauncherError, SubmittedJob
 from .logs import StepLog
 from .policy import DEFAULT_POLICY, Policy
 from .poller import Poller
+from .signatures import FailureClass
 from .triage import Evidence, diagnose
 
 
@@ -47,11 +48,20 @@ class Watcher:
     hang: HangSettings
     policy: Policy = DEFAULT_POLICY
     controller_down_limit_s: float = 15 * 60.0
+    _unsent_cancel: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        # The playbook's controller_unreachable row says how long to wait before asking again
+        # (5 min by default): that is the longest the poller backs off after failed queries.
+        wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
+        self.poller.max_backoff = max(wait, self.interval)
 
     def watch(self, name: str, job: SubmittedJob) -> Watched:
         seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, "UNKNOWN"))
         detector = HangDetector(self.hang)
         offset, last_reported, was_running = 0, -1, False
+        self._unsent_cancel = False
+        fresh_since: float | None = None  # since when Slurm has answered without a break
         while True:
             progress = self.poller.status(job.job_id)
             seen.progress = progress
@@ -63,13 +73,28 @@ class Watcher:
             if progress.phase is JobPhase.FINISHED:
                 seen.log.flush()
                 return seen
+            if self.poller.down_since is not None:
+                fresh_since = None
+            elif fresh_since is None:
+                fresh_since = now
+            if self._unsent_cancel and fresh_since is not None:
+                self._send_cancel(job)  # the controller answers again: ask again
             if progress.phase is JobPhase.RUNNING and not was_running:
                 detector.running(now)
                 was_running = True
             detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
-            phase = detector.check(now, progress.phase is JobPhase.RUNNING)
+                if seen.cancelled_for == "unknown_flag":
+                    # Decided: the item fails whatever the job does next, and nothing retries
+                    # it, so do not wait another poll for Slurm to report the cancel.
+                    seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
+                    seen.log.flush()
+                    return seen
+            # Silence counts only while Slurm answers: after an outage slurmctld may call a job
+            # RUNNING that ended meanwhile, until the job's completion reaches it.
+            trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
+            phase = detector.check(now, self._running(progress)) if trusted else None
             if phase is not None and not seen.cancelled_for:
                 self.report(f"{name} job {job.job_id}: no new step for "
                             f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
@@ -81,6 +106,12 @@ class Watcher:
                 self.report(f"{name} job {job.job_id} {progress.state} step {last_reported + 1}/"
                             f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
             self.sleep(self.interval)
+
+    @staticmethod
+    def _running(progress: JobProgress) -> bool:
+        """Whether silence can mean a hang: the job's processes run. COMPLETING is Slurm's
+        teardown after they ended (it lasts until slurmctld gives up on a dead slurmd)."""
+        return progress.phase is JobPhase.RUNNING and progress.state != "COMPLETING"
 
     def _cancel_on_sight(self, job: SubmittedJob, seen: Watched) -> None:
         """Cancel at once on a line the playbook says the job cannot recover from (an unknown
@@ -96,8 +127,18 @@ class Watcher:
             self._cancel(job, seen, diagnosis.failure.value)
 
     def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
-        self.launcher.cancel(job.job_id)
         seen.cancelled_for = why
+        self._send_cancel(job)
+
+    def _send_cancel(self, job: SubmittedJob) -> None:
+        """scancel; while the controller does not answer, warn and ask again next interval."""
+        try:
+            self.launcher.cancel(job.job_id)
+        except LauncherError as error:
+            self.report(f"job {job.job_id}: cancel failed ({error}); trying again")
+            self._unsent_cancel = True
+        else:
+            self._unsent_cancel = False
 
     def _check_controller(self) -> None:
         down = self.poller.down_since

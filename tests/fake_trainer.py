@@ -3,8 +3,13 @@
 Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_tgs=N       steady Tokens/s/device (default 1000)
   --xla_fake_fail=KIND   oom | crash | sigterm_after_last | rccl_hang | coord_timeout
+                         | coord_timeout_hang | hang_before_memstats | hang_before_step0
+                         | hang_after_step0
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
+
+Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
+can measure the time from the fault to the sweep's verdict (no signature matches that line).
 """
 
 from __future__ import annotations
@@ -13,6 +18,16 @@ import os
 import signal
 import time
 import sys
+
+
+def _fault(kind: str) -> None:
+    print(f"fake_trainer: fault {kind} at {time.time():.3f}", flush=True)
+
+
+def _hang(kind: str) -> None:
+    """Stop making progress (no more output) until cancelled."""
+    _fault(kind)
+    time.sleep(3600)
 
 
 def main(argv: list[str]) -> int:
@@ -28,21 +43,32 @@ def main(argv: list[str]) -> int:
         tgs *= float(args.get("fake_penalty", "0.8"))  # this config tag dislikes that flag
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")
-    print(f"Num_devices: 8\nMemstats: After params initialized:", flush=True)
+    print("Num_devices: 8", flush=True)
+    if fail == "hang_before_memstats":  # RCCL/IB init never finishes, silently
+        _hang(fail)
+    print("Memstats: After params initialized:", flush=True)
+    if fail == "hang_before_step0":  # XLA compile never returns: a silent OOM
+        _hang(fail)
     if fail == "rccl_hang":
+        _fault(fail)
         for _ in range(3):
             print("node01:1234:1234 [0] init.cc:1234 NCCL WARN Bootstrap : no socket interface found", flush=True)
         time.sleep(3600)
     if fail == "coord_timeout_hang":  # the line, then the process keeps hanging
+        _fault(fail)
         print("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
               "jax_distributed/global_devices and duration: 5m", flush=True)
         time.sleep(3600)
     if fail == "coord_timeout":
+        _fault(fail)
         print("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: GetKeyValue() timed out with key: "
               "jax_distributed/global_devices and duration: 5m", flush=True)
         return 1
     if fail == "oom":
+        _fault(fail)
         print("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes.", flush=True)
+        print("Total memory: 64.00GiB", flush=True)
+        print("Temp: 9.50GiB", flush=True)
         return 1
     steps = int(args.get("steps", "15"))
     for step in range(steps):
@@ -53,7 +79,10 @@ def main(argv: list[str]) -> int:
         value = tgs * (0.5 if step == 0 else 1.0) * (1 + 0.001 * ((step % 3) - 1))
         print(f"completed step: {step}, seconds: {1024 / value:.3f}, TFLOP/s/device: 1.000, "
               f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1:.3f}", flush=True)
+        if fail == "hang_after_step0" and step == 2:  # a collective stuck mid-training
+            _hang(fail)
     if fail == "sigterm_after_last":
+        _fault(fail)
         os.kill(os.getpid(), signal.SIGTERM)
     return 0
 

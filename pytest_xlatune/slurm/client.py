@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..launch.base import LauncherError
 from ..transport import CommandResult, Transport, TransportError
 from . import commands
 from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,
-                      parse_sacct, parse_sbatch_parsable, parse_scontrol_show_jobs,
-                      parse_sinfo_nodes, parse_squeue)
+                      parse_sacct, parse_sbatch_parsable, parse_scontrol_show_job,
+                      parse_scontrol_show_jobs, parse_sinfo_nodes, parse_squeue)
+
+# stderr of `scontrol update NodeName=N State=RESUME` for a node that is not drained or down.
+INVALID_NODE_STATE = "Invalid node state specified"
 
 
 class SlurmClient:
@@ -22,10 +26,12 @@ class SlurmClient:
         self.calls = 0
         self._accounting = accounting  # None: find out on first need
 
-    def _run(self, argv: Sequence[str], cwd: str | None = None) -> CommandResult:
+    def _run(self, argv: Sequence[str], cwd: str | None = None, harmless: str = "") -> CommandResult:
+        """Run a Slurm command; a non-zero exit is a LauncherError unless stderr says `harmless`."""
         self.calls += 1
         try:
-            return self.transport.run(argv, timeout=self.timeout, cwd=cwd).check()
+            result = self.transport.run(argv, timeout=self.timeout, cwd=cwd)
+            return result if harmless and harmless in result.stderr else result.check()
         except TransportError as error:
             raise LauncherError(str(error)) from None
 
@@ -55,11 +61,12 @@ class SlurmClient:
             try:
                 answer = parse_sacct(self._run(commands.sacct(job_ids)).stdout)
                 self._accounting = True
-                return {j: s for j, s in answer.items() if j in job_ids}
             except (LauncherError, SlurmParseError):
                 if self._accounting:
                     raise
                 self._accounting = False
+            else:
+                return {j: self._exit_code_of(s) for j, s in answer.items() if j in job_ids}
         try:
             answer = parse_scontrol_show_jobs(self._run(commands.scontrol_show_jobs()).stdout)
         except SlurmParseError as error:
@@ -68,6 +75,22 @@ class SlurmClient:
         for job_id in job_ids:  # purged from slurmctld's memory: it ended long ago
             known.setdefault(job_id, JobStatus(job_id, JobState.UNKNOWN, None, "", "purged"))
         return known
+
+    def _exit_code_of(self, status: JobStatus) -> JobStatus:
+        """A FAILED job's exit code from slurmctld while it remembers the job.
+
+        slurmdbd (22.05) stores a batch exit code N >= 128 as N - 128: sacct prints `15:0` for a
+        script that exited 143 (SIGTERM after the last step), `0:0` for one that exited 128,
+        while `scontrol show job` prints `143:0`. Only FAILED jobs exit with a code of their
+        own; once slurmctld has purged the job, sacct's word is all there is.
+        """
+        if status.state is not JobState.FAILED:
+            return status
+        try:
+            known = parse_scontrol_show_job(self._run(commands.scontrol_show_job(status.job_id)).stdout)
+        except (LauncherError, SlurmParseError):
+            return status  # purged (`Invalid job id specified`): keep sacct's code
+        return status if known.exit_code is None else replace(status, exit_code=known.exit_code)
 
     def cancel(self, job_id: str) -> None:
         self._run(commands.scancel(job_id))
@@ -79,7 +102,14 @@ class SlurmClient:
         return parse_hostnames(self._run(commands.scontrol_show_hostnames(nodelist)).stdout)
 
     def resume(self, node: str, reason: str = "xlatune") -> None:
-        self._run(commands.scontrol_update_node(node, "RESUME", reason))
+        """RESUME a drained/down node; one in no state to resume is left as it is.
+
+        Slurm refuses RESUME (`Invalid node state specified`) for a node neither drained nor
+        down: one resumed already, or one RESUMEd while its slurmd is dead, which shows
+        `idle*` until slurmctld marks it down again. Whether the node is back is for the
+        caller's next sinfo to say; the refusal is no reason to abort the sweep.
+        """
+        self._run(commands.scontrol_update_node(node, "RESUME", reason), harmless=INVALID_NODE_STATE)
 
     def queue_of_partition(self, partition: str | None) -> str:
         """`squeue` of the partition, as text (pre-flight shows other users' jobs)."""

@@ -1,0 +1,75 @@
+"""The image-upgrade gate end to end on the real local Slurm with the real embedded JAX workload.
+
+The deployed env file pins -O0 (tuned "for another parallelism"); the sweep finds that appending
+-O2 wins, locks it, and the gate replays it on three "images" (Python interpreters): the same one,
+one whose XLA no longer knows the locked flag, and one where the recipe got slower.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.jax]
+
+CELL = """\
+model_tag: gate
+nodelist: node[03-04]
+parallelism: FSDP=8
+pdbs: 2
+steps: 10
+baseline_repeats: 1
+overrides: {emb_dim: 128, mlp_dim: 512, num_decoder_layers: 2, max_target_length: 64}
+env_file:
+  - flag: --xla_backend_optimization_level=0
+    image_default: "2"
+waves:
+  2:
+    - {name: opt_o2, xla_flags: [--xla_backend_optimization_level=2]}
+backend: {kind: sbatch, time: "10:00"}
+"""
+
+WRAPPER = """#!/bin/bash
+{body}
+exec {python} "$@"
+"""
+
+
+def image(tmp: Path, name: str, body: str = "") -> str:
+    path = tmp / name
+    path.write_text(WRAPPER.format(body=body, python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_lock_then_gate_passes_fails_on_removed_flag_and_on_slower_recipe(
+        pytester: pytest.Pytester, local_slurm: None) -> None:
+    cell = pytester.makefile(".yml", gate=CELL)
+    common = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.3", "-rf"]
+    sweep = pytester.runpytest(str(cell), *common)
+    sweep.assert_outcomes(passed=4)
+    lock = json.loads(cell.with_suffix(".lock.json").read_text())
+    assert [(r["profile"], r["xla_flags"]) for r in lock["recipes"]] == [
+        ("opt_o2", ["--xla_backend_optimization_level=2"])]
+    assert lock["recipes"][0]["ci_low_pct"] > 0  # better than -O0 beyond the noise
+
+    same = pytester.runpytest(str(cell), "--xlatune-gate",
+                              f"--xlatune-image={image(pytester.path, 'same')}", *common)
+    same.assert_outcomes(passed=2)
+
+    renamed = image(pytester.path, "noflag", 'export XLA_FLAGS="${XLA_FLAGS//'
+                    '--xla_backend_optimization_level=2/--xla_backend_optimization_level_v2=2}"')
+    gone = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={renamed}", *common)
+    gone.assert_outcomes(passed=1, failed=1)
+    gone.stdout.fnmatch_lines(["*a locked flag no longer exists in image*noflag*Unknown flag in "
+                               "XLA_FLAGS: --xla_backend_optimization_level_v2=2*"])
+
+    slower = image(pytester.path, "slower", 'case "$XLA_FLAGS" in *level=2*) '
+                   'export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac')
+    slow = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *common)
+    slow.assert_outcomes(passed=1, failed=1)
+    slow.stdout.fnmatch_lines(["*recipe 'opt_o2' [[]default[]] regressed vs the lock*"])
