@@ -19,7 +19,8 @@ from typing import Any
 from _common import POLL_INTERVAL, PYTHON, REPO, Section, cancel, wait_for_slurm
 
 from pytest_xlatune.launch.base import SubmittedJob
-from pytest_xlatune.launch.sbatch import SbatchLauncher, SlurmPlacement
+from pytest_xlatune.launch.sbatch import SbatchLauncher
+from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.poller import Poller
 from pytest_xlatune.slurm import commands
 from pytest_xlatune.slurm.client import SlurmClient

@@ -13,7 +13,8 @@ from pathlib import Path
 from .launch.base import Launcher, LauncherError
 from .launch.local import LocalLauncher
 from .launch.maxtext_slurm import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
-from .launch.sbatch import SbatchLauncher, SlurmPlacement
+from .launch.sbatch import SbatchLauncher
+from .launch.slurm_jobs import SlurmPlacement
 from .model import BackendKind, Cell
 from .plan import restore_default_changes
 from .preflight import FrozenSlot, PreflightError, resolve_slot

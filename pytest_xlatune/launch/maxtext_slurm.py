@@ -24,8 +24,8 @@ from ..preflight import PreflightError
 from ..slurm.client import SlurmClient
 from ..transport import Transport, TransportError, TransportTimeout
 from . import maxtext_files as mf
-from .base import JobProgress, JobRequest, LauncherError, SubmittedJob
-from .sbatch import SlurmPlacement, pinned_node_problems, progress_of
+from .base import JobRequest, LauncherError, SubmittedJob
+from .slurm_jobs import SlurmJobs, SlurmPlacement
 
 DEFAULT_TIME = "45:00"  # the skill's submission template
 XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
@@ -66,7 +66,7 @@ def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-class MaxTextSlurmLauncher:
+class MaxTextSlurmLauncher(SlurmJobs):
     """Submits with `./submit.sh <M>:<profile> … -- … _env_TUNE_PROFILE=<arm>` from the checkout."""
 
     name = "maxtext-slurm"
@@ -309,21 +309,6 @@ class MaxTextSlurmLauncher:
             return False
         self._mine.add(job.job_id)
         return True
-
-    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
-        statuses = self.client.poll(list(job_ids))
-        return {job_id: progress_of(statuses.get(job_id)) for job_id in job_ids}
-
-    def cancel(self, job_id: str) -> None:
-        if job_id not in self._mine:
-            raise LauncherError(f"refusing to cancel job {job_id}: not submitted by this sweep")
-        self.client.cancel(job_id)
-
-    def unusable_nodes(self) -> list[tuple[str, str]]:
-        return pinned_node_problems(self.client, self.placement)
-
-    def resume_node(self, node: str) -> None:
-        self.client.resume(node, reason="xlatune")
 
     # ---- logs and artifacts ----------------------------------------------------------------
 

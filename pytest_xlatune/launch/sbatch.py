@@ -10,46 +10,16 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import jinja2
 
 from ..slurm import commands
 from ..slurm.client import SlurmClient
-from ..slurm.parsers import JobState, JobStatus
 from ..transport import Transport, TransportError
-from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
+from .base import JobRequest, LauncherError, SubmittedJob
+from .slurm_jobs import SlurmJobs, SlurmPlacement
 
-RUNNING_STATES = (JobState.RUNNING, JobState.COMPLETING)
-
-
-@dataclass(frozen=True)
-class SlurmPlacement:
-    """Where every job of the sweep goes: the frozen nodelist and its size."""
-
-    nodelist: str
-    nodes: int
-    partition: str | None = None
-    time_limit: str | None = None
-
-
-def progress_of(status: JobStatus | None) -> JobProgress:
-    """Slurm's view of a job → the launcher-neutral phase."""
-    if status is None:
-        return JobProgress(JobPhase.PENDING, "UNKNOWN")
-    if status.state.finished or status.state is JobState.UNKNOWN:
-        return JobProgress(JobPhase.FINISHED, status.state.name, status.exit_code)
-    if status.state in RUNNING_STATES:
-        return JobProgress(JobPhase.RUNNING, status.state.name)
-    return JobProgress(JobPhase.PENDING, status.state.name)
-
-
-def pinned_node_problems(client: SlurmClient, placement: SlurmPlacement) -> list[tuple[str, str]]:
-    """(node, state) of each node of the frozen nodelist that cannot take jobs (one sinfo call)."""
-    nodes = client.nodes(nodelist=placement.nodelist)
-    return [(name, status.raw_state) for name, status in sorted(nodes.items())
-            if not status.state.usable or not status.responding]
-
+__all__ = ["SbatchLauncher", "SlurmPlacement", "render_script"]
 
 def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_xlatune", "launch/templates"),
@@ -63,7 +33,7 @@ def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str)
     )
 
 
-class SbatchLauncher:
+class SbatchLauncher(SlurmJobs):
     """Submits rendered scripts with sbatch; polls, cancels and reads logs through the transport."""
 
     name = "sbatch"
@@ -104,15 +74,6 @@ class SbatchLauncher:
         self._mine.add(job.job_id)  # recorded as ours by the store: ours to poll and cancel
         return True
 
-    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
-        statuses = self.client.poll(list(job_ids))
-        return {job_id: progress_of(statuses.get(job_id)) for job_id in job_ids}
-
-    def cancel(self, job_id: str) -> None:
-        if job_id not in self._mine:
-            raise LauncherError(f"refusing to cancel job {job_id}: not submitted by this sweep")
-        self.client.cancel(job_id)
-
     def read_log(self, job: SubmittedJob, offset: int) -> bytes:
         try:
             return self.transport.read_from(job.log_path, offset)
@@ -125,12 +86,6 @@ class SbatchLauncher:
         if self.transport.exists(dump):
             found["hlo_dump"] = dump
         return found
-
-    def unusable_nodes(self) -> list[tuple[str, str]]:
-        return pinned_node_problems(self.client, self.placement)
-
-    def resume_node(self, node: str) -> None:
-        self.client.resume(node, reason="xlatune")
 
     def close(self) -> None:
         pass

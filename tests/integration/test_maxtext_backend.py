@@ -23,7 +23,7 @@ import pytest
 
 from pytest_xlatune.launch.base import JobRequest
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
-from pytest_xlatune.launch.sbatch import SlurmPlacement
+from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.model import Profile
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport import LocalTransport, Transport

@@ -16,7 +16,7 @@ from pytest_xlatune.compose import job_request
 from pytest_xlatune.launch.base import JobRequest, LauncherError, SubmittedJob
 from pytest_xlatune.launch.maxtext_files import install_block, render_tune_block
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher, RestoreDefault
-from pytest_xlatune.launch.sbatch import SlurmPlacement
+from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.plan import expand, restore_default_changes
 from pytest_xlatune.preflight import PreflightError
 from pytest_xlatune.slurm.client import SlurmClient
