@@ -126,8 +126,9 @@ def run_chromium(binary: Path, profile: Path, *args: str) -> subprocess.Complete
 def report_html(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
     cell = pytester.makefile(".yml", demo_cell=CELL)
     result = pytester.runpytest(str(cell), "--html=report.html", "--self-contained-html", *FAKE)
-    # baseline ×2, restore_default, evidence, fast, slow pass; stale fails; oom is an xfail.
-    result.assert_outcomes(passed=6, failed=1, xfailed=1)
+    # baseline ×2, restore_default, evidence, fast, slow, winner evidence pass; stale fails;
+    # oom is an xfail.
+    result.assert_outcomes(passed=7, failed=1, xfailed=1)
     return pytester.path / "report.html"
 
 
