@@ -51,7 +51,7 @@ def test_lock_then_gate_passes_fails_on_removed_flag_and_on_slower_recipe(
     cell = pytester.makefile(".yml", gate=CELL)
     common = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.3", "-rf"]
     sweep = pytester.runpytest(str(cell), *common)
-    sweep.assert_outcomes(passed=4)
+    sweep.assert_outcomes(passed=5)  # baseline, restore_default, evidence, opt_o2, winner evidence
     lock = json.loads(cell.with_suffix(".lock.json").read_text())
     assert [(r["profile"], r["xla_flags"]) for r in lock["recipes"]] == [
         ("opt_o2", ["--xla_backend_optimization_level=2"])]

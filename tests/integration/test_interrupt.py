@@ -75,7 +75,7 @@ def test_ctrl_c_cancels_exactly_the_sessions_jobs_and_rerun_resumes(
         assert second.returncode == 0, second.stdout
         assert second.stdout.count("REUSED") == len(finished)
         results = [e for e in events(store) if e["event"] == "result"]
-        assert len({e["key"] for e in results}) == 5
+        assert len({e["key"] for e in results}) == 6  # baseline, evidence, a, b, c, winner evidence
         assert foreign in active()
     finally:
         subprocess.run(["scancel", foreign], check=False)
