@@ -104,7 +104,7 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=0.3",
                                 "--xlatune-ssh-host=xlatune-test", f"--xlatune-ssh-config={sshd_server.ssh_config}")
     wall = time.monotonic() - start
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=8)  # 7 runs + the winner-evidence run
     result.stdout.fnmatch_lines(["*wave1::restore_default[[]default[]] PASSED*", "*wave3::mem90[[]default[]] PASSED*"])
 
     found = events(pytester.path / ".xlatune" / "demo.jsonl")
@@ -118,7 +118,7 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     assert cleanup["ssh_connections"] == 1
     assert accepted_logins(sshd_server) - logins == 1
     # Every job pinned to the frozen nodelist, never two at once, none left behind.
-    assert len(jobs) == len(set(jobs)) == 7
+    assert len(jobs) == len(set(jobs)) == 8
     spans = []
     for job_id in jobs:
         info = scontrol(job_id)

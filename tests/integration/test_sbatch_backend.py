@@ -47,14 +47,14 @@ def test_sweep_through_sbatch_is_pinned_serial_and_reported(
         pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
     cell = pytester.makefile(".yml", sbcell=CELL.format(sleep=0.05))
     result = pytester.runpytest(str(cell), "-v", *FAKE, "--xlatune-poll-interval=0.3")
-    result.assert_outcomes(passed=5, failed=1)
+    result.assert_outcomes(passed=6, failed=1)  # + the winner-evidence run
     result.stdout.fnmatch_lines(["*wave2::fast[[]default[]] PASSED 1100.* TGS +10.0* %*",
                                  "*Unknown flag in XLA_FLAGS: --xla_gpu_enable_obsolete_thing=true*"])
     store = pytester.path / ".xlatune" / "sbcell.jsonl"
     events = [json.loads(line) for line in store.read_text().splitlines()]
     assert [e["nodelist"] for e in events if e["event"] == "sweep"] == ["node[01-02]"]
     job_ids = [e["job_id"] for e in events if e["event"] == "submitted"]
-    assert len(job_ids) == len(set(job_ids)) == 6
+    assert len(job_ids) == len(set(job_ids)) == 7
     # Every job ran on the frozen nodelist, and never two at once (exclusive on the same nodes).
     spans = []
     for job_id in job_ids:
@@ -82,7 +82,7 @@ def test_preflight_refuses_a_drained_node_and_submits_nothing(
         cell = pytester.makefile(".yml", drained=CELL.format(sleep=0).replace("node[01-02]", "node[03-04]"))
         before = squeue_ids()
         result = pytester.runpytest(str(cell), *FAKE)
-        result.assert_outcomes(failed=6)
+        result.assert_outcomes(failed=7)
         result.stdout.fnmatch_lines(["*drained.yml: nodelist: expected every pinned node idle*node04*"])
         assert squeue_ids() == before
     finally:
