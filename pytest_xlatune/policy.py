@@ -82,8 +82,10 @@ DEFAULT_RULES: Mapping[FailureClass, Rule] = MappingProxyType({
     F.HANG: Rule(A.RETRY_SAME_NODELIST, retries=1),  # a hang before step 0 comes as OOM
     F.CANCELLED: Rule(A.FAIL_ITEM),
     F.UNKNOWN: Rule(A.RETRY_SAME_NODELIST, retries=1),
+    # wait_s: how long a RESUME may take to show in sinfo (a node whose job just ended can
+    # read `idle*` for a moment); only then does it count as failed.
     F.NODE_DOWN: Rule(A.RESUME_NODE_THEN_RETRY, retries=None, stop_on=StopOn.FAILED_RESUMES,
-                      stop_after=2, recovery=_RESUME),
+                      stop_after=2, wait_s=5, recovery=_RESUME),
     F.CONTROLLER_UNREACHABLE: Rule(A.BACKOFF_RETRY, retries=None, stop_on=StopOn.DOWN_MINUTES,
                                    stop_after=15, wait_s=300),
 })
@@ -136,6 +138,11 @@ class SweepCounters:
     def resume_failed(self, node: str) -> SweepCounters:
         counts = dict(self.failed_resumes)
         counts[node] = counts.get(node, 0) + 1
+        return dataclasses.replace(self, failed_resumes=counts)
+
+    def resume_took(self, node: str) -> SweepCounters:
+        """The node is back: its failed RESUMEs stop counting (the limit is per outage)."""
+        counts = {n: c for n, c in self.failed_resumes.items() if n != node}
         return dataclasses.replace(self, failed_resumes=counts)
 
     def node_failed(self, node: str) -> SweepCounters:

@@ -64,6 +64,8 @@ class Sweep:
     _queued: set[str] = field(default_factory=set)
     _submitted_here: set[str] = field(default_factory=set)
     _key_of_job: dict[str, str] = field(default_factory=dict)
+    _jobs: dict[str, tuple[str, SubmittedJob]] = field(default_factory=dict)  # job id → (item, job)
+    _seen_ahead: dict[str, Watched] = field(default_factory=dict)  # watched while a retry waited
     _facts: tuple[str, EvidenceFacts | None] | None = None  # (evidence job id, facts)
     poller: Poller = field(init=False)
     watcher: Watcher = field(init=False)
@@ -208,7 +210,7 @@ class Sweep:
             submitted_at = self.clock()
             self._fill_queue(after=spec)
             try:
-                seen = self.watcher.watch(spec.name, job)
+                seen = self._seen_ahead.pop(job.job_id, None) or self.watcher.watch(spec.name, job)
             except BaseException:
                 self.cancel_all()
                 raise
@@ -228,6 +230,7 @@ class Sweep:
                 history.append(diagnosis)
                 retries.append(f"job {job.job_id}: {diagnosis.failure.value}: {diagnosis.reason}")
                 job = None
+                self._watch_queue_ahead()
                 continue
             if decision.action is Action.DROP_INFRA_FLAKE:
                 result = replace(result, verdict=Verdict.INFRA_FLAKE, reason=decision.reason)
@@ -256,13 +259,24 @@ class Sweep:
             self._resume((node,))
 
     def _resume(self, nodes: tuple[str, ...]) -> None:
-        """scontrol RESUME each node; a node still unusable afterwards counts a failed resume."""
-        for node in nodes:
-            self.report(f"resuming node {node}")
-            self.launcher.resume_node(node)
-        still = dict(self.launcher.unusable_nodes())
-        for node in nodes:
-            if node in still:
+        """scontrol RESUME the given pinned nodes (none named: every unusable one) and look
+        again, until each is usable or its failed RESUMEs reach the playbook's limit (STOP)."""
+        while True:
+            unusable = dict(self.launcher.unusable_nodes())
+            todo = [node for node in (nodes or tuple(unusable)) if node in unusable]
+            if not todo:
+                return
+            for node in todo:
+                self.report(f"resuming node {node} ({unusable[node]})")
+                self.launcher.resume_node(node)
+            still = dict(self.launcher.unusable_nodes())
+            if any(node in still for node in todo):  # give slurmctld a moment to show it
+                self.sleep(self.policy.rule(FailureClass.NODE_DOWN).wait_s)
+                still = dict(self.launcher.unusable_nodes())
+            for node in todo:
+                if node not in still:
+                    self.counters = self.counters.resume_took(node)
+                    continue
                 self.counters = self.counters.resume_failed(node)
                 decision = decide([], incident(FailureClass.NODE_DOWN, f"{node} is {still[node]} "
                                                "after RESUME", node), self.counters, self.policy)
@@ -277,8 +291,18 @@ class Sweep:
                           log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
         self._submitted_here.add(job.job_id)
         self._key_of_job[job.job_id] = key
+        self._jobs[job.job_id] = (spec.name, job)
         self.poller.track(job.job_id)
         return job
+
+    def _watch_queue_ahead(self) -> None:
+        """Before a retry: watch the jobs already queued for later items to their end. Slurm
+        runs them first on the exclusive nodelist, so a hang among them would hold the retry
+        until its time limit; their items use what was seen here when their turn comes."""
+        for job_id, (name, job) in list(self._jobs.items()):  # in submission order
+            if job_id in self.poller.tracked and job_id not in self._seen_ahead:
+                self._seen_ahead[job_id] = self.watcher.watch(name, job)
+                self.poller.forget(job_id)
 
     def _fill_queue(self, after: RunSpec) -> None:
         """Submit the next runs now, so the pinned nodes never wait for pytest (Slurm serialises
