@@ -1,5 +1,3 @@
-# session.py bugs; each test now holds the cluster lock `local_slurm` takes for `up`, so another
-# session's `up` cannot undo a fault mid-test. Rename back to test_faults.py.
 """Fault injection on the real local Slurm cluster (sbatch backend): the playbook acts, and the
 sweep's bookkeeping survives — every finished result stored, no run submitted twice, no job of
 anyone else touched.
