@@ -236,7 +236,7 @@ def test_demo_cell_loads_to_the_expected_values() -> None:
     assert cell.slot == ClusterSlot(nodes=1)
     assert cell.parallelism == Parallelism((("FSDP", 8),))
     assert (cell.pdbs, cell.steps, cell.baseline_repeats) == (2, 15, 2)
-    assert cell.overrides == (("emb_dim", "256"), ("mlp_dim", "1024"), ("num_decoder_layers", "4"),
+    assert cell.overrides == (("emb_dim", "128"), ("mlp_dim", "512"), ("num_decoder_layers", "4"),
                               ("max_target_length", "128"))
     assert cell.config_tags == (ConfigTag("default"),)
     assert cell.env_file == (EnvFileEntry("xla", "--xla_backend_optimization_level", "0", "2"),)
