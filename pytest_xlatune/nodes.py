@@ -47,7 +47,8 @@ class Stopped(Exception):
 
 
 class Regression(Exception):
-    """A cross-config re-run regressed its config tag beyond the tolerance."""
+    """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
+    the tolerance."""
 
 
 class CellFile(pytest.File):
@@ -143,11 +144,7 @@ class CellItem(pytest.Item):
         if spec.kind is RunKind.CROSS_CONFIG:
             self._gate_cross_config(sweep, spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:
-            runtime = self.config.stash[RUNTIME_KEY]
-            problems = verdicts.image_gate(result, sweep.results(), runtime.lock_for(self.cell),
-                                           self.cell.thresholds.regression_pct)
-            if problems:
-                raise Regression("\n".join(problems))
+            self._gate_image(sweep, spec, [result])
 
     def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
         """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
@@ -167,6 +164,30 @@ class CellItem(pytest.Item):
             if not again.measured:
                 raise RunFailed(again)
             runs.append(again)
+
+    def _gate_image(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
+        """Fail when the new image broke the locked recipe, with confidence; while the answer is
+        ambiguous, measure the recipe and the baseline once more each (thresholds.remeasure
+        times at most)."""
+        lock = self.config.stash[RUNTIME_KEY].lock_for(self.cell)
+        baselines = [r for r in sweep.results()
+                     if r.kind == RunKind.BASELINE.value and r.config_tag == spec.config_tag]
+        baseline_spec = next(s for s in sweep.specs
+                             if s.kind is RunKind.BASELINE and s.config_tag == spec.config_tag)
+        while True:
+            final = len(runs) > self.cell.thresholds.remeasure
+            gate = verdicts.image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
+                                       final=final)
+            if gate.problems:
+                raise Regression("\n".join(gate.problems))
+            if not gate.ambiguous:
+                return
+            repeat = len(runs)
+            for again_spec, into in ((spec, runs), (baseline_spec, baselines)):
+                again = sweep.run(again_spec.remeasured(repeat)).result
+                if not again.measured:
+                    raise RunFailed(again)
+                into.append(again)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         error = excinfo.value

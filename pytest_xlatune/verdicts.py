@@ -63,37 +63,62 @@ def regression_gate(candidate: Sequence[float], results: Sequence[JobResult], co
     return Gate(decision, stats.compare(candidate, baseline, tag_noise), tolerance_pct)
 
 
-def image_gate(recipe_run: JobResult, results: Sequence[JobResult], lock: Lock,
-               tolerance_pct: float) -> list[str]:
-    """What an image upgrade broke for one locked recipe; empty when the gate passes.
+@dataclass(frozen=True)
+class ImageGate:
+    """What an image upgrade broke for one locked recipe (empty: passed), or that it is too
+    close to call yet (`ambiguous`: measure the recipe and the baseline again)."""
+
+    problems: tuple[str, ...]
+    ambiguous: bool
+
+
+def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResult], lock: Lock,
+               tolerance_pct: float, final: bool) -> ImageGate:
+    """Judge a locked recipe on a new image, with all its runs and the new baseline's runs.
 
     The recipe must still beat or match the new image's baseline, and neither the recipe nor the
-    baseline may regress beyond the tolerance vs the lock, with confidence.
+    baseline may regress beyond the tolerance vs the lock, with confidence. Until `final`, a
+    likely regression whose interval still reaches inside the tolerance makes the outcome
+    ambiguous (confirm it with more runs) instead of failing.
     """
-    tag = recipe_run.config_tag
+    recipe = [r.tgs for r in recipe_runs if r.measured and r.tgs is not None]
+    baseline = [r.tgs for r in baseline_runs if r.measured and r.tgs is not None]
+    tag = recipe_runs[0].config_tag if recipe_runs else ""
     locked = lock.recipe(tag)
-    baseline = baseline_values(results, tag)
-    if locked is None or recipe_run.tgs is None or not baseline:
-        return []
-    tag_noise = noise(results, tag)
-    base_ids = " ".join(r.job_id for r in results
-                        if r.kind == RunKind.BASELINE.value and r.config_tag == tag)
-    problems = []
-    vs_base = stats.compare([recipe_run.tgs], baseline, tag_noise)
+    if locked is None or not recipe or not baseline:
+        return ImageGate((), False)
+    tag_noise = stats.run_noise(baseline)
+    recipe_ids = " ".join(r.job_id for r in recipe_runs)
+    base_ids = " ".join(r.job_id for r in baseline_runs)
+    problems, ambiguous = [], False
+    vs_base = stats.compare(recipe, baseline, tag_noise)
     if vs_base.verdict is stats.Direction.WORSE:
         problems.append(_line(f"recipe {locked.profile!r} [{tag}] no longer beats or matches the "
                               "baseline on the new image", vs_base, 0.0,
-                              f"{recipe_run.job_id} vs {base_ids}"))
+                              f"{recipe_ids} vs {base_ids}"))
     checks = ((f"recipe {locked.profile!r} [{tag}] regressed vs the lock ({lock.date})",
-               [recipe_run.tgs], locked.tgs, recipe_run.job_id),
+               recipe, locked.tgs, recipe_ids),
               (f"baseline [{tag}] regressed vs the lock ({lock.date})",
                baseline, locked.baseline_tgs, base_ids))
     for what, values, reference, ids in checks:
-        decision = stats.decide_after_remeasure(values, [reference], tag_noise, tolerance_pct)
+        decision = _confirmed(values, reference, tag_noise, tolerance_pct, final)
         if decision is stats.Decision.FAIL:
             problems.append(_line(what, stats.compare(values, [reference], tag_noise),
                                   tolerance_pct, f"{ids} vs locked {reference:.1f}"))
-    return problems
+        ambiguous |= decision is stats.Decision.AMBIGUOUS
+    return ImageGate(tuple(problems), ambiguous and not problems)
+
+
+def _confirmed(values: Sequence[float], reference: float, noise: stats.Noise,
+               tolerance_pct: float, final: bool) -> stats.Decision:
+    """A regression vs a locked figure: FAIL at once only when the whole interval is past the
+    tolerance; a likely but unconfirmed one is AMBIGUOUS (measure again) until `final`. A gate
+    that looks fine passes without extra jobs."""
+    decision = stats.decide_after_remeasure(values, [reference], noise, tolerance_pct)
+    if final or decision is stats.Decision.PASS:
+        return decision
+    clear = stats.regression_check(values, [reference], noise, tolerance_pct)
+    return stats.Decision.FAIL if clear is stats.Decision.FAIL else stats.Decision.AMBIGUOUS
 
 
 def _line(what: str, c: stats.Comparison, tolerance_pct: float, jobs: str) -> str:

@@ -2,7 +2,8 @@
 # Run a 4-node Slurm cluster on this one host, for pytest-xlatune's integration tests.
 #
 #   scripts/local-slurm.sh up [--accounting|--no-accounting]
-#                                   install if missing, start munge + slurmctld + 4 slurmd, wait idle
+#                                   install if missing, start munge + slurmctld + 4 slurmd, wait idle;
+#                                   a slurmctld started here starts with an empty queue
 #   scripts/local-slurm.sh down     stop everything this script started
 #   scripts/local-slurm.sh status   print sinfo (and whether sacct works)
 #
@@ -303,9 +304,11 @@ stop_all_slurm() {
 
 start_ctld() {
     if ctld_alive; then return 0; fi
-    log "starting slurmctld on port $CTLD_PORT"
-    # -i: ignore state files that do not match the config (a node list change, a stale job).
-    slurmctld -f "$CONF" -i
+    log "starting slurmctld on port $CTLD_PORT (empty queue)"
+    # -c: start with no jobs. This is a throwaway test cluster; jobs a killed test run left held
+    # or pending (recovered from the state dir) would otherwise sit in every later run's queue.
+    # Tests that restart slurmctld mid-run start it without -c, so their jobs are recovered.
+    slurmctld -f "$CONF" -i -c
 }
 
 start_slurmd() {

@@ -314,10 +314,6 @@ def test_node_drained_mid_sweep_is_resumed_before_the_next_job(
     timing("drained node → RESUME", resumed[0] - hit[0])
 
 
-# Strict: the day Sweep is fixed this XPASSes and fails, so the marker goes.
-@pytest.mark.xfail(strict=False, raises=pytest.fail.Exception, reason=(
-    "session.py Sweep._resume RESUMEs once and goes on: the next job pends on the down node "
-    "forever instead of a STOP after 2 failed RESUMEs"))
 def test_slurmd_killed_mid_job_resume_fails_and_the_sweep_stops(
         pytester: pytest.Pytester, local_slurm: LocalSlurm, foreign_job: str,
         fake_trainer_env: None) -> None:
@@ -432,9 +428,6 @@ def test_unknown_flag_with_the_real_workload_fails_naming_the_flag(
     timing(f"unknown flag line → verdict (poll {POLL_S:g} s)", stale["finished_at"] - line_at)
 
 
-@pytest.mark.xfail(strict=False, raises=pytest.fail.Exception, reason=(
-    "session.py Sweep.run: a retry queues behind jobs already submitted for later items, which "
-    "run unwatched (no hang detection) meanwhile"))
 def test_a_retry_leaves_no_queued_job_unwatched(
         pytester: pytest.Pytester, local_slurm: LocalSlurm, foreign_job: str,
         fake_trainer_env: None) -> None:

@@ -31,6 +31,9 @@ waves:
   2:
     - {name: opt_o2, xla_flags: [--xla_backend_optimization_level=2]}
 backend: {kind: sbatch, time: "10:00"}
+# Eight virtual devices on two cores drift by several % between sessions (-3.6 % once in CI with
+# the same image), so this machine gates at 10 %; the broken recipes below lose ~30 %.
+thresholds: {regression_pct: 10}
 """
 
 WRAPPER = """#!/bin/bash
