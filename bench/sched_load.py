@@ -24,7 +24,8 @@ from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.poller import Poller
 from pytest_xlatune.slurm import commands
 from pytest_xlatune.slurm.client import SlurmClient
-from pytest_xlatune.transport import LocalTransport, SSHTransport, Transport
+from pytest_xlatune.ssh import SSHTransport
+from pytest_xlatune.transport import LocalTransport, Transport
 
 SSHD = REPO / "scripts" / "local-sshd.sh"
 COUNTS = (1, 8, 50)

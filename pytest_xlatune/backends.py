@@ -10,6 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
+from .grammar import CONTAINER_IMAGE, GrammarError
 from .launch.base import Launcher, LauncherError
 from .launch.local import LocalLauncher
 from .launch.maxtext_slurm import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
@@ -21,7 +22,8 @@ from .preflight import FrozenSlot, PreflightError, resolve_slot
 from .settings import Settings
 from .slurm.client import SlurmClient
 from .store import ResultStore
-from .transport import LocalTransport, SSHTransport, Transport, TransportError
+from .ssh import SSHTransport
+from .transport import LocalTransport, Transport, TransportError
 
 LOCAL_NODELIST = "localhost"
 
@@ -68,7 +70,8 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
         info = store.sweep_info()
         # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
         refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
-        return maxtext_backend(cell, transport, client, placement, store, prepare=not refused), frozen
+        return maxtext_backend(cell, transport, client, placement, store, prepare=not refused,
+                               image=container_image(cell, settings)), frozen
     raise PreflightError(f"{cell.path}: backend.kind: expected sbatch or maxtext-slurm for Slurm, "
                          f"found {cell.backend.kind.value!r}")
 
@@ -102,15 +105,25 @@ def maxtext_checkout(cell: Cell, transport: Transport) -> str:
     return posixpath.normpath(posixpath.join(home, checkout))
 
 
+def container_image(cell: Cell, settings: Settings) -> str:
+    """The container image maxtext-slurm jobs run in: --xlatune-image, else the cell's `image`,
+    else "" (container_env.sh's DOCKER_IMAGE)."""
+    image, where = (settings.image, "--xlatune-image") if settings.image else (cell.image, "image")
+    try:
+        return CONTAINER_IMAGE.check(image) if image else ""
+    except GrammarError as error:
+        raise PreflightError(f"{cell.path}: {where}: {error}") from None
+
+
 def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, placement: SlurmPlacement,
-                    store: ResultStore, prepare: bool = True) -> MaxTextSlurmLauncher:
+                    store: ResultStore, prepare: bool = True, image: str = "") -> MaxTextSlurmLauncher:
     """Pre-flight on the checkout, install the TUNE_PROFILE block(s), record the inventory."""
     launcher = MaxTextSlurmLauncher(
         transport, client, maxtext_checkout(cell, transport), placement, cell.model_tag,
         sweep_id=sweep_id(store, cell.model_tag), ray=cell.backend.option("ray") == "true",
         time_limit=cell.backend.option("time") or DEFAULT_TIME, profiles=cell.profiles,
         restore_default=RestoreDefault(*restore_default_changes(cell.env_file)), cell=str(cell.path),
-        record=lambda event, **payload: store.append(event, **payload),
+        record=lambda event, **payload: store.append(event, **payload), image=image,
     )
     if not prepare:
         return launcher  # submit() refuses to run without the block

@@ -57,6 +57,8 @@ OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*")
 OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
 NODELIST = Grammar("a Slurm nodelist", r"[A-Za-z0-9_.,\[\]-]+")
 PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
+CONTAINER_IMAGE = Grammar("a container image (registry/name:tag, or the absolute path of a .tar)",
+                          r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*", max_len=512)
 
 
 def split_xla_flag(flag: str) -> tuple[str, str]:

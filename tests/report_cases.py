@@ -10,6 +10,7 @@ import datetime as dt
 from pathlib import Path
 
 from pytest_xlatune.evidence import hlo
+from pytest_xlatune.evidence.collective_table import inventory
 from pytest_xlatune.evidence.artifacts import RunEvidence, op_kinds
 from pytest_xlatune.evidence.profile import summarize
 from pytest_xlatune.model import (Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry,
@@ -174,7 +175,7 @@ def recorded(result: JobResult, name: str) -> RunEvidence:
         job_id=result.job_id, item=result.item, profile_name=result.resolved_from or result.profile,
         tgs=result.tgs, step_seconds=result.step_seconds,
         hlo_path=f"jobs/{result.job_id}/xla_dump/module_0042.jit_train_step.cpu_after_optimizations.txt",
-        inventory=tuple(hlo.inventory(found)),
+        inventory=tuple(inventory(found)),
         trace_path=f"jobs/{result.job_id}/tensorboard/plugins/profile/2026_05_01/vm.trace.json.gz",
         profile=summary)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..catalog import EvidenceFacts
 from ..results import JobResult
 from . import hlo
+from .collective_table import InventoryRow, inventory
 from .profile import ProfileError, ProfileSummary, summarize
 
 __all__ = ["RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds"]
@@ -33,7 +34,7 @@ class RunEvidence:
     tgs: float | None
     step_seconds: float | None
     hlo_path: str | None = None
-    inventory: tuple[hlo.InventoryRow, ...] | None = None
+    inventory: tuple[InventoryRow, ...] | None = None
     trace_path: str | None = None
     profile: ProfileSummary | None = None
     problems: tuple[str, ...] = ()
@@ -98,7 +99,7 @@ def load(result: JobResult) -> RunEvidence:
     """Everything an evidence run's artifacts show, with a reason for each part that is missing."""
     problems = []
     hlo_path, found, problem = load_collectives(result)
-    rows = tuple(hlo.inventory(found)) if found is not None else None
+    rows = tuple(inventory(found)) if found is not None else None
     if problem:
         problems.append(problem)
     trace_path, summary = None, None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import job_name
+from ..grammar import CONTAINER_IMAGE, job_name
 from ..model import Profile
 from ..preflight import PreflightError
 from ..slurm.client import SlurmClient
@@ -76,6 +76,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
                  model_tag: str, *, sweep_id: str, ray: bool = False, time_limit: str = DEFAULT_TIME,
                  profiles: Sequence[Profile] = (), restore_default: RestoreDefault = RestoreDefault(),
                  cell: str = "cell", record: Record | None = None, submit_timeout: float = 300.0,
+                 image: str = "",
                  lookup_interval: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
         if not checkout.startswith("/"):
             raise ValueError(f"checkout must be an absolute path on the cluster, found {checkout!r}")
@@ -92,6 +93,9 @@ class MaxTextSlurmLauncher(SlurmJobs):
         self.cell = cell
         self.record: Record = record or (lambda event, **payload: None)
         self.submit_timeout = submit_timeout
+        # submit.sh runs under DOCKER_IMAGE=<image> (container_env.sh keeps a DOCKER_IMAGE it
+        # finds in the environment); empty: container_env.sh's own default.
+        self.image = CONTAINER_IMAGE.check(image) if image else ""
         self.lookup_interval = lookup_interval
         self.clock = clock
         self.train_env = self.path("train_env.sh")
@@ -143,9 +147,11 @@ class MaxTextSlurmLauncher(SlurmJobs):
                                      f"maxtext-slurm checkout {self.checkout}, found none")
         settings = self.inventory()["gpu_yml"]["settings"]
         self._yml_parallelism = {f"{k}={v}" for k, v in settings.items() if k.endswith("_parallelism")}
-        image = mf.parse_container_env(self._clean(self.path("container_env.sh")) or "").get("DOCKER_IMAGE", "")
+        default = mf.parse_container_env(self._clean(self.path("container_env.sh")) or "").get("DOCKER_IMAGE", "")
+        image, source = (self.image, "the image asked for") if self.image else \
+            (default, f"container_env.sh of {self.checkout}")
         if image.startswith("/") and not self.transport.exists(image):
-            raise PreflightError(f"{self.cell}: image: DOCKER_IMAGE {image} (container_env.sh of {self.checkout}) "
+            raise PreflightError(f"{self.cell}: image: DOCKER_IMAGE {image} ({source}) "
                                  "does not exist on the cluster")
         blocks = {self.train_env: ""}
         if self._read(self.env_sh) is not None:
@@ -237,7 +243,8 @@ class MaxTextSlurmLauncher(SlurmJobs):
                          "deployed": [list(pair) for pair in deployed],
                          # restore_default cannot put these back: the cell's env_file omits them
                          "not_restored": sorted({name for name, _ in deployed} - restored)},
-            "container_env": {"path": container, **mf.parse_container_env(self._clean(container) or "")},
+            "container_env": {"path": container, **mf.parse_container_env(self._clean(container) or ""),
+                              **({"DOCKER_IMAGE": self.image} if self.image else {})},
             "tuning_md": {"path": tuning_md, "exists": prior is not None, "fresh_start": prior is None,
                           "text": (prior or "")[:TUNING_MD_LIMIT]},
         }  # fmt: skip
@@ -279,6 +286,8 @@ class MaxTextSlurmLauncher(SlurmJobs):
                                   p.partition, passthrough, self.ray, profile=arm)
         except ValueError as error:
             raise LauncherError(f"{request.job_name}: " + " | ".join(str(error).splitlines())) from None
+        if self.image:
+            argv = ["env", f"DOCKER_IMAGE={self.image}", *argv]
         command = f"{shlex.join(argv)} (in {self.checkout})"
         try:
             result = self.transport.run(argv, timeout=self.submit_timeout, cwd=self.checkout)

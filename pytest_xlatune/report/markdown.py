@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
 
-from ..evidence.hlo import format_bytes
+from ..evidence.collective_table import format_bytes
 from . import sections
 from .data import ReportData
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .. import stats
 from ..evidence.artifacts import RunEvidence
-from ..evidence.hlo import describe_diff, diff
+from ..evidence.collective_table import describe_diff, diff
 from ..model import Cell
 from ..plan import RunKind, predicted_bubble
 from ..results import JobResult, delta_pct

@@ -178,6 +178,33 @@ def test_refused_nodelist_or_foreign_block_leaves_the_checkout_untouched(
     assert (root / "train_env.sh").read_bytes() == before["train_env.sh"][0]
 
 
+@pytest.mark.slurm
+@pytest.mark.jax
+def test_the_image_asked_for_is_the_jobs_docker_image_and_a_missing_one_submits_nothing(
+        pytester: pytest.Pytester, local_slurm: LocalSlurm) -> None:
+    root = copy_checkout(pytester.path)
+    image = pytester.path / "maxtext-v26.3.tar"
+    image.write_bytes(b"a tarball")
+    cell = pytester.makefile(".yml", img=CELL.format(checkout=json.dumps(str(root))))
+    common = ["-k", "baseline", "-p", "no:cacheprovider", "--xlatune-poll-interval=0.3"]
+    result = pytester.runpytest(str(cell), f"--xlatune-image={image}", *common)
+    result.assert_outcomes(passed=1)
+    found = events(pytester.path / ".xlatune" / "img.jsonl")
+    (baseline,) = [e for e in found if e["event"] == "result"]
+    assert baseline["image"] == str(image)
+    # container_env.sh on the node kept the DOCKER_IMAGE submit.sh ran under.
+    assert f"[stand-in] no docker: running on node01 with DOCKER_IMAGE={image}" in \
+        Path(baseline["log_path"]).read_text()
+
+    gone = pytester.path / "maxtext-v26.4.tar"
+    result = pytester.runpytest(str(cell), f"--xlatune-image={gone}", "--xlatune-remeasure", *common)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*img.yml: image: DOCKER_IMAGE {gone} (the image asked for) does not "
+                                 "exist on the cluster*"])
+    assert len([e for e in events(pytester.path / ".xlatune" / "img.jsonl")
+                if e["event"] == "submitted"]) == 1
+
+
 INTERRUPT_CELL = """\
 model_tag: demo
 nodelist: node[03-04]

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xlatune.ssh import SSHTransport
 from pytest_xlatune.transport import (
     CommandResult,
     HostCmdTransport,
     LocalTransport,
-    SSHTransport,
     Transport,
     TransportError,
     TransportTimeout,

@@ -9,18 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.evidence.hlo import (
-    Collective,
+from pytest_xlatune.evidence.collective_table import (
     DiffRow,
     InventoryRow,
-    Kind,
-    collectives,
     describe_diff,
     diff,
-    find_train_step_dump,
     inventory,
     render_inventory_md,
 )
+from pytest_xlatune.evidence.hlo import Collective, Kind, collectives, find_train_step_dump
 
 DATA = Path(__file__).parents[1] / "data" / "hlo"
 KINDS = "all-gather|reduce-scatter|all-reduce|collective-permute|all-to-all|ragged-all-to-all|collective-broadcast"

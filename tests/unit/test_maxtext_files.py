@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.grammar import JOB_NAME_MAX, GrammarError, job_name
+from pytest_xlatune.grammar import JOB_NAME_MAX, job_name
 from pytest_xlatune.launch.maxtext_files import (
     foreign_block,
     install_block,

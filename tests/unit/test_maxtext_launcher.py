@@ -134,13 +134,14 @@ def cell_path(tmp_path: Path) -> Path:
 
 
 def make(transport: FakeTransport, cell_path: Path, *, ray: bool = False, prepare: bool = True,
-         events: list[tuple[str, dict[str, object]]] | None = None) -> MaxTextSlurmLauncher:
+         events: list[tuple[str, dict[str, object]]] | None = None, image: str = "") -> MaxTextSlurmLauncher:
     cell = load_cell(cell_path)
     launcher = MaxTextSlurmLauncher(
         transport, SlurmClient(transport), CK, SlurmPlacement("node[01-02]", 2, "debug"), "demo",
         sweep_id=SWEEP, ray=ray, profiles=cell.profiles, cell=str(cell_path), lookup_interval=0,
         restore_default=RestoreDefault(*restore_default_changes(cell.env_file)),
         record=lambda event, **payload: (events if events is not None else []).append((event, payload)),
+        image=image,
     )
     if prepare:
         launcher.prepare()
@@ -330,6 +331,23 @@ def test_missing_checkout_files_and_missing_image_fail_preflight(cell_path: Path
     present = FakeTransport(checkout_files(**{"container_env.sh": image}))
     present.files["/shared/images/jax.tar"] = b"tar"
     make(present, cell_path).close()
+
+
+def test_an_image_asked_for_runs_submit_sh_under_docker_image(cell_path: Path) -> None:
+    transport = FakeTransport(checkout_files())
+    transport.files["/images/maxtext-v26.3.tar"] = b"tar"
+    transport.submit_replies.append((0, submit_output("79"), ""))
+    launcher = make(transport, cell_path, image="/images/maxtext-v26.3.tar")
+    launcher.submit(request(cell_path, "baseline"))
+    argv = submitted_argv(transport)
+    assert argv[:3] == ["env", "DOCKER_IMAGE=/images/maxtext-v26.3.tar", "./submit.sh"]
+    assert launcher.inventory()["container_env"]["DOCKER_IMAGE"] == "/images/maxtext-v26.3.tar"
+    launcher.close()
+    with pytest.raises(PreflightError, match=r"image: DOCKER_IMAGE /images/gone.tar \(the image asked for\) "
+                                             "does not exist on the cluster"):
+        make(FakeTransport(checkout_files()), cell_path, image="/images/gone.tar")
+    with pytest.raises(ValueError, match="expected a container image .*found '-v /:/host'"):
+        make(FakeTransport(checkout_files()), cell_path, image="-v /:/host")
 
 
 def test_submit_before_prepare_is_refused(cell_path: Path) -> None:

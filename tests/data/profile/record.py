@@ -28,6 +28,7 @@ REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO))
 
 from pytest_xlatune.evidence import hlo  # noqa: E402
+from pytest_xlatune.evidence.collective_table import inventory  # noqa: E402
 from pytest_xlatune.evidence.artifacts import find_trace  # noqa: E402
 
 COMMON = ["steps=5", "profiler=xplane", "skip_first_n_steps_for_profiler=2", "profiler_steps=2",
@@ -64,7 +65,7 @@ def trim_hlo(text: str) -> str:
         else:
             out.append(line)
     trimmed = "\n".join(out) + "\n"
-    full, kept = hlo.inventory(hlo.collectives(text)), hlo.inventory(hlo.collectives(trimmed))
+    full, kept = inventory(hlo.collectives(text)), inventory(hlo.collectives(trimmed))
     if full != kept:
         raise SystemExit(f"trimming changed the inventory: {full} != {kept}")
     return trimmed
