@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 from .launch.base import JobRequest
 from .model import BackendKind, Cell
-from .plan import RunSpec
+from .plan import RunKind, RunSpec
 
 HEARTBEAT = ("jax_distributed_heartbeat_timeout_seconds", "99999")
 # Profiler on steps 5-8; steady state then uses steps 9-14 (xla-tuning skill).
@@ -47,3 +49,15 @@ def job_request(cell: Cell, spec: RunSpec) -> JobRequest:
         unset_env=spec.unset_env,
         evidence=spec.evidence,
     )
+
+
+def possible_requests(cell: Cell, specs: Sequence[RunSpec]) -> Iterator[JobRequest]:
+    """Every submission a sweep of these specs may make: a run resolved from results (the winner's
+    evidence run, a wave-6 cross-check) once per profile it could take its flags from. Stacks are
+    left out (their flags are the winners', their names the cell's)."""
+    sources = [s for s in specs if s.kind is RunKind.PROFILE]
+    for spec in specs:
+        if spec.kind in (RunKind.WINNER_EVIDENCE, RunKind.CROSS_CONFIG) and spec.needs_resolution:
+            yield from (job_request(cell, spec.resolve(source)) for source in sources)
+        elif spec.kind is not RunKind.STACK:
+            yield job_request(cell, spec)

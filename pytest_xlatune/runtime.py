@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .backends import LOCAL_NODELIST, local_backend, open_transport, remote_dir, slurm_backend
+from .compose import possible_requests
 from .launch.base import Launcher
 from .model import BackendKind, Cell
 from .lock import Lock, build_lock, dumps, load_lock, lock_path
@@ -88,15 +89,19 @@ class Runtime:
                                  posixpath.join(self.settings.workdir, slug))
             launcher, frozen = slurm_backend(cell, self.settings, transport, workdir)
             nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
+        specs = specs_for(cell, self.settings)
         try:
             self._freeze(cell, store, nodelist)
+            # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
+            if check_requests := getattr(launcher, "check_requests", None):
+                check_requests(possible_requests(cell, specs))
         except PreflightError:
             launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
             raise
         if other_jobs.strip():
             self.report(f"{cell.path.name}: other jobs on the partition:\n{other_jobs.rstrip()}")
         sweep = Sweep(
-            cell=cell, specs=specs_for(cell, self.settings), store=store, launcher=launcher,
+            cell=cell, specs=specs, store=store, launcher=launcher,
             nodelist=nodelist, poll_interval=self.settings.poll_interval,
             remeasure=self.settings.remeasure, report=self.report,
             queue_depth=getattr(launcher, "queue_depth", 0),

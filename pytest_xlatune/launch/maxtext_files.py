@@ -27,6 +27,7 @@ TUNE_ENV_ARG = "_env_TUNE_PROFILE="
 
 # Slurm --time: minutes, min:sec, h:min:sec, d-h, d-h:min, d-h:min:sec.
 SLURM_TIME = Grammar("a Slurm time limit", r"[0-9]+(-[0-9]+)?(:[0-9]+){0,2}|UNLIMITED|INFINITE")
+XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
 SWEEP_ID = Grammar("a sweep id", r"[A-Za-z0-9][A-Za-z0-9_.-]*", max_len=64)
 
 _BEGIN = "# >>> xlatune TUNE_PROFILE sweep={sweep} (managed by pytest-xlatune; do not edit) >>>"

@@ -14,7 +14,7 @@ import posixpath
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,6 @@ from .base import JobRequest, LauncherError, SubmittedJob
 from .slurm_jobs import SlurmJobs, SlurmPlacement
 
 DEFAULT_TIME = "45:00"  # the skill's submission template
-XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
 TUNING_MD_LIMIT = 64 << 10  # characters of an existing <MODEL_TAG>-tuning.md kept in the inventory
 Record = Callable[..., None]
 Arm = tuple[tuple[str, ...], dict[str, "str | None"]]
@@ -270,24 +269,35 @@ class MaxTextSlurmLauncher(SlurmJobs):
         raise LauncherError(f"{request.job_name}: no TUNE_PROFILE arm of the installed block sets exactly "
                             f"{shown or 'nothing'}")
 
-    def submit(self, request: JobRequest) -> SubmittedJob:
-        if not self._prepared or self._closed:
-            raise LauncherError(f"{self.cell}: the TUNE_PROFILE block is not installed (prepare() first)")
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """Pre-flight: submit.sh would take every one of these (its JOB_NAME limit, an arm of
+        the installed block), so a sweep never stops half-submitted on a name."""
+        for request in requests:
+            try:
+                self._argv(request)
+            except LauncherError as error:
+                raise PreflightError(f"{self.cell}: waves: {error}") from None
+
+    def _argv(self, request: JobRequest) -> list[str]:
         arm = self.tune_profile(request)
         # The skill's rule "no parallelism override when gpu.yml already has N" (the same config):
         # every byte counts against submit.sh's 243-byte JOB_NAME, the evidence run's most of all.
         passthrough = [a for a in request.passthrough if a not in self._yml_parallelism]
         if request.evidence:  # where the skill's evidence template has it: before the heartbeat
             at = next((i for i, a in enumerate(passthrough) if a.startswith(mf.HEARTBEAT_KEY + "=")), len(passthrough))
-            passthrough.insert(at, XLA_DUMP_ARG)
+            passthrough.insert(at, mf.XLA_DUMP_ARG)
         p = self.placement
         try:
             argv = mf.submit_argv(self.model_tag, request.profile, p.nodes, p.nodelist, self.time_limit,
                                   p.partition, passthrough, self.ray, profile=arm)
         except ValueError as error:
             raise LauncherError(f"{request.job_name}: " + " | ".join(str(error).splitlines())) from None
-        if self.image:
-            argv = ["env", f"DOCKER_IMAGE={self.image}", *argv]
+        return ["env", f"DOCKER_IMAGE={self.image}", *argv] if self.image else argv
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        if not self._prepared or self._closed:
+            raise LauncherError(f"{self.cell}: the TUNE_PROFILE block is not installed (prepare() first)")
+        argv = self._argv(request)
         command = f"{shlex.join(argv)} (in {self.checkout})"
         try:
             result = self.transport.run(argv, timeout=self.submit_timeout, cwd=self.checkout)

@@ -6,13 +6,16 @@ import fnmatch
 import posixpath
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pytest_xlatune.cell import CellError, load_cell
-from pytest_xlatune.compose import job_request
+from dataclasses import replace
+
+from pytest_xlatune.compose import job_request, possible_requests
 from pytest_xlatune.launch.base import JobRequest, LauncherError, SubmittedJob
 from pytest_xlatune.launch.maxtext_files import install_block, render_tune_block
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher, RestoreDefault
@@ -348,6 +351,37 @@ def test_an_image_asked_for_runs_submit_sh_under_docker_image(cell_path: Path) -
         make(FakeTransport(checkout_files()), cell_path, image="/images/gone.tar")
     with pytest.raises(ValueError, match="expected a container image .*found '-v /:/host'"):
         make(FakeTransport(checkout_files()), cell_path, image="-v /:/host")
+
+
+def test_preflight_refuses_a_sweep_whose_evidence_run_would_exceed_the_job_name_limit(
+        cell_path: Path) -> None:
+    cell = load_cell(cell_path)
+    transport = FakeTransport(checkout_files())
+    launcher = make(transport, cell_path)
+    requests = list(possible_requests(cell, expand(cell)))
+    # Both evidence runs: wave 1.5 and the winner's, once per profile that could win.
+    assert [r.profile for r in requests if r.evidence] == ["evidence", "winner", "winner"]
+    launcher.check_requests(requests)
+    # A MaxText override that fits a plain run but not the evidence run's profiler + HLO dump args.
+    plain = next(r for r in requests if r.profile == "no_eigen_mt")
+
+    def padded(request: JobRequest, n: int) -> JobRequest:
+        return replace(request, passthrough=(*request.passthrough, f"remat_policy={'x' * n}"))
+
+    n = 1
+    while n < 243:  # the longest value the plain run still takes
+        try:
+            launcher.check_requests([padded(plain, n + 1)])
+        except PreflightError:
+            break
+        n += 1
+    assert 20 < n < 200
+    evidence = next(r for r in requests if r.profile == "winner")
+    with pytest.raises(PreflightError, match=r"demo.yml: waves: demo-winner-default: JOB_NAME would be "
+                                             r"\d+ bytes; submit.sh refuses more than 243"):
+        launcher.check_requests([padded(evidence, n)])
+    assert not [argv for argv, _ in transport.calls if "./submit.sh" in argv]
+    launcher.close()
 
 
 def test_submit_before_prepare_is_refused(cell_path: Path) -> None:
