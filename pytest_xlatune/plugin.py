@@ -29,16 +29,19 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = Settings.from_config(config)
     settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
 
-    def report(text: str) -> None:
+    def write(text: str, always: bool) -> None:
         terminal = config.pluginmanager.get_plugin("terminalreporter")
         capture = config.pluginmanager.get_plugin("capturemanager")
-        if terminal is None or config.option.verbose <= 0:
+        if terminal is None or (config.option.verbose <= 0 and not always):
             return
-        # Progress is written while the item runs, so step around output capturing.
+        # Written while the item runs, so step around output capturing.
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             terminal.write_line(f"  [xlatune] {text}")
 
-    runtime = Runtime(settings, config.rootpath, report)
+    # Progress (steps, re-attach) with -v; incidents (retries, RESUMEs, failed polls, cancels on
+    # sight, notifications not sent) always: a sweep runs for hours while nobody watches.
+    runtime = Runtime(settings, config.rootpath, lambda text: write(text, False),
+                      warn=lambda text: write(text, True))
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     if config.pluginmanager.hasplugin("html"):

@@ -38,10 +38,12 @@ def cell_slug(cell_path: Path, root: Path) -> str:
 class Runtime:
     """Holds the sweeps of this pytest session (stashed on the config)."""
 
-    def __init__(self, settings: Settings, root: Path, report: Callable[[str], None]) -> None:
+    def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
+                 warn: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.root = root
-        self.report = report
+        self.report = report  # progress, shown with -v
+        self.warn = warn or report  # incidents, always shown
         self.sweeps: dict[Path, Sweep] = {}
         self.cells: dict[Path, Cell] = {}
         self.written_reports: list[Path] = []
@@ -103,7 +105,7 @@ class Runtime:
         sweep = Sweep(
             cell=cell, specs=specs, store=store, launcher=launcher,
             nodelist=nodelist, poll_interval=self.settings.poll_interval,
-            remeasure=self.settings.remeasure, report=self.report,
+            remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
             queue_depth=getattr(launcher, "queue_depth", 0),
             image=self.settings.image or cell.image,
             policy=self.policy_for(cell), hang=self.settings.hang_settings(),
@@ -133,7 +135,7 @@ class Runtime:
         if self._notifier is None:
             transport = self.transport() if self.settings.notify else None
             self._notifier = Notifier(transport, self.settings.notify,
-                                      cwd=cell.backend.option("checkout"), warn=self.report)
+                                      cwd=cell.backend.option("checkout"), warn=self.warn)
         return self._notifier
 
     def stop(self, cell: Cell, stop: SweepStopped, session: pytest.Session) -> str:

@@ -51,7 +51,8 @@ class Sweep:
     nodelist: str
     poll_interval: float = 0.5
     remeasure: bool = False
-    report: Report = lambda text: None
+    report: Report = lambda text: None  # progress
+    warn: Report | None = None  # incidents (default: report)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
     queue_depth: int = 0
@@ -71,9 +72,11 @@ class Sweep:
     watcher: Watcher = field(init=False)
 
     def __post_init__(self) -> None:
-        self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.report)
+        self.warn = self.warn or self.report
+        self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.warn)
         self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
                                self.clock, self.sleep, self.report, self.hang, self.policy,
+                               warn=self.warn,
                                controller_down_limit_s=_controller_limit_s(self.policy))
 
     def set_upcoming(self, specs: list[RunSpec]) -> None:
@@ -224,13 +227,20 @@ class Sweep:
                                    decision.failing_nodes, decision.recovery)
             if decision.action in (Action.RETRY_SAME_NODELIST, Action.RESUME_NODE_THEN_RETRY):
                 self.store.append("attempt", **result.to_dict())
-                self.report(f"{spec.name} job {job.job_id}: {decision.reason}")
+                self.warn(f"{spec.name} job {job.job_id}: {decision.reason}")
                 if decision.action is Action.RESUME_NODE_THEN_RETRY:
                     self._resume(decision.failing_nodes)
                 history.append(diagnosis)
                 retries.append(f"job {job.job_id}: {diagnosis.failure.value}: {diagnosis.reason}")
                 job = None
+                waited_from = self.clock()
                 self._watch_queue_ahead()
+                # The rule's pause before the resubmission (a GPU runtime error: 90 s for the
+                # device to recover); time spent watching queued jobs counts.
+                if decision.action is Action.RETRY_SAME_NODELIST and \
+                        (left := decision.wait_s - (self.clock() - waited_from)) > 0:
+                    self.warn(f"{spec.name}: waiting {left:.0f} s before the retry")
+                    self.sleep(left)
                 continue
             if decision.action is Action.DROP_INFRA_FLAKE:
                 result = replace(result, verdict=Verdict.INFRA_FLAKE, reason=decision.reason)
@@ -267,7 +277,7 @@ class Sweep:
             if not todo:
                 return
             for node in todo:
-                self.report(f"resuming node {node} ({unusable[node]})")
+                self.warn(f"resuming node {node} ({unusable[node]})")
                 self.launcher.resume_node(node)
             still = dict(self.launcher.unusable_nodes())
             if any(node in still for node in todo):  # give slurmctld a moment to show it

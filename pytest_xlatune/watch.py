@@ -48,9 +48,11 @@ class Watcher:
     hang: HangSettings
     policy: Policy = DEFAULT_POLICY
     controller_down_limit_s: float = 15 * 60.0
+    warn: Callable[[str], None] | None = None  # incidents (default: report)
     _unsent_cancel: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
+        self.warn = self.warn or self.report
         # The playbook's controller_unreachable row says how long to wait before asking again
         # (5 min by default): that is the longest the poller backs off after failed queries.
         wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
@@ -96,8 +98,8 @@ class Watcher:
             trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
             phase = detector.check(now, self._running(progress)) if trusted else None
             if phase is not None and not seen.cancelled_for:
-                self.report(f"{name} job {job.job_id}: no new step for "
-                            f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
+                self.warn(f"{name} job {job.job_id}: no new step for "
+                          f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
                 seen.hang_phase = phase
                 self._cancel(job, seen, "hang")
             if seen.log.last_step is not None and seen.log.last_step != last_reported:
@@ -123,7 +125,7 @@ class Watcher:
                                       exit_code=None, log_text=seen.log.tail_text(),
                                       scheduler_state="RUNNING"))
         if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
-            self.report(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
+            self.warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
             self._cancel(job, seen, diagnosis.failure.value)
 
     def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
@@ -135,7 +137,7 @@ class Watcher:
         try:
             self.launcher.cancel(job.job_id)
         except LauncherError as error:
-            self.report(f"job {job.job_id}: cancel failed ({error}); trying again")
+            self.warn(f"job {job.job_id}: cancel failed ({error}); trying again")
             self._unsent_cancel = True
         else:
             self._unsent_cancel = False

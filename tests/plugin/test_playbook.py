@@ -36,6 +36,12 @@ def test_rccl_flake_three_times_in_a_row_is_dropped_as_infra_flake(
     result = run(pytester, "--xla_fake_fail=rccl_hang")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*dropped as infra-flake*rccl_init_flake*"])
+    # Each retry is shown without -v (an incident); step progress is not.
+    shown = [line for line in result.outlines if line.startswith("  [xlatune] wave2::p[default] job ")]
+    assert [line.split(": ", 1)[1].split(":")[0] for line in shown] == [
+        "no new step for 1 s (before_step0)", "retry on the same nodelist"] * 2 + [
+        "no new step for 1 s (before_step0)"], shown
+    assert "step 1/" not in result.stdout.str()
     kinds = [e["event"] for e in events(pytester.path)]
     assert kinds.count("submitted") == 3 and kinds.count("attempt") == 2
     assert kinds.count("result") == 1

@@ -154,3 +154,47 @@ def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -
     sweep.cancel_all()
     assert launcher.cancelled == ["102", "103"]  # the two queued jobs, never job 7
     assert set(store.pending_submissions()) == {"other"}
+
+
+class GpuErrorOnce(ScriptedLauncher):
+    """The first job aborts with an HSA error before step 0; the rest train normally."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(polls_to_finish=3)
+        self.clock = clock
+        self.submitted_at: list[float] = []
+        self.finished_101_at = -1.0
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        self.submitted_at.append(self.clock.now)
+        return super().submit(request)
+
+    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        if job.job_id == "101":
+            return b"0: :0:rocdevice.cpp :2984: Aborting with error : HSA_STATUS_ERROR_EXCEPTION\n"[offset:]
+        return super().read_log(job, offset)
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        answer = super().poll(job_ids)
+        if "101" in answer and answer["101"].phase is JobPhase.FINISHED:
+            answer["101"] = JobProgress(JobPhase.FINISHED, "FAILED", 1)
+            self.finished_101_at = self.clock.now
+        return answer
+
+
+def test_a_gpu_runtime_error_waits_the_rules_pause_before_the_retry(tmp_path: Path) -> None:
+    clock = Clock()
+    launcher = GpuErrorOnce(clock)
+    warned: list[str] = []
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock,
+                  warn=warned.append)
+    outcome = sweep.run(specs[0])
+    assert outcome.result.job_id == "102" and outcome.result.tgs == 1102.0
+    pause = [line for line in warned if "before the retry" in line]
+    assert len(pause) == 1 and pause[0].startswith("wave1::baseline[default]: waiting ")
+    # Job 102 is submitted 90 s after job 101 was seen ending.
+    waited = float(pause[0].split("waiting ")[1].split(" s")[0])
+    assert 80 <= waited <= 90
+    assert launcher.submitted_at[1] - launcher.finished_101_at >= 90
