@@ -62,13 +62,12 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
     """The winner of the primary tag (better beyond noise), and its re-run on each other tag
     that it did not regress; None when nothing beat the baseline."""
     measured = [r for r in results if r.measured and r.tgs is not None]
-    primary = cell.primary_config.name
-    profiles = [r for r in measured if r.kind == RunKind.PROFILE.value and r.config_tag == primary]
-    best = max(profiles, key=lambda r: r.tgs or 0.0, default=None)
+    best = verdicts.recipe(measured, cell.primary_config.name)  # a profile or a stack
     if best is None:
         return None
-    profile = cell.profile(best.profile)
-    profile_overrides = profile.overrides if profile else ()
+    # A stack's overrides are those of the profiles it combined.
+    sources = best.resolved_from.split("+") if best.kind == RunKind.STACK.value else [best.profile]
+    profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)
     recipes = []
     candidates = [best] + [r for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
     for run in candidates:

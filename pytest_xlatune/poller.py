@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 
-from .launch.base import JobPhase, JobProgress, Launcher, LauncherError
+from .launch.base import JobPhase, JobProgress, JobRequest, Launcher, LauncherError, SubmittedJob
 
 PENDING = JobProgress(JobPhase.PENDING, "UNKNOWN")
 
@@ -66,3 +67,30 @@ class Poller:
         self.down_since = None
         self._known.update(answer)
         self._next_poll = now + self.interval
+
+
+# What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.
+CONTROLLER_DOWN = re.compile(r"Unable to contact slurm controller|Socket timed out on send/recv|"
+                             r"Connection refused|Zero Bytes were transmitted or received")
+
+
+def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[float], None],
+                          limit_s: float) -> SubmittedJob:
+    """Submit; while the controller does not answer, back off like the poller (warning each
+    time) and try again, until it has been down for `limit_s` (then the LauncherError goes up).
+    Any other submission error goes up at once."""
+    down_since: float | None = None
+    failures = 0
+    while True:
+        try:
+            return poller.launcher.submit(request)
+        except LauncherError as error:
+            now = poller.clock()
+            down_since = now if down_since is None else down_since
+            if not CONTROLLER_DOWN.search(str(error)) or now - down_since >= limit_s:
+                raise
+            failures += 1
+            backoff = min(poller.interval * 2 ** failures, poller.max_backoff, limit_s - (now - down_since))
+            poller.warn(f"{request.job_name}: submission failed ({error}); retrying in "
+                        f"{round(backoff, 1):g} s")
+            sleep(backoff)

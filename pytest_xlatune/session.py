@@ -12,9 +12,9 @@ from .catalog import EvidenceFacts
 from .compose import job_request
 from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
-from .launch.base import Launcher, SubmittedJob
+from .launch.base import Launcher, LauncherError, SubmittedJob
 from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incident
-from .poller import Poller
+from .poller import CONTROLLER_DOWN, Poller, submit_through_outage
 from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
 from .logs import SignalKind, StepLog, steady_state
@@ -118,7 +118,7 @@ class Sweep:
     def best_profile(self) -> JobResult | None:
         """The highest-TGS measured profile of the primary config tag (waves 2-4)."""
         latest = self.store.latest_by_key()
-        return _best_profile(self._direct_results(latest), self.cell.primary_config.name)
+        return verdicts.best_measured(self._direct_results(latest), self.cell.primary_config.name)
 
     def resolve(self, spec: RunSpec) -> RunSpec | None:
         """Fill a run resolved from other runs' results; None while they do not allow it."""
@@ -133,7 +133,7 @@ class Sweep:
     def _resolution(self, spec: RunSpec, results: list[JobResult]) -> tuple[RunSpec | None, str]:
         primary = self.cell.primary_config.name
         if spec.kind is RunKind.STACK:
-            winners = _winners(results, primary, spec.wave_number)
+            winners = verdicts.winners(results, primary, spec.wave_number)
             sources: list[RunSpec] = []
             for result in winners:
                 source = self._profile_spec(result.profile)
@@ -147,16 +147,18 @@ class Sweep:
             return spec.combine(sources[:spec.top]), ""
         if spec.kind is RunKind.WINNER_EVIDENCE:
             # The winner (better beyond noise); without one, the best run, to show why it is not.
-            winners = _winners(results, primary, 4, kinds=(RunKind.PROFILE, RunKind.STACK))
-            chosen = winners[0] if winners else _best_profile(results, primary, stacks=True)
+            chosen = verdicts.recipe(results, primary) or verdicts.best_measured(
+                results, primary, kinds=(RunKind.PROFILE, RunKind.STACK))
             source = self._source_spec(chosen) if chosen else None
             if source is None:
                 return None, "no measured profile on the primary config tag yet: no winner to re-run"
             return spec.resolve(source), ""
-        best_profile = _best_profile(results, primary)
-        if best_profile is None:
+        # Wave 6 re-runs the recipe (a stack too); without a winner, the best profile, to see
+        # whether even that regresses the other tags.
+        chosen = verdicts.recipe(results, primary) or verdicts.best_measured(results, primary)
+        if chosen is None:
             return None, "no measured profile on the primary config tag yet: nothing to re-run"
-        source = self._profile_spec(best_profile.profile)
+        source = self._source_spec(chosen)
         return (spec.resolve(source), "") if source else (None, "the best profile left the cell")
 
     def _profile_spec(self, profile: str) -> RunSpec | None:
@@ -295,7 +297,14 @@ class Sweep:
                                        f"scontrol update NodeName={node} State=RESUME")
 
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
-        job = self.launcher.submit(job_request(self.cell, spec))
+        try:
+            job = submit_through_outage(self.poller, job_request(self.cell, spec), self.sleep,
+                                        _controller_limit_s(self.policy))
+        except LauncherError as error:
+            if CONTROLLER_DOWN.search(str(error)):
+                raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
+                                   f"{_controller_limit_s(self.policy) / 60:.0f} min: {error}") from None
+            raise
         # Recorded before anything else happens, so a killed session re-attaches to it.
         self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
                           log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
@@ -386,28 +395,6 @@ def _controller_limit_s(policy: Policy) -> float:
     """How long the controller may stay unreachable before STOP (the playbook says 15 min)."""
     minutes = policy.rule(FailureClass.CONTROLLER_UNREACHABLE).stop_after
     return float(minutes if minutes is not None else 15) * 60
-
-
-def _best_profile(results: list[JobResult], config_tag: str, stacks: bool = False) -> JobResult | None:
-    kinds = (RunKind.PROFILE.value, RunKind.STACK.value) if stacks else (RunKind.PROFILE.value,)
-    candidates = [r for r in results if r.kind in kinds and r.config_tag == config_tag and r.measured]
-    return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
-
-
-def _winners(results: list[JobResult], config_tag: str, up_to_wave: int,
-             kinds: tuple[RunKind, ...] = (RunKind.PROFILE,)) -> list[JobResult]:
-    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first."""
-    wanted = {k.value for k in kinds}
-    found = []
-    for r in results:
-        if r.kind not in wanted or r.config_tag != config_tag or not r.measured or r.tgs is None:
-            continue
-        if not r.wave.removeprefix("wave").isdigit() or int(r.wave.removeprefix("wave")) > up_to_wave:
-            continue
-        comparison = verdicts.compare([r.tgs], results, config_tag)
-        if comparison is not None and comparison.verdict.value == "better":
-            found.append(r)
-    return sorted(found, key=lambda r: -(r.tgs or 0.0))
 
 
 def _first_line(log: StepLog, kind: SignalKind) -> str | None:

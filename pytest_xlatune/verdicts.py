@@ -125,3 +125,44 @@ def _line(what: str, c: stats.Comparison, tolerance_pct: float, jobs: str) -> st
     return (f"{what}: TGS {c.candidate_mean:.1f} vs {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, "
             f"95 % interval [{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance "
             f"-{tolerance_pct:g} %), jobs {jobs}")
+
+
+def winners(results: Sequence[JobResult], config_tag: str, up_to_wave: int,
+            kinds: tuple[RunKind, ...] = (RunKind.PROFILE,)) -> list[JobResult]:
+    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first."""
+    wanted = {k.value for k in kinds}
+    found = []
+    for r in results:
+        if r.kind not in wanted or r.config_tag != config_tag or not r.measured or r.tgs is None:
+            continue
+        wave = r.wave.removeprefix("wave")
+        if not wave.isdigit() or int(wave) > up_to_wave:
+            continue
+        comparison = compare([r.tgs], results, config_tag)
+        if comparison is not None and comparison.verdict is stats.Direction.BETTER:
+            found.append(r)
+    return sorted(found, key=lambda r: -(r.tgs or 0.0))
+
+
+def best_measured(results: Sequence[JobResult], config_tag: str,
+                  kinds: tuple[RunKind, ...] = (RunKind.PROFILE,)) -> JobResult | None:
+    """The highest-TGS measured run of these kinds on a config tag, winner or not."""
+    wanted = {k.value for k in kinds}
+    candidates = [r for r in results if r.kind in wanted and r.config_tag == config_tag and r.measured]
+    return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
+
+
+def recipe(results: Sequence[JobResult], config_tag: str) -> JobResult | None:
+    """The run whose settings are the deployable recipe: the fastest profile or stack better
+    than the baseline beyond noise — but a stack only when it also beats the best single
+    winner beyond noise (otherwise the simpler recipe, as the skill prefers); None: no winner."""
+    found = winners(results, config_tag, 4, kinds=(RunKind.PROFILE, RunKind.STACK))
+    if not found:
+        return None
+    single = next((r for r in found if r.kind == RunKind.PROFILE.value), None)
+    top = found[0]
+    if top.kind == RunKind.STACK.value and single is not None and top.tgs and single.tgs:
+        vs_single = stats.compare([top.tgs], [single.tgs], noise(results, config_tag))
+        if vs_single.verdict is not stats.Direction.BETTER:
+            return single
+    return top

@@ -24,6 +24,7 @@ from ..preflight import PreflightError
 from ..slurm.client import SlurmClient
 from ..transport import Transport, TransportError, TransportTimeout
 from . import maxtext_files as mf
+from .maxtext_blocks import TuneBlocks, as_text
 from .base import JobRequest, LauncherError, SubmittedJob
 from .slurm_jobs import SlurmJobs, SlurmPlacement
 
@@ -45,24 +46,6 @@ class RestoreDefault:
     def env_pairs(self) -> tuple[tuple[str, str | None], ...]:
         """render_tune_block's `restore_env`: None means unset."""
         return self.env + tuple((name, None) for name in self.unset)
-
-
-@dataclass(frozen=True)
-class _Managed:
-    """A checkout file holding our block: what to write back at the end."""
-
-    path: str
-    original: bytes
-    installed: bytes
-    mode: str | None
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", "surrogateescape")  # any bytes survive the round trip
-
-
-def _bytes(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
 
 
 class MaxTextSlurmLauncher(SlurmJobs):
@@ -101,7 +84,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
         self.env_sh = self.path("configs", f"{model_tag}.env.sh")
         self.gpu_yml = self.path("configs", f"{model_tag}.gpu.yml")
         self._files: dict[str, bytes | None] = {}
-        self._managed: list[_Managed] = []
+        self.blocks = TuneBlocks(transport, self.sweep_id, self._clean)
         self._prepared = self._closed = False
         self._yml_parallelism: set[str] = set()  # `dcn_…_parallelism=N` args gpu.yml already sets
         self._mine: set[str] = set()
@@ -126,7 +109,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
     def _clean(self, path: str) -> str | None:
         """The file's text without a block of ours (left by a killed session of this sweep)."""
         data = self._read(path)
-        return None if data is None else mf.remove_block(_text(data), self.sweep_id)
+        return None if data is None else mf.remove_block(as_text(data), self.sweep_id)
 
     # ---- pre-flight, install, cleanup ------------------------------------------------------
 
@@ -156,53 +139,28 @@ class MaxTextSlurmLauncher(SlurmJobs):
         if self._read(self.env_sh) is not None:
             blocks[self.env_sh] = ""
         for path in blocks:
-            foreign = mf.foreign_block(_text(self._read(path) or b""), self.sweep_id)
+            foreign = mf.foreign_block(as_text(self._read(path) or b""), self.sweep_id)
             if foreign is not None:
                 raise PreflightError(f"{where}: {path} has TUNE_PROFILE content this sweep did not write, {foreign}; "
                                      f"remove it from the checkout {self.checkout} first")
         try:
-            xla, env = mf.render_tune_block(self.profiles, self.restore.flags, self.restore.env_pairs, self.model_tag)
-            blocks[self.train_env] = xla + env
-            if self.env_sh in blocks:
-                blocks[self.env_sh] = mf.render_env_file_block(self.profiles, self.restore.env_pairs, self.model_tag)
+            blocks = self._render(list(blocks))
         except ValueError as error:
             raise PreflightError(f"{self.cell}: waves: {error}") from None
         atexit.register(self._cleanup_at_exit)  # -x, Ctrl-C and failures end in close(); this is the net
-        for path, block in blocks.items():
-            self._install(path, block)
+        self.blocks.install(blocks)
 
-    def _install(self, path: str, block: str) -> None:
-        original = self._clean(path) or ""
-        installed = _bytes(mf.install_block(original, block, self.sweep_id))
-        mode = self._mode(path)
-        self._write(path, installed, mode)
-        self._managed.append(_Managed(path, _bytes(original), installed, mode))
-
-    def _mode(self, path: str) -> str | None:
-        # write_atomic renames a new file into place: its permission bits must be put back.
-        result = self.transport.run(["stat", "-c", "%a", path], timeout=60)
-        return result.stdout.strip() if result.ok and result.stdout.strip().isdigit() else None
-
-    def _write(self, path: str, data: bytes, mode: str | None) -> None:
-        self.transport.write_atomic(path, data)
-        if mode is not None:
-            self.transport.run(["chmod", mode, path], timeout=60).check()
+    def _render(self, paths: Sequence[str]) -> dict[str, str]:
+        """The block of each file, with an arm per profile (ValueError: a profile breaks it)."""
+        xla, env = mf.render_tune_block(self.profiles, self.restore.flags, self.restore.env_pairs, self.model_tag)
+        blocks = {self.train_env: xla + env}
+        if self.env_sh in paths:
+            blocks[self.env_sh] = mf.render_env_file_block(self.profiles, self.restore.env_pairs, self.model_tag)
+        return blocks
 
     def cleanup(self) -> dict[str, str]:
-        """Remove our blocks; a file nobody touched since gets its exact bytes back. Path → error."""
-        errors: dict[str, str] = {}
-        for managed in list(reversed(self._managed)):
-            try:
-                current = self.transport.read_from(managed.path, 0)
-                # Edited by someone during the session: keep their edits, cut only our block.
-                data = (managed.original if current == managed.installed
-                        else _bytes(mf.remove_block(_text(current), self.sweep_id)))
-                if data != current:
-                    self._write(managed.path, data, managed.mode)
-                self._managed.remove(managed)
-            except (TransportError, OSError, ValueError) as error:
-                errors[managed.path] = str(error)
-        return errors
+        """Remove our blocks byte-exact (TuneBlocks.cleanup). Path → error."""
+        return self.blocks.cleanup()
 
     def _cleanup_at_exit(self) -> None:
         for path, error in self.cleanup().items():
@@ -213,7 +171,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
             return
         self._closed = True
         atexit.unregister(self._cleanup_at_exit)
-        files = [managed.path for managed in self._managed]
+        files = self.blocks.paths
         errors = self.cleanup()
         for path, error in errors.items():
             print(f"xlatune: {self.cell}: could not remove the TUNE_PROFILE block from {path} (sweep "
@@ -278,8 +236,33 @@ class MaxTextSlurmLauncher(SlurmJobs):
             except LauncherError as error:
                 raise PreflightError(f"{self.cell}: waves: {error}") from None
 
-    def _argv(self, request: JobRequest) -> list[str]:
-        arm = self.tune_profile(request)
+    def _add_arm(self, request: JobRequest) -> str:
+        """An arm named after the request for settings known only now (a stack of this
+        session's winners, a locked stack in the gate): the block is rewritten with it. Queued
+        jobs read train_env.sh when they start and find every arm they were submitted with."""
+        if request.unset_env:
+            raise LauncherError(f"{request.job_name}: no TUNE_PROFILE arm unsets "
+                                f"{' '.join(request.unset_env)}, and only restore_default may")
+        arm = Profile(request.profile, 0, tuple(request.xla_flags), tuple(request.env))
+        profiles = tuple(p for p in self.profiles if p.name != arm.name) + (arm,)
+        before, self.profiles = self.profiles, profiles
+        try:
+            self.blocks.update(self._render(self.blocks.paths))
+        except (ValueError, TransportError) as error:
+            self.profiles = before
+            raise LauncherError(f"{request.job_name}: cannot add TUNE_PROFILE arm "
+                                f"{arm.name!r} to the installed block: {error}") from None
+        self.record("tune_arm_added", profile=arm.name, xla_flags=list(arm.xla_flags),
+                    env=[list(kv) for kv in arm.env])
+        return arm.name
+
+    def _argv(self, request: JobRequest, add_arm: bool = False) -> list[str]:
+        try:
+            arm = self.tune_profile(request)
+        except LauncherError:
+            if not add_arm:
+                raise
+            arm = self._add_arm(request)
         # The skill's rule "no parallelism override when gpu.yml already has N" (the same config):
         # every byte counts against submit.sh's 243-byte JOB_NAME, the evidence run's most of all.
         passthrough = [a for a in request.passthrough if a not in self._yml_parallelism]
@@ -297,7 +280,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
     def submit(self, request: JobRequest) -> SubmittedJob:
         if not self._prepared or self._closed:
             raise LauncherError(f"{self.cell}: the TUNE_PROFILE block is not installed (prepare() first)")
-        argv = self._argv(request)
+        argv = self._argv(request, add_arm=True)
         command = f"{shlex.join(argv)} (in {self.checkout})"
         try:
             result = self.transport.run(argv, timeout=self.submit_timeout, cwd=self.checkout)

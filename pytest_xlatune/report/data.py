@@ -115,8 +115,13 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
                         direction=cmp.verdict.value if cmp else "", kind=r.kind))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
-    winner = next((row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
-                   and row.direction == "better"), None)
+    # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best
+    # single winner beyond noise); without one, the fastest better row (a pipeline shape).
+    chosen = verdicts.recipe(measured, primary)
+    winner = next((row for row in rows if chosen is not None and row.job_ids == chosen.job_id
+                   and row.profile == chosen.profile), None) or next(
+        (row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
+         and row.direction == "better"), None)
     if winner is not None:
         rows = [Row(**{**row.__dict__, "winner": True}) if row is winner else row for row in rows]
         winner = next(row for row in rows if row.winner)

@@ -212,13 +212,35 @@ def test_submitted_job_names_the_log_and_dir_submit_sh_announced(cell_path: Path
     assert job == SubmittedJob("79", f"/scratch/ws/79-{JOB_NAME_79}.log", f"/scratch/ws/79-{JOB_NAME_79}")
 
 
-def test_a_request_without_a_matching_arm_is_refused(cell_path: Path) -> None:
+def test_a_run_known_only_at_run_time_gets_its_own_arm_and_close_still_restores_bytes(
+        cell_path: Path) -> None:
     transport = FakeTransport(checkout_files())
-    launcher = make(transport, cell_path)
-    odd = JobRequest("demo-x-default", "x", ("steps=15",), xla_flags=("--xla_cpu_multi_thread_eigen=true",))
-    with pytest.raises(LauncherError, match="no TUNE_PROFILE arm .* sets exactly --xla_cpu_multi_thread_eigen=true"):
-        launcher.submit(odd)
-    assert not transport.commands("./submit.sh")
+    before = dict(transport.files)
+    events: list[tuple[str, dict[str, object]]] = []
+    launcher = make(transport, cell_path, events=events)
+    # A stack of two winners: flags no installed arm sets.
+    stack = JobRequest("demo-stack_top2-default", "stack_top2", ("steps=15",),
+                       xla_flags=("--xla_cpu_multi_thread_eigen=false",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),))
+    with pytest.raises(PreflightError, match="no TUNE_PROFILE arm .* sets exactly"):
+        launcher.check_requests([stack])  # pre-flight does not add arms
+    transport.submit_replies.append((0, submit_output("80"), ""))
+    launcher.submit(stack)
+    assert submitted_argv(transport)[-1] == "_env_TUNE_PROFILE=stack_top2"
+    train_env = transport.files[f"{CK}/train_env.sh"].decode()
+    assert "stack_top2)" in train_env and train_env.count("--xla_cpu_multi_thread_eigen=false") == 2
+    assert "stack_top2)" in transport.files[f"{CK}/configs/demo.env.sh"].decode()
+    assert ("tune_arm_added", {"profile": "stack_top2", "xla_flags": ["--xla_cpu_multi_thread_eigen=false"],
+                               "env": [["NCCL_NCHANNELS_PER_NET_PEER", "8"]]}) in events
+    # The same settings again (the winner's evidence run re-running the stack): that arm.
+    transport.submit_replies.append((0, submit_output("81"), ""))
+    launcher.submit(JobRequest("demo-winner-default", "winner", ("steps=15",), xla_flags=stack.xla_flags,
+                               env=stack.env, evidence=True))
+    assert submitted_argv(transport)[-1] == "_env_TUNE_PROFILE=stack_top2"
+    unset = JobRequest("demo-x-default", "x", ("steps=15",), unset_env=("NCCL_BUFFSIZE",))
+    with pytest.raises(LauncherError, match="no TUNE_PROFILE arm unsets NCCL_BUFFSIZE"):
+        launcher.submit(unset)
+    launcher.close()
+    assert {k: transport.files[k] for k in before} == before
 
 
 @pytest.mark.parametrize("code, out, err, message", [

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from pytest_xlatune.compose import job_request
 from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, LauncherError,
                                         SubmittedJob)
 from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.plan import expand
-from pytest_xlatune.poller import Poller
+from pytest_xlatune.poller import Poller, submit_through_outage
 from pytest_xlatune.session import Sweep
 from pytest_xlatune.store import ResultStore
+from pytest_xlatune.watch import SweepStopped
 
 
 class Clock:
@@ -198,3 +202,55 @@ def test_a_gpu_runtime_error_waits_the_rules_pause_before_the_retry(tmp_path: Pa
     waited = float(pause[0].split("waiting ")[1].split(" s")[0])
     assert 80 <= waited <= 90
     assert launcher.submitted_at[1] - launcher.finished_101_at >= 90
+
+
+class ControllerAway(ScriptedLauncher):
+    """sbatch fails `down` times as it does while slurmctld restarts, then works."""
+
+    def __init__(self, down: int, error: str = "sbatch: error: Batch job submission failed: "
+                 "Unable to contact slurm controller (connect failure)") -> None:
+        super().__init__()
+        self.down, self.error, self.attempts = down, error, 0
+
+    def submit(self, request: JobRequest) -> SubmittedJob:
+        self.attempts += 1
+        if self.attempts <= self.down:
+            raise LauncherError(self.error)
+        return super().submit(request)
+
+
+def request_for(spec_index: int = 0) -> JobRequest:
+    return job_request(cell(), expand(cell())[spec_index])
+
+
+def test_a_submission_waits_out_a_controller_restart_with_growing_pauses() -> None:
+    clock, warned = Clock(), []
+    launcher = ControllerAway(down=3)
+    poller = Poller(launcher, 5, clock=clock, warn=warned.append)
+    job = submit_through_outage(poller, request_for(), clock.sleep, limit_s=900)
+    assert job.job_id == "101" and launcher.attempts == 4
+    assert [line.rsplit("retrying in ", 1)[1] for line in warned] == ["10 s", "20 s", "40 s"]
+    assert all("Unable to contact slurm controller" in line for line in warned)
+
+
+def test_other_submission_errors_and_a_long_outage_are_not_retried() -> None:
+    clock = Clock()
+    refused = ControllerAway(down=1, error="sbatch: error: invalid partition specified: gpu")
+    with pytest.raises(LauncherError, match="invalid partition"):
+        submit_through_outage(Poller(refused, 5, clock=clock), request_for(), clock.sleep, 900)
+    assert refused.attempts == 1
+    away = ControllerAway(down=1000)
+    with pytest.raises(LauncherError, match="Unable to contact"):
+        submit_through_outage(Poller(away, 5, max_backoff=300, clock=clock), request_for(),
+                              clock.sleep, limit_s=900)
+    assert clock.now == 900 and away.attempts < 10  # backed off up to 300 s, then gave up
+
+
+def test_a_sweep_stops_when_the_controller_stays_away_at_submission(tmp_path: Path) -> None:
+    clock = Clock()
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=ControllerAway(down=1000), nodelist="n", poll_interval=5,
+                  sleep=clock.sleep, clock=clock)
+    with pytest.raises(SweepStopped, match="did not take wave1::baseline.default.'s job for 15 min"):
+        sweep.run(specs[0])
