@@ -8,7 +8,6 @@ Each test copies tests/maxtext_slurm_standin to a temporary directory; its `cont
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.model import Profile
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport import LocalTransport, Transport
-from tests.integration.fixtures_infra import LocalSlurm, SSHServer
+from tests.integration.fixtures_infra import LocalSlurm, SSHServer, placement
 
 STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
 MANAGED = ("train_env.sh", "configs/demo.env.sh")
@@ -69,10 +68,6 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 
 def events(store: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in store.read_text().splitlines()]
-
-
-def scontrol(job_id: str) -> str:
-    return subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
 
 
 def active_ids() -> set[str]:
@@ -120,9 +115,9 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     assert len(jobs) == len(set(jobs)) == 8
     spans = []
     for job_id in jobs:
-        info = scontrol(job_id)
-        assert "NodeList=node[01-02]" in info, info
-        spans.append((re.search(r"StartTime=(\S+)", info).group(1), re.search(r"EndTime=(\S+)", info).group(1)))
+        nodes, start, end = placement(job_id)
+        assert nodes == "node[01-02]", (job_id, nodes)
+        spans.append((start, end))
     spans.sort()
     assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), spans
     assert not set(jobs) & active_ids()

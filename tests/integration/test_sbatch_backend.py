@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import FAKE
+from tests.integration.fixtures_infra import placement
 
 pytestmark = pytest.mark.slurm
 
@@ -58,11 +57,8 @@ def test_sweep_through_sbatch_is_pinned_serial_and_reported(
     # Every job ran on the frozen nodelist, and never two at once (exclusive on the same nodes).
     spans = []
     for job_id in job_ids:
-        info = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True,
-                              text=True).stdout
-        assert "NodeList=node[01-02]" in info, info
-        start = re.search(r"StartTime=(\S+)", info).group(1)
-        end = re.search(r"EndTime=(\S+)", info).group(1)
+        nodes, start, end = placement(job_id)
+        assert nodes == "node[01-02]", (job_id, nodes)
         spans.append((start, end))
     spans.sort()
     assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), spans

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import FAKE
+from tests.integration.fixtures_infra import placement
 
 pytestmark = pytest.mark.slurm
 
@@ -33,10 +32,8 @@ def spans(store: Path) -> list[tuple[str, str]]:
         event = json.loads(line)
         if event["event"] != "submitted":
             continue
-        info = subprocess.run(["scontrol", "-o", "show", "job", event["job_id"]],
-                              capture_output=True, text=True).stdout
-        out.append((re.search(r"StartTime=(\S+)", info).group(1),
-                    re.search(r"EndTime=(\S+)", info).group(1)))
+        _, start, end = placement(event["job_id"])
+        out.append((start, end))
     return sorted(out)
 
 
