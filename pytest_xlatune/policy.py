@@ -64,7 +64,7 @@ _RESUME = "scontrol update NodeName=<n> State=RESUME Reason=manual, then sinfo"
 DEFAULT_RULES: Mapping[FailureClass, Rule] = MappingProxyType({
     F.SUCCESS: Rule(A.COUNT_AS_SUCCESS),
     F.SOFT_SUCCESS: Rule(A.COUNT_AS_SUCCESS),
-    F.OOM: Rule(A.XFAIL_ITEM),
+    F.OOM: Rule(A.XFAIL_ITEM, cancel_on_sight=True),  # nodes freed at once; the figures still read
     F.UNKNOWN_FLAG: Rule(A.FAIL_ITEM, cancel_on_sight=True),
     F.RCCL_INIT_FLAKE: Rule(A.RETRY_SAME_NODELIST, retries=2, exhausted=A.DROP_INFRA_FLAKE),
     F.COORDINATION_TIMEOUT: Rule(A.RETRY_SAME_NODELIST, retries=1, stop_on=StopOn.IN_A_ROW,

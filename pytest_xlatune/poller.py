@@ -66,7 +66,9 @@ class Poller:
         self.failures = 0
         self.down_since = None
         self._known.update(answer)
-        self._next_poll = now + self.interval
+        # An interval after the call started (a steady cadence), but never sooner than half an
+        # interval after a slow answer arrived: otherwise every caller would ask again at once.
+        self._next_poll = max(now + self.interval, self.clock() + self.interval / 2)
 
 
 # What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .hang import HangDetector, HangPhase, HangSettings
 from .launch.base import JobPhase, JobProgress, Launcher, LauncherError, SubmittedJob
 from .logs import StepLog
-from .policy import DEFAULT_POLICY, Policy
+from .policy import DEFAULT_POLICY, Action, Policy
 from .poller import Poller
 from .signatures import FailureClass
 from .triage import Evidence, diagnose
@@ -22,6 +22,9 @@ class SweepStopped(Exception):
         self.reason = reason
         self.failing_nodes = failing_nodes
         self.recovery = recovery
+
+
+LOG_READS_PER_POLL = 2
 
 
 @dataclass
@@ -64,8 +67,12 @@ class Watcher:
         offset, last_reported, was_running = 0, -1, False
         self._unsent_cancel = False
         fresh_since: float | None = None  # since when Slurm has answered without a break
+        # The log is read LOG_READS_PER_POLL times per poll interval (reads are cheap and not
+        # scheduler calls), so a fatal line is acted on within half an interval; the ticks are
+        # drift-free, so every other one finds the poller's answer stale and asks Slurm again.
+        tick, period = self.clock(), self.interval / LOG_READS_PER_POLL
         while True:
-            progress = self.poller.status(job.job_id)
+            progress = self.poller.status(job.job_id)  # asks Slurm at most once per interval
             seen.progress = progress
             self._check_controller()
             chunk = self.launcher.read_log(job, offset)
@@ -87,9 +94,11 @@ class Watcher:
             detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
-                if seen.cancelled_for == "unknown_flag":
-                    # Decided: the item fails whatever the job does next, and nothing retries
-                    # it, so do not wait another poll for Slurm to report the cancel.
+                if seen.cancelled_for and self._never_retried(seen.cancelled_for):
+                    # Decided (an unknown flag fails the item, an OOM xfails it, whatever the
+                    # job does next): do not wait another poll for Slurm to report the cancel.
+                    # What it wrote meanwhile (an OOM's memory figures) still counts.
+                    seen.log.feed(self.launcher.read_log(job, offset))
                     seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
                     seen.log.flush()
                     return seen
@@ -107,7 +116,19 @@ class Watcher:
                 latest = seen.log.steps[last_reported].tokens_per_s
                 self.report(f"{name} job {job.job_id} {progress.state} step {last_reported + 1}/"
                             f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
-            self.sleep(self.interval)
+            tick += period
+            if tick <= self.clock():  # this round took longer than a period: skip the missed ticks
+                tick = self.clock() + period
+            self.sleep(tick - self.clock())
+
+    def _never_retried(self, why: str) -> bool:
+        if why == "unknown_flag":
+            return True
+        try:
+            action = self.policy.rule(FailureClass(why)).action
+        except ValueError:  # not a playbook class: let the job end and triage decide
+            return False
+        return action in (Action.FAIL_ITEM, Action.XFAIL_ITEM)
 
     @staticmethod
     def _running(progress: JobProgress) -> bool:

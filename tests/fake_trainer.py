@@ -69,6 +69,9 @@ def main(argv: list[str]) -> int:
         print("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes.", flush=True)
         print("Total memory: 64.00GiB", flush=True)
         print("Temp: 9.50GiB", flush=True)
+        # The other ranks wait in a collective for the one that died, as on a real cluster:
+        # the job ends only when the sweep cancels it (or after 60 s).
+        time.sleep(60)
         return 1
     steps = int(args.get("steps", "15"))
     for step in range(steps):

@@ -68,8 +68,11 @@ def test_oom_is_never_retried_and_xfails_with_the_memory_figures(
         pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     result = run(pytester, "--xla_fake_fail=oom")
     result.assert_outcomes(xfailed=1)
-    result.stdout.fnmatch_lines(["*8589934592 bytes*never retried*"])
+    result.stdout.fnmatch_lines(["*job 1: oom on sight: cancelling*",
+                                 "*8589934592 bytes*never retried*"])
     assert [e["event"] for e in events(pytester.path)].count("submitted") == 1
+    [oom] = [e for e in events(pytester.path) if e["event"] == "result"]
+    assert oom["verdict"] == "oom" and "Total memory: 64.00GiB" in oom["log_tail"]
 
 
 def test_notifier_gets_the_stop_message_as_one_argument(

@@ -254,3 +254,52 @@ def test_a_sweep_stops_when_the_controller_stays_away_at_submission(tmp_path: Pa
                   sleep=clock.sleep, clock=clock)
     with pytest.raises(SweepStopped, match="did not take wave1::baseline.default.'s job for 15 min"):
         sweep.run(specs[0])
+
+
+def test_a_slow_answer_is_not_asked_again_by_every_caller_at_once() -> None:
+    clock = Clock()
+
+    class Slow(ScriptedLauncher):
+        def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+            clock.sleep(12)  # squeue over a slow link: longer than the 5 s interval
+            return super().poll(job_ids)
+
+    launcher = Slow(polls_to_finish=100)
+    poller = Poller(launcher, 5, clock=clock)
+    for job in ("1", "2", "3"):
+        poller.track(job)
+    for job in ("1", "2", "3"):
+        poller.status(job)  # three watchers asking right after one another
+    assert len(launcher.poll_calls) == 1
+    clock.sleep(2.5)  # half an interval after the slow answer: stale again
+    poller.status("1")
+    assert len(launcher.poll_calls) == 2
+
+
+def test_fast_answers_keep_a_steady_cadence_of_one_poll_per_interval() -> None:
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=100)
+    poller = Poller(launcher, 5, clock=clock)
+    for _ in range(40):  # a watcher reading the log twice per interval
+        poller.status("1")
+        clock.sleep(2.5)
+    assert len(launcher.poll_calls) == 20
+
+
+def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> None:
+    clock = Clock()
+
+    class Counting(ScriptedLauncher):
+        reads = 0
+
+        def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+            self.reads += 1
+            return b""  # nothing yet: a fatal line would be acted on at the next read
+
+    launcher = Counting(polls_to_finish=6)
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock)
+    sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
+    assert len(launcher.poll_calls) == 6 and launcher.reads == 11  # every 2.5 s, 25 s in all
+    assert clock.now == 25
