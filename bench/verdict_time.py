@@ -117,10 +117,10 @@ def explain(section: Section) -> None:
     for kind in ("sbatch", "local"):
         if section.met(f"{kind}_oom_intervals_max") is False:
             section.notes.append(
-                f"{kind} OOM: max {fig[f'{kind}_oom_intervals_max']:.2f} intervals: OOM is not "
-                "cancelled on sight (policy: xfail, no cancel_on_sight), so the verdict waits "
-                "for the process to exit, the scheduler to record the end and the next poll "
-                "(up to 1 interval): the worst case is 1 interval + the job's end")
+                f"{kind} OOM: max {fig[f'{kind}_oom_intervals_max']:.2f} intervals: an OOM is "
+                "cancelled on sight and decided at the cancel, so the log read that finds the "
+                "line (twice per interval) came late: is the machine overloaded, or was the "
+                "policy's cancel_on_sight for oom overridden?")
     for kind in ("sbatch", "local"):
         if section.met(f"{kind}_unknown_intervals_mean") is not False:
             continue

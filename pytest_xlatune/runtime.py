@@ -10,6 +10,7 @@ import pytest
 
 from .backends import LOCAL_NODELIST, local_backend, open_transport, remote_dir, slurm_backend
 from .compose import possible_requests
+from .evidence.fetch import fetch_evidence
 from .launch.base import Launcher
 from .model import BackendKind, Cell
 from .lock import Lock, build_lock, dumps, load_lock, lock_path
@@ -22,6 +23,7 @@ from .stop import stop_message
 from .watch import SweepStopped
 from .session import Sweep
 from .settings import Settings
+from .ssh import SSHTransport
 from .store import ResultStore
 from .transport import Transport
 
@@ -109,9 +111,18 @@ class Runtime:
             queue_depth=getattr(launcher, "queue_depth", 0),
             image=self.settings.image or cell.image,
             policy=self.policy_for(cell), hang=self.settings.hang_settings(),
+            fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         return sweep
+
+    def _fetcher(self, cell: Cell) -> Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None:
+        """Over SSH, copy evidence artifacts into the store (`<store>/<cell>/evidence/<job>`)."""
+        transport = self.transport()
+        if not isinstance(transport, SSHTransport):
+            return None
+        into = self.settings.store_dir / cell_slug(cell.path, self.root) / "evidence"
+        return lambda artifacts, job_id: fetch_evidence(transport, artifacts, into / job_id)
 
     def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
         """Record the frozen nodelist; refuse to mix results of another one unless asked."""

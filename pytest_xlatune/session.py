@@ -59,6 +59,8 @@ class Sweep:
     image: str = ""
     policy: Policy = DEFAULT_POLICY
     hang: HangSettings = field(default_factory=HangSettings)
+    # Remote clusters: copy an evidence run's artifacts here (evidence.fetch); None: read in place.
+    fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None = None
     counters: SweepCounters = field(default_factory=SweepCounters)
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
@@ -372,6 +374,11 @@ class Sweep:
         steady = steady_state(seen.log.steps, profiler_on=spec.evidence) if verdict.measured else None
         if verdict.measured and steady is None:
             verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window"
+        artifacts = self.launcher.artifacts(job)
+        if spec.evidence and artifacts and self.fetch_artifacts is not None:
+            artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
+            for problem in problems:
+                self.warn(f"{spec.name} job {job.job_id}: evidence not copied here: {problem}")
         return JobResult(
             key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
             config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
@@ -385,7 +392,7 @@ class Sweep:
             steps_used=steady.steps_used if steady else (),
             step_count=len(seen.log.steps),
             log_path=job.log_path, log_tail="" if verdict.measured else seen.log.tail_text(),
-            artifacts=tuple(sorted(self.launcher.artifacts(job).items())),
+            artifacts=tuple(sorted(artifacts.items())),
             resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
             submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
         )

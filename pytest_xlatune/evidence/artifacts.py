@@ -18,7 +18,8 @@ from . import hlo
 from .collective_table import InventoryRow, inventory
 from .profile import ProfileError, ProfileSummary, summarize
 
-__all__ = ["RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds"]
+__all__ = ["RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds",
+           "pick_trace"]
 
 # Preference order: xprof's per-host trace (what profile-drill reads), then the Perfetto one.
 _TRACE_SUFFIXES = (".trace.json.gz", ".trace.json", "perfetto_trace.json.gz", "perfetto_trace.json")
@@ -71,7 +72,11 @@ def _profile(path: str, stamp: tuple[int, int], kinds: tuple[tuple[str, str], ..
 
 def find_trace(profile_dir: str) -> str | None:
     """The trace JSON of a profile directory (searched below it), in preference order."""
-    files = _files(profile_dir)
+    return pick_trace(_files(profile_dir))
+
+
+def pick_trace(files: list[str]) -> str | None:
+    """The trace JSON among a profile directory's files, in preference order."""
     for suffix in _TRACE_SUFFIXES:
         hits = [f for f in files if os.path.basename(f).endswith(suffix)]
         if hits:

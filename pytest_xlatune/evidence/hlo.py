@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -321,13 +321,15 @@ def _int(text: str | None) -> int | None:
     return int(text) if text and text.strip().isdigit() else None
 
 
-def find_train_step_dump(paths: Iterable[str]) -> str | None:
-    """Pick the train-step module's after-optimizations text: the largest, if several."""
-    def size(path: str) -> int:
+def find_train_step_dump(paths: Iterable[str],
+                         size: Callable[[str], int] | None = None) -> str | None:
+    """Pick the train-step module's after-optimizations text: the largest, if several
+    (`size` of a path; default: its size on this machine)."""
+    def local_size(path: str) -> int:
         try:
             return os.path.getsize(path)
         except OSError:
             return -1
 
     hits = [p for p in paths if _TRAIN_STEP_DUMP_RE.search(os.path.basename(p))]
-    return max(sorted(hits), key=size, default=None)
+    return max(sorted(hits), key=size or local_size, default=None)

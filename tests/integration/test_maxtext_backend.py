@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_xlatune.evidence.hlo import find_train_step_dump
 from pytest_xlatune.launch.base import JobPhase, JobRequest
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
@@ -136,9 +137,15 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     assert env_line(nccl_log, "NCCL_NCHANNELS_PER_NET_PEER").endswith("=8")
     assert env_line(Path(results["mem90"]["log_path"]).read_text(), "XLA_PYTHON_CLIENT_MEM_FRACTION").endswith("=.90")
     # The evidence run dumped HLO and a profile; the inventory is the skill's Step 2.
+    # Over SSH, what the analysis reads was copied into the store (the cluster paths are kept).
     artifacts = dict(results["evidence"]["artifacts"])
-    assert any(Path(artifacts["hlo_dump"]).glob("module_*jit_train_step*.txt"))
-    assert artifacts["profile"].endswith("/tensorboard/plugins/profile")
+    local = pytester.path / ".xlatune" / "demo" / "evidence" / results["evidence"]["job_id"]
+    assert artifacts["hlo_dump"] == str(local / "xla_dump")
+    remote_dump = find_train_step_dump(str(f) for f in Path(artifacts["hlo_dump_remote"]).iterdir())
+    assert remote_dump and [f.name for f in (local / "xla_dump").iterdir()] == [Path(remote_dump).name]
+    assert artifacts["profile_remote"].endswith("/tensorboard/plugins/profile")
+    assert list((local / "profile").rglob("*.trace.json.gz"))
+    assert "not readable here" not in (pytester.path / "demo-tuning.md").read_text()
     (inventory,) = [e for e in found if e["event"] == "inventory"]
     assert inventory["env_file"]["deployed"] == [["--xla_cpu_enable_fast_math", "true"],
                                                  ["XLA_PYTHON_CLIENT_MEM_FRACTION", ".85"]]  # fmt: skip
