@@ -288,6 +288,8 @@ class Sweep:
                 self.sleep(self.policy.rule(FailureClass.NODE_DOWN).wait_s)
                 still = dict(self.launcher.unusable_nodes())
             for node in todo:
+                self.store.append("node_resume", node=node, was=unusable[node],
+                                  now=still.get(node, "usable"))
                 if node not in still:
                     self.counters = self.counters.resume_took(node)
                     continue

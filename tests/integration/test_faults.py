@@ -310,6 +310,8 @@ def test_node_drained_mid_sweep_is_resumed_before_the_next_job(
     assert verdicts(pytester) == {"wave2::a[default]": ["success"], "wave2::b[default]": ["success"],
                                   "wave2::c[default]": ["success"]}
     assert node_state(NODE) in ("idle", "allocated", "mixed", "completing")  # back in service
+    (resume,) = of(pytester, "node_resume")  # stored as it happened
+    assert (resume["node"], resume["was"].startswith("drain"), resume["now"]) == (NODE, True, "usable")
     check_bookkeeping(pytester, local_slurm, foreign_job)
     timing("drained node → RESUME", resumed[0] - hit[0])
 
@@ -344,6 +346,8 @@ def test_slurmd_killed_mid_job_resume_fails_and_the_sweep_stops(
     assert verdicts(pytester) == {"wave2::a[default]": ["success"]}  # finished before the node went
     (stop,) = of(pytester, "stop")
     assert NODE in stop["reason"] and stop["pending"] == ["wave2::b[default]"]
+    resumes = of(pytester, "node_resume")  # both failed attempts are in the store
+    assert [(e["node"], e["now"] != "usable") for e in resumes] == [(NODE, True), (NODE, True)]
     check_bookkeeping(pytester, local_slurm, foreign_job)
     timing("slurmd killed → STOP", stop["time"] - hit[0])
 
