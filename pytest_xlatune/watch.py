@@ -94,10 +94,12 @@ class Watcher:
             detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
-                if seen.cancelled_for and self._never_retried(seen.cancelled_for):
+                if seen.cancelled_for and not self._unsent_cancel and \
+                        self._never_retried(seen.cancelled_for):
                     # Decided (an unknown flag fails the item, an OOM xfails it, whatever the
                     # job does next): do not wait another poll for Slurm to report the cancel.
-                    # What it wrote meanwhile (an OOM's memory figures) still counts.
+                    # What it wrote meanwhile (an OOM's memory figures) still counts. A cancel
+                    # the controller did not take is sent again below until the job ends.
                     seen.log.feed(self.launcher.read_log(job, offset))
                     seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
                     seen.log.flush()

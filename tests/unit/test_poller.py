@@ -303,3 +303,36 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
     assert len(launcher.poll_calls) == 6 and launcher.reads == 11  # every 2.5 s, 25 s in all
     assert clock.now == 25
+
+
+class UnknownFlagCancelFails(ScriptedLauncher):
+    """The job's log shows XLA's unknown-flag abort; the first scancel finds no controller."""
+
+    def __init__(self) -> None:
+        super().__init__(polls_to_finish=4)
+        self.cancel_attempts = 0
+
+    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        line = (b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
+                b"--xla_gpu_enable_obsolete_thing=true\n")
+        return line[offset:]
+
+    def cancel(self, job_id: str) -> None:
+        self.cancel_attempts += 1
+        if self.cancel_attempts == 1:
+            raise LauncherError("scancel: error: Unable to contact slurm controller")
+        super().cancel(job_id)
+
+
+def test_an_unknown_flag_is_decided_at_the_cancel_only_once_the_cancel_was_taken(tmp_path: Path) -> None:
+    clock, warned = Clock(), []
+    launcher = UnknownFlagCancelFails()
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"), launcher=launcher,
+                  nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock, warn=warned.append)
+    job = launcher.submit(job_request(cell(), specs[0]))
+    seen = sweep.watcher.watch("wave1::baseline[default]", job)
+    # The cancel was sent again, and the watch went on until Slurm reported the job's end.
+    assert launcher.cancel_attempts == 2 and launcher.cancelled == ["101"]
+    assert seen.progress.state == "COMPLETED" and seen.cancelled_for == "unknown_flag"
+    assert any("cancel failed" in line for line in warned)
