@@ -52,6 +52,7 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
 
     `store` is the cell's results store (default: the one Runtime.store_for gives the cell).
     """
+    image = container_image(cell, settings) if cell.backend.kind is BackendKind.MAXTEXT_SLURM else ""
     client = SlurmClient(transport)
     try:
         frozen = resolve_slot(cell.path, cell.slot, client)
@@ -71,7 +72,7 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
         # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
         refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
         return maxtext_backend(cell, transport, client, placement, store, prepare=not refused,
-                               image=container_image(cell, settings)), frozen
+                               image=image), frozen
     raise PreflightError(f"{cell.path}: backend.kind: expected sbatch or maxtext-slurm for Slurm, "
                          f"found {cell.backend.kind.value!r}")
 
