@@ -182,6 +182,9 @@ def test_sacct_agrees_with_scontrol_when_accounting_is_on(local_slurm: LocalSlur
             break
         time.sleep(POLL)
     assert (acct[failed].state, acct[failed].exit_code) == (JobState.FAILED, 3)
-    assert (acct[killed].state, acct[killed].exit_code, acct[killed].nodes) == (JobState.CANCELLED, 143, "node03")
+    # 143 (SIGTERM) as a rule; 137 (SIGKILL) when scancel lands before the batch step has started
+    # (seen once in CI): either way 128 + a signal, and scontrol must say the same.
+    assert (acct[killed].state, acct[killed].nodes) == (JobState.CANCELLED, "node03")
+    assert acct[killed].exit_code in (143, 137)
     ctl = parsers.parse_scontrol_show_jobs(cluster.t.run(commands.scontrol_show_jobs(), timeout=30).stdout)
     assert ctl[killed].exit_code == acct[killed].exit_code
