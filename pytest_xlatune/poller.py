@@ -76,10 +76,14 @@ CONTROLLER_DOWN = re.compile(r"Unable to contact slurm controller|Socket timed o
                              r"Connection refused|Zero Bytes were transmitted or received")
 
 
+class ControllerDown(LauncherError):
+    """The controller did not take a submission for the whole outage limit."""
+
+
 def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[float], None],
                           limit_s: float) -> SubmittedJob:
     """Submit; while the controller does not answer, back off like the poller (warning each
-    time) and try again, until it has been down for `limit_s` (then the LauncherError goes up).
+    time) and try again, until it has been down for `limit_s` (then ControllerDown goes up).
     Any other submission error goes up at once."""
     down_since: float | None = None
     failures = 0
@@ -89,8 +93,10 @@ def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[
         except LauncherError as error:
             now = poller.clock()
             down_since = now if down_since is None else down_since
-            if not CONTROLLER_DOWN.search(str(error)) or now - down_since >= limit_s:
+            if not CONTROLLER_DOWN.search(str(error)):
                 raise
+            if now - down_since >= limit_s:
+                raise ControllerDown(str(error)) from None
             failures += 1
             backoff = min(poller.interval * 2 ** failures, poller.max_backoff, limit_s - (now - down_since))
             poller.warn(f"{request.job_name}: submission failed ({error}); retrying in "

@@ -12,9 +12,9 @@ from .catalog import EvidenceFacts
 from .compose import job_request
 from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
-from .launch.base import Launcher, LauncherError, SubmittedJob
+from .launch.base import Launcher, SubmittedJob
 from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incident
-from .poller import CONTROLLER_DOWN, Poller, submit_through_outage
+from .poller import ControllerDown, Poller, submit_through_outage
 from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
 from .logs import SignalKind, StepLog, steady_state
@@ -301,14 +301,12 @@ class Sweep:
                                        f"scontrol update NodeName={node} State=RESUME")
 
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
+        limit_s = _controller_limit_s(self.policy)
         try:
-            job = submit_through_outage(self.poller, job_request(self.cell, spec), self.sleep,
-                                        _controller_limit_s(self.policy))
-        except LauncherError as error:
-            if CONTROLLER_DOWN.search(str(error)):
-                raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
-                                   f"{_controller_limit_s(self.policy) / 60:.0f} min: {error}") from None
-            raise
+            job = submit_through_outage(self.poller, job_request(self.cell, spec), self.sleep, limit_s)
+        except ControllerDown as error:
+            raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
+                               f"{limit_s / 60:.0f} min: {error}") from None
         # Recorded before anything else happens, so a killed session re-attaches to it.
         self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
                           log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)

@@ -12,7 +12,7 @@ from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, Launc
                                         SubmittedJob)
 from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.plan import expand
-from pytest_xlatune.poller import Poller, submit_through_outage
+from pytest_xlatune.poller import ControllerDown, Poller, submit_through_outage
 from pytest_xlatune.session import Sweep
 from pytest_xlatune.store import ResultStore
 from pytest_xlatune.watch import SweepStopped
@@ -240,7 +240,7 @@ def test_other_submission_errors_and_a_long_outage_are_not_retried() -> None:
         submit_through_outage(Poller(refused, 5, clock=clock), request_for(), clock.sleep, 900)
     assert refused.attempts == 1
     away = ControllerAway(down=1000)
-    with pytest.raises(LauncherError, match="Unable to contact"):
+    with pytest.raises(ControllerDown, match="Unable to contact"):
         submit_through_outage(Poller(away, 5, max_backoff=300, clock=clock), request_for(),
                               clock.sleep, limit_s=900)
     assert clock.now == 900 and away.attempts < 10  # backed off up to 300 s, then gave up
