@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,11 +53,12 @@ class Regression(Exception):
 
 
 class CellFile(pytest.File):
-    """A `cells/*.yml` file; validation errors are one line naming file, line and key."""
+    """A `cells/*.yml` file; validation errors are one line naming file, line and key. It
+    collects one `Wave` per wave, in run order, each holding that wave's items."""
 
     cell: Cell
 
-    def collect(self) -> Iterator[CellItem]:
+    def collect(self) -> Iterator[Wave]:
         self.cell = load_cell(self.path)
         # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
@@ -68,13 +70,31 @@ class CellFile(pytest.File):
             # Catalog candidates run in the order the stored evidence run gives (a session after
             # the evidence run); which of them are skipped is decided again at run time.
             specs = arrange(self.cell, specs, stored_evidence_facts(self.cell, runtime))
-        for spec in specs:
-            yield CellItem.from_parent(self, name=spec.name + suffix, spec=spec, cell=self.cell)
+        for wave, runs in itertools.groupby(specs, key=lambda spec: spec.wave):
+            yield Wave.from_parent(self, name=wave, specs=tuple(runs), cell=self.cell, suffix=suffix)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CellError, LockError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style)
+
+
+class Wave(pytest.Collector):
+    """One wave of a cell (`wave2`), so that `cell.yml::wave2` and `cell.yml::wave2::p[tag]`
+    select like a module's class and test."""
+
+    def __init__(self, *, specs: tuple[RunSpec, ...], cell: Cell, suffix: str,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.specs, self.cell, self.suffix = specs, cell, suffix
+
+    def collect(self) -> Iterator[CellItem]:
+        for spec in self.specs:
+            name = spec.name.split("::", 1)[1] + self.suffix
+            # The node id as pytest parses a stored one (cache/lastfailed, --deselect): the
+            # bracket is the parametrization, so --lf/--ff/--sw find these items again.
+            yield CellItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}",
+                                       spec=spec, cell=self.cell)
 
 
 def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
@@ -203,4 +223,4 @@ class CellItem(pytest.Item):
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, max(self.spec.line - 1, 0), f"cell: {self.name}"
+        return self.path, max(self.spec.line - 1, 0), f"cell: {self.spec.name}"
