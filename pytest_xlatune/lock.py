@@ -3,6 +3,8 @@
 `<cell>.lock.json` holds, per config tag, the winning recipe (flags, env, overrides), its TGS
 and 95 % interval, the baseline it beat, the image, the nodelist and the date. A gate run
 (`--xlatune-gate --xlatune-image NEW`) re-runs only the baselines and the locked recipes.
+The lock changes only when a whole sweep ran in the session and found a recipe other than the
+one on file (`lock_change`): never from a `-k`/`--lf` subset, a stopped session or an empty store.
 """
 
 from __future__ import annotations
@@ -87,6 +89,34 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
     return Lock(model_tag=cell.model_tag, parallelism=cell.parallelism.text, image=image,
                 nodelist=nodelist, date=(today or dt.date.today()).isoformat(),
                 recipes=tuple(recipes))
+
+
+def lock_change(existing: Lock | None, built: Lock | None, not_run: list[str]) -> tuple[bool, str]:
+    """Whether this session's sweep rewrites the lock, and why (one phrase for the terminal);
+    `not_run` names the items of the cell that did not run in the session."""
+    if not_run:
+        shown = ", ".join(not_run[:3]) + (f" and {len(not_run) - 3} more" if len(not_run) > 3 else "")
+        return False, (f"{len(not_run)} item(s) of the cell did not run in this session ({shown}); "
+                       "the lock changes only after a whole sweep")
+    if built is None:
+        return False, ("the sweep found no recipe better than baseline-deployed beyond the noise"
+                       + ("; the lock on file is kept" if existing is not None else ""))
+    if existing is not None and _same(existing, built):
+        return False, f"the sweep found the recipe on file ({_recipes(built)})"
+    if existing is None:
+        return True, f"new lock: {_recipes(built)}"
+    return True, f"recipe changed: {_recipes(existing)} → {_recipes(built)}"
+
+
+def _same(a: Lock, b: Lock) -> bool:
+    """Equal but for the date (a rerun reusing every stored result measures nothing new)."""
+    return (a.model_tag, a.parallelism, a.image, a.nodelist, a.recipes) == \
+        (b.model_tag, b.parallelism, b.image, b.nodelist, b.recipes)
+
+
+def _recipes(lock: Lock) -> str:
+    return "; ".join(f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % (job {' '.join(r.job_ids)})"
+                     for r in lock.recipes)
 
 
 def dumps(lock: Lock) -> str:

@@ -121,6 +121,9 @@ class CellItem(pytest.Item):
         self.add_marker(pytest.mark.xdist_group(name=slot_group(cell)))
 
     def runtest(self) -> None:
+        # First, so that every report of this item (also a skip) names its cell and run.
+        self.user_properties.extend([("xlatune_cell", str(self.cell.path)),
+                                     ("xlatune_item", self.spec.name)])
         try:
             self._run()
         except SweepStopped as stop:
@@ -148,7 +151,7 @@ class CellItem(pytest.Item):
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
-            ("xlatune_config_tag", spec.config_tag), ("xlatune_cell", str(self.cell.path)),
+            ("xlatune_config_tag", spec.config_tag),
         ])
         if result.verdict is Verdict.INFRA_FLAKE:
             pytest.skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"

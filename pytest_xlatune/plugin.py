@@ -58,12 +58,17 @@ class CellsSeen:
         self.runtime = runtime
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        cell_path = dict(report.user_properties).get("xlatune_cell")
-        if cell_path and Path(cell_path) not in self.runtime.cells:
+        props = dict(report.user_properties)
+        cell_path = props.get("xlatune_cell")
+        if not cell_path:
+            return
+        if Path(cell_path) not in self.runtime.cells:
             try:
                 self.runtime.note_cell(load_cell(Path(cell_path)))
             except CellError:
-                pass  # already reported by the worker that collected it
+                return  # already reported by the worker that collected it
+        if report.when == "call":
+            self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -114,8 +119,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if runtime is None:
         return
     runtime.close()
-    if runtime.settings.write_report and not hasattr(session.config, "workerinput"):
-        runtime.written_reports = write_reports(runtime) + runtime.write_locks()
+    # --collect-only and a session that ran no item write nothing; the report and the lock only
+    # for cells whose items ran, each only when its content changes.
+    if runtime.settings.write_report and not hasattr(session.config, "workerinput") \
+            and not session.config.option.collectonly:
+        runtime.outputs = write_reports(runtime, runtime.cells_that_ran()) + runtime.write_locks()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -123,7 +131,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for message in getattr(runtime, "stops", []):
         terminalreporter.write_sep("=", "xlatune STOP", red=True)
         terminalreporter.write_line(message)
-    for path in getattr(runtime, "written_reports", []):
-        what = ("recipe lock" if path.name.endswith(".lock.json") else
-                "results export" if "-results." in path.name else "tuning report")
-        terminalreporter.write_line(f"xlatune: {what} written to {path}")
+    for output in getattr(runtime, "outputs", []):
+        terminalreporter.write_line(output.line())

@@ -13,8 +13,8 @@ from .compose import possible_requests
 from .evidence.fetch import fetch_evidence
 from .launch.base import Launcher
 from .model import BackendKind, Cell
-from .lock import Lock, build_lock, dumps, load_lock, lock_path
-from .report.files import write_atomic
+from .lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, lock_path
+from .report.files import Output, write_atomic
 from .plan import RunSpec, expand, expand_gate
 from .notify import Notifier
 from .policy import Policy, policy_from_text
@@ -48,7 +48,8 @@ class Runtime:
         self.warn = warn or report  # incidents, always shown
         self.sweeps: dict[Path, Sweep] = {}
         self.cells: dict[Path, Cell] = {}
-        self.written_reports: list[Path] = []
+        self.outputs: list[Output] = []
+        self.ran: dict[Path, set[str]] = {}  # cell → names of the items that ran this session
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
         self._transport: Transport | None = None
@@ -66,6 +67,14 @@ class Runtime:
 
     def note_cell(self, cell: Cell) -> None:
         self.cells[cell.path] = cell
+
+    def note_ran(self, cell_path: Path, item: str) -> None:
+        """An item of the cell ran (passed, failed, skipped or reused) in this session."""
+        self.ran.setdefault(cell_path, set()).add(item)
+
+    def cells_that_ran(self) -> list[Cell]:
+        """The cells with at least one item run this session: only their outputs are written."""
+        return [cell for path, cell in self.cells.items() if self.ran.get(path)]
 
     def sweep_for(self, cell: Cell) -> Sweep:
         """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
@@ -169,18 +178,28 @@ class Runtime:
             self.locks[cell.path] = load_lock(lock_path(cell.path))
         return self.locks[cell.path]
 
-    def write_locks(self) -> list[Path]:
-        """After a sweep (not a gate run): `<cell>.lock.json` for each cell with a winner."""
-        written = []
-        for cell in self.cells.values():
+    def write_locks(self) -> list[Output]:
+        """After a whole sweep of a cell ran (not a gate run): `<cell>.lock.json` when its
+        recipe differs from the lock on file (`lock.lock_change` says why, or why not)."""
+        outputs = []
+        for cell in self.cells_that_ran():
             sweep = self.sweep_if_stored(cell)
             if sweep is None or self.settings.gate:
                 continue
-            lock = build_lock(cell, sweep.results(), sweep.nodelist, sweep.image)
-            if lock is not None:
-                write_atomic(lock_path(cell.path), dumps(lock))
-                written.append(lock_path(cell.path))
-        return written
+            path = lock_path(cell.path)
+            ran = self.ran.get(cell.path, set())
+            not_run = [spec.name for spec in sweep.specs if spec.name not in ran]
+            try:
+                existing: Lock | None = load_lock(path) if path.exists() else None
+            except LockError:
+                existing = None  # unreadable: a whole sweep replaces it
+            built = None if not_run else build_lock(cell, sweep.results(), sweep.nodelist,
+                                                     sweep.image)
+            change, why = lock_change(existing, built, not_run)
+            if change and built is not None:
+                write_atomic(path, dumps(built))
+            outputs.append(Output(path, "recipe lock", change, why, exists=path.exists()))
+        return outputs
 
     def transport(self) -> Transport:
         """The session's one transport (one SSH connection), opened on first use."""

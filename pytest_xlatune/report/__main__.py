@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if not written:
         print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)
         return 1
-    for path in written:
-        print(f"written {path}")
+    for output in written:
+        print(f"{'written' if output.changed else 'unchanged'} {output.path}")
     return 0
 
 

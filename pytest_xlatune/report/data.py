@@ -73,6 +73,12 @@ def _job_number(result: JobResult) -> tuple[int, str]:
     return (int(result.job_id), "") if result.job_id.isdigit() else (0, result.job_id)
 
 
+def _measured_on(results: list[JobResult]) -> dt.date:
+    """The date of the last job of the report (so re-rendering the same results is a no-op)."""
+    last = max((r.finished_at for r in results if r.finished_at), default=0.0)
+    return dt.datetime.fromtimestamp(last).date() if last else dt.date.today()
+
+
 def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
           today: dt.date | None = None,
           loaded: Mapping[str, RunEvidence] | None = None) -> ReportData:
@@ -135,7 +141,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
     views = evidence_views(results, loaded)
     return ReportData(
-        cell=cell, date=(today or dt.date.today()).isoformat(), nodelist=nodelist, backend=backend,
+        cell=cell, date=(today or _measured_on(results)).isoformat(), nodelist=nodelist, backend=backend,
         baseline_tgs=baseline_tgs, noise_pct=noise, pooled_noise_pct=pooled,
         restore_default_delta=restore,
         leaderboard=rows, top=top, bottom=bottom, winner=winner, negative=negative,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,33 @@ from .markdown import render_document
 from ..results import JobResult
 
 if TYPE_CHECKING:
+    from ..model import Cell
     from ..runtime import Runtime
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file the session wrote, or left as it was; `why` says why (shown in the terminal)."""
+
+    path: Path
+    what: str  # tuning report | results export | recipe lock
+    changed: bool
+    why: str = ""
+    exists: bool = True  # False: not written, and there is no such file
+
+    def line(self) -> str:
+        why = f": {self.why}" if self.why else ""
+        if self.changed:
+            return f"xlatune: {self.what} written to {self.path}{why}"
+        return f"xlatune: {self.what} {self.path} {'not changed' if self.exists else 'not written'}{why}"
+
+
+def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:
+    """Write `text` unless the file already holds exactly that (its mtime then stays)."""
+    if _read(path) == text:
+        return Output(path, what, False, why)
+    write_atomic(path, text)
+    return Output(path, what, True, why)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -27,14 +54,16 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_reports(runtime: Runtime) -> list[Path]:
+def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Output]:
     """Per model tag `<MODEL_TAG>-tuning.md` (and its .zh.md mirror when asked for or present),
-    replacing only the sections of this session's cells; plus exports under --xlatune-export."""
+    replacing only the sections of this session's cells; plus exports under --xlatune-export.
+    A file whose content would not change is not rewritten. `cells`: these only (default: all
+    the runtime knows)."""
     from ..runtime import cell_slug  # runtime imports this module
 
     by_tag: dict[str, list[tuple[str, ReportData]]] = {}
     exports: dict[str, list[JobResult]] = {}
-    for cell in runtime.cells.values():
+    for cell in runtime.cells.values() if cells is None else cells:
         sweep = runtime.sweep_if_stored(cell)
         if sweep is None:
             continue
@@ -49,19 +78,17 @@ def write_reports(runtime: Runtime) -> list[Path]:
         path = runtime.settings.report_dir / f"{tag}-tuning.md"
         mirror = path.with_name(f"{tag}-tuning.zh.md")
         existing = _read(path)
-        write_atomic(path, render_document(existing, cells))
-        written.append(path)
+        written.append(write_if_changed(path, render_document(existing, cells), "tuning report"))
         if runtime.settings.write_zh or mirror.exists():
             # Sign flips in the mirror also see cells that so far only the English file covers.
             known = sections.parse(existing or "").summaries()
-            write_atomic(mirror, render_document(_read(mirror), cells, "zh", known))
-            written.append(mirror)
+            written.append(write_if_changed(
+                mirror, render_document(_read(mirror), cells, "zh", known), "tuning report"))
     if runtime.settings.export_dir is not None:
         for slug, results in exports.items():
             for suffix, text in export_texts(results).items():
                 target = runtime.settings.export_dir / f"{slug}-results{suffix}"
-                write_atomic(target, text)
-                written.append(target)
+                written.append(write_if_changed(target, text, "results export"))
     return written
 
 
