@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -137,12 +138,18 @@ class CellItem(pytest.Item):
             pytest.skip(reason)
         spec, reason = sweep.resolution(self.spec)
         if spec is None:
-            pytest.skip(reason)
+            pytest.skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
+                        "-k 'wave2 or wave3 or wave4')")
+        needs = self._needs(sweep, spec)
+        if spec.kind is RunKind.CROSS_CONFIG and needs:
+            pytest.skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
         outcome = sweep.run(spec)
         result = outcome.result
         comparison = None
         if spec.kind is not RunKind.BASELINE and result.tgs is not None:
             comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
+        if needs:
+            self.user_properties.append(("xlatune_needs", needs))
         self.user_properties.extend([
             ("xlatune_tgs", result.tgs),
             ("xlatune_delta_pct", comparison.delta_pct if comparison else None),
@@ -168,6 +175,25 @@ class CellItem(pytest.Item):
             self._gate_cross_config(sweep, spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:
             self._gate_image(sweep, spec, [result])
+
+    def _file_id(self) -> str:
+        return self.nodeid.split("::", 1)[0]
+
+    def _needs(self, sweep: Sweep, spec: RunSpec) -> str:
+        """What this run needs from runs not in the store (and not selected before it), with the
+        command that measures them; "" when the store has them. Never runs them itself."""
+        def ids(kind: RunKind) -> str:
+            return " ".join(shlex.quote(f"{self._file_id()}::{s.name}") for s in sweep.specs
+                            if s.kind is kind and s.config_tag == spec.config_tag)
+
+        if spec.catalog and sweep.stored(evidence_spec(self.cell)) is None:
+            return (f"catalog order and relevance need the wave1.5 evidence run (not in the store):"
+                    f" pytest {ids(RunKind.EVIDENCE)}")
+        if spec.kind in (RunKind.BASELINE, RunKind.GATE_RECIPE) or \
+                verdicts.baseline_values(sweep.results(), spec.config_tag):
+            return ""
+        return (f"a Δ % needs a measured baseline-deployed [{spec.config_tag}] (not in the store):"
+                f" pytest {ids(RunKind.BASELINE)}")
 
     def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
         """Fail only when the recipe regresses the tag beyond the tolerance with confidence;

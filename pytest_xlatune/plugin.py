@@ -69,6 +69,8 @@ class CellsSeen:
                 return  # already reported by the worker that collected it
         if report.when == "call":
             self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
+            if props.get("xlatune_needs"):
+                self.runtime.needs[report.nodeid] = props["xlatune_needs"]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -108,6 +110,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     text = f"{props['xlatune_tgs']:.1f} TGS"
     if delta is not None:
         text += f" {delta:+.2f} %"
+    elif props.get("xlatune_needs"):
+        text += " (no baseline: see the end)"
     if interval:
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
@@ -131,5 +135,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for message in getattr(runtime, "stops", []):
         terminalreporter.write_sep("=", "xlatune STOP", red=True)
         terminalreporter.write_line(message)
+    if needs := getattr(runtime, "needs", {}):
+        terminalreporter.write_sep("-", "xlatune: runs the selected items needed (not run)")
+        for nodeid, text in needs.items():
+            terminalreporter.write_line(f"{nodeid}: {text}")
     for output in getattr(runtime, "outputs", []):
         terminalreporter.write_line(output.line())

@@ -50,6 +50,7 @@ class Runtime:
         self.cells: dict[Path, Cell] = {}
         self.outputs: list[Output] = []
         self.ran: dict[Path, set[str]] = {}  # cell → names of the items that ran this session
+        self.needs: dict[str, str] = {}  # item id → what it needed that is not in the store
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
         self._transport: Transport | None = None
