@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -76,7 +77,8 @@ class CellFile(pytest.File):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         if isinstance(excinfo.value, (CellError, LockError)):
-            return str(excinfo.value)
+            # Files under the rootdir are named as in node ids: `cells/x.yml:3: ...`.
+            return str(excinfo.value).replace(f"{self.config.rootpath}{os.sep}", "")
         return super().repr_failure(excinfo, style)
 
 

@@ -140,4 +140,4 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         for nodeid, text in needs.items():
             terminalreporter.write_line(f"{nodeid}: {text}")
     for output in getattr(runtime, "outputs", []):
-        terminalreporter.write_line(output.line())
+        terminalreporter.write_line(output.line(config.invocation_params.dir))

@@ -31,11 +31,15 @@ class Output:
     why: str = ""
     exists: bool = True  # False: not written, and there is no such file
 
-    def line(self) -> str:
+    def line(self, cwd: Path | None = None) -> str:
+        """The terminal line; a path under `cwd` is shown relative to it."""
+        path = self.path
+        if cwd is not None and path.is_relative_to(cwd):
+            path = path.relative_to(cwd)
         why = f": {self.why}" if self.why else ""
         if self.changed:
-            return f"xlatune: {self.what} written to {self.path}{why}"
-        return f"xlatune: {self.what} {self.path} {'not changed' if self.exists else 'not written'}{why}"
+            return f"xlatune: {self.what} written to {path}{why}"
+        return f"xlatune: {self.what} {path} {'not changed' if self.exists else 'not written'}{why}"
 
 
 def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:

@@ -46,8 +46,8 @@ def test_export_writes_csv_and_json_of_the_latest_results(pytester: pytest.Pytes
                                                           fsdp: Path) -> None:
     result = pytester.runpytest(str(fsdp), "--xlatune-export=exports", *FAKE)
     result.assert_outcomes(passed=7)
-    result.stdout.fnmatch_lines(["*written to */exports/fsdp8-results.csv",
-                                 "*written to */exports/fsdp8-results.json"])
+    result.stdout.fnmatch_lines(["*written to *exports/fsdp8-results.csv",
+                                 "*written to *exports/fsdp8-results.json"])
     frame = pd.read_csv(pytester.path / "exports" / "fsdp8-results.csv", dtype={"job_id": str})
     assert len(frame) == 7  # with evidence2::winner
     fast = frame.set_index("profile").loc["fast"]
