@@ -1,0 +1,302 @@
+"""README.md's examples are executed and compared with what the tool prints (as pytest's
+regendoc does), so the README cannot drift from the tool.
+
+- every ```console block: each `$ pytest …` / `$ python -m …` line runs, in README order, in one
+  directory holding a copy of `cells/`; its output must match the lines below it. A line `...`
+  stands for any lines, `...` inside a line for any text; decimal numbers (TGS, Δ %, intervals,
+  durations) match any decimal number, everything else (ids, counts, job ids, words) exactly.
+  The scripted fake trainer stands in for JAX: the demo cell's copy tells it how fast each
+  profile is (the speeds of the README's sweep excerpt), so the verdicts are those of the excerpt.
+- the sweep excerpt: ids in run order, Δ % and verdict words consistent with its own TGS figures,
+  each line's outcome and verdict as the plugin prints them for that item;
+- the options table against `pytest --help` (flag, metavar, ini twin, default), both ways;
+- the bad-cell error line, the example cell (it collects), the workload's step line, the layout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_xlatune.hang import HangSettings
+from pytest_xlatune.logs import parse_step_line
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05"]
+NUMBER = re.compile(r"[-+]?\d+\.\d+")
+
+# What the fake trainer measures for the demo cell's runs: the README excerpt's figures (the
+# deployed env file's -O0 at 669.55 TGS, the raw image at 1359.6); stale_flag fails by itself.
+DEMO_SPEEDS = {"opt_o1": 1256.2, "opt_o2": 1180.0, "no_expensive": 662.0, "vec256": 681.0,
+               "no_eigen_mt": 640.0, "no_ar_combine": 655.0, "seq_sched": 623.7, "split4": 668.0,
+               "o2_no_fastmath": 1150.0}
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    line: int  # 1-based line of the opening fence
+    lines: tuple[str, ...]
+
+
+def blocks(text: str) -> list[Block]:
+    out, lines = [], text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("```"):
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            out.append(Block(lines[i][3:].strip(), i + 1, tuple(lines[i + 1:end])))
+            i = end
+        i += 1
+    return out
+
+
+def section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+def commands(block: Block) -> list[tuple[str, list[str]]]:
+    """(command, expected output lines) of a console block."""
+    out: list[tuple[str, list[str]]] = []
+    for line in block.lines:
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        else:
+            assert out, f"README.md:{block.line}: a console block starts with a `$ ` command"
+            out[-1][1].append(line)
+    return out
+
+
+def _norm(line: str) -> str:
+    line = re.sub(r"(in \d+\.\d+s) \(\d+:\d\d:\d\d\)$", r"\1", line.rstrip())  # pytest's long-run form
+    return NUMBER.sub("N", line)
+
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Whether the output matches the README's lines (`...` wildcards, any decimal numbers)."""
+    pattern = "".join(r"(?:[^\n]*\n)*?" if line.strip() == "..." else
+                      ".*?".join(map(re.escape, _norm(line).split("..."))) + r"\n"
+                      for line in expected)
+    return re.fullmatch(pattern, "".join(_norm(line) + "\n" for line in actual)) is not None
+
+
+def speed_scripted(cell_text: str) -> str:
+    """The demo cell with fake-trainer speeds: the env file runs at the excerpt's baseline and
+    restores the raw image's speed; each profile at DEMO_SPEEDS (last flag wins)."""
+    cell = yaml.safe_load(cell_text)
+    cell["env_file"].append({"flag": "--xla_fake_tgs=669.55", "image_default": "1359.6"})
+    for wave in cell["waves"].values():
+        for profile in wave:
+            if profile["name"] in DEMO_SPEEDS:
+                profile["xla_flags"].append(f"--xla_fake_tgs={DEMO_SPEEDS[profile['name']]}")
+    return yaml.safe_dump(cell, sort_keys=False)
+
+
+def workdir(root: Path) -> Path:
+    shutil.copytree(REPO / "cells", root / "cells")
+    demo = root / "cells" / "demo_fsdp8.yml"
+    demo.write_text(speed_scripted(demo.read_text()))
+    (root / "pytest.ini").write_text("[pytest]\n")
+    return root
+
+
+def run(command: str, cwd: Path) -> list[str]:
+    argv = shlex.split(command)
+    if argv[0] == "pytest":
+        argv = [sys.executable, "-m", "pytest", *argv[1:], *FAKE]
+    elif argv[:2] == ["python", "-m"]:
+        argv = [sys.executable, *argv[1:]]
+    else:
+        raise AssertionError(f"README console example runs neither pytest nor python -m: {command}")
+    env = {**os.environ, "COLUMNS": "80",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return (done.stdout + done.stderr).splitlines()
+
+
+def console_blocks() -> list[Block]:
+    return [b for b in blocks(README.read_text()) if b.lang == "console"]
+
+
+def test_console_examples_print_what_the_readme_shows(tmp_path: Path, fake_trainer_env: None) -> None:
+    root = workdir(tmp_path)
+    found = [(block, command, expected) for block in console_blocks()
+             for command, expected in commands(block)]
+    assert len(found) >= 8, "README.md lost its console examples"
+    problems = []
+    for block, command, expected in found:
+        actual = run(command, root)
+        if not matches(expected, actual):
+            problems.append(f"README.md:{block.line}: $ {command}\n--- README\n" + "\n".join(expected)
+                            + "\n--- the tool printed\n" + "\n".join(actual))
+    assert not problems, "\n\n".join(problems)
+
+
+def test_an_edited_example_fails(tmp_path: Path) -> None:
+    """The comparison is not vacuous: an id, a count or a word edited in an example fails."""
+    root = workdir(tmp_path)
+    block = console_blocks()[0]
+    command, expected = commands(block)[0]
+    actual = run(command, root)
+    assert matches(expected, actual)
+    text = "\n".join(expected)
+    for old, new in (("vec256", "vec512"), ("15 tests", "16 tests"), ("collected", "selected")):
+        assert old in text, old
+        assert not matches(text.replace(old, new, 1).splitlines(), actual), (old, new)
+    assert not matches(expected[:-3] + expected[-2:], actual)  # a line left out
+
+
+def excerpt() -> list[str]:
+    text = section(README.read_text(), "What a sweep looks like")
+    return [line for line in blocks(text)[0].lines if line.strip()]
+
+
+def _figures(line: str) -> tuple[str, str, list[float], str]:
+    item, outcome, *rest = line.split(" ", 2)
+    numbers = [float(n) for n in NUMBER.findall(rest[0])] if rest else []
+    words = re.sub(r"[-+\d.,\[\]%]|TGS", "", rest[0]).strip() if rest else ""
+    return item, outcome, numbers, words
+
+
+def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
+        tmp_path: Path, fake_trainer_env: None) -> None:
+    lines = excerpt()
+    root = workdir(tmp_path)
+    plan = [line for line in run("pytest cells/demo_fsdp8.yml --collect-only -q", root) if "::" in line]
+    ids = [_figures(line)[0] for line in lines]
+    assert ids == [i for i in plan if i in ids], "excerpt ids are not in run order"
+    count = re.search(r"(\d+) jobs in", section(README.read_text(), "What a sweep looks like"))
+    assert count and int(count.group(1)) == len(plan)
+    # Δ % against the mean of the baseline repeats, inside its interval, and the verdict word
+    # the interval implies.
+    figures = [_figures(line) for line in lines]
+    base = statistics.fmean(n[0] for item, _, n, _ in figures if "::baseline" in item)
+    for item, outcome, numbers, words in figures:
+        if len(numbers) == 4:
+            tgs, delta, low, high = numbers
+            assert abs(100 * (tgs / base - 1) - delta) < 0.02, item
+            assert low <= delta <= high, item
+            assert words == ("better" if low > 0 else "worse" if high < 0 else "within noise"), item
+    # Each line as the plugin prints it for that item (decimal figures aside).
+    printed = {line.split(" ")[0]: line for line in run("pytest cells/demo_fsdp8.yml -v", root)
+               if line.startswith("cells/") and " " in line}
+    for line, item in zip(lines, ids):
+        assert item in printed, item
+        shown = " ".join(re.sub(r"\s+\[\s*\d+%\]$", "", printed[item]).split())
+        assert _norm(shown) == _norm(line), f"README: {line}\nplugin: {shown}"
+
+
+def _help_entries(text: str) -> dict[str, str]:
+    """`--xlatune-x[=METAVAR]` → its help text, continuation lines joined."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r"^  (--xlatune-[a-z-]+(?:=\S+)?)\s*(.*)$", line)
+        if m:
+            current = m.group(1)
+            entries[current] = m.group(2)
+        elif current and line.startswith("    ") and line.strip():
+            sep = "" if entries[current].endswith("-") else " "
+            entries[current] = (entries[current] + sep + line.strip()).strip()
+        else:
+            current = None
+    return entries
+
+
+def _default(text: str) -> str:
+    m = re.search(r"\(default: (.*)\)\s*$", text)
+    assert m, text
+    return m.group(1)
+
+
+EMPTY_MEANS = {  # what an empty default does, as the README's Default column says it
+    "--xlatune-ssh-config": "`~/.ssh/config`",
+    "--xlatune-image": "the cell's `image`",
+    "--xlatune-hang": "`" + ",".join(f"{f.name}={f.default:g}" for f in fields(HangSettings)) + "`",
+}
+
+
+def test_options_table_matches_pytest_help(pytester: pytest.Pytester) -> None:
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    entries = _help_entries(help_text)
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section(README.read_text(), "Options").splitlines()
+            if line.startswith("| `--xlatune") or line.startswith("| — |")]
+    assert rows
+    documented = set()
+    for flag_cell, ini_cell, default_cell, _ in rows:
+        ini = ini_cell.strip("`")
+        assert re.search(rf"^  {ini} \(", help_text, re.M), f"README options table: {ini} not in --help"
+        if flag_cell == "—":
+            continue
+        flag = flag_cell.strip("`").replace("…", "...")
+        documented.add(flag.split("=")[0])
+        assert flag in entries, f"README options table: {flag} not in --help ({sorted(entries)})"
+        default = _default(entries[flag])
+        name = flag.split("=")[0]
+        expected = {"False": "off", "": EMPTY_MEANS.get(name, "(none)"),
+                    sys.executable: "this Python"}.get(default, f"`{default}`")
+        assert default_cell == expected, f"README options table: {name} default {default_cell!r}, --help says {default!r}"
+    cells_row = next(r for r in rows if r[0] == "—")
+    assert f"(default: {cells_row[2].strip('`')})" in " ".join(help_text.split())
+    missing = {flag.split("=")[0] for flag in entries} - documented
+    assert not missing, f"options in --help without a README row: {sorted(missing)}"
+
+
+def test_bad_cell_error_line_is_what_collection_prints(tmp_path: Path) -> None:
+    text = section(README.read_text(), "A cell")
+    line = next(b for b in blocks(text) if b.lines and b.lines[0].startswith("cells/x.yml:")).lines[0]
+    found = re.match(r"cells/x\.yml:3: parallelism: .*found '(.*)'$", line)
+    assert found, line
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "x.yml").write_text(f"model_tag: x\nnodes: 1\nparallelism: {found.group(1)}\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    assert line in run("pytest cells/x.yml", tmp_path)
+
+
+def test_example_cell_collects_every_wave_the_table_names(tmp_path: Path) -> None:
+    text = section(README.read_text(), "A cell")
+    cell = next(b for b in blocks(text) if b.lang == "yaml")
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "readme.yml").write_text("\n".join(cell.lines) + "\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    out = run("pytest cells/readme.yml --collect-only -q", tmp_path)
+    ids = [line for line in out if line.startswith("cells/readme.yml::")]
+    assert ids, "\n".join(out)
+    for wanted in ("wave1::baseline[sparse]", "wave1::baseline[dense]", "wave1::restore_default[sparse]",
+                   "wave1.5::evidence[sparse]", "wave2::ag1g_remat[sparse]", "wave3::ag_combine_512m[sparse]",
+                   "wave4::stack_top2[sparse]", "evidence2::winner[sparse]", "wave6::best[dense]"):
+        assert f"cells/readme.yml::{wanted}" in ids, wanted
+
+
+def test_workload_step_line_is_what_the_parser_reads() -> None:
+    text = section(README.read_text(), "The embedded workload")
+    line = next(b for b in blocks(text) if b.lines and "completed step:" in b.lines[0]).lines[0]
+    record = parse_step_line(line)
+    assert record is not None and record.step == 9 and record.tokens_per_s == 1007.9
+
+
+def test_layout_names_files_that_exist() -> None:
+    text = section(README.read_text(), "Layout")
+    block = blocks(text)[0]
+    names = [token for line in block.lines for token in re.findall(r"[\w./-]+", line)
+             if token.endswith((".py", "/", ".py/.yml"))]
+    assert len(names) > 30, names
+    for name in names:
+        paths = [name[:-len("/.yml")], name[:-len(".py/.yml")] + ".yml"] if name.endswith("/.yml") else [name]
+        for path in paths:
+            assert (REPO / path).exists() or (REPO / "pytest_xlatune" / path).exists(), \
+                f"README Layout names {path}, which does not exist"
