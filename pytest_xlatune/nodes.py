@@ -183,19 +183,20 @@ class CellItem(pytest.Item):
 
     def _needs(self, sweep: Sweep, spec: RunSpec) -> str:
         """What this run needs from runs not in the store (and not selected before it), with the
-        command that measures them; "" when the store has them. Never runs them itself."""
+        commands that measure them; "" when the store has them. Never runs them itself."""
         def ids(kind: RunKind) -> str:
             return " ".join(shlex.quote(f"{self._file_id()}::{s.name}") for s in sweep.specs
                             if s.kind is kind and s.config_tag == spec.config_tag)
 
+        needs = []
         if spec.catalog and sweep.stored(evidence_spec(self.cell)) is None:
-            return (f"catalog order and relevance need the wave1.5 evidence run (not in the store):"
-                    f" pytest {ids(RunKind.EVIDENCE)}")
-        if spec.kind in (RunKind.BASELINE, RunKind.GATE_RECIPE) or \
-                verdicts.baseline_values(sweep.results(), spec.config_tag):
-            return ""
-        return (f"a Δ % needs a measured baseline-deployed [{spec.config_tag}] (not in the store):"
-                f" pytest {ids(RunKind.BASELINE)}")
+            needs.append("catalog order and relevance need the wave1.5 evidence run, and the store "
+                         f"has none: pytest {ids(RunKind.EVIDENCE)}")
+        if spec.kind not in (RunKind.BASELINE, RunKind.GATE_RECIPE) and \
+                not verdicts.baseline_values(sweep.results(), spec.config_tag):
+            needs.append(f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
+                         f"store has none: pytest {ids(RunKind.BASELINE)}")
+        return "; ".join(needs)
 
     def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
         """Fail only when the recipe regresses the tag beyond the tolerance with confidence;

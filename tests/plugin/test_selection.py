@@ -26,9 +26,9 @@ ALL = ["wave1::baseline[default]", "wave1::baseline-r2[default]", "wave1.5::evid
        "wave2::good[default]", "wave2::bad[default]", "evidence2::winner[default]"]
 
 
-def submitted(pytester: pytest.Pytester, store: str = ".xlatune") -> list[str]:
+def submitted(pytester: pytest.Pytester, store: str = ".xlatune", cell: str = "cell") -> list[str]:
     """The items a job was submitted for, in order (the store records each submission)."""
-    path = pytester.path / store / "cell.jsonl"
+    path = pytester.path / store / f"{cell}.jsonl"
     if not path.exists():
         return []
     events = [json.loads(line) for line in path.read_text().splitlines()]
@@ -123,7 +123,7 @@ def test_k_subset_runs_only_its_items_and_says_what_it_needs(cell: pytest.Pytest
         "cell.yml::wave2::good[[]default[]] PASSED 1100.* TGS (no baseline: see the end)*",
         "*runs the selected items needed (not run)*",
         "cell.yml::wave2::good[[]default[]]: a Δ % needs a measured baseline-deployed [[]default[]]"
-        " (not in the store): pytest 'cell.yml::wave1::baseline[[]default[]]' "
+        ", and the store has none: pytest 'cell.yml::wave1::baseline[[]default[]]' "
         "'cell.yml::wave1::baseline-r2[[]default[]]'",
     ])
     # The command it names measures exactly what was missing; then the Δ % is there.
@@ -193,3 +193,25 @@ def test_lock_changes_only_after_a_whole_sweep_and_says_why(failed_once: pytest.
     whole.stdout.fnmatch_lines(["xlatune: recipe lock written to cell.lock.json: recipe changed: "
                                 "good [[]default[]] +10.00 % (job 4) → good [[]default[]] +30.00 % (job 7)"])
     assert json.loads((root / "cell.lock.json").read_text())["recipes"][0]["tgs"] == pytest.approx(1300, rel=0.01)
+
+
+def test_a_catalog_candidate_and_the_winner_say_what_they_need(cell: pytest.Pytester) -> None:
+    cell.makefile(".yml", cat="model_tag: cat\nnodes: 1\nparallelism: FSDP=2\nwaves:\n  3: {catalog: cpu}\n")
+    result = cell.runpytest("cat.yml", "-k", "opt_o1 or winner", "-v", "-rs", *ARGS)
+    result.assert_outcomes(passed=2, deselected=8)
+    result.stdout.fnmatch_lines([
+        "cat.yml::wave3::opt_o1[[]default[]]: catalog order and relevance need the wave1.5 evidence"
+        " run, and the store has none: pytest 'cat.yml::wave1.5::evidence[[]default[]]'; a Δ % "
+        "needs a measured baseline-deployed [[]default[]], and the store has none: pytest "
+        "'cat.yml::wave1::baseline[[]default[]]' 'cat.yml::wave1::baseline-r2[[]default[]]'",
+        "cat.yml::evidence2::winner[[]default[]]: a Δ % needs a measured baseline-deployed*",
+    ])
+    assert submitted(cell, cell="cat") == ["wave3::opt_o1[default]", "evidence2::winner[default]"]
+    # opt_o1, measured just before, is the best run the winner's evidence run re-runs; alone,
+    # on a store without profiles, it says to measure waves 2-4.
+    alone = cell.runpytest("cat.yml", "-k", "winner", "-rs", "--xlatune-store=other", *ARGS)
+    alone.assert_outcomes(skipped=1, deselected=9)
+    alone.stdout.fnmatch_lines(["SKIPPED*no measured profile on the primary config tag yet: no "
+                                "winner to re-run (measure waves 2-4 first: pytest cat.yml -k "
+                                "'wave2 or wave3 or wave4')"])
+    assert submitted(cell, "other", "cat") == []

@@ -61,3 +61,32 @@ def test_the_lock_holds_a_winning_stack_with_the_overrides_of_its_profiles(tmp_p
     assert (locked.profile, locked.xla_flags, locked.overrides) == (
         "stack_top2", ("--xla_a=1", "--xla_b=1"), (("remat_policy", "full"),))
     assert locked.tgs == 1180.0 and locked.ci_low_pct > 0
+
+
+def _lock(tmp_path: Path, results: list[JobResult], day: int = 1):
+    import datetime as dt
+
+    path = tmp_path / "rc.yml"
+    path.write_text(CELL)
+    return build_lock(load_cell(path), results, "localhost", "", today=dt.date(2026, 12, day))
+
+
+def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path) -> None:
+    from pytest_xlatune.lock import lock_change
+
+    first = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0)])
+    same_next_day = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0)], day=2)
+    other = _lock(tmp_path, BASELINES + [run("a", 1010.0), run("b", 1160.0)])
+    assert lock_change(None, first, []) == (True, "new lock: a [default] +9.78 % (job a)")
+    assert lock_change(first, same_next_day, []) == (
+        False, "the sweep found the recipe on file (a [default] +9.78 % (job a))")
+    assert lock_change(first, other, []) == (
+        True, "recipe changed: a [default] +9.78 % (job a) → b [default] +15.77 % (job b)")
+    changed, why = lock_change(first, other, ["wave2::a[default]"])
+    assert not changed and why.startswith("1 item(s) of the cell did not run in this session "
+                                          "(wave2::a[default])")
+    assert lock_change(first, None, []) == (
+        False, "the sweep found no recipe better than baseline-deployed beyond the noise; "
+        "the lock on file is kept")
+    changed, why = lock_change(None, first, [f"wave2::p{i}[default]" for i in range(5)])
+    assert not changed and "(wave2::p0[default], wave2::p1[default], wave2::p2[default] and 2 more)" in why
