@@ -8,7 +8,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -111,6 +111,11 @@ def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
     return evidence_facts(result) if result is not None else None
 
 
+def _skip(reason: str) -> NoReturn:
+    """Skip the running item; `-rs` shows the item's place in the cell, not this file's."""
+    raise pytest.skip.Exception(reason, _use_item_location=True)
+
+
 class CellItem(pytest.Item):
     """One run of the sweep: measures TGS, or asserts a recipe does not regress a config tag."""
 
@@ -137,14 +142,14 @@ class CellItem(pytest.Item):
         runtime = self.config.stash[RUNTIME_KEY]
         sweep = runtime.sweep_for(self.cell)
         if reason := sweep.skip_reason(self.spec):
-            pytest.skip(reason)
+            _skip(reason)
         spec, reason = sweep.resolution(self.spec)
         if spec is None:
-            pytest.skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
+            _skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
                         "-k 'wave2 or wave3 or wave4')")
         needs = self._needs(sweep, spec)
         if spec.kind is RunKind.CROSS_CONFIG and needs:
-            pytest.skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
+            _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
         outcome = sweep.run(spec)
         result = outcome.result
         comparison = None
@@ -163,7 +168,7 @@ class CellItem(pytest.Item):
             ("xlatune_config_tag", spec.config_tag),
         ])
         if result.verdict is Verdict.INFRA_FLAKE:
-            pytest.skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
+            _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
                         f" last {result.job_id})")
         if result.verdict is Verdict.OOM:
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
