@@ -99,7 +99,7 @@ def speed_scripted(cell_text: str) -> str:
     cell = yaml.safe_load(cell_text)
     cell["env_file"].append({"flag": "--xla_fake_tgs=669.55", "image_default": "1359.6"})
     for wave in cell["waves"].values():
-        for profile in wave:
+        for profile in wave if isinstance(wave, list) else wave.get("profiles", []):
             if profile["name"] in DEMO_SPEEDS:
                 profile["xla_flags"].append(f"--xla_fake_tgs={DEMO_SPEEDS[profile['name']]}")
     return yaml.safe_dump(cell, sort_keys=False)
