@@ -146,7 +146,7 @@ class CellItem(pytest.Item):
         spec, reason = sweep.resolution(self.spec)
         if spec is None:
             _skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
-                        "-k 'wave2 or wave3 or wave4')")
+                  "-k 'wave2 or wave3 or wave4')")
         needs = self._needs(sweep, spec)
         if spec.kind is RunKind.CROSS_CONFIG and needs:
             _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
@@ -169,7 +169,7 @@ class CellItem(pytest.Item):
         ])
         if result.verdict is Verdict.INFRA_FLAKE:
             _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
-                        f" last {result.job_id})")
+                  f" last {result.job_id})")
         if result.verdict is Verdict.OOM:
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
         if spec.kind is RunKind.GATE_RECIPE and result.verdict is Verdict.UNKNOWN_FLAG:
