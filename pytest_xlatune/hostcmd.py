@@ -102,7 +102,7 @@ def load_client(host_cmd_dir: Path) -> ModuleType:
     """Import the checkout's own `.host-cmd/host_cmd.py` (it imports host_cmd_common beside it)."""
     client = host_cmd_dir / "host_cmd.py"
     if not client.is_file():
-        raise TransportError(f"--xlatune-host-cmd: expected the bridge client {client} in a "
+        raise TransportError(f"host-cmd: expected the bridge client {client} in a "
                              "maxtext-slurm checkout, found none")
     name = f"_xlatune_host_cmd_{abs(hash(str(host_cmd_dir)))}"
     spec = importlib.util.spec_from_file_location(name, client)

@@ -162,7 +162,7 @@ def test_policy_refusal_and_stopped_server_each_fail_the_cell_with_one_line(
     bridge = install_bridge(tmp_path / "host" / "ms", tmp_path / "shim")
     cell = pytester.makefile(".yml", hc=SBATCH_CELL)
     stopped = pytester.runpytest(str(cell), *FAKE, f"--xlatune-host-cmd={bridge.checkout}")
-    stopped.assert_outcomes(failed=4)
+    stopped.assert_outcomes(failed=5)
     stopped.stdout.fnmatch_lines([f"*--xlatune-host-cmd: host-cmd: no server answers for node * ({START_HINT};*"])
     policy = json.loads((bridge.dir / "policy.json.default").read_text())
     policy["deny_patterns"].append(r"^sinfo\b")
@@ -172,7 +172,7 @@ def test_policy_refusal_and_stopped_server_each_fail_the_cell_with_one_line(
         refused = pytester.runpytest(str(cell), *FAKE, f"--xlatune-host-cmd={bridge.checkout}")
     finally:
         bridge.stop()
-    refused.assert_outcomes(failed=4)
+    refused.assert_outcomes(failed=5)
     refused.stdout.fnmatch_lines(["*--xlatune-host-cmd: host-cmd policy on the host refused `sinfo *`: "
                                   "POLICY VIOLATION: Denied by pattern: '^sinfo\\\\b'*"])
     assert "cannot reach Slurm" not in refused.stdout.str()
