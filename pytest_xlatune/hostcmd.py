@@ -68,7 +68,7 @@ class BridgeInfo:
     hostname: str  # `hostname` as the host answers it
     user: str
     host_checkout: str
-    round_trip_s: float
+    round_trip_s: float  # of the one command that asked the three
 
     def describe(self) -> str:
         return (f"host-cmd bridge reached {self.user}@{self.hostname} (queue {self.node_id!r}, "
@@ -196,15 +196,15 @@ class HostCmdTransport:
         """Pre-flight step 1: the server answers; whose host it is and where the checkout lives there."""
         bridge = self._open()
         bridge.alive = False
-        started = time.perf_counter()
         try:
-            bridge._require_server()
+            bridge._require_server()  # upstream's ping (its per-node queue, then the legacy one)
         except self._module.ServerNotRunningError:
             raise self._not_running() from None
         finally:
             self.calls += 1
         # The server's cwd is the checkout on the host (the parent of its .host-cmd).
         line = command_line(["sh", "-c", 'hostname; id -un; pwd -P'])
+        started = time.perf_counter()
         data = self._round_trip(line, 30)
         if (error := result_error(data, line, bridge.node_id)) is not None:
             raise error

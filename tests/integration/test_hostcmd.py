@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.hostcmd import START_HINT, HostCmdTransport
+from pytest_xlatune.notify import Notifier
 from pytest_xlatune.transport import TransportError, TransportRefused, TransportTimeout
 from tests.conftest import FAKE
 from tests.integration.fixtures_infra import LocalSlurm, placement
@@ -110,6 +111,16 @@ def test_container_paths_become_host_paths_and_back(bridge: Bridge, tmp_path: Pa
     t.write_atomic(str(view / "outputs" / "f.log"), b"abc\ndef\n")
     assert t.read_from(str(view / "outputs" / "f.log"), 4) == b"def\n" and t.exists(str(view / "outputs"))
     assert t.calls == calls
+
+
+def test_a_notification_reaches_the_host_as_one_argument_in_the_checkout(bridge: Bridge) -> None:
+    message = "STOP: demo FSDP=8\nreason: node03 drained; `scontrol` said \"no\" for $NODE's RESUME"
+    warned: list[str] = []
+    # The template runs where Slurm runs: on the host, in the bridge's checkout (the server's cwd).
+    notifier = Notifier(HostCmdTransport(str(bridge.checkout)), "sh -c 'printf %s \"$0\" > notified.txt' {message}",
+                        warn=warned.append)
+    notifier.send(message)
+    assert (bridge.checkout / "notified.txt").read_text() == message and not warned
 
 
 SBATCH_CELL = """\
@@ -229,6 +240,7 @@ def test_maxtext_slurm_sweep_through_the_bridge_from_a_container_path(
     # submit.sh ran in the host's path; the session reads logs under the container's path.
     assert f"cd {host} && ./submit.sh demo:" in bridge.log()
     assert all(r["log_path"].startswith(f"{view}/outputs/") for r in results.values())
+    assert dict(results["evidence"]["artifacts"])["hlo_dump"].startswith(f"{view}/outputs/")
     log = Path(results["no_eigen_mt"]["log_path"]).read_text()
     assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in log and "--xla_cpu_multi_thread_eigen=false" in log
     # The TUNE_PROFILE block went in and out locally, byte-exact; no result file left behind.
