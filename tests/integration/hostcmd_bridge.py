@@ -16,8 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-UPSTREAM = Path("/work/shared/upstream/maxtext-slurm-f64d93f")
-UPSTREAM = Path(os.environ.get("XLATUNE_UPSTREAM_MAXTEXT_SLURM", UPSTREAM))
+UPSTREAM = Path(os.environ.get("XLATUNE_UPSTREAM_MAXTEXT_SLURM", "/work/shared/upstream/maxtext-slurm-f64d93f"))
 
 SHIM = '''\
 import os, sys
