@@ -5,13 +5,16 @@ jobs (`sbatch --hold --wrap 'sleep 1'`, cancelled afterwards) are tracked, and `
 is counted per interval: as a session polls (the watched job asks, then the watcher sleeps an
 interval), and in the worst case for coalescing (all N ask in every interval, as N watchers
 sharing one poller would). The same then runs through SSHTransport to a loopback sshd started
-here, reading a log over SFTP at every poll too, and `connections_opened` is counted. Polling
-per job would make N calls per interval: the all-ask count divided by N is the ratio to that.
+here, reading a log over SFTP at every poll too, and `connections_opened` is counted; and through
+maxtext-slurm's real host-cmd bridge (upstream's server, started with its own host-cmd-ctl.sh in
+a temporary checkout), counting bridge round trips and timing each. Polling per job would make N
+calls per interval: the all-ask count divided by N is the ratio to that.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.poller import Poller
 from pytest_xlatune.slurm import commands
 from pytest_xlatune.slurm.client import SlurmClient
+from pytest_xlatune.hostcmd import HostCmdTransport
 from pytest_xlatune.ssh import SSHTransport
 from pytest_xlatune.transport import LocalTransport, Transport
 
@@ -113,6 +117,16 @@ def run(tmp: Path, quick: bool) -> Section:
         section.figures["ssh_calls_per_interval_49_all_ask"] = \
             sum(ssh["all_ask"]["calls"]) / len(ssh["all_ask"]["calls"])
         section.figures["ssh_poll_s"] = ssh["elapsed_s"] / len(ssh["calls"]) - POLL_INTERVAL
+        bridge = hostcmd_session(tmp, held[:max(COUNTS) - 1], polls=20 if quick else 50)
+        section.details["host_cmd"] = bridge
+        section.figures["hostcmd_calls_per_interval_49"] = sum(bridge["calls"]) / len(bridge["calls"])
+        section.targets["hostcmd_calls_per_interval_49"] = "<= 1"
+        section.figures["hostcmd_round_trips_per_interval_49"] = bridge["round_trips"] / len(bridge["calls"])
+        section.targets["hostcmd_round_trips_per_interval_49"] = "<= 1"
+        section.figures["hostcmd_round_trip_s"] = bridge["round_trip_s"]
+        section.figures["hostcmd_round_trip_min_s"] = bridge["round_trip_min_s"]
+        section.figures["hostcmd_round_trip_max_s"] = bridge["round_trip_max_s"]
+        section.figures["hostcmd_preflight_s"] = bridge["ping_s"]
         if "slow" in ssh:
             slow = ssh["slow"]
             section.figures["calls_per_interval_8_all_ask_interval_below_call"] = \
@@ -171,3 +185,51 @@ def ssh_session(tmp: Path, job_ids: list[str], polls: int, quick: bool) -> dict[
         transport.close()
         subprocess.run(["bash", str(SSHD), "down", str(sshd_dir)], capture_output=True,
                        timeout=60, check=False)
+
+
+def hostcmd_session(tmp: Path, job_ids: list[str], polls: int) -> dict[str, Any]:
+    """`polls` polls + log reads through the real host-cmd bridge of a temporary checkout."""
+    sys.path.insert(0, str(REPO))
+    from tests.integration.hostcmd_bridge import install_bridge
+
+    (tmp / "hostcmd" / "ms").mkdir(parents=True)
+    bridge = install_bridge(tmp / "hostcmd" / "ms", tmp / "hostcmd" / "shim")
+    bridge.start()
+    log_path = bridge.checkout / "job.log"
+    log_path.write_bytes(b"completed step: 0, seconds: 1.0, Tokens/s/device: 1.0, loss: 1.0\n")
+    transport = HostCmdTransport(str(bridge.checkout))
+    timed = _Timed(transport)
+    try:
+        started = time.perf_counter()
+        transport.ping()  # pre-flight: upstream's ping, then hostname/user/checkout in one request
+        ping_s = time.perf_counter() - started
+        before_calls, before_s = transport.calls, transport.busy_s
+        found = steady(timed, job_ids, polls, POLL_INTERVAL,  # type: ignore[arg-type]
+                       log=SubmittedJob("0", str(log_path), str(bridge.checkout)))
+        trips = transport.calls - before_calls
+        found.update(round_trips=trips, round_trip_s=(transport.busy_s - before_s) / max(trips, 1),
+                     round_trip_min_s=min(timed.seconds), round_trip_max_s=max(timed.seconds),
+                     ping_s=ping_s, results_left=len(bridge.results()),
+                     server_poll_interval_s=0.5)  # host-cmd-ctl.sh starts the server with its default
+        return found
+    finally:
+        transport.close()
+        bridge.stop()
+
+
+class _Timed:
+    """A transport whose run() calls are timed one by one (everything else passes through)."""
+
+    def __init__(self, inner: HostCmdTransport) -> None:
+        self.inner = inner
+        self.seconds: list[float] = []
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.inner.run(*args, **kwargs)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from .grammar import CONTAINER_IMAGE, GrammarError
-from .launch.base import Launcher, LauncherError
+from .hostcmd import HostCmdTransport
+from .launch.base import CommandRefused, Launcher, LauncherError
 from .launch.local import LocalLauncher
 from .launch.maxtext_slurm import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .launch.sbatch import SbatchLauncher
@@ -29,7 +30,10 @@ LOCAL_NODELIST = "localhost"
 
 
 def open_transport(settings: Settings) -> Transport:
-    """One transport per session: local commands, or ONE SSH connection to the login node."""
+    """One transport per session: local commands, the checkout's host-cmd bridge (from inside
+    maxtext-slurm's container), or ONE SSH connection to the login node."""
+    if settings.host_cmd:
+        return HostCmdTransport(settings.host_cmd)
     if not settings.ssh_host:
         return LocalTransport()
     return SSHTransport(settings.ssh_host, ssh_config=settings.ssh_config or None,
@@ -37,9 +41,12 @@ def open_transport(settings: Settings) -> Transport:
 
 
 def remote_dir(transport: Transport, settings: Settings, store_dir: Path, relative: str) -> str:
-    """An absolute cluster-side directory: relative ones live under the store (local) or $HOME (SSH)."""
+    """An absolute cluster-side directory: relative ones live under the store (local), under the
+    bridge checkout's outputs/ (host-cmd: the one tree the host shares) or $HOME (SSH)."""
     if relative.startswith("/"):
         return relative
+    if isinstance(transport, HostCmdTransport):
+        return posixpath.join(transport.checkout, "outputs", relative)
     if isinstance(transport, LocalTransport):
         return str((store_dir / relative).resolve())
     home = transport.run(["printenv", "HOME"], timeout=30).check().stdout.strip()
@@ -56,6 +63,8 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
     client = SlurmClient(transport)
     try:
         frozen = resolve_slot(cell.path, cell.slot, client)
+    except CommandRefused as error:  # the bridge's policy said no: not a Slurm failure
+        raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
     except (LauncherError, TransportError) as error:
         raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}") from None
     placement = SlurmPlacement(nodelist=frozen.nodelist, nodes=frozen.nodes,
@@ -89,8 +98,11 @@ def sweep_id(store: ResultStore, model_tag: str) -> str:
 
 
 def maxtext_checkout(cell: Cell, transport: Transport) -> str:
-    """The checkout on the cluster: absolute, under the remote home over SSH, else by the cell file."""
+    """The checkout on the cluster: absolute, under the remote home over SSH, else by the cell file;
+    through host-cmd the bridge's own checkout unless the cell names one."""
     checkout = cell.backend.option("checkout")
+    if not checkout and isinstance(transport, HostCmdTransport):
+        return transport.checkout
     if not checkout:
         raise PreflightError(f"{cell.path}: backend.checkout: expected the path of a maxtext-slurm "
                              "checkout on the cluster, found no 'checkout' option")
@@ -141,3 +153,15 @@ def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_numb
     """Local jobs run under the image's interpreter (--xlatune-image or the cell's image)."""
     python = settings.image or cell.image or settings.python
     return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload)
+
+
+def bridge_preflight(cell: Cell, transport: Transport) -> str | None:
+    """The skill's pre-flight step 1 through host-cmd: ping the bridge, name the host it reaches."""
+    if not isinstance(transport, HostCmdTransport):
+        return None
+    if transport.info is None:
+        try:
+            return transport.ping().describe()
+        except TransportError as error:
+            raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
+    return None

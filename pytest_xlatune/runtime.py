@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from .backends import LOCAL_NODELIST, local_backend, open_transport, remote_dir, slurm_backend
+from .backends import (LOCAL_NODELIST, bridge_preflight, local_backend, open_transport, remote_dir,
+                       slurm_backend)
 from .compose import possible_requests
 from .evidence.fetch import fetch_evidence
 from .launch.base import Launcher
@@ -99,6 +100,8 @@ class Runtime:
             nodelist, other_jobs = LOCAL_NODELIST, ""
         else:
             transport = self.transport()
+            if reached := bridge_preflight(cell, transport):
+                self.warn(reached)  # once per session, before Slurm is asked anything
             workdir = remote_dir(transport, self.settings, self.settings.store_dir,
                                  posixpath.join(self.settings.workdir, slug))
             launcher, frozen = slurm_backend(cell, self.settings, transport, workdir)

@@ -35,6 +35,7 @@ class Option:
     kind: str = "string"  # string | bool | float
     parse: Callable[[str], Any] | None = None
     metavar: str = "VALUE"
+    const: str | None = None  # the value of a bare `--xlatune-<name>` (the option's value is optional)
 
     @property
     def flag(self) -> str:
@@ -62,6 +63,10 @@ OPTIONS = (
     Option("ssh-host", "reach Slurm over SSH on this host (a ~/.ssh/config alias or user@host:port);"
            " empty runs Slurm commands on this machine", "", metavar="HOST"),
     Option("ssh-config", "ssh config file to read instead of ~/.ssh/config", "", metavar="PATH"),
+    Option("host-cmd", "run Slurm commands, submit.sh and notifications on the host through the "
+           "`.host-cmd` bridge of this maxtext-slurm checkout (from inside its container; a bare "
+           "--xlatune-host-cmd means /maxtext-slurm, a relative path is under the rootdir); files "
+           "stay local", "", metavar="CHECKOUT", const="/maxtext-slurm"),
     Option("ssh-accept-new-host-key", "trust and save an unknown SSH host key (refused otherwise)",
            False, "bool"),
     Option("workdir", "directory on the cluster side for sbatch scripts and job logs "
@@ -93,7 +98,11 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("xlatune", "xlatune (XLA/NCCL flag tuning cells)")
     for option in OPTIONS:
         help_text = f"{option.help} (default: {option.default})"
-        if option.kind == "bool":
+        if option.const is not None:
+            group.addoption(option.flag, nargs="?", const=option.const, default=None,
+                            metavar=option.metavar, help=help_text)
+            parser.addini(option.ini, help_text, default=str(option.default))
+        elif option.kind == "bool":
             group.addoption(option.flag, action="store_true", default=None, help=help_text)
             parser.addini(option.ini, help_text, type="bool", default=option.default)
         else:
@@ -127,6 +136,7 @@ class Settings:
     ssh_host: str = ""
     ssh_config: str = ""
     accept_new_host_key: bool = False
+    host_cmd: str = ""  # the maxtext-slurm checkout whose .host-cmd bridge runs commands
     workdir: str = "xlatune-jobs"
     fresh_baseline: bool = False
     gate: bool = False
@@ -141,6 +151,10 @@ class Settings:
     def from_config(cls, config: pytest.Config) -> Settings:
         values = {option.name: _value(config, option) for option in OPTIONS}
         root = config.rootpath
+        host_cmd = str(values["host-cmd"]).strip()
+        if host_cmd and str(values["ssh-host"]).strip():
+            raise pytest.UsageError("--xlatune-host-cmd and --xlatune-ssh-host: expected one way to "
+                                    "reach Slurm, found both")
         return cls(
             store_dir=root / values["store"],
             report_dir=root / values["report-dir"],
@@ -152,6 +166,7 @@ class Settings:
             ssh_host=str(values["ssh-host"]),
             ssh_config=str(values["ssh-config"]),
             accept_new_host_key=bool(values["ssh-accept-new-host-key"]),
+            host_cmd=str(root / host_cmd) if host_cmd else "",
             workdir=str(values["workdir"]),
             fresh_baseline=bool(values["fresh-baseline"]),
             gate=bool(values["gate"]),

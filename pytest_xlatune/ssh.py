@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import paramiko
 
-from .transport import (CommandResult, TransportError, TransportTimeout, _check_argv, _text,
+from .transport import (CommandResult, TransportError, TransportTimeout, check_argv, _text,
                         _tmp_name, command_line)
 
 __all__ = ["ACCEPT_NEW_HOST_KEY_OPTION", "SSHTransport"]
@@ -215,7 +215,7 @@ class SSHTransport:
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
             env: Mapping[str, str] | None = None) -> CommandResult:
-        args = _check_argv(argv)
+        args = check_argv(argv)
         line = command_line(args, cwd=cwd, env=env)
         # Retry only while nothing has reached the server: a command must never run twice.
         for attempt in range(2):

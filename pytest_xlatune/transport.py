@@ -1,13 +1,11 @@
-"""Run argv lists and move files: the Transport seam, locally and through host_cmd.
+"""Run argv lists and move files: the Transport seam, and the local transport.
 
-SSHTransport (paramiko, one connection per session) is in ssh.py; these two modules are the only
-ones that run commands.
+SSHTransport (paramiko, one connection per session) is in ssh.py, HostCmdTransport (maxtext-slurm's
+`.host-cmd` bridge) in hostcmd.py; these three modules are the only ones that run commands.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 import shlex
@@ -18,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 __all__ = [
-    "CommandResult", "HostCmdTransport", "LocalTransport", "Transport", "TransportError",
-    "TransportTimeout", "command_line",
+    "CommandResult", "LocalTransport", "Transport", "TransportError", "TransportRefused",
+    "TransportTimeout", "check_argv", "command_line", "file_commands",
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -31,6 +29,10 @@ class TransportError(Exception):
 
 class TransportTimeout(TransportError):
     """A command outlived its timeout and was abandoned."""
+
+
+class TransportRefused(TransportError):
+    """The way to the cluster refused to run the command (the host-cmd policy); it never ran."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-def _check_argv(argv: Sequence[str]) -> tuple[str, ...]:
+def check_argv(argv: Sequence[str]) -> tuple[str, ...]:
     if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
         raise TransportError("argv must be a non-empty sequence of str, not a command line")
     return tuple(argv)
@@ -78,7 +80,7 @@ def _check_argv(argv: Sequence[str]) -> tuple[str, ...]:
 
 def command_line(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """Quote argv (with `cd DIR &&` and `env K=V` prefixes) into one POSIX shell command line."""
-    args = list(_check_argv(argv))
+    args = list(check_argv(argv))
     # A leading "-" would be read as an option by env/host_cmd.py; "=" as another assignment.
     if args[0].startswith("-") or (env and "=" in args[0]):
         raise TransportError(f"refusing program name {args[0]!r}")
@@ -104,7 +106,7 @@ class LocalTransport:
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
             env: Mapping[str, str] | None = None) -> CommandResult:
-        args = _check_argv(argv)
+        args = check_argv(argv)
         try:
             proc = subprocess.run(args, capture_output=True, timeout=timeout, cwd=cwd, check=False,
                                   env={**os.environ, **env} if env else None, stdin=subprocess.DEVNULL)
@@ -144,52 +146,8 @@ class LocalTransport:
         pass
 
 
-class HostCmdTransport:
-    """Run commands on the host through maxtext-slurm's `.host-cmd` bridge; files are local (shared)."""
-
-    def __init__(self, checkout: str, *, python: str = "python3", default_timeout: float = 300.0) -> None:
-        self.client = os.path.join(checkout, ".host-cmd", "host_cmd.py")
-        self.python = python
-        self.default_timeout = default_timeout
-        self._local = LocalTransport()  # not a subclass: isinstance(t, LocalTransport) means "no bridge"
-
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult:
-        args = _check_argv(argv)
-        seconds = max(1, math.ceil(self.default_timeout if timeout is None else timeout))
-        line = command_line(args, cwd=cwd, env=env)  # the server runs it with a shell
-        # The client polls for timeout + 10 s, then gives up; leave it room to say so.
-        res = self._local.run([self.python, self.client, "--timeout", str(seconds), "--json", line],
-                              timeout=seconds + 30)
-        try:
-            data = json.loads(res.stdout)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict) or "exit_code" not in data:
-            if res.returncode == 2:
-                raise TransportError("host-cmd bridge is not running "
-                                     "(start it on the host: .host-cmd/host-cmd-ctl.sh start)")
-            last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-            raise TransportError(f"host-cmd client exited {res.returncode} for {args[0]}: {last}")
-        code = int(data["exit_code"])
-        # Result codes from the server: -1 timeout, -2 exception, -3 policy, -4 never picked up.
-        if data.get("timed_out") or code == -1:
-            raise TransportTimeout(f"{args[0]} timed out after {seconds} s (host-cmd)")
-        if code == -3:
-            raise TransportError(f"host-cmd policy rejected {args[0]}")
-        if code in (-2, -4):
-            reason = (str(data.get("stderr", "")).strip().splitlines() or ["no detail"])[-1]
-            raise TransportError(f"host-cmd could not run {args[0]} ({reason})")
-        return CommandResult(args, code, str(data.get("stdout", "")), str(data.get("stderr", "")))
-
-    def read_from(self, path: str, offset: int, limit: int | None = None) -> bytes:
-        return self._local.read_from(path, offset, limit)
-
-    def write_atomic(self, path: str, data: bytes) -> None:
-        self._local.write_atomic(path, data)
-
-    def exists(self, path: str) -> bool:
-        return self._local.exists(path)
-
-    def close(self) -> None:
-        pass
+def file_commands(transport: Transport) -> Transport:
+    """Where file commands (mkdir, find, grep, stat, chmod) run: beside the files. Through the
+    host-cmd bridge the files are shared with this machine, so they run here, not on the host."""
+    files = getattr(transport, "files", None)
+    return files if isinstance(files, LocalTransport) else transport

@@ -78,3 +78,7 @@ class Launcher(Protocol):
 
 class LauncherError(Exception):
     """A scheduler or transport call failed; the message is one line and names the command."""
+
+
+class CommandRefused(LauncherError):
+    """The way to the cluster (the host-cmd policy) refused the command: nothing reached Slurm."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ..transport import Transport, TransportError
+from ..transport import Transport, TransportError, file_commands
 from . import maxtext_files as mf
 
 
@@ -84,10 +84,10 @@ class TuneBlocks:
 
     def _mode(self, path: str) -> str | None:
         # write_atomic renames a new file into place: its permission bits must be put back.
-        result = self.transport.run(["stat", "-c", "%a", path], timeout=60)
+        result = file_commands(self.transport).run(["stat", "-c", "%a", path], timeout=60)
         return result.stdout.strip() if result.ok and result.stdout.strip().isdigit() else None
 
     def _write(self, path: str, data: bytes, mode: str | None) -> None:
         self.transport.write_atomic(path, data)
         if mode is not None:
-            self.transport.run(["chmod", mode, path], timeout=60).check()
+            file_commands(self.transport).run(["chmod", mode, path], timeout=60).check()

@@ -22,7 +22,7 @@ from ..grammar import CONTAINER_IMAGE, job_name
 from ..model import Profile
 from ..preflight import PreflightError
 from ..slurm.client import SlurmClient
-from ..transport import Transport, TransportError, TransportTimeout
+from ..transport import Transport, TransportError, TransportTimeout, file_commands
 from . import maxtext_files as mf
 from .maxtext_blocks import TuneBlocks, as_text
 from .base import JobRequest, LauncherError, SubmittedJob
@@ -63,6 +63,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
         if not checkout.startswith("/"):
             raise ValueError(f"checkout must be an absolute path on the cluster, found {checkout!r}")
         self.transport = transport
+        self.files = file_commands(transport)  # find/grep beside the files (local under host-cmd)
         self.client = client
         self.checkout = posixpath.normpath(checkout)
         self.placement = placement
@@ -319,7 +320,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
         if not top.startswith("/"):
             return []
         try:
-            result = self.transport.run(["find", top, *tests], timeout=60)
+            result = self.files.run(["find", top, *tests], timeout=60)
         except TransportError:
             return []
         return sorted(line for line in result.stdout.splitlines() if line)
@@ -373,7 +374,7 @@ class MaxTextSlurmLauncher(SlurmJobs):
 
     def _ended(self, slurm_log: str) -> bool:
         try:
-            return self.transport.run(["grep", "-q", "-F", "JOB SUMMARY", slurm_log], timeout=60).ok
+            return self.files.run(["grep", "-q", "-F", "JOB SUMMARY", slurm_log], timeout=60).ok
         except TransportError:
             return False
 

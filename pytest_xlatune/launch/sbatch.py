@@ -15,7 +15,7 @@ import jinja2
 
 from ..slurm import commands
 from ..slurm.client import SlurmClient
-from ..transport import Transport, TransportError
+from ..transport import Transport, TransportError, file_commands
 from .base import JobRequest, LauncherError, SubmittedJob
 from .slurm_jobs import SlurmJobs, SlurmPlacement
 
@@ -54,7 +54,7 @@ class SbatchLauncher(SlurmJobs):
         log_pattern = posixpath.join(outputs, f"%j-{request.job_name}.log")
         script = render_script(request, self.command, outputs)
         try:
-            self.transport.run(["mkdir", "-p", posixpath.dirname(script_path),
+            file_commands(self.transport).run(["mkdir", "-p", posixpath.dirname(script_path),
                                 posixpath.dirname(log_pattern)], timeout=60).check()
             self.transport.write_atomic(script_path, script.encode())
         except TransportError as error:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..launch.base import LauncherError
-from ..transport import CommandResult, Transport, TransportError
+from ..launch.base import CommandRefused, LauncherError
+from ..transport import CommandResult, Transport, TransportError, TransportRefused
 from . import commands
 from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,
                       parse_sacct, parse_sbatch_parsable, parse_scontrol_show_job,
@@ -32,6 +32,8 @@ class SlurmClient:
         try:
             result = self.transport.run(argv, timeout=self.timeout, cwd=cwd)
             return result if harmless and harmless in result.stderr else result.check()
+        except TransportRefused as error:
+            raise CommandRefused(str(error)) from None
         except TransportError as error:
             raise LauncherError(str(error)) from None
 

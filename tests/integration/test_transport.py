@@ -1,23 +1,19 @@
-"""Transports against real processes: subprocess, a loopback OpenSSH sshd, a host-cmd style bridge."""
+"""Transports against real processes: subprocess and a loopback OpenSSH sshd (host-cmd: test_hostcmd.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_xlatune.hostcmd import HostCmdTransport
 from pytest_xlatune.ssh import SSHTransport
 from pytest_xlatune.transport import (
     CommandResult,
-    HostCmdTransport,
     LocalTransport,
     Transport,
     TransportError,
@@ -295,72 +291,3 @@ def test_ssh_config_proxyjump_tunnels_through_the_jump_host(sshd_server: SSHServ
     assert t.connections_opened == 1
     assert not marker.exists()
     t.close()
-
-
-# -- HostCmdTransport -------------------------------------------------------------------------------
-
-FAKE_HOST_CMD = textwrap.dedent('''\
-    """Stand-in for maxtext-slurm's .host-cmd/host_cmd.py client + server, same CLI and JSON."""
-    import argparse, json, subprocess, sys
-    p = argparse.ArgumentParser()
-    p.add_argument("command", nargs="*")
-    p.add_argument("--timeout", type=int, default=300)
-    p.add_argument("--json", dest="json_output", action="store_true")
-    a = p.parse_args()
-    if MODE == "down":
-        print("ERROR: host-cmd server is not responding for this node", file=sys.stderr)
-        sys.exit(2)
-    cmd = " ".join(a.command)
-    try:
-        r = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=a.timeout)
-        res = {"exit_code": r.returncode, "stdout": r.stdout, "stderr": r.stderr, "timed_out": False}
-    except subprocess.TimeoutExpired:
-        res = {"exit_code": -1, "stdout": "", "stderr": "timeout", "timed_out": True}
-    if MODE == "policy":
-        res = {"exit_code": -3, "stdout": "", "stderr": "denied by policy", "timed_out": False}
-    print(json.dumps(dict(res, id="x", command=cmd), indent=2))
-''')
-
-
-def host_cmd_checkout(root: Path, mode: str) -> str:
-    d = root / mode / ".host-cmd"
-    d.mkdir(parents=True)
-    (d / "host_cmd.py").write_text(f"MODE = {mode!r}\n" + FAKE_HOST_CMD)
-    return str(d.parent)
-
-
-def test_host_cmd_runs_quoted_argv_through_the_bridge_shell(tmp_path: Path) -> None:
-    marker = tmp_path / "injected"
-    t = HostCmdTransport(host_cmd_checkout(tmp_path, "up"), python=sys.executable)
-    args = awkward_args(marker)
-    assert echo_argv(t, args) == args
-    res = t.run(["sh", "-c", 'pwd; echo "$XLT_V" >&2; exit 4'], cwd=str(tmp_path), env={"XLT_V": "v w"})
-    assert (res.returncode, res.stdout, res.stderr) == (4, f"{tmp_path}\n", "v w\n")
-    assert not marker.exists()
-
-
-def test_host_cmd_exit_2_means_the_bridge_is_not_running(tmp_path: Path) -> None:
-    t = HostCmdTransport(host_cmd_checkout(tmp_path, "down"), python=sys.executable)
-    with pytest.raises(TransportError, match="host-cmd bridge is not running"):
-        t.run(["squeue"])
-
-
-def test_host_cmd_policy_rejection_and_timeout_are_errors(tmp_path: Path) -> None:
-    with pytest.raises(TransportError, match="host-cmd policy rejected scancel"):
-        HostCmdTransport(host_cmd_checkout(tmp_path, "policy"), python=sys.executable).run(["scancel", "1"])
-    t = HostCmdTransport(host_cmd_checkout(tmp_path, "up"), python=sys.executable)
-    with pytest.raises(TransportTimeout, match="sleep timed out after 1 s"):
-        t.run(["sleep", "5"], timeout=1)
-
-
-def test_host_cmd_files_are_local(tmp_path: Path) -> None:
-    t = HostCmdTransport(str(tmp_path), python=sys.executable)
-    t.write_atomic(str(tmp_path / "f"), b"abcdef")
-    assert t.read_from(str(tmp_path / "f"), 3) == b"def" and t.exists(str(tmp_path / "f"))
-
-
-@pytest.mark.skipif(shutil.which("python3") is None, reason="no python3 on PATH")
-def test_fake_host_cmd_prints_the_json_shape_of_the_real_client(tmp_path: Path) -> None:
-    out = LocalTransport().run(["python3", f"{host_cmd_checkout(tmp_path, 'up')}/.host-cmd/host_cmd.py",
-                                "--timeout", "5", "--json", "echo hi"]).stdout
-    assert {"exit_code", "stdout", "stderr", "timed_out"} <= set(json.loads(out))

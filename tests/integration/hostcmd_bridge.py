@@ -1,0 +1,78 @@
+"""The REAL host-cmd bridge for tests: upstream's .host-cmd copied into a checkout, its own ctl script.
+
+The copy comes from the unmodified upstream snapshot; `host-cmd-ctl.sh start/stop` runs it as a
+user would on the host. This test machine is itself a container (`/.dockerenv`), which the server
+refuses to start in ("must run on the host"); here the machine IS the host the jobs run on, so the
+server process alone is started with a sitecustomize that hides `/.dockerenv` from it (its code is
+untouched; the shim removes itself from PYTHONPATH so the commands it runs never see it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+UPSTREAM = Path(os.environ.get("XLATUNE_UPSTREAM_MAXTEXT_SLURM", "/work/shared/upstream/maxtext-slurm-f64d93f"))
+
+SHIM = '''\
+import os, sys
+if sys.argv and sys.argv[0].endswith("host_cmd_server.py"):
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != _here]
+    if _parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join(_parts)
+    else:
+        os.environ.pop("PYTHONPATH", None)
+    import pathlib
+    _exists = pathlib.Path.exists
+    def _hide_dockerenv(self, *args, **kwargs):
+        return False if str(self) == "/.dockerenv" else _exists(self, *args, **kwargs)
+    pathlib.Path.exists = _hide_dockerenv
+'''
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A checkout's `.host-cmd` (copied from upstream) and the ctl script that runs its server."""
+
+    checkout: Path
+    shim_dir: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.checkout / ".host-cmd"
+
+    def ctl(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        base = dict(os.environ if env is None else env)
+        path = base.get("PYTHONPATH", "")
+        base["PYTHONPATH"] = f"{self.shim_dir}{os.pathsep}{path}" if path else str(self.shim_dir)
+        return subprocess.run(["bash", str(self.dir / "host-cmd-ctl.sh"), *args], capture_output=True,
+                              text=True, timeout=60, env=base, check=False)
+
+    def start(self, env: dict[str, str] | None = None) -> None:
+        proc = self.ctl("start", env=env)
+        assert proc.returncode == 0 and "Started on" in proc.stdout, proc.stdout + proc.stderr
+
+    def stop(self) -> None:
+        self.ctl("stop")
+
+    def results(self) -> list[Path]:
+        return sorted((self.dir / "results").rglob("*.json"))
+
+    def log(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.dir.glob("host_cmd_server.*.log")))
+
+
+def install_bridge(checkout: Path, shim_dir: Path) -> Bridge:
+    """Copy upstream's .host-cmd into `checkout` (writable, as a git clone would be)."""
+    target = checkout / ".host-cmd"
+    shutil.copytree(UPSTREAM / ".host-cmd", target)
+    for path in [target, *target.iterdir()]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    shim_dir.mkdir(parents=True, exist_ok=True)
+    (shim_dir / "sitecustomize.py").write_text(SHIM)
+    return Bridge(checkout, shim_dir)
