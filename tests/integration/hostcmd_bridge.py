@@ -16,7 +16,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-UPSTREAM = Path(os.environ.get("XLATUNE_UPSTREAM_MAXTEXT_SLURM", "/work/shared/upstream/maxtext-slurm-f64d93f"))
+# The checkout scripts/test.sh resolves ($XLATUNE_MAXTEXT_SLURM), else the snapshot in ../shared/
+# beside the repository (where CI lays it next to its fresh clone).
+_REPO = Path(__file__).resolve().parents[2]
+UPSTREAM = Path(os.environ.get("XLATUNE_MAXTEXT_SLURM")
+                or os.environ.get("XLATUNE_UPSTREAM_MAXTEXT_SLURM")
+                or _REPO.parent / "shared" / "upstream" / "maxtext-slurm-f64d93f")
 
 SHIM = '''\
 import os, sys
