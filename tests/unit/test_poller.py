@@ -67,7 +67,7 @@ class ScriptedLauncher:
     def reattach(self, job: SubmittedJob) -> bool:
         return True
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
                        f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
                        for s in range(15)).encode()
@@ -173,7 +173,7 @@ class GpuErrorOnce(ScriptedLauncher):
         self.submitted_at.append(self.clock.now)
         return super().submit(request)
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         if job.job_id == "101":
             return b"0: :0:rocdevice.cpp :2984: Aborting with error : HSA_STATUS_ERROR_EXCEPTION\n"[offset:]
         return super().read_log(job, offset)
@@ -292,7 +292,7 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     class Counting(ScriptedLauncher):
         reads = 0
 
-        def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
             self.reads += 1
             return b""  # nothing yet: a fatal line would be acted on at the next read
 
@@ -312,7 +312,7 @@ class UnknownFlagCancelFails(ScriptedLauncher):
         super().__init__(polls_to_finish=4)
         self.cancel_attempts = 0
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         line = (b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
                 b"--xla_gpu_enable_obsolete_thing=true\n")
         return line[offset:]
