@@ -106,3 +106,24 @@ def _kind(request: JobRequest, specs: list) -> str:
 def _no_leftovers(tmp_path: Path):
     yield
     shutil.rmtree(tmp_path / "maxtext-slurm" / "outputs", ignore_errors=True)
+
+
+REAL_CELLS = sorted(p for p in (Path(__file__).resolve().parents[2] / "cells").glob("*.yml")
+                    if "kind: maxtext-slurm" in p.read_text())
+
+
+@pytest.mark.parametrize("cell_file", REAL_CELLS, ids=[p.name for p in REAL_CELLS])
+def test_example_real_cluster_cells_pass_preflight_against_upstream_as_they_are(tmp_path: Path, cell_file: Path) -> None:
+    """Only `backend.checkout` (and the nodelist, not contacted here) is the user's."""
+    cell = load_cell(cell_file)
+    checkout = upstream_checkout(tmp_path)
+    transport = LocalTransport()
+    launcher = MaxTextSlurmLauncher(transport, SlurmClient(transport), str(checkout),
+                                    SlurmPlacement(cell.slot.nodelist, 8, None), cell.model_tag,
+                                    sweep_id="example.1", cell=str(cell_file))
+    before = (checkout / "train_env.sh").read_bytes()
+    launcher.prepare()
+    launcher.check_requests(possible_requests(cell, expand(cell)))
+    assert launcher.model_name == cell.model_tag  # an upstream config, by its exact name
+    launcher.close()
+    assert (checkout / "train_env.sh").read_bytes() == before
