@@ -23,7 +23,6 @@ from pytest_xlatune.evidence.hlo import find_train_step_dump
 from pytest_xlatune.launch.base import JobPhase, JobRequest
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.model import Profile
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport import LocalTransport, Transport
 from tests.integration.fixtures_infra import LocalSlurm, SSHServer, placement
@@ -59,6 +58,7 @@ backend:
 def copy_checkout(base: Path) -> Path:
     root = base / "maxtext-slurm"
     shutil.copytree(STANDIN, root, symlinks=True, ignore=shutil.ignore_patterns("outputs"))
+    (root / ".git").mkdir()  # a clone directory, as pre-flight requires (upstream freezes the parent otherwise)
     (root / "container_env.local.sh").write_text(f"export XLATUNE_PYTHON={sys.executable}\n")
     return root
 
@@ -217,8 +217,6 @@ def test_a_stack_known_only_at_run_time_runs_through_a_tune_arm_added_to_the_blo
     launcher = MaxTextSlurmLauncher(
         transport, SlurmClient(transport), str(root), SlurmPlacement("node[01-02]", 2, "debug"), "demo",
         sweep_id="stack.1", time_limit="5:00", lookup_interval=0.2,
-        profiles=[Profile("no_eigen_mt", 2, ("--xla_cpu_multi_thread_eigen=false",)),
-                  Profile("nccl_chan8", 3, env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),))],
         record=lambda event, **payload: events.append((event, payload)))
     launcher.prepare()
     try:
@@ -341,10 +339,10 @@ def test_hostile_checkout_paths_are_passed_quoted(transport: Transport, tmp_path
             shutil.copy2(STANDIN / name, root / name)
         (root / "submit.sh").write_text(FAKE_SUBMIT)
         (root / "submit.sh").chmod(0o755)
+        (root / ".git").mkdir()
         before = snapshot(root)
         launcher = MaxTextSlurmLauncher(transport, SlurmClient(transport), str(root), SlurmPlacement("node01", 1),
-                                        "demo", sweep_id="inject.1", profiles=[Profile("t", 2, ("--xla_a=1",))],
-                                        lookup_interval=0)  # fmt: skip
+                                        "demo", sweep_id="inject.1", lookup_interval=0)  # fmt: skip
         launcher.prepare()
         job = launcher.submit(JobRequest("demo-t-default", "t", ("steps=10",), xla_flags=("--xla_a=1",)))
         assert job.job_dir == f"{root}/outputs/5-JAX-demo-t"
