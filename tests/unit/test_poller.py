@@ -336,3 +336,25 @@ def test_an_unknown_flag_is_decided_at_the_cancel_only_once_the_cancel_was_taken
     assert launcher.cancel_attempts == 2 and launcher.cancelled == ["101"]
     assert seen.progress.state == "COMPLETED" and seen.cancelled_for == "unknown_flag"
     assert any("cancel failed" in line for line in warned)
+
+
+def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(tmp_path: Path) -> None:
+    """Issue 10's Ray-fallback race, at the watcher: a launcher that skips log look-ups inside its
+    interval returned nothing while the job ran; the read at the job's end must be made with
+    ended=True (which such a launcher may not skip), and the result is measured, not no_steps."""
+
+    class LateLog(ScriptedLauncher):
+        calls: list[bool] = []
+
+        def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+            self.calls.append(ended)
+            return super().read_log(job, offset) if ended else b""
+
+    clock = Clock()
+    launcher = LateLog(polls_to_finish=3)
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="n", poll_interval=1, sleep=clock.sleep, clock=clock)
+    seen = sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
+    assert launcher.calls[-1] is True and launcher.calls.count(True) == 1
+    assert len(seen.log.steps) == 15 and seen.progress.state == "COMPLETED"
