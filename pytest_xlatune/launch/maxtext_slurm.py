@@ -279,6 +279,10 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
                     env=[list(kv) for kv in arm.env], args=list(arm.args))
         return name
 
+    def argv_for(self, request: JobRequest) -> list[str]:
+        """The submit.sh argv of a request whose arm check_requests registered (or would name)."""
+        return self._argv(request, self.arm_for(request)[0])
+
     def _argv(self, request: JobRequest, arm: str) -> list[str]:
         env_args = [mf.XLA_DUMP_ARG] if request.evidence else []  # read by train_env.sh before our block
         p = self.placement

@@ -10,7 +10,6 @@ candidates, pipeline shapes, cross-config, winner evidence, a stack); the real
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from pytest_xlatune.grammar import JOB_NAME_MAX
 from pytest_xlatune.launch.base import JobRequest
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.plan import RunKind, expand
+from pytest_xlatune.plan import RunKind, RunSpec, expand
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport import LocalTransport
 from tests.integration.upstream import upstream_checkout
@@ -80,8 +79,7 @@ def test_every_submission_of_every_upstream_config_fits_job_name(tmp_path: Path)
                     launcher.check_requests(requests)  # the pre-flight: raises if one cannot fit
                     for request in requests:
                         kinds.add(_kind(request, specs))
-                        arm, _ = launcher.arm_for(request)
-                        argvs[tuple(launcher._argv(request, arm))] = f"{model} {parallelism} pdbs={pdbs}"
+                        argvs[tuple(launcher.argv_for(request))] = f"{model} {parallelism} pdbs={pdbs}"
                 finally:
                     launcher.close()
     assert kinds >= {"baseline", "restore_default", "evidence", "profile", "pipeline_shape", "cross_config",
@@ -97,15 +95,9 @@ def test_every_submission_of_every_upstream_config_fits_job_name(tmp_path: Path)
     assert all(n.startswith("JAX-") and "-_env_TUNE_PROFILE_" in n for n in names)
 
 
-def _kind(request: JobRequest, specs: list) -> str:
+def _kind(request: JobRequest, specs: list[RunSpec]) -> str:
     spec = next((s for s in specs if s.profile == request.profile and s.config_tag == request.config_tag), None)
     return spec.kind.value if spec is not None else "stack"
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path):
-    yield
-    shutil.rmtree(tmp_path / "maxtext-slurm" / "outputs", ignore_errors=True)
 
 
 REAL_CELLS = sorted(p for p in (Path(__file__).resolve().parents[2] / "cells").glob("*.yml")
