@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_xlatune.evidence.hlo import find_train_step_dump
-from pytest_xlatune.launch.base import JobPhase, JobRequest
+from pytest_xlatune.launch.base import JobRequest
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.slurm.client import SlurmClient
@@ -204,40 +204,6 @@ def test_the_image_asked_for_is_the_jobs_docker_image_and_a_missing_one_submits_
                                  "exist on the cluster*"])
     assert len([e for e in events(pytester.path / ".xlatune" / "img.jsonl")
                 if e["event"] == "submitted"]) == 1
-
-
-@pytest.mark.slurm
-@pytest.mark.jax
-def test_a_stack_known_only_at_run_time_runs_through_a_tune_arm_added_to_the_block(
-        tmp_path: Path, local_slurm: LocalSlurm) -> None:
-    root = copy_checkout(tmp_path)
-    before = snapshot(root)
-    transport = LocalTransport()
-    events: list[tuple[str, dict[str, Any]]] = []
-    launcher = MaxTextSlurmLauncher(
-        transport, SlurmClient(transport), str(root), SlurmPlacement("node[01-02]", 2, "debug"), "demo",
-        sweep_id="stack.1", time_limit="5:00", lookup_interval=0.2,
-        record=lambda event, **payload: events.append((event, payload)))
-    launcher.prepare()
-    try:
-        stack = JobRequest("demo-stack_top2-default", "stack_top2",
-                           ("steps=8", "dataset_type=synthetic", "per_device_batch_size=2"),
-                           xla_flags=("--xla_cpu_multi_thread_eigen=false",),
-                           env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),))
-        job = launcher.submit(stack)
-        deadline = time.monotonic() + 300
-        while launcher.poll([job.job_id])[job.job_id].phase is not JobPhase.FINISHED:
-            assert time.monotonic() < deadline, f"job {job.job_id} did not finish"
-            time.sleep(1)
-        assert launcher.poll([job.job_id])[job.job_id].state == "COMPLETED"
-        log = launcher.read_log(job, 0).decode()
-        assert env_line(log, "XLA_FLAGS").endswith("--xla_cpu_multi_thread_eigen=false")
-        assert env_line(log, "NCCL_NCHANNELS_PER_NET_PEER").endswith("=8")
-        assert "completed step: 7" in log
-        assert [e for e, _ in events].count("tune_arm_added") == 1
-    finally:
-        launcher.close()
-    assert snapshot(root) == before
 
 
 INTERRUPT_CELL = """\

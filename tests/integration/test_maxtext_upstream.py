@@ -14,12 +14,18 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_xlatune.launch.base import JobPhase, JobRequest
+from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
+from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.logs import StepLog
+from pytest_xlatune.slurm.client import SlurmClient
+from pytest_xlatune.transport import LocalTransport
 from tests.integration.fixtures_infra import LocalSlurm
 from tests.integration.upstream import upstream_checkout
 
@@ -137,4 +143,36 @@ def test_ray_fallback_with_a_model_named_by_a_unique_substring_keeps_its_result(
     assert log.name.startswith(f"{baseline['job_id']}-JAX-deepseek3-671b-baseline-_env_TUNE_PROFILE_baseline")
     assert not (log.with_suffix("") / "ray_logs").exists()
     assert (log.with_suffix("") / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
+    assert tree(upstream) == before
+
+
+def test_a_stack_known_only_at_run_time_runs_through_a_tune_arm_added_to_the_block(upstream: Path) -> None:
+    before = tree(upstream)
+    transport = LocalTransport()
+    events: list[tuple[str, dict[str, Any]]] = []
+    launcher = MaxTextSlurmLauncher(
+        transport, SlurmClient(transport), str(upstream), SlurmPlacement("node02", 1, "debug"), "deepseek3-671b",
+        sweep_id="stack.1", time_limit="10:00", lookup_interval=0.2,
+        record=lambda event, **payload: events.append((event, payload)))
+    launcher.prepare()
+    try:
+        stack = JobRequest("ds-stack_top2-moe", "stack_top2",
+                           ("steps=10", "dataset_type=synthetic", "per_device_batch_size=2", "dcn_fsdp_parallelism=2"),
+                           xla_flags=("--xla_cpu_multi_thread_eigen=false",),
+                           env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),), config_tag="moe")
+        job = launcher.submit(stack)
+        deadline = time.monotonic() + 600
+        while launcher.poll([job.job_id])[job.job_id].phase is not JobPhase.FINISHED:
+            assert time.monotonic() < deadline, f"job {job.job_id} did not finish"
+            time.sleep(1)
+        assert launcher.poll([job.job_id])[job.job_id].state == "COMPLETED"
+        lines = launcher.read_log(job, 0, ended=True).decode().splitlines()
+        # after configs/deepseek3-671b.env.sh's own flag, our env-file block appends the arm's again
+        xla = next(line for line in lines if line.startswith("0: XLA_FLAGS="))
+        assert xla.endswith("--xla_gpu_all_gather_combine_threshold_bytes=1073741824 --xla_cpu_multi_thread_eigen=false")
+        assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in lines
+        assert any(line.startswith("0: completed step: 9,") for line in lines)
+        assert [e for e, _ in events].count("tune_arm_added") == 1
+    finally:
+        launcher.close()
     assert tree(upstream) == before
