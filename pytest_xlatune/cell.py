@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -78,10 +78,6 @@ def _compose(path: Path, text: str) -> Node | None:
         raise CellError(path, line, "yaml", "valid YAML", f"{exc.reason} ({char})") from None
     except (yaml.YAMLError, RecursionError) as exc:
         raise CellError(path, 0, "yaml", "valid YAML", type(exc).__name__) from None
-
-
-def _args(pairs: Sequence[tuple[str, str]]) -> list[str]:
-    return [f"{key}={value}" for key, value in pairs]
 
 
 class _Reader(WaveReader):
@@ -337,23 +333,24 @@ class _Reader(WaveReader):
         return ClusterSlot(values.get("nodelist"), values.get("partition"), values.get("nodes"))
 
     def check_job_names(self, cell: Cell) -> None:
-        """Fail early where maxtext-slurm would refuse the submission for its JOB_NAME length."""
-        fixed = [f"steps={cell.steps}", "dataset_type=synthetic",
-                 f"per_device_batch_size={cell.pdbs or 1}"]
-        # The skill's submission template with the longest config tag; as specified for this
-        # check, cell-level `overrides` are not counted.
-        fixed += _args(cell.parallelism.overrides())
-        tag = max(cell.config_tags, key=lambda t: len("-".join(_args(t.overrides))))
+        """Fail early where maxtext-slurm would refuse the submission for its JOB_NAME length.
 
-        def size(name: str, extra: tuple[tuple[str, str], ...]) -> int:
-            args = fixed + _args(tag.overrides + extra)
-            args += [S.HEARTBEAT_ARG, f"_env_TUNE_PROFILE={name}"]
-            return G.job_name_bytes(G.job_name(cell.model_tag, name, args))
+        Its JOB_NAME is `JAX-<model>-<profile>-_env_TUNE_PROFILE_<arm>`, the arm being the
+        profile or `<profile>.<config tag>` (every other setting goes into the arm, not the
+        name); pre-flight checks it again with the model name resolved in the checkout. Other
+        backends have no such limit."""
+        if cell.backend.kind is not BackendKind.MAXTEXT_SLURM:
+            return
+        tag = max((t.name for t in cell.config_tags), key=len)
+
+        def size(name: str) -> int:
+            return G.job_name_bytes(G.job_name(cell.model_tag, name, [f"_env_TUNE_PROFILE={name}.{tag}"]))
 
         expected = f"a JOB_NAME of at most {G.JOB_NAME_MAX} bytes (maxtext-slurm's limit)"
-        runs = [(p.name, p.overrides) for p in cell.profiles]
-        runs += [(c.name, ()) for group in cell.catalog_waves for c in C.get(group.catalog).candidates]
-        for name, overrides in runs:
-            if (n := size(name, overrides)) > G.JOB_NAME_MAX:
+        names = [p.name for p in cell.profiles]
+        names += [c.name for group in cell.catalog_waves for c in C.get(group.catalog).candidates]
+        for name in names:
+            if (n := size(name)) > G.JOB_NAME_MAX:
                 key, line = self.name_at[name]
-                self.fail(line, key, expected, f"{n} bytes with config tag {tag.name!r}")
+                self.fail(line, key, expected, f"{n} bytes for profile {name!r} (it is the exp tag and the "
+                                               f"TUNE_PROFILE arm): shorten it by {n - G.JOB_NAME_MAX}")

@@ -48,6 +48,8 @@ def job_request(cell: Cell, spec: RunSpec) -> JobRequest:
         env=tuple(env.items()),
         unset_env=spec.unset_env,
         evidence=spec.evidence,
+        config_tag=spec.config_tag,
+        resolved_from=spec.resolved_from,
     )
 
 

@@ -368,6 +368,12 @@ class Sweep:
         self.poller.track(job.job_id)
         return job
 
+    def _log_source(self, job: SubmittedJob) -> str:
+        """The file whose lines were parsed (maxtext-slurm: maybe a renamed file or a Ray worker
+        log), else the path known at submission."""
+        source = getattr(self.launcher, "log_source", None)
+        return (source(job) if source else None) or job.log_path
+
     def _result(self, spec: RunSpec, key: str, job: SubmittedJob, seen: Watched,
                 diagnosis: Diagnosis, submitted_at: float, retries: tuple[str, ...]) -> JobResult:
         verdict, reason = diagnosis.verdict, diagnosis.reason
@@ -391,7 +397,7 @@ class Sweep:
             tgs_values=steady.tgs_values if steady else (),
             steps_used=steady.steps_used if steady else (),
             step_count=len(seen.log.steps),
-            log_path=job.log_path, log_tail="" if verdict.measured else seen.log.tail_text(),
+            log_path=self._log_source(job), log_tail="" if verdict.measured else seen.log.tail_text(),
             artifacts=tuple(sorted(artifacts.items())),
             resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
             submitted_at=submitted_at, finished_at=self.clock(), retries=retries,

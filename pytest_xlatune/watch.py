@@ -75,11 +75,15 @@ class Watcher:
             progress = self.poller.status(job.job_id)  # asks Slurm at most once per interval
             seen.progress = progress
             self._check_controller()
-            chunk = self.launcher.read_log(job, offset)
+            # At the end, one last read that may not be skipped (ended=True): a launcher that
+            # looks for its log file only every few seconds must look now, else a job that
+            # trained would be judged on an empty log.
+            ended = progress.phase is JobPhase.FINISHED
+            chunk = self.launcher.read_log(job, offset, ended=ended)
             offset += len(chunk)
             now = self.clock()
             new_steps = seen.log.feed(chunk)
-            if progress.phase is JobPhase.FINISHED:
+            if ended:
                 seen.log.flush()
                 return seen
             if self.poller.down_since is not None:
@@ -100,7 +104,7 @@ class Watcher:
                     # job does next): do not wait another poll for Slurm to report the cancel.
                     # What it wrote meanwhile (an OOM's memory figures) still counts. A cancel
                     # the controller did not take is sent again below until the job ends.
-                    seen.log.feed(self.launcher.read_log(job, offset))
+                    seen.log.feed(self.launcher.read_log(job, offset, ended=True))
                     seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
                     seen.log.flush()
                     return seen

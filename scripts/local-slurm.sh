@@ -13,6 +13,11 @@
 # sacct works; the choice is remembered, so a later plain `up` keeps it (`--no-accounting` drops
 # it). Daemons are started directly (no systemd). Needs root.
 #
+# Every node declares 8 GPUs (Gres=gpu:8 in slurm.conf; gres.conf names 8 device files under
+# $STATE/dev that are character devices with /dev/null's numbers, since Slurm drops a file-less
+# GPU), so an upstream maxtext-slurm `_job.sbatch` (`#SBATCH --gpus-per-task=8`) runs unmodified.
+# An older slurm.conf/gres.conf without the GPUs is rewritten and the daemons restarted by `up`.
+#
 # Environment knobs (defaults in brackets):
 #   XLATUNE_SLURM_STATE   private state dir            [/var/lib/xlatune-slurm]
 #   XLATUNE_SLURM_CONF    where slurm.conf is written  [/etc/slurm/slurm.conf]
@@ -37,6 +42,8 @@ MYSQL_RUN=$STATE/mariadb-run   # owned by mysql: pid file + socket
 MYSQL_SOCK=$MYSQL_RUN/mariadbd.sock
 MYSQL_PID=$MYSQL_RUN/mariadbd.pid
 DBD_CONF=$(dirname "$CONF")/slurmdbd.conf   # slurmdbd reads it next to $SLURM_CONF
+GRES_CONF=$(dirname "$CONF")/gres.conf       # slurmd reads it next to $SLURM_CONF
+GPUS_PER_NODE=8
 ACCT_DB=xlatune_acct_db
 MARK="# written by pytest-xlatune scripts/local-slurm.sh"
 
@@ -240,7 +247,9 @@ InactiveLimit=0
 KillWait=5
 Waittime=0
 MessageTimeout=10
-NodeName=DEFAULT CPUs=1 RealMemory=2048 State=UNKNOWN
+# 8 GPUs per node, declared by count only: upstream _job.sbatch asks --gpus-per-task=8.
+GresTypes=gpu
+NodeName=DEFAULT CPUs=1 RealMemory=2048 Gres=gpu:$GPUS_PER_NODE State=UNKNOWN
 EOF
     for i in "${!NODES[@]}"; do
         echo "NodeName=${NODES[$i]} NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((NODE_PORT_BASE + i + 1))"
@@ -248,9 +257,40 @@ EOF
     echo "PartitionName=debug Nodes=node[01-04] Default=YES MaxTime=INFINITE State=UP"
 }
 
-write_conf() { # prints "changed" when the file was (re)written
-    local new
+render_gres_conf() {
+    echo "$MARK"
+    echo "AutoDetect=off"
+    echo "NodeName=node[01-04] Name=gpu File=$STATE/dev/gpu[0-$((GPUS_PER_NODE - 1))]"
+}
+
+make_gpu_devices() {
+    # Stand-in GPU device files: char devices 1,3 (what /dev/null is), shared by the 4 nodes.
+    local i f
+    install -d -m 0755 "$STATE/dev"
+    for i in $(seq 0 $((GPUS_PER_NODE - 1))); do
+        f=$STATE/dev/gpu$i
+        [ -c "$f" ] && continue
+        rm -f "$f"
+        mknod -m 0666 "$f" c 1 3 || die "cannot create the stand-in GPU device $f (mknod c 1 3 failed)"
+    done
+}
+
+write_conf() { # prints "changed" when slurm.conf or gres.conf was (re)written
+    local new gres
     new=$(render_conf)
+    gres=$(render_gres_conf)
+    if [ ! -f "$GRES_CONF" ] || [ "$(cat "$GRES_CONF")" != "$gres" ]; then
+        install -d -m 0755 "$(dirname "$GRES_CONF")"
+        if [ -f "$GRES_CONF" ] && ! grep -qF "$MARK" "$GRES_CONF"; then
+            cp -p "$GRES_CONF" "$GRES_CONF.xlatune-backup.$(date +%s)"
+        fi
+        printf '%s\n' "$gres" >"$GRES_CONF.tmp.$$"
+        mv -f "$GRES_CONF.tmp.$$" "$GRES_CONF"
+        if [ -f "$CONF" ] && [ "$(cat "$CONF")" = "$new" ]; then
+            echo changed
+            return 0
+        fi
+    fi
     if [ -f "$CONF" ] && [ "$(cat "$CONF")" = "$new" ]; then
         return 0
     fi
@@ -369,6 +409,7 @@ cmd_up() {
     esac
     install_if_missing
     start_munge
+    make_gpu_devices
     changed=$(write_conf)
     if [ -n "$changed" ]; then
         log "wrote $CONF"

@@ -6,6 +6,19 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/venv.sh"
 cd "$repo"
+# The real upstream maxtext-slurm checkout of the conformance tests (copied per test, never edited):
+# $XLATUNE_MAXTEXT_SLURM, else the snapshot beside the repo (CI copies shared/ next to the clone).
+if [[ -z "${XLATUNE_MAXTEXT_SLURM:-}" ]]; then
+    snapshot="$repo/../shared/upstream/maxtext-slurm-f64d93f"
+    if [[ -f "$snapshot/submit.sh" ]]; then
+        XLATUNE_MAXTEXT_SLURM="$(cd "$snapshot" && pwd)"
+    else
+        echo "scripts/test.sh: no upstream maxtext-slurm checkout: set XLATUNE_MAXTEXT_SLURM to a clone of the" \
+             "public maxtext-slurm repository at f64d93f, or put it at $snapshot" >&2
+        exit 1
+    fi
+fi
+export XLATUNE_MAXTEXT_SLURM
 # Debian packages the real-part tests need (Slurm and sshd are installed by their own scripts).
 if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null

@@ -21,6 +21,8 @@ class JobRequest:
     env: Pairs = ()
     unset_env: tuple[str, ...] = ()
     evidence: bool = False
+    config_tag: str = ""
+    resolved_from: str = ""  # the profile a winner/cross-config run took its flags from
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ class Launcher(Protocol):
         """Watch a job submitted by an earlier, killed session instead of submitting it again."""
         ...
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes: ...
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+        """The log's bytes from `offset`; `ended`: the job is over, this is the final read."""
+        ...
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...
 

@@ -125,7 +125,7 @@ class LocalLauncher:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         try:
             with open(job.log_path, "rb") as handle:
                 handle.seek(offset)

@@ -12,15 +12,13 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from ..grammar import ENV_NAME, ENV_VALUE, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, OVERRIDE_KEY, OVERRIDE_VALUE
 from ..grammar import PARTITION, XLA_FLAG, Grammar, GrammarError, job_name, job_name_bytes
-from ..model import Profile
-
-RESERVED_PROFILES = ("baseline", "restore_default")
 HEARTBEAT_KEY = "jax_distributed_heartbeat_timeout_seconds"
 HEARTBEAT = f"{HEARTBEAT_KEY}=99999"
 TUNE_ENV_ARG = "_env_TUNE_PROFILE="
@@ -36,39 +34,53 @@ _END = "# <<< xlatune TUNE_PROFILE <<<"
 _INDENT = "    "
 
 
-# ---- the TUNE_PROFILE block ------------------------------------------------------------------
+# ---- the TUNE_PROFILE block ----------------------------------------------------------------
+
+# A case arm's name: a profile name (NAME), maybe with `.<config tag>` and a counter after it.
+ARM = Grammar("a TUNE_PROFILE arm name", r"[A-Za-z0-9][A-Za-z0-9_.+-]*", max_len=110)
 
 
-def render_tune_block(profiles: Sequence[Profile], restore_default_flags: Sequence[str],
-                      restore_env: Sequence[tuple[str, str | None]], model_tag: str) -> tuple[str, str]:
-    """Return (XLA case block, post-NCCL env case block) for train_env.sh, in the skill's pattern.
+@dataclass(frozen=True)
+class Arm:
+    """One TUNE_PROFILE case arm: everything one run adds to what the checkout deploys.
 
-    `restore_env` pairs a name with its image default; None means the image leaves it unset.
-    The env block is "" when no profile (and no restore) sets an env var.
+    `args` are MaxText `key=value` settings the arm appends to _train.sh's PASSTHROUGH_ARGS
+    (train_env.sh is sourced before TRAIN_ARGS is built, and before configs/<M>.env.sh, which
+    may read them); `env` pairs a variable with its value, None meaning unset.
     """
-    names = [p.name for p in profiles]
-    for name in names:
-        NAME.check(name)
-        if name in RESERVED_PROFILES:
-            raise ValueError(f"profile name {name!r} is reserved for the block's own case")
+
+    name: str
+    xla_flags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str | None], ...] = ()
+    args: tuple[str, ...] = ()
+
+    def same_run(self, other: Arm) -> bool:
+        return (self.xla_flags, self.env, self.args) == (other.xla_flags, other.env, other.args)
+
+
+def render_tune_block(arms: Sequence[Arm], model_tag: str) -> tuple[str, str]:
+    """Return (XLA/args case block, post-NCCL env case block) for train_env.sh, in the skill's pattern.
+
+    Each arm prints what it appended, so the job log records exactly what ran. The env block is
+    "" when no arm sets or unsets an env var.
+    """
+    names = [ARM.check(a.name) for a in arms]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise ValueError(f"duplicate profile names: {', '.join(dupes)}")
+        raise ValueError(f"duplicate TUNE_PROFILE arms: {', '.join(dupes)}")
     MODEL_TAG.check(model_tag)
-
     xla = [
         "# ---- TUNE_PROFILE ----",
-        'TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-baseline}}"',
+        'TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-}}"',
         'TUNE_FLAGS=""',
+        "TUNE_ARGS=()",
         'case "${TUNE_PROFILE}" in',
-        f"{_INDENT}baseline) ;;  # no-op; inherits configs/{model_tag}.env.sh as-is",
-        f"{_INDENT}restore_default)",
-        f"{_INDENT * 2}# Every flag the env file sets, back at its image default (XLA flags are last-wins).",
-        *_flag_lines(restore_default_flags),
-        f"{_INDENT * 2};;",
     ]
-    for p in profiles:
-        xla += [f"{_INDENT}{shlex.quote(p.name)})", *_flag_lines(p.xla_flags), f"{_INDENT * 2};;"]
+    for arm in arms:
+        xla += [f"{_INDENT}{shlex.quote(arm.name)})", *_flag_lines(arm.xla_flags)]
+        if arm.args:
+            xla.append(f"{_INDENT * 2}TUNE_ARGS+=({' '.join(shlex.quote(_check_passthrough(a)) for a in arm.args)})")
+        xla.append(f"{_INDENT * 2};;")
     xla += [
         f"{_INDENT}*)",
         f"""{_INDENT * 2}echo "[train_env.sh] WARNING: unknown TUNE_PROFILE='$TUNE_PROFILE'" >&2""",
@@ -78,36 +90,36 @@ def render_tune_block(profiles: Sequence[Profile], restore_default_flags: Sequen
         f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}${{TUNE_FLAGS# }}"',
         f"{_INDENT}export XLA_FLAGS",
         "fi",
+        "# _train.sh builds TRAIN_ARGS=(gpu.yml base_output_directory=… \"${PASSTHROUGH_ARGS[@]}\") after this.",
+        "PASSTHROUGH_ARGS+=(\"${TUNE_ARGS[@]}\")",
+        'echo "[TUNE_PROFILE] ${TUNE_PROFILE}: PASSTHROUGH_ARGS+=(${TUNE_ARGS[*]}) TUNE_FLAGS=${TUNE_FLAGS# }"',
     ]
-
-    env = _env_case(profiles, restore_env)
+    env = _env_case([(a.name, list(a.env)) for a in arms if a.env])
     if env:
         env.insert(0, "# ---- TUNE_PROFILE: post-NCCL overrides ----")
     return "\n".join(xla) + "\n", "\n".join(env) + "\n" if env else ""
 
 
-def _env_case(profiles: Sequence[Profile], restore_env: Sequence[tuple[str, str | None]]) -> list[str]:
-    arms = [("restore_default", list(restore_env))] if restore_env else []
-    arms += [(p.name, list(p.env)) for p in profiles if p.env]
+def _env_case(arms: Sequence[tuple[str, list[tuple[str, str | None]]]]) -> list[str]:
     if not arms:
         return []
     env = ['case "${TUNE_PROFILE:-}" in']
     for name, pairs in arms:
-        env.append(f"{_INDENT}{shlex.quote(NAME.check(name))})")
+        env.append(f"{_INDENT}{shlex.quote(ARM.check(name))})")
         env += [f"{_INDENT * 2}{_env_statement(var, value)}" for var, value in pairs]
         env.append(f"{_INDENT * 2};;")
     env.append("esac")
     return env
 
 
-def render_env_file_block(profiles: Sequence[Profile], restore_env: Sequence[tuple[str, str | None]],
-                          model_tag: str) -> str:
+def render_env_file_block(arms: Sequence[Arm], model_tag: str) -> str:
     """Return the block for the END of configs/<MODEL_TAG>.env.sh that lets the TUNE block win.
 
     _train.sh sources train_env.sh, THEN configs/<M>.env.sh, THEN exports the `_env_` args: a
     flag or export the env file sets would beat the TUNE_PROFILE block at the end of
     train_env.sh, so restore_default would restore nothing. This block appends $TUNE_FLAGS
-    again (XLA flags are last-wins) and re-runs the post-NCCL case after the file's own settings.
+    again (XLA flags are last-wins) and re-runs the post-NCCL case after the file's own settings
+    (the args are not appended twice).
     """
     lines = [
         f"# ---- TUNE_PROFILE: again after configs/{MODEL_TAG.check(model_tag)}.env.sh's own settings ----",
@@ -115,7 +127,7 @@ def render_env_file_block(profiles: Sequence[Profile], restore_env: Sequence[tup
         f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}${{TUNE_FLAGS# }}"',
         f"{_INDENT}export XLA_FLAGS",
         "fi",
-        *_env_case(profiles, restore_env),
+        *_env_case([(a.name, list(a.env)) for a in arms if a.env]),
     ]
     return "\n".join(lines) + "\n"
 
@@ -212,33 +224,33 @@ def _check_passthrough(arg: str) -> str:
     return arg
 
 
-def submit_argv(model_tag: str, exp_tag: str, nodes: int, nodelist: str | None, time: str, partition: str | None,
-                passthrough: Sequence[str], ray: bool, *, profile: str | None = None) -> list[str]:
-    """Build the submit.sh command line of the skill's submission template.
+def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None, time: str, partition: str | None,
+                env_args: Sequence[str], ray: bool, *, arm: str) -> list[str]:
+    """Build the submit.sh command line: `./submit.sh <model>:<exp tag> <sbatch args> -- [_env_…]
+    _env_TUNE_PROFILE=<arm>`. The run's MaxText settings live in the arm (render_tune_block), so
+    JOB_NAME is `JAX-<model>-<exp tag>[-_env_ENABLE_XLA_DUMP_1]-_env_TUNE_PROFILE_<arm>`.
 
-    `profile` names the TUNE_PROFILE (default: `exp_tag`). Raises ValueError when an argument
-    breaks its grammar or when submit.sh would refuse the JOB_NAME (over 243 bytes).
+    Raises ValueError when an argument breaks its grammar or when submit.sh would refuse the
+    JOB_NAME (over 243 bytes); the message says what each part costs.
     """
-    MODEL_TAG.check(model_tag)
+    MODEL_TAG.check(model_name)
     if exp_tag:
         NAME.check(exp_tag)  # no ':' — a second colon would make the tag a model alias
-    profile = NAME.check(profile if profile is not None else exp_tag)
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, found {nodes}")
-    args = [_check_passthrough(a) for a in passthrough]
-    if any(a.startswith(TUNE_ENV_ARG) for a in args):
-        raise ValueError(f"passthrough must not set {TUNE_ENV_ARG}…: submit_argv adds it from `profile`")
-    if not any(a.startswith(HEARTBEAT_KEY + "=") for a in args):
-        args.append(HEARTBEAT)
-    args.append(TUNE_ENV_ARG + profile)
-
-    name = job_name(model_tag, exp_tag, args)
+    args = [_check_passthrough(a) for a in env_args]
+    if not all(a.startswith("_env_") for a in args) or any(a.startswith(TUNE_ENV_ARG) for a in args):
+        raise ValueError(f"submit.sh gets only _env_ args besides {TUNE_ENV_ARG}<arm> (settings go in the arm), "
+                         f"found {' '.join(args)}")
+    args.append(TUNE_ENV_ARG + ARM.check(arm))
+    name = job_name(model_name, exp_tag, args)
     size = job_name_bytes(name)
     if size > JOB_NAME_MAX:
-        raise ValueError(
-            f"JOB_NAME would be {size} bytes; submit.sh refuses more than {JOB_NAME_MAX} "
-            f"(${{#JOB_NAME}}+12 > 255): shorten the exp tag or the passthrough args ({name[:60]}…)"
-        )
+        parts = [f"model name {model_name!r} {len(model_name.encode())}", f"exp tag {exp_tag!r} {len(exp_tag) + 1}",
+                 *(f"{a.partition('=')[0]} {len(a) + 1}" for a in args)]
+        raise ValueError(f"JOB_NAME would be {size} bytes; submit.sh refuses more than {JOB_NAME_MAX} "
+                         f"(${{#JOB_NAME}}+12 > 255). Bytes per part: {', '.join(parts)}; shorten the "
+                         f"profile name by {size - JOB_NAME_MAX} (it is both exp tag and arm) ({name[:60]}…)")
     sbatch: list[str] = []
     if partition:
         sbatch.append(f"--partition={PARTITION.check(partition)}")
@@ -246,7 +258,7 @@ def submit_argv(model_tag: str, exp_tag: str, nodes: int, nodelist: str | None, 
     if nodelist:
         sbatch.append(f"--nodelist={NODELIST.check(nodelist)}")
     sbatch.append(f"--time={SLURM_TIME.check(time)}")
-    spec = f"{model_tag}:{exp_tag}" if exp_tag else model_tag
+    spec = f"{model_name}:{exp_tag}" if exp_tag else model_name
     prefix = ["env", "RAY=1"] if ray else []
     return [*prefix, "./submit.sh", spec, *sbatch, "--", *args]
 

@@ -74,7 +74,7 @@ class SbatchLauncher(SlurmJobs):
         self._mine.add(job.job_id)  # recorded as ours by the store: ours to poll and cancel
         return True
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         try:
             return self.transport.read_from(job.log_path, offset)
         except (TransportError, OSError):

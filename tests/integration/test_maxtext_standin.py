@@ -18,6 +18,7 @@ import pytest
 
 from pytest_xlatune.grammar import JOB_NAME_MAX, job_name
 from pytest_xlatune.launch.maxtext_files import (
+    Arm,
     install_block,
     parse_submit_output,
     render_tune_block,
@@ -146,7 +147,8 @@ def tuned_job(module_checkout: Checkout) -> TunedJob:
     """The brief's submission with a TUNE block installed; train_env.sh is edited while the job is held."""
     c = module_checkout
     train_env = c.root / "train_env.sh"
-    xla, env = render_tune_block([PROFILE_X], ["--xla_cpu_enable_fast_math=false"], [], "demo")
+    xla, env = render_tune_block([Arm("x", PROFILE_X.xla_flags, PROFILE_X.env), Arm("restore_default",
+                                  ("--xla_cpu_enable_fast_math=false",))], "demo")
     at_submit = install_block(train_env.read_text(), xla + env, SWEEP)
     train_env.write_text(at_submit)
 
@@ -157,7 +159,7 @@ def tuned_job(module_checkout: Checkout) -> TunedJob:
 
     # While the job is held: change profile x and add an export. The frozen artifact must win.
     edited = Profile("x", 2, xla_flags=("--xla_backend_optimization_level=0",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "2"),))
-    xla, env = render_tune_block([edited], [], [], "demo")
+    xla, env = render_tune_block([Arm("x", edited.xla_flags, edited.env)], "demo")
     train_env.write_text(install_block(at_submit + "export NCCL_EDITED_AFTER_SUBMIT=1\n", xla + env, SWEEP))
     subprocess.run(["scontrol", "release", job_id], check=True, capture_output=True, timeout=30)
     return TunedJob(c, job_id, proc.stdout, c.wait(job_id), at_submit)
@@ -209,8 +211,8 @@ def test_env_override_order_is_train_env_then_configs_env_then_env_args(tuned_jo
 
 
 def test_ray_job_writes_worker_log_and_every_node_prints_the_steps(checkout: Checkout) -> None:
-    argv = submit_argv("demo", "r", 2, None, "5:00", "debug", ["steps=4"], True, profile="baseline")
-    proc = checkout.submit(argv)
+    argv = submit_argv("demo", "r", 2, None, "5:00", "debug", [], True, arm="baseline")
+    proc = checkout.submit([*argv, "steps=4"])
     assert proc.returncode == 0, proc.stdout
     job_id = parse_submit_output(proc.stdout)
     log = checkout.wait(job_id)

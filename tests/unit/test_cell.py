@@ -148,8 +148,9 @@ MALFORMED = [
     ("profile-env-value-backtick", _wave2("- name: a\n  env: {NCCL_X: '`id`'}\n"),
      "waves.2[0].env.NCCL_X", 7, "an environment value"),
     ("profile-job-name-too-long",
-     _wave2(f"- name: a\n  overrides: {{{'k' * 60}: {'v' * 60}, {'q' * 60}: {'w' * 60}}}\n"),
-     "waves.2[0].name", 6, "found 428 bytes"),
+     "model_tag: " + "m" * 150 + "\nnodes: 1\nparallelism: FSDP=8\nbackend: {kind: maxtext-slurm, checkout: /x}\n"
+     "waves:\n  2:\n    - {name: " + "p" * 40 + ", xla_flags: [--xla_a=1]}\n",
+     "waves.2[0].name", 7, "found 262 bytes for profile 'pppp"),
     ("pipeline-shapes-without-pp", HEAD + "pipeline_shapes:\n  - microbatches: 8\n", "pipeline_shapes",
      4, "found parallelism FSDP=8"),
     ("pipeline-shape-repeated",
@@ -326,6 +327,17 @@ def test_job_name_matches_the_maxtext_slurm_example() -> None:
     # maxtext-slurm notes: `deepseek3-671b:pp8-A … -- steps=15 _env_TUNE_PROFILE=pp8-A`.
     name = grammar.job_name("deepseek3-671b", "pp8-A", ["steps=15", "_env_TUNE_PROFILE=pp8-A"])
     assert name == "JAX-deepseek3-671b-pp8-A-steps_15-_env_TUNE_PROFILE_pp8-A"
+
+
+def test_long_overrides_and_the_tp_catalog_collect_on_every_backend(tmp_path: Path) -> None:
+    # Settings go into the TUNE_PROFILE arm, not the JOB_NAME; `local` has no JOB_NAME at all.
+    many = {f"{'k' * 60}{i}": "v" * 60 for i in range(4)}
+    overrides = "".join(f"  {k}: {v}\n" for k, v in many.items())
+    for backend in ("", "backend: {kind: maxtext-slurm, checkout: /x}\n", "backend: {kind: sbatch}\n"):
+        text = ("model_tag: deepseek3-671b\nnodes: 1\nparallelism: TP=4\npdbs: 2\n" + backend
+                + "overrides:\n" + overrides + "waves:\n  2: {catalog: tp}\n")
+        cell = load_cell(_cell(tmp_path, text))
+        assert cell.catalog_waves and dict(cell.overrides) == many
 
 
 def test_job_name_strips_one_leading_dash_and_drops_empty_args() -> None:

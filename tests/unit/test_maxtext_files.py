@@ -11,6 +11,7 @@ import pytest
 
 from pytest_xlatune.grammar import JOB_NAME_MAX, job_name
 from pytest_xlatune.launch.maxtext_files import (
+    Arm,
     foreign_block,
     install_block,
     parse_container_env,
@@ -23,49 +24,53 @@ from pytest_xlatune.launch.maxtext_files import (
     render_tune_block,
     submit_argv,
 )
-from pytest_xlatune.model import Profile
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "maxtext"
 STANDIN = TESTS / "maxtext_slurm_standin"
 
-PROFILES = (
-    Profile("ag_1g", 2, xla_flags=("--xla_gpu_all_gather_combine_threshold_bytes=1073741824",)),
-    Profile("nccl_chan8", 3, env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),)),
-    Profile("ovl2.mem+95", 3, xla_flags=("--xla_a=1", "--xla_b=x,y:z"),
-            env=(("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95"), ("ODD", "a=b,c:d@e%f+g/h"), ("EMPTY", ""))),
+ARGS = ("steps=15", "dataset_type=synthetic", "jax_distributed_heartbeat_timeout_seconds=99999")
+RESTORE = Arm("restore_default", ("--xla_cpu_enable_fast_math=false",),
+              (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".93"), ("MAXTEXT_PATCH_BRANCH", None)), ARGS)
+ARMS = (
+    Arm("baseline", args=ARGS),
+    RESTORE,
+    Arm("ag_1g", ("--xla_gpu_all_gather_combine_threshold_bytes=1073741824",), args=ARGS),
+    Arm("nccl_chan8", env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),), args=ARGS),
+    Arm("ovl2.mem+95", ("--xla_a=1", "--xla_b=x,y:z"),
+        (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95"), ("ODD", "a=b,c:d@e%f+g/h"), ("EMPTY", "")), ARGS),
+    Arm("baseline.sparse", args=(*ARGS, "sparse_matmul=true", "per_device_batch_size=2")),
 )
-RESTORE_FLAGS = ("--xla_cpu_enable_fast_math=false",)
-RESTORE_ENV: tuple[tuple[str, str | None], ...] = (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".93"), ("MAXTEXT_PATCH_BRANCH", None))
 
 
 def recorded(name: str) -> str:
     return (DATA / name).read_text()
 
 
-def block(profiles: tuple[Profile, ...] = PROFILES) -> str:
-    return "".join(render_tune_block(profiles, RESTORE_FLAGS, RESTORE_ENV, "demo"))
+def block(arms: tuple[Arm, ...] = ARMS) -> str:
+    return "".join(render_tune_block(arms, "demo"))
 
 
 # ---- render ----------------------------------------------------------------------------------
 
 
-def test_render_follows_the_skill_pattern_exactly() -> None:
-    xla, env = render_tune_block(PROFILES[:2], RESTORE_FLAGS, RESTORE_ENV[:1], "demo")
+def test_render_follows_the_skill_pattern_and_appends_the_run_settings() -> None:
+    small = (ARMS[0], Arm("restore_default", RESTORE.xla_flags, RESTORE.env[:1]), ARMS[3])
+    xla, env = render_tune_block(small, "demo")
     assert xla == """\
 # ---- TUNE_PROFILE ----
-TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-baseline}}"
+TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-}}"
 TUNE_FLAGS=""
+TUNE_ARGS=()
 case "${TUNE_PROFILE}" in
-    baseline) ;;  # no-op; inherits configs/demo.env.sh as-is
+    baseline)
+        TUNE_ARGS+=(steps=15 dataset_type=synthetic jax_distributed_heartbeat_timeout_seconds=99999)
+        ;;
     restore_default)
-        # Every flag the env file sets, back at its image default (XLA flags are last-wins).
         TUNE_FLAGS+=' --xla_cpu_enable_fast_math=false'
         ;;
-    ag_1g)
-        TUNE_FLAGS+=' --xla_gpu_all_gather_combine_threshold_bytes=1073741824'
-        ;;
     nccl_chan8)
+        TUNE_ARGS+=(steps=15 dataset_type=synthetic jax_distributed_heartbeat_timeout_seconds=99999)
         ;;
     *)
         echo "[train_env.sh] WARNING: unknown TUNE_PROFILE='$TUNE_PROFILE'" >&2
@@ -75,6 +80,9 @@ if [[ -n "$TUNE_FLAGS" ]]; then
     XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }${TUNE_FLAGS# }"
     export XLA_FLAGS
 fi
+# _train.sh builds TRAIN_ARGS=(gpu.yml base_output_directory=… "${PASSTHROUGH_ARGS[@]}") after this.
+PASSTHROUGH_ARGS+=("${TUNE_ARGS[@]}")
+echo "[TUNE_PROFILE] ${TUNE_PROFILE}: PASSTHROUGH_ARGS+=(${TUNE_ARGS[*]}) TUNE_FLAGS=${TUNE_FLAGS# }"
 """
     assert env == """\
 # ---- TUNE_PROFILE: post-NCCL overrides ----
@@ -90,32 +98,34 @@ esac
 
 
 def test_render_has_no_env_block_when_nothing_sets_env() -> None:
-    assert render_tune_block(PROFILES[:1], RESTORE_FLAGS, (), "demo")[1] == ""
+    assert render_tune_block(ARMS[:1], "demo")[1] == ""
 
 
-@pytest.mark.parametrize("profiles, message", [
-    ((Profile("baseline", 2),), "reserved"),
-    ((Profile("restore_default", 2),), "reserved"),
-    ((Profile("a", 2), Profile("a", 3)), "duplicate profile names: a"),
-    ((Profile("a b", 2),), "a name"),
-    ((Profile("a", 2, xla_flags=("--xla_a=1;rm",)),), "an XLA flag"),
-    ((Profile("a", 2, env=(("lower", "1"),)),), "an environment variable name"),
-    ((Profile("a", 2, env=(("A", "$(id)"),)),), "an environment value"),
+@pytest.mark.parametrize("arms, message", [
+    ((Arm("a"), Arm("a")), "duplicate TUNE_PROFILE arms: a"),
+    ((Arm("a b"),), "a TUNE_PROFILE arm name"),
+    ((Arm("a", ("--xla_a=1;rm",)),), "an XLA flag"),
+    ((Arm("a", env=(("lower", "1"),)),), "an environment variable name"),
+    ((Arm("a", env=(("A", "$(id)"),)),), "an environment value"),
+    ((Arm("a", args=("x=$(id)",)),), "a MaxText override value"),
+    ((Arm("a", args=("--steps=1",)),), "a MaxText override key"),
 ])  # fmt: skip
-def test_render_rejects_what_would_break_the_case_block(profiles: tuple[Profile, ...], message: str) -> None:
+def test_render_rejects_what_would_break_the_case_block(arms: tuple[Arm, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        render_tune_block(profiles, RESTORE_FLAGS, (), "demo")
+        render_tune_block(arms, "demo")
 
 
 def _source(train_env: str, profile: str | None, env_profile: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Source train_env.sh as _train.sh does (set -u, EXTRACTED_ENV_MAP) and print the result."""
+    """Source train_env.sh as _train.sh does (set -eu, EXTRACTED_ENV_MAP, PASSTHROUGH_ARGS) and print the result."""
     script = "\n".join([
         "set -euo pipefail",
         "declare -A EXTRACTED_ENV_MAP=()",
         f"EXTRACTED_ENV_MAP[TUNE_PROFILE]={shlex.quote(profile)}" if profile is not None else "",
         "OUTPUT_PATH=/tmp/out",
+        "PASSTHROUGH_ARGS=()",
         train_env,
         'printf "XLA_FLAGS=%s\\n" "$XLA_FLAGS"',
+        'printf "ARGS=%s\\n" "${PASSTHROUGH_ARGS[*]}"',
         "for v in NCCL_NCHANNELS_PER_NET_PEER XLA_PYTHON_CLIENT_MEM_FRACTION ODD EMPTY MAXTEXT_PATCH_BRANCH; do",
         '  if [[ -v $v ]]; then printf "%s=%s\\n" "$v" "${!v}"; else echo "$v unset"; fi',
         "done",
@@ -127,24 +137,31 @@ def _source(train_env: str, profile: str | None, env_profile: str | None = None)
 
 
 BASE_FLAGS = "--xla_cpu_enable_fast_math=false"
+BASE_ARGS = " ".join(ARGS)
 
 
 @pytest.mark.parametrize("profile, flags, values", [
-    (None, BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "4", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".93"}),
-    ("baseline", BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "4"}),
+    (None, BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "4", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".93", "ARGS": ""}),
+    ("baseline", BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "4", "ARGS": BASE_ARGS}),
     ("restore_default", f"{BASE_FLAGS} --xla_cpu_enable_fast_math=false",
      {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".93", "MAXTEXT_PATCH_BRANCH": None}),
     ("ag_1g", f"{BASE_FLAGS} --xla_gpu_all_gather_combine_threshold_bytes=1073741824", {}),
     ("nccl_chan8", BASE_FLAGS, {"NCCL_NCHANNELS_PER_NET_PEER": "8"}),
     ("ovl2.mem+95", f"{BASE_FLAGS} --xla_a=1 --xla_b=x,y:z",
      {"XLA_PYTHON_CLIENT_MEM_FRACTION": ".95", "ODD": "a=b,c:d@e%f+g/h", "EMPTY": "", "NCCL_NCHANNELS_PER_NET_PEER": "4"}),
+    ("baseline.sparse", BASE_FLAGS, {"ARGS": f"{BASE_ARGS} sparse_matmul=true per_device_batch_size=2"}),
 ])  # fmt: skip
-def test_installed_block_sets_each_profile_in_bash(profile: str | None, flags: str, values: dict[str, str | None]) -> None:
+def test_installed_block_sets_each_arm_in_bash(profile: str | None, flags: str, values: dict[str, str | None]) -> None:
     text = install_block((STANDIN / "train_env.sh").read_text(), block(), "s1")
-    out = _source(text, profile).stdout.splitlines()
+    proc = _source(text, profile)
+    out = proc.stdout.splitlines()
     assert f"XLA_FLAGS={flags}" in out
     for name, value in values.items():
         assert (f"{name}={value}" if value is not None else f"{name} unset") in out
+    if profile is not None:  # the job log records what the arm appended
+        arm = next(a for a in ARMS if a.name == profile)
+        flags_added = " ".join(arm.xla_flags)
+        assert f"[TUNE_PROFILE] {profile}: PASSTHROUGH_ARGS+=({' '.join(arm.args)}) TUNE_FLAGS={flags_added}" in out
 
 
 def test_tune_profile_from_the_environment_wins_over_the_env_arg() -> None:
@@ -156,6 +173,7 @@ def test_unknown_profile_warns_and_changes_nothing() -> None:
     text = install_block((STANDIN / "train_env.sh").read_text(), block(), "s1")
     proc = _source(text, "typo")
     assert f"XLA_FLAGS={BASE_FLAGS}" in proc.stdout.splitlines()
+    assert "ARGS=" in proc.stdout.splitlines()
     assert "[train_env.sh] WARNING: unknown TUNE_PROFILE='typo'" in proc.stderr
 
 
@@ -174,7 +192,7 @@ def test_install_is_idempotent_and_remove_restores_the_original_exactly(original
 
 
 def test_install_replaces_our_block_and_keeps_it_last() -> None:
-    first = install_block("export A=1\n", block(PROFILES[:1]), "sweep-1")
+    first = install_block("export A=1\n", block(ARMS[:1]), "sweep-1")
     edited = first + "export NCCL_NCHANNELS_PER_NET_PEER=2\n"  # someone appended after our block
     second = install_block(edited, block(), "sweep-1")
     assert second.count(">>> xlatune TUNE_PROFILE") == 1
@@ -221,82 +239,59 @@ def test_hand_written_case_next_to_our_block_is_still_foreign() -> None:
 # ---- submit.sh argv --------------------------------------------------------------------------
 
 
-def test_submit_argv_follows_the_submission_template() -> None:
+def test_submit_argv_carries_only_the_arm_and_env_args() -> None:
     argv = submit_argv("deepseek3-671b", "pp8-A", 8, "node[01-08]", "45:00", "mi355",
-                       ["steps=15", "dataset_type=synthetic"], True)  # fmt: skip
+                       ["_env_ENABLE_XLA_DUMP=1"], True, arm="pp8-A")  # fmt: skip
     assert argv == [
         "env", "RAY=1", "./submit.sh", "deepseek3-671b:pp8-A",
         "--partition=mi355", "--nodes=8", "--nodelist=node[01-08]", "--time=45:00", "--",
-        "steps=15", "dataset_type=synthetic",
-        "jax_distributed_heartbeat_timeout_seconds=99999", "_env_TUNE_PROFILE=pp8-A",
+        "_env_ENABLE_XLA_DUMP=1", "_env_TUNE_PROFILE=pp8-A",
     ]  # fmt: skip
 
 
 def test_submit_argv_without_ray_partition_nodelist_or_exp_tag() -> None:
-    argv = submit_argv("demo", "", 2, None, "5:00", None, ["steps=3"], False, profile="baseline")
-    assert argv == ["./submit.sh", "demo", "--nodes=2", "--time=5:00", "--", "steps=3",
-                    "jax_distributed_heartbeat_timeout_seconds=99999", "_env_TUNE_PROFILE=baseline"]  # fmt: skip
-
-
-def test_submit_argv_keeps_a_heartbeat_already_given() -> None:
-    argv = submit_argv("demo", "b-r2", 1, None, "5", None, ["jax_distributed_heartbeat_timeout_seconds=5"], False,
-                       profile="baseline")  # fmt: skip
-    assert argv[-2:] == ["jax_distributed_heartbeat_timeout_seconds=5", "_env_TUNE_PROFILE=baseline"]
-
-
-AWKWARD = ["profiler=", "x=a=b", "path=/a/b:c,d@e%f+g", "_env_NCCL_IB_HCA=mlx5_0:1,mlx5_1:1", "_env_EMPTY="]
+    argv = submit_argv("demo", "", 2, None, "5:00", None, [], False, arm="baseline")
+    assert argv == ["./submit.sh", "demo", "--nodes=2", "--time=5:00", "--", "_env_TUNE_PROFILE=baseline"]
 
 
 def test_awkward_but_legal_values_survive_a_shell_round_trip() -> None:
-    argv = submit_argv("llama3.1-405b", "v1.0+ovl", 2, "gpu-[001,003]", "1-02:00:00", "p.1", AWKWARD, True)
+    awkward = ["_env_NCCL_IB_HCA=mlx5_0:1,mlx5_1:1", "_env_EMPTY="]
+    argv = submit_argv("llama3.1-405b", "v1.0+ovl", 2, "gpu-[001,003]", "1-02:00:00", "p.1", awkward, True,
+                       arm="v1.0+ovl.sparse.2")
     assert shlex.split(shlex.join(argv)) == argv
-    assert argv[argv.index("--") + 1:][:len(AWKWARD)] == AWKWARD
+    assert argv[argv.index("--") + 1:] == [*awkward, "_env_TUNE_PROFILE=v1.0+ovl.sparse.2"]
     assert "--nodelist=gpu-[001,003]" in argv
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"passthrough": ["steps=1 2"]}, "a MaxText override value"),
-    ({"passthrough": ["x='a'"]}, "a MaxText override value"),
-    ({"passthrough": ["x=$(id)"]}, "a MaxText override value"),
-    ({"passthrough": ["x=a\n"]}, "a MaxText override value"),
-    ({"passthrough": ["steps"]}, "expected key=value"),
-    ({"passthrough": ["--steps=1"]}, "a MaxText override key"),
-    ({"passthrough": ["_env_X=a b"]}, "an environment value"),
-    ({"passthrough": ["_env_TUNE_PROFILE=x"]}, "adds it from `profile`"),
+    ({"env_args": ["steps=1"]}, "only _env_ args"),
+    ({"env_args": ["_env_X=a b"]}, "an environment value"),
+    ({"env_args": ["_env_TUNE_PROFILE=x"]}, "only _env_ args"),
+    ({"arm": "a;b"}, "a TUNE_PROFILE arm name"),
     ({"exp_tag": "a:b"}, "a name"),
     ({"nodelist": "node01 node02"}, "a Slurm nodelist"),
     ({"partition": "a;b"}, "a Slurm partition"),
     ({"time": "5 min"}, "a Slurm time limit"),
-    ({"model_tag": "Demo"}, "a model tag"),
+    ({"model_name": "Demo"}, "a model tag"),
     ({"nodes": 0}, "nodes must be at least 1"),
 ])  # fmt: skip
 def test_submit_argv_refuses_illegal_arguments(kwargs: dict[str, object], message: str) -> None:
-    args: dict[str, object] = {"model_tag": "demo", "exp_tag": "t", "nodes": 1, "nodelist": None, "time": "5:00",
-                               "partition": None, "passthrough": [], "ray": False}  # fmt: skip
+    args: dict[str, object] = {"model_name": "demo", "exp_tag": "t", "nodes": 1, "nodelist": None, "time": "5:00",
+                               "partition": None, "env_args": [], "ray": False, "arm": "t"}  # fmt: skip
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         submit_argv(**args)  # type: ignore[arg-type]
 
 
-def _padded(total: int) -> list[str]:
-    bare = len(job_name("demo", "t", ["pad=", "jax_distributed_heartbeat_timeout_seconds=99999", "_env_TUNE_PROFILE=t"]))
-    return [f"pad={'x' * (total - bare)}"]
-
-
-def test_job_name_of_243_bytes_is_accepted_and_244_refused_with_the_length() -> None:
-    argv = submit_argv("demo", "t", 1, None, "5:00", None, _padded(JOB_NAME_MAX), False)
-    assert len(job_name("demo", "t", argv[argv.index("--") + 1:])) == 243
-    with pytest.raises(ValueError, match="JOB_NAME would be 244 bytes; submit.sh refuses more than 243"):
-        submit_argv("demo", "t", 1, None, "5:00", None, _padded(JOB_NAME_MAX + 1), False)
-
-
-def test_job_name_matches_what_the_stand_in_submit_sh_printed() -> None:
-    text = recorded("submit_ray.txt")
-    printed = next(line.partition("=")[2] for line in text.splitlines() if line.startswith("JOB_NAME="))
-    argv = submit_argv("demo", "no_eigen_mt", 2, "node[01-02]", "5:00", "debug",
-                       ["steps=15", "dataset_type=synthetic", "per_device_batch_size=2"], True)  # fmt: skip
-    assert job_name("demo", "no_eigen_mt", argv[argv.index("--") + 1:]) == printed
-    assert f"PASSTHROUGH_ARGS=\"{' '.join(argv[argv.index('--') + 1:])}\"" in text
+def test_job_name_of_243_bytes_is_accepted_and_244_refused_naming_what_each_part_costs() -> None:
+    bare = len(job_name("m", "t", ["_env_TUNE_PROFILE=t"])) - 1
+    model = "m" * (JOB_NAME_MAX - bare)
+    argv = submit_argv(model, "t", 1, None, "5:00", None, [], False, arm="t")
+    assert len(job_name(model, "t", argv[argv.index("--") + 1:])) == 243
+    with pytest.raises(ValueError, match=r"JOB_NAME would be 244 bytes; submit.sh refuses more than 243 .*"
+                                         r"model name 'm+' 218, exp tag 't' 2, _env_TUNE_PROFILE 20; "
+                                         r"shorten the profile name by 1"):
+        submit_argv(model + "m", "t", 1, None, "5:00", None, [], False, arm="t")
 
 
 def test_recorded_refusal_counts_bytes_as_job_name_does() -> None:
@@ -439,7 +434,7 @@ def _train(tmp_path: Path, passthrough: list[str], env_file_block: bool = False)
     train_env.write_text(install_block(train_env.read_text(), block(), "s1"))
     if env_file_block:
         env_sh = root / "configs" / "demo.env.sh"
-        env_sh.write_text(install_block(env_sh.read_text(), render_env_file_block(PROFILES, RESTORE_ENV, "demo"), "s1"))
+        env_sh.write_text(install_block(env_sh.read_text(), render_env_file_block(ARMS, "demo"), "s1"))
     env = {"PATH": "/usr/bin:/bin", "JOB_WORKSPACE": str(tmp_path / "outputs"), "JOB_DIR": "7-JAX-demo",
            "JOB_NAME": "JAX-demo", "XLATUNE_PYTHON": "echo"}  # fmt: skip
     proc = subprocess.run(["bash", str(root / "_train.sh"), "demo", "t", "", "--", *passthrough],
@@ -452,7 +447,8 @@ def test_train_sh_passes_yml_defaults_then_output_dir_then_passthrough(tmp_path:
     argv = out[-1].split(" ")
     assert argv[:3] == ["-u", "-m", "pytest_xlatune.workload"]
     assert argv.index("steps=15") < argv.index(f"base_output_directory={tmp_path}/outputs/7-JAX-demo")
-    assert argv[argv.index("run_name=JAX-demo") + 1:] == ["steps=3", "profiler="]
+    # the arm's settings come after the command line's (train_env.sh appends them to PASSTHROUGH_ARGS)
+    assert argv[argv.index("run_name=JAX-demo") + 1:] == ["steps=3", "profiler=", *ARGS]
     assert "Extracted env: QUOTED=a b" in out
     assert not any(a.startswith("_env_") for a in argv)
 
@@ -492,14 +488,14 @@ def test_env_file_block_keeps_baseline_deployed_and_env_args_last(
 def test_env_file_block_is_a_no_op_without_the_train_env_block() -> None:
     """A job frozen from a train_env.sh without our block (no TUNE_FLAGS, no TUNE_PROFILE)."""
     text = "export XLA_FLAGS=--xla_a=0 XLA_PYTHON_CLIENT_MEM_FRACTION=.85\n"
-    text += render_env_file_block(PROFILES, RESTORE_ENV, "demo")
+    text += render_env_file_block(ARMS, "demo")
     out = _source(text, "restore_default").stdout.splitlines()
     assert {"XLA_FLAGS=--xla_a=0", "XLA_PYTHON_CLIENT_MEM_FRACTION=.85", "MAXTEXT_PATCH_BRANCH=branch"} <= set(out)
 
 
 def test_env_file_block_installs_and_removes_byte_exactly() -> None:
     original = (STANDIN / "configs" / "demo.env.sh").read_text()
-    once = install_block(original, render_env_file_block(PROFILES, RESTORE_ENV, "demo"), "s1")
+    once = install_block(original, render_env_file_block(ARMS, "demo"), "s1")
     assert foreign_block(once, "s1") is None and foreign_block(once, "s2") is not None
     assert remove_block(once, "s1") == original
 

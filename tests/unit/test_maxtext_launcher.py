@@ -20,6 +20,7 @@ from pytest_xlatune.launch.base import JobRequest, LauncherError, SubmittedJob
 from pytest_xlatune.launch.maxtext_files import install_block, render_tune_block
 from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher, RestoreDefault
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
+from pytest_xlatune.logs import StepLog
 from pytest_xlatune.plan import expand, restore_default_changes
 from pytest_xlatune.preflight import PreflightError
 from pytest_xlatune.slurm.client import SlurmClient
@@ -27,6 +28,7 @@ from pytest_xlatune.transport import CommandResult, TransportError
 
 TESTS = Path(__file__).resolve().parents[1]
 STANDIN = TESTS / "maxtext_slurm_standin"
+DATA = TESTS / "data" / "maxtext"
 CK = "/work/ck"
 SWEEP = "demo.abc123"
 JOB_NAME_79 = "JAX-demo-no_eigen_mt-steps_15"
@@ -61,7 +63,8 @@ class FakeTransport:
 
     def __init__(self, files: Mapping[str, bytes]) -> None:
         self.files = dict(files)
-        self.dirs: set[str] = set()
+        self.dirs: set[str] = {f"{CK}/.git"}
+        self.no_rsync = False
         self.modes = {path: "755" for path in self.files}
         self.calls: list[tuple[tuple[str, ...], str | None]] = []
         self.submit_replies: list[tuple[int, str, str]] = []
@@ -79,8 +82,14 @@ class FakeTransport:
             return CommandResult(args, 0, "", "")
         if args[0] == "find":
             return CommandResult(args, 0, "".join(f"{p}\n" for p in self._find(args[1], args[2:])), "")
-        if args[0] == "grep":
-            return CommandResult(args, 0 if args[3].encode() in self.files.get(args[4], b"") else 1, "", "")
+        if args[0] == "grep":  # grep [-q|-l] -F -- TEXT FILE...
+            text, paths = args[args.index("--") + 1].encode(), args[args.index("--") + 2:]
+            hits = [path for path in paths if text in self.files.get(path, b"")]
+            return CommandResult(args, 0 if hits else 1, "".join(f"{h}\n" for h in hits) if "-l" in args else "", "")
+        if args[:2] == ("rsync", "--version"):
+            return CommandResult(args, 127 if self.no_rsync else 0, "rsync  version 3.2.7\n", "")
+        if args[:2] == ("test", "-d"):
+            return CommandResult(args, 0 if args[2] in self.dirs else 1, "", "")
         if "./submit.sh" in args:
             code, out, err = self.submit_replies.pop(0)
             return CommandResult(args, code, out, err)
@@ -140,14 +149,15 @@ def make(transport: FakeTransport, cell_path: Path, *, ray: bool = False, prepar
          events: list[tuple[str, dict[str, object]]] | None = None, image: str = "") -> MaxTextSlurmLauncher:
     cell = load_cell(cell_path)
     launcher = MaxTextSlurmLauncher(
-        transport, SlurmClient(transport), CK, SlurmPlacement("node[01-02]", 2, "debug"), "demo",
-        sweep_id=SWEEP, ray=ray, profiles=cell.profiles, cell=str(cell_path), lookup_interval=0,
+        transport, SlurmClient(transport), CK, SlurmPlacement("node[01-02]", 2, "debug"), cell.model_tag,
+        sweep_id=SWEEP, ray=ray, cell=str(cell_path), lookup_interval=0,
         restore_default=RestoreDefault(*restore_default_changes(cell.env_file)),
         record=lambda event, **payload: (events if events is not None else []).append((event, payload)),
         image=image,
     )
-    if prepare:
+    if prepare:  # as Runtime does: install the block, then an arm for every run the sweep may make
         launcher.prepare()
+        launcher.check_requests(possible_requests(cell, expand(cell)))
     return launcher
 
 
@@ -164,27 +174,37 @@ def submitted_argv(transport: FakeTransport) -> list[str]:
 
 # ---- submit argv -----------------------------------------------------------------------------
 
-# FSDP=2 is what the stand-in's gpu.yml has: the skill passes no parallelism override then.
 TEMPLATE = ["./submit.sh", "demo:{tag}", "--partition=debug", "--nodes=2", "--nodelist=node[01-02]", "--time=45:00",
-            "--", "steps=15", "dataset_type=synthetic", "per_device_batch_size=2"]  # fmt: skip
+            "--"]  # fmt: skip
 HEARTBEAT = "jax_distributed_heartbeat_timeout_seconds=99999"
+# FSDP=2 is what the stand-in's gpu.yml has: the skill passes no parallelism override then.
+ARGS = "steps=15 dataset_type=synthetic per_device_batch_size=2"
 
 
-@pytest.mark.parametrize("profile, arm, extra", [
-    ("no_eigen_mt", "no_eigen_mt", []),
-    ("nccl_chan8", "nccl_chan8", []),
-    ("baseline", "baseline", []),
-    ("baseline-r2", "baseline", []),
-    ("restore_default", "restore_default", []),
-    ("evidence", "baseline", ["profiler=xplane", "skip_first_n_steps_for_profiler=5", "profiler_steps=4",
-                              "_env_ENABLE_XLA_DUMP=1"]),
+def arm_line(transport: FakeTransport, arm: str) -> str:
+    """The TUNE_ARGS line of an arm in the installed train_env.sh."""
+    lines = transport.files[f"{CK}/train_env.sh"].decode().splitlines()
+    at = lines.index(f"    {arm})")
+    return next(line.strip() for line in lines[at + 1:] if line.strip().startswith("TUNE_ARGS+=("))
+
+
+@pytest.mark.parametrize("profile, arm, dump, args", [
+    ("no_eigen_mt", "no_eigen_mt", [], ARGS),
+    ("nccl_chan8", "nccl_chan8", [], ARGS),
+    ("baseline", "baseline", [], ARGS),
+    ("baseline-r2", "baseline", [], ARGS),
+    ("restore_default", "restore_default", [], ARGS),
+    ("evidence", "evidence", ["_env_ENABLE_XLA_DUMP=1"],
+     f"{ARGS} profiler=xplane skip_first_n_steps_for_profiler=5 profiler_steps=4"),
 ])  # fmt: skip
-def test_submit_argv_is_the_skill_template(cell_path: Path, profile: str, arm: str, extra: list[str]) -> None:
+def test_submit_argv_names_the_arm_that_holds_the_run_settings(cell_path: Path, profile: str, arm: str,
+                                                               dump: list[str], args: str) -> None:
     transport = FakeTransport(checkout_files())
     transport.submit_replies.append((0, submit_output("79"), ""))
     make(transport, cell_path).submit(request(cell_path, profile))
     expected = [part.format(tag=profile) for part in TEMPLATE]
-    assert submitted_argv(transport) == [*expected, *extra, HEARTBEAT, f"_env_TUNE_PROFILE={arm}"]
+    assert submitted_argv(transport) == [*expected, *dump, f"_env_TUNE_PROFILE={arm}"]
+    assert arm_line(transport, arm) == f"TUNE_ARGS+=({args} {HEARTBEAT})"
 
 
 def test_parallelism_overrides_only_where_gpu_yml_differs(tmp_path: Path) -> None:
@@ -194,8 +214,7 @@ def test_parallelism_overrides_only_where_gpu_yml_differs(tmp_path: Path) -> Non
     transport.submit_replies.append((0, submit_output("79"), ""))
     make(transport, cell_path).submit(request(cell_path, "no_eigen_mt"))
     # dcn_pipeline_parallelism=1 is gpu.yml's value too: the same config without it
-    assert submitted_argv(transport)[-4:] == ["per_device_batch_size=2", "dcn_fsdp_parallelism=4", HEARTBEAT,
-                                              "_env_TUNE_PROFILE=no_eigen_mt"]  # fmt: skip
+    assert arm_line(transport, "no_eigen_mt") == f"TUNE_ARGS+=({ARGS} dcn_fsdp_parallelism=4 {HEARTBEAT})"
 
 
 def test_ray_goes_in_front_through_env(cell_path: Path) -> None:
@@ -220,25 +239,26 @@ def test_a_run_known_only_at_run_time_gets_its_own_arm_and_close_still_restores_
     launcher = make(transport, cell_path, events=events)
     # A stack of two winners: flags no installed arm sets.
     stack = JobRequest("demo-stack_top2-default", "stack_top2", ("steps=15",),
-                       xla_flags=("--xla_cpu_multi_thread_eigen=false",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),))
-    with pytest.raises(PreflightError, match="no TUNE_PROFILE arm .* sets exactly"):
-        launcher.check_requests([stack])  # pre-flight does not add arms
+                       xla_flags=("--xla_cpu_multi_thread_eigen=false",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),),
+                       config_tag="default")
     transport.submit_replies.append((0, submit_output("80"), ""))
     launcher.submit(stack)
     assert submitted_argv(transport)[-1] == "_env_TUNE_PROFILE=stack_top2"
     train_env = transport.files[f"{CK}/train_env.sh"].decode()
-    assert "stack_top2)" in train_env and train_env.count("--xla_cpu_multi_thread_eigen=false") == 2
+    assert "stack_top2)" in train_env and train_env.count("--xla_cpu_multi_thread_eigen=false") == 3  # its arm, winner's, the stack's
     assert "stack_top2)" in transport.files[f"{CK}/configs/demo.env.sh"].decode()
     assert ("tune_arm_added", {"profile": "stack_top2", "xla_flags": ["--xla_cpu_multi_thread_eigen=false"],
-                               "env": [["NCCL_NCHANNELS_PER_NET_PEER", "8"]]}) in events
+                               "env": [["NCCL_NCHANNELS_PER_NET_PEER", "8"]], "args": ["steps=15", HEARTBEAT]}) in events
     # The same settings again (the winner's evidence run re-running the stack): that arm.
     transport.submit_replies.append((0, submit_output("81"), ""))
     launcher.submit(JobRequest("demo-winner-default", "winner", ("steps=15",), xla_flags=stack.xla_flags,
                                env=stack.env, evidence=True))
-    assert submitted_argv(transport)[-1] == "_env_TUNE_PROFILE=stack_top2"
-    unset = JobRequest("demo-x-default", "x", ("steps=15",), unset_env=("NCCL_BUFFSIZE",))
-    with pytest.raises(LauncherError, match="no TUNE_PROFILE arm unsets NCCL_BUFFSIZE"):
-        launcher.submit(unset)
+    assert submitted_argv(transport)[-2:] == ["_env_ENABLE_XLA_DUMP=1", "_env_TUNE_PROFILE=stack_top2"]
+    # The same profile name with other settings: `<profile>.<config tag>`.
+    transport.submit_replies.append((0, submit_output("82"), ""))
+    launcher.submit(replace(stack, passthrough=("steps=20",), unset_env=("NCCL_BUFFSIZE",)))
+    assert submitted_argv(transport)[-1] == "_env_TUNE_PROFILE=stack_top2.default"
+    assert "unset NCCL_BUFFSIZE" in transport.files[f"{CK}/train_env.sh"].decode()
     launcher.close()
     assert {k: transport.files[k] for k in before} == before
 
@@ -309,7 +329,7 @@ def test_cleanup_keeps_edits_made_during_the_session(cell_path: Path) -> None:
 
 def test_a_block_left_by_a_killed_session_of_this_sweep_is_replaced(cell_path: Path) -> None:
     clean = checkout_files()
-    xla, env = render_tune_block([], [], [], "demo")
+    xla, env = render_tune_block([], "demo")
     stale = dict(clean)
     stale[f"{CK}/train_env.sh"] = install_block(clean[f"{CK}/train_env.sh"].decode(), xla + env, SWEEP).encode()
     transport = FakeTransport(stale)
@@ -348,7 +368,8 @@ def test_foreign_tune_content_is_refused_and_nothing_written(cell_path: Path, pa
 def test_missing_checkout_files_and_missing_image_fail_preflight(cell_path: Path) -> None:
     files = checkout_files()
     del files[f"{CK}/configs/demo.gpu.yml"]
-    with pytest.raises(PreflightError, match=f"expected configs/demo.gpu.yml in the maxtext-slurm checkout {CK}"):
+    with pytest.raises(PreflightError, match=f"model_tag: expected configs/demo.gpu.yml or a unique substring of "
+                                             f"a config name, found no match among no configs/..gpu.yml .in {CK}/configs."):
         make(FakeTransport(files), cell_path)
     image = b'DOCKER_IMAGE="${DOCKER_IMAGE:-/shared/images/jax.tar}"\n'
     with pytest.raises(PreflightError, match="image: DOCKER_IMAGE /shared/images/jax.tar .* does not exist"):
@@ -375,7 +396,7 @@ def test_an_image_asked_for_runs_submit_sh_under_docker_image(cell_path: Path) -
         make(FakeTransport(checkout_files()), cell_path, image="-v /:/host")
 
 
-def test_preflight_refuses_a_sweep_whose_evidence_run_would_exceed_the_job_name_limit(
+def test_preflight_gives_every_possible_run_an_arm_and_refuses_a_name_that_cannot_fit(
         cell_path: Path) -> None:
     cell = load_cell(cell_path)
     transport = FakeTransport(checkout_files())
@@ -383,27 +404,26 @@ def test_preflight_refuses_a_sweep_whose_evidence_run_would_exceed_the_job_name_
     requests = list(possible_requests(cell, expand(cell)))
     # Both evidence runs: wave 1.5 and the winner's, once per profile that could win.
     assert [r.profile for r in requests if r.evidence] == ["evidence", "winner", "winner"]
-    launcher.check_requests(requests)
-    # A MaxText override that fits a plain run but not the evidence run's profiler + HLO dump args.
-    plain = next(r for r in requests if r.profile == "no_eigen_mt")
-
-    def padded(request: JobRequest, n: int) -> JobRequest:
-        return replace(request, passthrough=(*request.passthrough, f"remat_policy={'x' * n}"))
-
-    n = 1
-    while n < 243:  # the longest value the plain run still takes
-        try:
-            launcher.check_requests([padded(plain, n + 1)])
-        except PreflightError:
-            break
-        n += 1
-    assert 20 < n < 200
-    evidence = next(r for r in requests if r.profile == "winner")
-    with pytest.raises(PreflightError, match=r"demo.yml: waves: demo-winner-default: JOB_NAME would be "
-                                             r"\d+ bytes; submit.sh refuses more than 243"):
-        launcher.check_requests([padded(evidence, n)])
-    assert not [argv for argv, _ in transport.calls if "./submit.sh" in argv]
+    assert list(launcher.arms) == ["baseline", "restore_default", "evidence", "no_eigen_mt", "nccl_chan8",
+                                   "winner", "winner.default"]
+    # Long MaxText settings cost the JOB_NAME nothing: they live in the arm.
+    long = replace(requests[0], profile="long", passthrough=(*requests[0].passthrough, f"remat_policy={'x' * 300}"))
+    launcher.check_requests([long])
+    assert "remat_policy=" + "x" * 300 in arm_line(transport, "long")
     launcher.close()
+    # What still cannot fit: a model name of 200 bytes; the message says what each part costs.
+    model = "m" * 200
+    files = {path.replace("/demo.", f"/{model}."): data for path, data in checkout_files().items()}
+    transport = FakeTransport(files)
+    big = MaxTextSlurmLauncher(transport, SlurmClient(transport), CK, SlurmPlacement("node[01-02]", 2, "debug"),
+                               model, sweep_id=SWEEP, cell=str(cell_path))
+    big.prepare()
+    with pytest.raises(PreflightError, match=r"demo.yml: waves: demo-restore_default-default: JOB_NAME would be 254 "
+                                             r"bytes; submit.sh refuses more than 243 .* model name 'm+' 200, exp tag "
+                                             r"'restore_default' 16, _env_TUNE_PROFILE 34; shorten the profile name by 11"):
+        big.check_requests(requests)
+    assert not [argv for argv, _ in transport.calls if "./submit.sh" in argv]
+    big.close()
 
 
 def test_submit_before_prepare_is_refused(cell_path: Path) -> None:
@@ -474,6 +494,90 @@ def test_ray_reads_the_worker_log_or_the_slurm_log_of_a_job_that_never_trained(c
     early = launcher.submit(request(cell_path, "baseline-r2"))
     transport.files[early.log_path] = b"srun: error\nJOB SUMMARY\n"
     assert launcher.read_log(early, 0) == b"srun: error\nJOB SUMMARY\n"
+
+
+FALLBACK = (b"[INFO] Starting Ray cluster...\n0: [!] Ray cluster failed, falling back to non-Ray mode\n"
+            + b"".join(b"0: completed step: %d, seconds: 0.1, Tokens/s/device: 100.0, loss: 4.0\n" % i
+                       for i in range(15)))
+
+
+def test_ray_fallback_final_read_is_never_skipped_inside_the_lookup_interval(cell_path: Path) -> None:
+    """The race of issue 10: the job trained (15 steps in the Slurm log, upstream fell back to
+    non-Ray mode, no ray_logs/), but the last lookup was < lookup_interval ago when it ended."""
+    transport = FakeTransport(checkout_files())
+    transport.submit_replies.append((0, submit_output("79"), ""))
+    now = [0.0]
+    launcher = make(transport, cell_path, ray=True)
+    launcher.lookup_interval, launcher.clock = 10.0, lambda: now[0]
+    job = launcher.submit(request(cell_path, "baseline"))
+    transport.files[job.log_path] = b"JOB_ID=79\n"
+    assert launcher.read_log(job, 0) == b""  # looked at t=0: not training yet
+    transport.files[job.log_path] += FALLBACK + b"JOB SUMMARY\n"
+    now[0] = 1.0  # the job ends 1 s later, inside the 10 s lookup interval
+    assert launcher.read_log(job, 0) == b""  # a poll while running may skip the lookup
+    final = launcher.read_log(job, 0, ended=True)  # the watcher's read at job end may not
+    assert final.count(b"completed step:") == 15
+    assert launcher.log_source(job) == job.log_path
+
+
+def test_ray_fallback_is_read_from_the_slurm_log_while_it_runs(cell_path: Path) -> None:
+    transport = FakeTransport(checkout_files())
+    transport.submit_replies.append((0, submit_output("79"), ""))
+    launcher = make(transport, cell_path, ray=True)
+    job = launcher.submit(request(cell_path, "baseline"))
+    transport.files[job.log_path] = FALLBACK[:200]
+    assert launcher.read_log(job, 0) == FALLBACK[:200]
+
+
+def test_ray_mode_absl_lines_on_stderr_are_found_and_named_as_the_log(cell_path: Path) -> None:
+    """Current MaxText logs through absl to stderr: in Ray mode the steps land in
+    ray_logs/<host>/worker-*.err (recorded layout), not in the first worker*.out."""
+    transport = FakeTransport(checkout_files())
+    transport.submit_replies.append((0, submit_output("79"), ""))
+    launcher = make(transport, cell_path, ray=True)
+    job = launcher.submit(request(cell_path, "baseline"))
+    transport.dirs.add(job.job_dir)
+    transport.files[job.log_path] = b"0: Launching via Ray actor...\n"
+    logs = f"{job.job_dir}/ray_logs/node01"
+    transport.files[f"{logs}/worker-0a1b-01000000-4242.out"] = b"[Node 0 @ node01] Launching training subprocess\n"
+    err = (DATA / "ray_worker_absl.err").read_bytes()
+    transport.files[f"{logs}/worker-0a1b-01000000-4242.err"] = err
+    assert launcher.read_log(job, 0) == err
+    assert launcher.log_source(job) == f"{logs}/worker-0a1b-01000000-4242.err"
+    seen = StepLog()
+    seen.feed(err)
+    assert len(seen.steps) == 15
+
+
+def test_model_named_by_a_unique_substring_resolves_as_upstream(tmp_path: Path) -> None:
+    cell_path = tmp_path / "ds.yml"
+    cell_path.write_text(CELL.replace("model_tag: demo", "model_tag: emo"))
+    transport = FakeTransport(checkout_files())
+    transport.submit_replies.append((0, submit_output("79", "JAX-demo-baseline-_env_TUNE_PROFILE_baseline"), ""))
+    launcher = make(transport, cell_path)
+    assert launcher.model_tag == "emo"  # the cell's name for the report
+    assert launcher.model_name == "demo" and launcher.inventory()["model_name"] == "demo"
+    launcher.submit(request(cell_path, "baseline"))
+    assert submitted_argv(transport)[1] == "demo:baseline"
+    assert "TUNE_PROFILE: again after configs/demo.env.sh" in transport.files[f"{CK}/configs/demo.env.sh"].decode()
+    launcher.close()
+    files = checkout_files(**{"configs/demo2.gpu.yml": b"steps: 1\n"})
+    with pytest.raises(PreflightError, match=r"model_tag: expected a model name matching one configs/\*.gpu.yml, "
+                                             r"found 'emo' matching 2: demo, demo2"):
+        make(FakeTransport(files), cell_path)
+
+
+def test_preflight_checks_rsync_and_a_git_clone_directory(cell_path: Path) -> None:
+    transport = FakeTransport(checkout_files())
+    transport.no_rsync = True
+    with pytest.raises(PreflightError, match="submit.sh needs rsync on the cluster side"):
+        make(transport, cell_path)
+    transport = FakeTransport(checkout_files(**{".git": b"gitdir: /src/maxtext-slurm/.git/worktrees/x\n"}))
+    transport.dirs.discard(f"{CK}/.git")
+    with pytest.raises(PreflightError, match=r"found a .git file \(a worktree\?\): upstream submit.sh then copies "
+                                             r"the parent directory /work into every job's artifact"):
+        make(transport, cell_path)
+    assert transport.files == checkout_files(**{".git": b"gitdir: /src/maxtext-slurm/.git/worktrees/x\n"})
 
 
 def test_artifacts_hlo_dump_and_profile_dir(cell_path: Path) -> None:

@@ -67,7 +67,7 @@ class ScriptedLauncher:
     def reattach(self, job: SubmittedJob) -> bool:
         return True
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
                        f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
                        for s in range(15)).encode()
@@ -173,7 +173,7 @@ class GpuErrorOnce(ScriptedLauncher):
         self.submitted_at.append(self.clock.now)
         return super().submit(request)
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         if job.job_id == "101":
             return b"0: :0:rocdevice.cpp :2984: Aborting with error : HSA_STATUS_ERROR_EXCEPTION\n"[offset:]
         return super().read_log(job, offset)
@@ -292,7 +292,7 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     class Counting(ScriptedLauncher):
         reads = 0
 
-        def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
             self.reads += 1
             return b""  # nothing yet: a fatal line would be acted on at the next read
 
@@ -312,7 +312,7 @@ class UnknownFlagCancelFails(ScriptedLauncher):
         super().__init__(polls_to_finish=4)
         self.cancel_attempts = 0
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
         line = (b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
                 b"--xla_gpu_enable_obsolete_thing=true\n")
         return line[offset:]
@@ -336,3 +336,25 @@ def test_an_unknown_flag_is_decided_at_the_cancel_only_once_the_cancel_was_taken
     assert launcher.cancel_attempts == 2 and launcher.cancelled == ["101"]
     assert seen.progress.state == "COMPLETED" and seen.cancelled_for == "unknown_flag"
     assert any("cancel failed" in line for line in warned)
+
+
+def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(tmp_path: Path) -> None:
+    """Issue 10's Ray-fallback race, at the watcher: a launcher that skips log look-ups inside its
+    interval returned nothing while the job ran; the read at the job's end must be made with
+    ended=True (which such a launcher may not skip), and the result is measured, not no_steps."""
+
+    class LateLog(ScriptedLauncher):
+        calls: list[bool] = []
+
+        def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+            self.calls.append(ended)
+            return super().read_log(job, offset) if ended else b""
+
+    clock = Clock()
+    launcher = LateLog(polls_to_finish=3)
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="n", poll_interval=1, sleep=clock.sleep, clock=clock)
+    seen = sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
+    assert launcher.calls[-1] is True and launcher.calls.count(True) == 1
+    assert len(seen.log.steps) == 15 and seen.progress.state == "COMPLETED"

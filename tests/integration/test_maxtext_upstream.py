@@ -1,0 +1,178 @@
+"""Conformance: sweeps through an UNMODIFIED copy of upstream maxtext-slurm on the local Slurm.
+
+`submit.sh`, `utils/*`, `_job.sbatch` (with its `--gpus-per-task=8`: the local cluster declares 8
+GPUs per node), `_container.sh`, `_train.sh`, `_train_with_ray.sh`, `train_env.sh`,
+`container_env.sh` and `configs/` run as they are. Stand-ins, only for what cannot exist here:
+`tests/fake_container/bin/docker` (a container runtime on PATH), its image
+(`tests/fake_container/image`: python3 = this venv, `MaxText.train` runs the embedded JAX workload,
+pip has no network) and `utils/preflight.sh` (it cleans the host it runs on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_xlatune.launch.base import JobPhase, JobRequest
+from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
+from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
+from pytest_xlatune.logs import StepLog
+from pytest_xlatune.slurm.client import SlurmClient
+from pytest_xlatune.transport import LocalTransport
+from tests.integration.fixtures_infra import LocalSlurm
+from tests.integration.upstream import upstream_checkout
+
+pytestmark = [pytest.mark.slurm, pytest.mark.jax]
+
+FAKE = Path(__file__).resolve().parents[1] / "fake_container"
+DEEPSEEK = """\
+model_tag: {model}
+nodelist: node01
+parallelism: FSDP=8
+pdbs: 2
+steps: 10
+baseline_repeats: 1
+config_tags:
+  moe: {{sparse_matmul: true, use_turbo_grouped_gemm: true, use_deepep_dispatch: true}}
+env_file:                        # what upstream configs/deepseek3-671b.env.sh deploys on FSDP
+  - {{flag: --xla_gpu_all_gather_combine_threshold_bytes=1073741824, image_default: "8589934592"}}
+waves:
+  2:
+    - {{name: opt1, xla_flags: [--xla_backend_optimization_level=1], env: {{NCCL_NCHANNELS_PER_NET_PEER: "8"}}}}
+backend:
+  kind: maxtext-slurm
+  checkout: {checkout}
+  partition: debug
+  time: "10:00"
+  ray: {ray}
+"""
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the checkout (bytes, mode), outputs/ and .git/ aside."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode) for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.relative_to(root).parts[0] in ("outputs", ".git")}
+
+
+def events(store: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in store.read_text().splitlines()]
+
+
+@pytest.fixture
+def upstream(pytester: pytest.Pytester, local_slurm: LocalSlurm, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the snapshot with only utils/preflight.sh replaced; the fake runtime on PATH."""
+    gres = subprocess.run(["sinfo", "-h", "-N", "-p", local_slurm.partition, "-o", "%N %G"],
+                          capture_output=True, text=True, timeout=30).stdout.split()
+    if "gpu:8" not in gres:
+        pytest.fail(f"the local Slurm nodes declare no 8 GPUs (sinfo %G: {' '.join(gres)}); upstream _job.sbatch "
+                    "asks --gpus-per-task=8: run this branch's scripts/local-slurm.sh up", pytrace=False)
+    root = upstream_checkout(pytester.path)
+    (root / "utils" / "preflight.sh").write_bytes((FAKE / "preflight.sh").read_bytes())
+    monkeypatch.setenv("PATH", f"{FAKE / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("XLATUNE_FAKE_DOCKER_STATE", str(pytester.path / "fake-docker"))
+    monkeypatch.setenv("XLATUNE_FAKE_IMAGE", str(FAKE / "image"))
+    monkeypatch.setenv("XLATUNE_IMAGE_PYTHON", sys.executable)
+    for name in ("RAY", "JOB_WORKSPACE", "XLA_FLAGS", "DOCKER_IMAGE"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+def test_deepseek3_fsdp8_with_pdbs_and_moe_tags_through_every_wave(pytester: pytest.Pytester, upstream: Path) -> None:
+    before = tree(upstream)
+    cell = pytester.makefile(".yml", ds=DEEPSEEK.format(model="deepseek3-671b", checkout=json.dumps(str(upstream)),
+                                                        ray="false"))
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*wave1::baseline[[]moe[]] PASSED*", "*wave1::restore_default[[]moe[]] PASSED*",
+                                 "*wave1.5::evidence[[]moe[]] PASSED*", "*wave2::opt1[[]moe[]] PASSED*",
+                                 "*evidence2::winner[[]moe[]] PASSED*"])
+    found = events(pytester.path / ".xlatune" / "ds.jsonl")
+    results = {e["profile"]: e for e in found if e["event"] == "result"}
+    assert tree(upstream) == before  # byte-identical, modes included, after the session
+    for profile, result_event in results.items():
+        log = Path(result_event["log_path"])
+        text = log.read_text(errors="replace")
+        steps = StepLog()
+        steps.feed(text.encode())
+        assert len(steps.steps) == 10, (profile, log)  # the stored log_path is the file parsed
+        job_dir = log.with_suffix("")
+        submitted = (job_dir / "artifact" / "submit_cmd.txt").read_text()
+        arm = submitted.rsplit("_env_TUNE_PROFILE=", 1)[1].split()[0]
+        # The argv carries only _env_ args; the arm in the frozen train_env.sh carries the rest,
+        # and the job log says exactly what it appended.
+        assert "steps=" not in submitted and "sparse_matmul" not in submitted
+        assert (f"[TUNE_PROFILE] {arm}: PASSTHROUGH_ARGS+=(steps=10 dataset_type=synthetic per_device_batch_size=2 "
+                "sparse_matmul=true use_turbo_grouped_gemm=true use_deepep_dispatch=true") in text
+        print(f"{profile}: {submitted.strip()}")
+    # restore_default ends at the image default after configs/deepseek3-671b.env.sh's own flag
+    restore = Path(results["restore_default"]["log_path"]).read_text()
+    xla = next(line for line in restore.splitlines() if line.startswith("0: XLA_FLAGS="))
+    assert xla.endswith("--xla_gpu_all_gather_combine_threshold_bytes=1073741824 "
+                        "--xla_gpu_all_gather_combine_threshold_bytes=8589934592")
+    opt1 = Path(results["opt1"]["log_path"]).read_text()
+    assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in opt1.splitlines()
+    assert "hlo_dump" in dict(results["evidence"]["artifacts"])
+    assert "hlo_dump" in dict(results["winner"]["artifacts"])
+
+
+def test_ray_fallback_with_a_model_named_by_a_unique_substring_keeps_its_result(
+        pytester: pytest.Pytester, upstream: Path) -> None:
+    """RAY=1 on an image without Ray: upstream prints "[!] Ray cluster failed, falling back to
+    non-Ray mode" and trains without Ray; the result must be measured (never no_steps), at the
+    1 s poll interval of the issue, from the Slurm log (no ray_logs/)."""
+    before = tree(upstream)
+    cell = pytester.makefile(".yml", ray=DEEPSEEK.format(model="deepseek3", checkout=json.dumps(str(upstream)),
+                                                         ray="true"))
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "-k", "baseline",
+                                "--xlatune-poll-interval=1")
+    result.assert_outcomes(passed=1)
+    found = events(pytester.path / ".xlatune" / "ray.jsonl")
+    (baseline,) = [e for e in found if e["event"] == "result"]
+    (inventory,) = [e for e in found if e["event"] == "inventory"]
+    assert inventory["model_name"] == "deepseek3-671b" and baseline["step_count"] == 10
+    log = Path(baseline["log_path"])
+    text = log.read_text(errors="replace")
+    assert "[!] Ray cluster failed, falling back to non-Ray mode" in text
+    assert log.name.startswith(f"{baseline['job_id']}-JAX-deepseek3-671b-baseline-_env_TUNE_PROFILE_baseline")
+    assert not (log.with_suffix("") / "ray_logs").exists()
+    assert (log.with_suffix("") / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
+    assert tree(upstream) == before
+
+
+def test_a_stack_known_only_at_run_time_runs_through_a_tune_arm_added_to_the_block(upstream: Path) -> None:
+    before = tree(upstream)
+    transport = LocalTransport()
+    events: list[tuple[str, dict[str, Any]]] = []
+    launcher = MaxTextSlurmLauncher(
+        transport, SlurmClient(transport), str(upstream), SlurmPlacement("node02", 1, "debug"), "deepseek3-671b",
+        sweep_id="stack.1", time_limit="10:00", lookup_interval=0.2,
+        record=lambda event, **payload: events.append((event, payload)))
+    launcher.prepare()
+    try:
+        stack = JobRequest("ds-stack_top2-moe", "stack_top2",
+                           ("steps=10", "dataset_type=synthetic", "per_device_batch_size=2", "dcn_fsdp_parallelism=2"),
+                           xla_flags=("--xla_cpu_multi_thread_eigen=false",),
+                           env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),), config_tag="moe")
+        job = launcher.submit(stack)
+        deadline = time.monotonic() + 600
+        while launcher.poll([job.job_id])[job.job_id].phase is not JobPhase.FINISHED:
+            assert time.monotonic() < deadline, f"job {job.job_id} did not finish"
+            time.sleep(1)
+        assert launcher.poll([job.job_id])[job.job_id].state == "COMPLETED"
+        lines = launcher.read_log(job, 0, ended=True).decode().splitlines()
+        # after configs/deepseek3-671b.env.sh's own flag, our env-file block appends the arm's again
+        xla = next(line for line in lines if line.startswith("0: XLA_FLAGS="))
+        assert xla.endswith("--xla_gpu_all_gather_combine_threshold_bytes=1073741824 --xla_cpu_multi_thread_eigen=false")
+        assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in lines
+        assert any(line.startswith("0: completed step: 9,") for line in lines)
+        assert [e for e, _ in events].count("tune_arm_added") == 1
+    finally:
+        launcher.close()
+    assert tree(upstream) == before
