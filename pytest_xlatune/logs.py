@@ -58,6 +58,9 @@ _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's en
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
 _MAX_OOM_SIGNALS = 20
+# Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
+MAX_EVIDENCE_LINES = 48
+_EVIDENCE_WIDTH = 2000
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLE = b"completed step:"
 _OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
@@ -103,7 +106,7 @@ class StepRecord:
     """One `completed step:` line."""
 
     step: int
-    seconds: float
+    seconds: float | None  # None: a MaxText era that prints no step time (still progress)
     tflops: float | None
     mfu_pct: float | None
     tokens_per_s: float | None
@@ -112,7 +115,13 @@ class StepRecord:
 
 
 def parse_step_line(line: str) -> StepRecord | None:
-    """Parse a MaxText step line, whatever prefix (srun -l, absl) comes before it."""
+    """Parse a MaxText step line, whatever prefix (srun -l, absl, Ray actor) comes before it.
+
+    Every field after the step number is optional: old MaxText prints `TFLOP/s` and no
+    Tokens/s/device, some eras print no `seconds`, newer ones add extra losses.
+    """
+    if "\x1b" in line:
+        line = strip_ansi(line)
     m = _STEP_RE.search(line)
     if m is None:
         return None
@@ -121,8 +130,6 @@ def parse_step_line(line: str) -> StepRecord | None:
     for name, value in _FIELD_RE.findall(line, m.end(), len(line) if stop < 0 else stop):
         fields.setdefault(name, float(value))
     seconds = fields.pop("seconds", None)
-    if seconds is None:
-        return None
     tflops = fields.pop("TFLOP/s/device", None)
     return StepRecord(
         step=int(m.group(1)),
@@ -157,6 +164,7 @@ class SignalKind(Enum):
     OOM = "oom"
     MEMSTATS = "memstats"
     JOB_SUMMARY = "job-summary"
+    EVIDENCE = "evidence"  # a line a failure signature matches (signatures.is_evidence)
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,16 @@ class StepLog:
     """Ingest a growing log in byte chunks of any size: steps, signals and a noise-free tail."""
 
     def __init__(self) -> None:
+        from .signatures import EVIDENCE_NEEDLES, is_evidence  # signatures imports this module
+
+        self._evidence_needles: _Needles = [(n, SignalKind.EVIDENCE) for n in EVIDENCE_NEEDLES]
+        self._is_evidence = is_evidence
+        # (byte offset, line, last step before it): failure lines from anywhere in the log
+        self.evidence: list[tuple[int, str, int | None]] = []
+        self.first_step_line: str | None = None
+        self.stuck_warnings = 0  # XLA's "waiting for ... may be stuck" rendezvous lines seen
+        self._consumed = 0  # bytes fed so far
+        self._tail_at: deque[int] = deque(maxlen=TAIL_LINES)  # byte offset of each tail line
         self._partial = b""
         self._steps: dict[int, StepRecord] = {}
         self.last_step: int | None = None
@@ -194,8 +212,20 @@ class StepLog:
     def tail_text(self) -> str:
         return "\n".join(self.tail)
 
+    def triage_text(self) -> str:
+        """The failure lines from the whole log (in log order, the first step line placed among
+        them) followed by the noise-free tail: what triage reads."""
+        tail_from = self._tail_at[0] if self._tail_at else self._consumed + 1
+        kept = [(line, after) for at, line, after in self.evidence if at < tail_from]
+        before = [line for line, after in kept if after is None]
+        later = [line for line, after in kept if after is not None]
+        marker = [self.first_step_line] if kept and self.first_step_line else []
+        return "\n".join(before + marker + later + list(self.tail))
+
     def feed(self, chunk: bytes) -> list[StepRecord]:
         """Ingest the next bytes of the log; return the steps seen for the first time."""
+        base = self._consumed
+        self._consumed += len(chunk)
         last_nl = chunk.rfind(b"\n")
         if last_nl < 0:
             self._partial += chunk[: max(0, _MAX_LINE - len(self._partial))]
@@ -203,17 +233,18 @@ class StepLog:
         new: list[StepRecord] = []
         first_nl = chunk.find(b"\n")
         head = self._partial + chunk[: first_nl + 1]  # the line straddling two feeds: copied
-        self._partial = chunk[last_nl + 1 :]
-        self._scan(head, 0, len(head), new)
-        self._scan(chunk, first_nl + 1, last_nl + 1, new)  # the rest is searched in place
-        self._update_tail((head, 0, len(head)), (chunk, first_nl + 1, last_nl + 1))
+        head_base = base + first_nl + 1 - len(head)
+        self._partial = chunk[last_nl + 1 :][:_MAX_LINE]
+        self._scan(head, 0, len(head), new, head_base)
+        self._scan(chunk, first_nl + 1, last_nl + 1, new, base)  # the rest is searched in place
+        self._update_tail((head, 0, len(head), head_base), (chunk, first_nl + 1, last_nl + 1, base))
         return new
 
     def flush(self) -> list[StepRecord]:
         """Take the buffered partial line as complete (the log has ended)."""
         return self.feed(b"\n") if self._partial else []
 
-    def _scan(self, buf: bytes, start: int, end: int, new: list[StepRecord]) -> None:
+    def _scan(self, buf: bytes, start: int, end: int, new: list[StepRecord], base: int = 0) -> None:
         if start >= end:
             return
         if self._status_budget > 0:
@@ -221,6 +252,8 @@ class StepLog:
         wanted: _Needles = [(_STEP_NEEDLE, None)]
         if self._ooms < _MAX_OOM_SIGNALS:
             wanted += [(needle, SignalKind.OOM) for needle in _OOM_NEEDLES]
+        if len(self.evidence) < MAX_EVIDENCE_LINES:
+            wanted += self._evidence_needles
         hits = _lines_with(buf, start, end, wanted)
         if self.last_step is None:
             # XLA reads XLA_FLAGS and MaxText prints Memstats before step 0: only the text
@@ -243,6 +276,8 @@ class StepLog:
             line = buf[line_start:line_end].decode("utf-8", "replace").rstrip("\r")
             if kind is None:
                 self._take_steps(line, new)
+            elif kind is SignalKind.EVIDENCE:
+                self._take_evidence(base + line_start, line)
             elif self._take_signal(kind, line) and kind is SignalKind.JOB_SUMMARY:
                 self._status_budget = _STATUS_WINDOW
                 self._find_status(buf, line_end, end)
@@ -255,10 +290,22 @@ class StepLog:
             if m is not None and int(m.group(1)) not in self._steps:  # the first task to print wins
                 rec = parse_step_line(segment)
                 if rec is not None:
+                    if self.first_step_line is None:
+                        self.first_step_line = strip_ansi(segment).strip()[:_EVIDENCE_WIDTH]
                     self._steps[rec.step] = rec
                     new.append(rec)
                     self.last_step = max(rec.step, self.last_step or 0)
             at = line.find(_STEP_MARK, at + len(_STEP_MARK))
+
+    def _take_evidence(self, at: int, line: str) -> None:
+        if len(self.evidence) >= MAX_EVIDENCE_LINES or _NOISE_RE.search(line):
+            return
+        line = strip_ansi(line[: _EVIDENCE_WIDTH * 2]).rstrip()[:_EVIDENCE_WIDTH]
+        label = self._is_evidence(line)
+        if label:
+            if label == "rendezvous-stuck":
+                self.stuck_warnings += 1
+            self.evidence.append((at, line, self.last_step))
 
     def _take_signal(self, kind: SignalKind, line: str) -> bool:
         line = strip_ansi(line).strip()
@@ -288,26 +335,32 @@ class StepLog:
             self.summary_status = strip_ansi(line.decode("utf-8", "replace")).strip()
             self._status_budget = 0
 
-    def _update_tail(self, *regions: tuple[bytes, int, int]) -> None:
+    def _update_tail(self, *regions: tuple[bytes, int, int, int]) -> None:
         """Append this feed's last non-noise lines, walking back from its end."""
-        found: list[str] = []
+        found: list[tuple[int, str]] = []
         budget = _TAIL_SCAN
-        for buf, start, end in reversed(regions):
+        for buf, start, end, base in reversed(regions):
             pos = end
             while pos > start and len(found) < TAIL_LINES:
                 if budget <= 0:  # say that noise hides older lines rather than splice them on
                     self.tail.clear()
-                    self.tail.append(_NOISE_MARK)
-                    self.tail.extend(reversed(found))
+                    self._tail_at.clear()
+                    at = found[-1][0] if found else base + pos
+                    self._append_tail([(at, _NOISE_MARK)] + found[::-1])
                     return
                 line_start = max(buf.rfind(b"\n", start, pos - 1) + 1, start)
                 budget -= pos - line_start
                 if _NOISE_BYTES_RE.search(buf, line_start, pos) is None:
                     line = buf[line_start:pos].decode("utf-8", "replace").rstrip()
                     if line.strip():
-                        found.append(strip_ansi(line))
+                        found.append((base + line_start, strip_ansi(line)))
                 pos = line_start
-        self.tail.extend(reversed(found))
+        self._append_tail(found[::-1])
+
+    def _append_tail(self, lines: list[tuple[int, str]]) -> None:
+        for at, line in lines:
+            self._tail_at.append(at)
+            self.tail.append(line)
 
 
 def _lines_with(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit]:
@@ -330,29 +383,55 @@ def _lines_with(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit
 class SteadyState:
     """Steady-state throughput of one run."""
 
-    tgs: float  # mean Tokens/s/device
-    step_seconds: float
-    last_loss: float | None  # of the highest step, inside the window or not
+    tgs: float | None  # mean Tokens/s/device; None: no Tokens/s/device and no tokens per step known
+    step_seconds: float | None  # mean `seconds:`; None when the MaxText era prints none
+    last_loss: float | None  # of the highest step that printed one, inside the window or not
     steps_used: tuple[int, ...]
     tgs_values: tuple[float, ...]  # per step, for confidence intervals
+    derived: bool = False  # tgs is tokens per device per step / step seconds, not MaxText's figure
+
+
+def last_loss(steps: Mapping[int, StepRecord]) -> float | None:
+    """The loss of the highest step that printed one."""
+    return next((steps[s].loss for s in sorted(steps, reverse=True) if steps[s].loss is not None), None)
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def steady_state(
-    steps: Mapping[int, StepRecord], *, profiler_on: bool, first: int = 5, last: int = 14
+    steps: Mapping[int, StepRecord], *, profiler_on: bool, first: int = 5, last: int = 14,
+    tokens_per_step: float | None = None,
 ) -> SteadyState | None:
-    """Average Tokens/s/device and step time over steps 5-14, or 9-14 when the profiler ran."""
+    """Average Tokens/s/device and step time over steps 5-14, or 9-14 when the profiler ran.
+
+    A MaxText era without Tokens/s/device still gives the mean step time, and a TGS derived
+    from `tokens_per_step` (tokens per device per step: pdbs x sequence length) when known.
+    """
     lo = max(first, PROFILER_LAST_STEP + 1) if profiler_on else first
-    used: list[tuple[StepRecord, float]] = []
-    for step in sorted(steps):
-        tgs = steps[step].tokens_per_s
-        if lo <= step <= last and tgs is not None and math.isfinite(tgs):
-            used.append((steps[step], tgs))
+    window = [steps[step] for step in sorted(steps) if lo <= step <= last]
+    measured = [rec for rec in window if _finite(rec.tokens_per_s)]
+    timed = [rec for rec in window if _finite(rec.seconds) and (rec.seconds or 0) > 0]
+    derived = not measured and bool(tokens_per_step) and bool(timed)
+    used = measured or timed
     if not used:
         return None
+    if measured:
+        values = tuple(float(rec.tokens_per_s or 0.0) for rec in measured)
+    elif derived:
+        values = tuple(float(tokens_per_step or 0.0) / float(rec.seconds or 1.0) for rec in timed)
+    else:
+        values = ()
     return SteadyState(
-        tgs=sum(tgs for _, tgs in used) / len(used),
-        step_seconds=sum(rec.seconds for rec, _ in used) / len(used),
-        last_loss=steps[max(steps)].loss,
-        steps_used=tuple(rec.step for rec, _ in used),
-        tgs_values=tuple(tgs for _, tgs in used),
+        tgs=_mean(list(values)),
+        step_seconds=_mean([float(rec.seconds) for rec in used if _finite(rec.seconds)]),
+        last_loss=last_loss(steps),
+        steps_used=tuple(rec.step for rec in used),
+        tgs_values=values,
+        derived=derived,
     )

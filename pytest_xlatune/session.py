@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from . import verdicts
 from .catalog import EvidenceFacts
-from .compose import job_request
+from .compose import job_request, tokens_per_device_step
 from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
 from .launch.base import Launcher, SubmittedJob
@@ -17,7 +17,7 @@ from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incid
 from .poller import ControllerDown, Poller, submit_through_outage
 from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
-from .logs import SignalKind, StepLog, steady_state
+from .logs import SignalKind, StepLog, last_loss, steady_state
 from .model import Cell
 from .plan import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from .results import JobResult, Verdict
@@ -258,7 +258,7 @@ class Sweep:
             exit_code=seen.progress.exit_code,
             unknown_flag_line=_first_line(log, SignalKind.UNKNOWN_FLAG),
             oom_line=_first_line(log, SignalKind.OOM),
-            cancelled_by_us=bool(seen.cancelled_for), log_text=log.tail_text(),
+            cancelled_by_us=bool(seen.cancelled_for), log_text=log.triage_text(),
             scheduler_state=seen.progress.state, hang_phase=seen.hang_phase,
             saw_memstats=log.saw_memstats, summary_status=log.summary_status,
         ))
@@ -371,9 +371,13 @@ class Sweep:
     def _result(self, spec: RunSpec, key: str, job: SubmittedJob, seen: Watched,
                 diagnosis: Diagnosis, submitted_at: float, retries: tuple[str, ...]) -> JobResult:
         verdict, reason = diagnosis.verdict, diagnosis.reason
-        steady = steady_state(seen.log.steps, profiler_on=spec.evidence) if verdict.measured else None
-        if verdict.measured and steady is None:
-            verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window"
+        steady = steady_state(seen.log.steps, profiler_on=spec.evidence,
+                              tokens_per_step=tokens_per_device_step(self.cell, spec))
+        if verdict.measured and (steady is None or steady.tgs is None):
+            verdict, reason = Verdict.NO_STEPS, (
+                "no Tokens/s/device in the steady-state window" + ("" if steady is None else
+                 f" (mean step {steady.step_seconds:.3f} s; tokens per device per step unknown: "
+                 "set pdbs and overrides.max_target_length to derive TGS)"))
         artifacts = self.launcher.artifacts(job)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
             artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
@@ -385,9 +389,9 @@ class Sweep:
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
             nodelist=self.nodelist, image=self.image or self.cell.image, backend=self.launcher.name,
-            tgs=steady.tgs if steady else None,
+            tgs=steady.tgs if steady else None, tgs_derived=bool(steady and steady.derived),
             step_seconds=steady.step_seconds if steady else None,
-            last_loss=steady.last_loss if steady else None,
+            last_loss=last_loss(seen.log.steps),
             tgs_values=steady.tgs_values if steady else (),
             steps_used=steady.steps_used if steady else (),
             step_count=len(seen.log.steps),

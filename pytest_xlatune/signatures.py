@@ -57,17 +57,23 @@ class Signature:
     pattern: re.Pattern[str]
     tier: Tier = Tier.FATAL
     when: When = When.ANY
+    streamed: bool = True  # kept from anywhere in the log (StepLog.evidence), not only the tail
 
 
 def _sig(failure: FailureClass, label: str, pattern: str, tier: Tier = Tier.FATAL,
-         when: When = When.ANY) -> Signature:
-    return Signature(failure, label, re.compile(pattern), tier, when)
+         when: When = When.ANY, streamed: bool = True) -> Signature:
+    return Signature(failure, label, re.compile(pattern), tier, when, streamed)
 
 
 F = FailureClass
 # RCCL/NCCL errors, as opposed to warnings. NCCL prints `host:pid:tid [dev] file.cc:line NCCL WARN`.
-_NCCL_ERROR = (r"NCCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(?:System|Remote|Internal)"
-               r"Error\b|\bNCCL error\b")
+_NCCL_ERROR = (r"NCCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(?:System|Remote|Internal"
+               r"|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|\bNCCL error\b"
+               r"|\bnccl[A-Z]\w*(?:\([^)]*\))? failed\b|Watchdog caught collective operation timeout")
+# A Python exception line: `ValueError: ...`, `jaxlib.xla_extension.XlaRuntimeError: ...`, behind
+# any prefix (srun -l, absl, Ray actor). SystemExit / KeyboardInterrupt follow a cancel: not here.
+EXCEPTION_LINE = (r"(?:^|[\s\]\)>|])(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure))"
+                  r"(?::\s.*|:)?$")
 
 # First match on a line wins, so the specific patterns come before the generic ones.
 SIGNATURES: tuple[Signature, ...] = (
@@ -79,19 +85,27 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(F.OOM, "oom-gpu", r"RESOURCE_EXHAUSTED|\b[Oo]ut of memory\b|\bOUT_OF_MEMORY\b"
          r"|\bResourceExhausted|hipErrorOutOfMemory"),
     _sig(F.COORDINATION_TIMEOUT, "coordination-timeout",
-         r"DEADLINE_EXCEEDED\b.*\b(?:GetKeyValue\(\)|Barrier) timed out"),
+         r"DEADLINE_EXCEEDED\b.*(?:\b(?:GetKeyValue\(\)|Barrier|[Tt]ask) timed out|[Dd]eadline [Ee]xceeded)"),
     _sig(F.HEARTBEAT_TIMEOUT, "heartbeat-timeout",
-         r"stopped sending heartbeats|The tasks have crashed|tasks are unhealthy"),
+         r"stopped sending heartbeats|The tasks have crashed|tasks are unhealthy|\bheartbeat timeout\b"),
     _sig(F.GPU_RUNTIME_ERROR, "gpu-runtime-error",
-         r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort"),
-    _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error"),
-    _sig(F.NODE_FAIL, "slurm-node-failure", r"srun: error: Node failure on (?P<host>[^\s:]+)"),
-    _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"Failed to compile\b|XLA compilation failed"),
+         r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort|(?P<cuda>CUDA_ERROR_(?:ILLEGAL_ADDRESS"
+         r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION))"
+         r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"),
+    _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error|\bGot completion from peer\b.*"
+         r"\b(?:with error|status=IBV_WC_\w+ERR)|\bIBV_WC_RETRY_EXC_ERR\b|transport retry counter exceeded"),
+    _sig(F.NODE_FAIL, "slurm-node-failure", r"srun: error: Node failure on (?P<host>[^\s:]+)"
+         r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<on>\S+) CANCELLED AT \S+ DUE TO NODE FAILURE"),
+    # The assembler's exit or the fusion it failed on is the evidence, "Failed to compile" or not.
+    _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"Failed to compile\b|XLA compilation failed"
+         r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|Failure occurr?ed when "
+         r"compiling fusion|LLVM (?:Fatal|ERROR)\b.*compil|Error during compilation of ptx"
+         r"|CUDA_ERROR_INVALID_PTX|\bld\.lld: error\b|\bHIP compil\w* fail"),
     # RCCL sets up its communicators at the first collective, i.e. before step 0 completes.
     _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", _NCCL_ERROR, when=When.BEFORE_STEPS),
     _sig(F.NCCL_TIMEOUT, "nccl-timeout", _NCCL_ERROR, when=When.DURING_STEPS),
-    _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", r"NCCL WARN", Tier.WEAK, When.BEFORE_STEPS),
-    _sig(F.NCCL_TIMEOUT, "nccl-timeout", r"NCCL WARN", Tier.WEAK, When.DURING_STEPS),
+    _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", r"NCCL WARN", Tier.WEAK, When.BEFORE_STEPS, streamed=False),
+    _sig(F.NCCL_TIMEOUT, "nccl-timeout", r"NCCL WARN", Tier.WEAK, When.DURING_STEPS, streamed=False),
     # Infrastructure failures without a class of their own: named by the label.
     _sig(F.UNKNOWN, "container-pull-fail",
          r"\[ERROR\] (?:Pull failed for|Authenticated pull failed|Login to .* failed)"),
@@ -104,7 +118,16 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|remote: Internal Server Error"),
     _sig(F.UNKNOWN, "stage-timeout", r"== (?:Preflight|Docker pull|ECC check) TIMEOUT"),
     _sig(F.UNKNOWN, "checkpoint-fs-error", r"Training stopped: Checkpointing failed"),
+    _sig(F.PYTHON_EXCEPTION, "python-exception-line", EXCEPTION_LINE),
     _sig(F.PYTHON_EXCEPTION, "python-exception", r"Traceback \(most recent call last\):", Tier.WEAK),
+    # XLA announces a collective stuck at a rendezvous long before any time limit.
+    _sig(F.HANG, "rendezvous-stuck", r"This thread has been waiting for .* and may be stuck"
+         r"|Termination timeout for .* exceeded", Tier.WEAK),
+    _sig(F.HEARTBEAT_TIMEOUT, "coordination-death", r"Terminating process because the JAX distributed "
+         r"service detected fatal errors|Polled error from coordination service", Tier.WEAK),
+    _sig(F.HANG, "slurm-time-limit", r"CANCELLED AT \S+ DUE TO TIME LIMIT", Tier.WEAK),
+    _sig(F.CANCELLED, "slurm-cancelled", r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+ (?:DUE TO "
+         r"PREEMPTION )?\*\*\*", Tier.WEAK),
     _sig(F.NODE_FAIL, "node-fail", r"NODE_EXIT host=(?P<host>\S+) exit=(?!130\b)(?P<code>-?[1-9]\d*)\b",
          Tier.WEAK),
     _sig(F.UNKNOWN, "signal-kill", r"Training subprocess killed by", Tier.WEAK),
@@ -124,6 +147,25 @@ _EXTRA_NOISE_RE = re.compile("|".join(EXTRA_NOISE))
 def harmless(line: str) -> bool:
     """Say whether a line is a known false positive (both skills' lists)."""
     return is_noise(line) or _EXTRA_NOISE_RE.search(line) is not None
+
+
+# Byte needles for StepLog: every streamed signature's lines hold one (tests/unit/test_logs_real.py).
+EVIDENCE_NEEDLES: tuple[bytes, ...] = (
+    b"rror", b"ERROR", b"xception", b"Failure", b"ailed", b"Traceback", b"imeout", b"imed out",
+    b"TIMEOUT", b"eartbeat", b"ptxas", b"may be stuck", b"exceeded", b"CANCELLED AT", b"nccl",
+    b"Unknown flag", b"ut of memory", b"OUT_OF_MEMORY", b"oom", b"RESOURCE_EXHAUSTED", b"rocdevice",
+    b"Node failure", b"NODE_EXIT", b"killed by", b"!!! ", b"No GPU devices", b"FATAL",
+)
+
+
+def is_evidence(line: str) -> str:
+    """The label of the streamed signature a line matches ("" for none or a harmless line)."""
+    if harmless(line):
+        return ""
+    for sig in SIGNATURES:
+        if sig.streamed and sig.pattern.search(line):
+            return sig.label
+    return ""
 
 
 def match_line(line: str, *, steps_done: bool, after_step: bool) -> tuple[Signature, re.Match[str]] | None:

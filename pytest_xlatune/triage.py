@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .hang import HangPhase
 from .logs import strip_ansi
 from .results import Verdict
-from .signatures import FailureClass, Signature, Tier, harmless, match_line
+from .signatures import EXCEPTION_LINE, FailureClass, Signature, Tier, harmless, match_line
 from .slurm.parsers import JobState
 
 __all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
@@ -23,8 +23,8 @@ _NCCL_HOST_RE = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]")
 _RANK_HOST_RES = (re.compile(r"^\s*(?P<rank>\d+):\s*NODE_EXIT host=(?P<host>\S+)"),
                   re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<rank>\d+):"))
 _STATUS_RE = re.compile(r"Status:\s*(?P<word>SUCCESS|FAILED|CANCELLED)\b[^(]*(?:\((?P<paren>[^)]*)\))?")
-_EXC_RE = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt"
-                     r"|Failure|Iteration))(?::\s*(?P<msg>.*))?$")
+_EXC_RE = re.compile(EXCEPTION_LINE)
+_FUSION_RE = re.compile(r"compiling fusion \S+|Entry function '[^']+'|\bfusion[\w.-]*\b")
 _SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
 _REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate)\s+(?P<v>{_SIZE})")
 _TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
@@ -171,7 +171,8 @@ def diagnose(e: Evidence) -> Diagnosis:
         rccl = next((h for h in hits if h.failure is FailureClass.RCCL_INIT_FLAKE), None)
         if rccl and phase is not HangPhase.AFTER_STEP0:
             return _from_hit(e, rccl, lines, ranks, exit_code, also, phase=phase)
-        return _hang(e, phase, exit_code, also, timed_out=e.hang_phase is None)
+        stuck = next((h for h in hits if h.signature.label == "rendezvous-stuck"), None)
+        return _hang(e, phase, exit_code, also, timed_out=e.hang_phase is None, stuck=stuck)
     if e.cancelled_by_us:
         return made(FailureClass.CANCELLED, "cancelled by this session")
     if state is JobState.OUT_OF_MEMORY:
@@ -214,8 +215,8 @@ def _independent(hit: Hit, lines: list[str]) -> bool:
         return False
     rank = _RANK_RE.match(hit.line)
     last = _exception(lines, hit.index, int(rank.group(1)) if rank else None)
-    return last is not None and not any(
-        h.signature.tier is Tier.FATAL for h in find_hits([last], last_step=0))
+    return last is not None and not any(h.signature.tier is Tier.FATAL and h.failure is not
+                                        FailureClass.PYTHON_EXCEPTION for h in find_hits([last], last_step=0))
 
 
 def _lines(e: Evidence) -> list[str]:
@@ -235,7 +236,7 @@ def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], ex
     rank = int(rank_m.group(1)) if rank_m else None
     groups = hit.match.groupdict()
     host_m = _NCCL_HOST_RE.search(line)
-    node = groups.get("host") or (host_m.group("host") if host_m else None) or (
+    node = groups.get("host") or groups.get("on") or (host_m.group("host") if host_m else None) or (
         ranks.get(rank) if rank is not None else None)
     on = f" on {node}" if node else (f" on task {rank}" if rank is not None else "")
     failure, label = hit.failure, hit.signature.label
@@ -246,6 +247,10 @@ def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], ex
     elif failure is FailureClass.OOM:
         memory = _memory(lines, hit.index)
         reason = f"out of memory ({memory}){on}: {quoted}" if str(memory) else f"out of memory{on}: {quoted}"
+    elif label == "python-exception-line":
+        reason = f"Python exception{on}: {_short(line[hit.match.start('exc'):])}"
+    elif failure is FailureClass.XLA_COMPILE_FAIL:
+        reason = f"{_REASONS[failure]}{on}: {_short(_fusion_line(lines, hit.index) or line)}"
     elif failure is FailureClass.PYTHON_EXCEPTION:
         reason = f"Python exception{on}: {_short(_exception(lines, hit.index, rank) or line)}"
     elif label == "slurm-node-failure":
@@ -278,8 +283,13 @@ _PHASE_WORDS = {HangPhase.BEFORE_MEMSTATS: "before Memstats",
 
 
 def _hang(e: Evidence, phase: HangPhase, exit_code: int | None, also: tuple[FailureClass, ...],
-          timed_out: bool) -> Diagnosis:
+          timed_out: bool, stuck: Hit | None = None) -> Diagnosis:
     how = "ran into its time limit" if timed_out else "stopped making progress"
+    if stuck is not None:  # XLA named the collective: a hang whatever the phase, not a silent OOM
+        where = _PHASE_WORDS[phase]
+        return _made(e, FailureClass.HANG, f"{how} {where}: a collective is stuck at a rendezvous: "
+                     f"{_short(stuck.line)}", exit_code, also, label="rendezvous-stuck", phase=phase,
+                     line=stuck.line.strip())
     if phase is HangPhase.BEFORE_STEP0:
         return _made(e, FailureClass.OOM, f"{how} after Memstats and before step 0: a silent OOM "
                      "in XLA compile (treated as OOM, never retried)", exit_code, also,
@@ -326,6 +336,14 @@ def _memory(lines: list[str], start: int) -> MemoryFigures:
     return MemoryFigures(first(_REQUESTED_RE), first(_TOTAL_RE), first(_TEMP_RE))
 
 
+def _fusion_line(lines: list[str], start: int) -> str | None:
+    """The line naming the fusion the compiler failed on, at or just after the failure line."""
+    for line in lines[start : start + 8]:
+        if _FUSION_RE.search(line) and not harmless(line):
+            return line.strip().lstrip("- ").strip()
+    return None
+
+
 def _exception(lines: list[str], start: int, rank: int | None) -> str | None:
     """The exception line that ends the traceback starting at `start` (same srun task)."""
     for line in lines[start + 1 : start + 400]:
@@ -333,11 +351,11 @@ def _exception(lines: list[str], start: int, rank: int | None) -> str | None:
         if rank is not None and (m is None or int(m.group(1)) != rank):
             continue
         body = line[m.end():] if m else line
-        if body[:1].isspace() or body.startswith("Traceback"):
+        if body[:1].isspace() or body.startswith("Traceback") or "File \"" in body:
             continue
-        found = _EXC_RE.match(body.strip())
+        found = _EXC_RE.search(body.strip())
         if found:
-            return body.strip()
+            return body.strip()[found.start("exc"):]
     return None
 
 

@@ -18,6 +18,7 @@ from pytest_xlatune.logs import (
     StepLog,
     StepRecord,
     is_noise,
+    last_loss,
     parse_step_line,
     steady_state,
     strip_known_noise,
@@ -166,8 +167,6 @@ def test_loss_is_never_taken_from_mtp_loss() -> None:
     "line",
     [
         "eval metrics after step: 5, loss=2.100, total_weights=1024",
-        "completed step: 5",
-        "completed step: 5, TFLOP/s/device: 3.000, loss: 1.000",
         "uncompleted step: 5, seconds: 1.0",
         "To see full metrics 'tensorboard --logdir=/outputs/x/tensorboard/'",
         "",
@@ -175,6 +174,12 @@ def test_loss_is_never_taken_from_mtp_loss() -> None:
 )
 def test_parse_step_line_rejects_other_lines(line: str) -> None:
     assert parse_step_line(line) is None
+
+
+@pytest.mark.parametrize("line", ["completed step: 5", "completed step: 5, TFLOP/s/device: 3.000, loss: 1.000"])
+def test_a_step_line_without_seconds_is_still_progress(line: str) -> None:
+    rec = parse_step_line(line)
+    assert rec is not None and rec.step == 5 and rec.seconds is None
 
 
 GLUED = "completed step: 1, seconds: 1.000completed step: 2, seconds: 2.000, loss: 5.000"
@@ -487,9 +492,20 @@ def test_steady_state_window_is_clipped_to_the_steps_present() -> None:
     assert ss is not None and ss.steps_used == (1, 2) and ss.last_loss == 7.758  # loss of the highest step
 
 
-def test_steady_state_is_none_without_tokens() -> None:
-    assert steady_state(_steps("old-format.log"), profiler_on=False, first=0) is None
+def test_steady_state_without_tokens_reports_step_time_and_derives_tgs_when_told() -> None:
+    steps = _steps("old-format.log")  # TFLOP/s era: no Tokens/s/device
+    ss = steady_state(steps, profiler_on=False, first=1)
+    assert ss is not None and ss.tgs is None and not ss.derived and ss.tgs_values == ()
+    assert ss.steps_used == (1, 2, 3) and ss.step_seconds == pytest.approx(
+        sum(steps[s].seconds or 0 for s in (1, 2, 3)) / 3)
+    derived = steady_state(steps, profiler_on=False, first=1, tokens_per_step=4096)
+    assert derived is not None and derived.derived
+    assert derived.tgs_values == tuple(pytest.approx(4096 / (steps[s].seconds or 1)) for s in (1, 2, 3))
+    assert derived.tgs == pytest.approx(sum(derived.tgs_values) / 3)
     assert steady_state({}, profiler_on=False) is None
+    no_time = {5: StepRecord(5, None, None, None, None, 2.5)}
+    assert steady_state(no_time, profiler_on=False, tokens_per_step=4096) is None
+    assert last_loss(no_time) == 2.5
 
 
 def test_steady_state_ignores_non_finite_tokens() -> None:
