@@ -61,6 +61,7 @@ _MAX_OOM_SIGNALS = 20
 # Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
 MAX_EVIDENCE_LINES = 48
 _EVIDENCE_WIDTH = 2000
+_OOM_CONTEXT, _OOM_CONTEXT_LINES = 2048, 12  # what follows an OOM line: its memory figures
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLE = b"completed step:"
 _OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
@@ -193,6 +194,7 @@ class StepLog:
         self.first_step_line: str | None = None
         self.stuck_warnings = 0  # XLA's "waiting for ... may be stuck" rendezvous lines seen
         self._consumed = 0  # bytes fed so far
+        self._context_left = 0  # lines still to keep after an OOM line
         self._tail_at: deque[int] = deque(maxlen=TAIL_LINES)  # byte offset of each tail line
         self._partial = b""
         self._steps: dict[int, StepRecord] = {}
@@ -249,6 +251,8 @@ class StepLog:
             return
         if self._status_budget > 0:
             self._find_status(buf, start, end)
+        if self._context_left > 0:
+            self._take_context(buf, start, end, base)
         wanted: _Needles = [(_STEP_NEEDLE, None)]
         if self._ooms < _MAX_OOM_SIGNALS:
             wanted += [(needle, SignalKind.OOM) for needle in _OOM_NEEDLES]
@@ -277,7 +281,9 @@ class StepLog:
             if kind is None:
                 self._take_steps(line, new)
             elif kind is SignalKind.EVIDENCE:
-                self._take_evidence(base + line_start, line)
+                if self._take_evidence(base + line_start, line) == "oom-gpu":
+                    self._context_left = _OOM_CONTEXT_LINES
+                    self._take_context(buf, line_end + 1, end, base)
             elif self._take_signal(kind, line) and kind is SignalKind.JOB_SUMMARY:
                 self._status_budget = _STATUS_WINDOW
                 self._find_status(buf, line_end, end)
@@ -297,15 +303,30 @@ class StepLog:
                     self.last_step = max(rec.step, self.last_step or 0)
             at = line.find(_STEP_MARK, at + len(_STEP_MARK))
 
-    def _take_evidence(self, at: int, line: str) -> None:
+    def _take_evidence(self, at: int, line: str) -> str:
         if len(self.evidence) >= MAX_EVIDENCE_LINES or _NOISE_RE.search(line):
-            return
+            return ""
         line = strip_ansi(line[: _EVIDENCE_WIDTH * 2]).rstrip()[:_EVIDENCE_WIDTH]
         label = self._is_evidence(line)
         if label:
             if label == "rendezvous-stuck":
                 self.stuck_warnings += 1
             self.evidence.append((at, line, self.last_step))
+        return label
+
+    def _take_context(self, buf: bytes, at: int, end: int, base: int) -> None:
+        """The lines after an OOM (XLA's BufferAssignment stats: Total memory, Temp) as evidence."""
+        stop = min(end, at + _OOM_CONTEXT)
+        if at >= stop:
+            return
+        for raw in buf[at:stop].split(b"\n")[: self._context_left]:
+            if len(self.evidence) >= MAX_EVIDENCE_LINES or at + len(raw) >= stop:
+                return  # a partial line (the buffer ends): the next region takes it whole
+            self._context_left -= 1
+            line = strip_ansi(raw.decode("utf-8", "replace")).rstrip()
+            if line.strip() and (not self.evidence or self.evidence[-1][0] < base + at):
+                self.evidence.append((base + at, line[:_EVIDENCE_WIDTH], self.last_step))
+            at += len(raw) + 1
 
     def _take_signal(self, kind: SignalKind, line: str) -> bool:
         line = strip_ansi(line).strip()

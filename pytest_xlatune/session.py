@@ -17,7 +17,7 @@ from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incid
 from .poller import ControllerDown, Poller, submit_through_outage
 from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
-from .logs import SignalKind, StepLog, last_loss, steady_state
+from .logs import last_loss, steady_state
 from .model import Cell
 from .plan import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from .results import JobResult, Verdict
@@ -252,15 +252,10 @@ class Sweep:
             return RunOutcome(result, reused=False)
 
     def _diagnose(self, seen: Watched) -> Diagnosis:
-        log = seen.log
-        return diagnose(Evidence(
-            last_step=log.last_step, expected_steps=self.cell.steps,
-            exit_code=seen.progress.exit_code,
-            unknown_flag_line=_first_line(log, SignalKind.UNKNOWN_FLAG),
-            oom_line=_first_line(log, SignalKind.OOM),
-            cancelled_by_us=bool(seen.cancelled_for), log_text=log.triage_text(),
-            scheduler_state=seen.progress.state, hang_phase=seen.hang_phase,
-            saw_memstats=log.saw_memstats, summary_status=log.summary_status,
+        return diagnose(Evidence.from_log(
+            seen.log, self.cell.steps, exit_code=seen.progress.exit_code,
+            cancelled_by_us=bool(seen.cancelled_for), scheduler_state=seen.progress.state,
+            hang_phase=seen.hang_phase,
         ))
 
     def _check_nodes(self) -> None:
@@ -406,7 +401,3 @@ def _controller_limit_s(policy: Policy) -> float:
     """How long the controller may stay unreachable before STOP (the playbook says 15 min)."""
     minutes = policy.rule(FailureClass.CONTROLLER_UNREACHABLE).stop_after
     return float(minutes if minutes is not None else 15) * 60
-
-
-def _first_line(log: StepLog, kind: SignalKind) -> str | None:
-    return next((signal.line for signal in log.signals if signal.kind is kind), None)

@@ -158,9 +158,13 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
 )
 
 
+# A traceback frame's source line (`raise RuntimeError(f"NCCL error: {e}")`) quotes code, not a failure.
+_SOURCE_RE = re.compile(r"\braise [A-Za-z_][\w.]*\(")
+
+
 def is_evidence(line: str) -> str:
     """The label of the streamed signature a line matches ("" for none or a harmless line)."""
-    if harmless(line):
+    if harmless(line) or _SOURCE_RE.search(line):
         return ""
     for sig in SIGNATURES:
         if sig.streamed and sig.pattern.search(line):
@@ -170,6 +174,8 @@ def is_evidence(line: str) -> str:
 
 def match_line(line: str, *, steps_done: bool, after_step: bool) -> tuple[Signature, re.Match[str]] | None:
     """The first signature a (noise-free) line matches where it sits in the job, if any."""
+    if _SOURCE_RE.search(line):
+        return None
     for sig in SIGNATURES:
         if sig.when is When.BEFORE_STEPS and steps_done:
             continue  # training got past RCCL init: its warnings were survived

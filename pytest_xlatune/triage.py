@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from .hang import HangPhase
-from .logs import strip_ansi
+from .logs import SignalKind, StepLog, strip_ansi
 from .results import Verdict
 from .signatures import EXCEPTION_LINE, FailureClass, Signature, Tier, harmless, match_line
 from .slurm.parsers import JobState
@@ -24,6 +24,7 @@ _RANK_HOST_RES = (re.compile(r"^\s*(?P<rank>\d+):\s*NODE_EXIT host=(?P<host>\S+)
                   re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<rank>\d+):"))
 _STATUS_RE = re.compile(r"Status:\s*(?P<word>SUCCESS|FAILED|CANCELLED)\b[^(]*(?:\((?P<paren>[^)]*)\))?")
 _EXC_RE = re.compile(EXCEPTION_LINE)
+_FRAME_FILE = 'File "'
 _FUSION_RE = re.compile(r"compiling fusion \S+|Entry function '[^']+'|\bfusion[\w.-]*\b")
 _SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
 _REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate)\s+(?P<v>{_SIZE})")
@@ -56,7 +57,7 @@ class Evidence:
 
     last_step: int | None
     expected_steps: int
-    exit_code: int | None
+    exit_code: int | None = None
     unknown_flag_line: str | None = None
     oom_line: str | None = None
     cancelled_by_us: bool = False
@@ -65,6 +66,16 @@ class Evidence:
     hang_phase: HangPhase | None = None  # our HangDetector fired (and we cancelled the job)
     saw_memstats: bool = False  # StepLog.saw_memstats: the log printed `Memstats`
     summary_status: str | None = None  # StepLog.summary_status, e.g. "FAILED (exit 1)"
+
+    @classmethod
+    def from_log(cls, log: StepLog, expected_steps: int, **kw: object) -> Evidence:
+        """What a StepLog saw of the whole log (failure lines from anywhere, the tail), plus `kw`."""
+        def first(kind: SignalKind) -> str | None:
+            return next((signal.line for signal in log.signals if signal.kind is kind), None)
+        return cls(last_step=log.last_step, expected_steps=expected_steps, log_text=log.triage_text(),
+                   unknown_flag_line=first(SignalKind.UNKNOWN_FLAG), oom_line=first(SignalKind.OOM),
+                   saw_memstats=log.saw_memstats, summary_status=log.summary_status,
+                   **kw)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,8 @@ def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
         if "completed step:" in line:
             after_step = True
             continue
+        if index and _FRAME_FILE in lines[index - 1] and _FRAME_FILE not in line:
+            continue  # the source line of a traceback frame (`raise RuntimeError(f"NCCL error…")`)
         found = match_line(line, steps_done=steps_done, after_step=after_step)
         if found is not None:
             hits.append(Hit(index, found[0], line, found[1]))
