@@ -78,7 +78,7 @@ EXCEPTION_LINE = (r"(?:^|[\s\]\)>|])(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Er
 # First match on a line wins, so the specific patterns come before the generic ones.
 SIGNATURES: tuple[Signature, ...] = (
     _sig(F.UNKNOWN_FLAG, "unknown-flag",
-         r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>-{1,2}[A-Za-z_][\w.-]*)"),
+         r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>[-\u2013\u2014]{1,2}[A-Za-z_][\w.-]*)"),
     _sig(F.OOM, "oom-host", r"\boom-kill\b|\boom_kill_process\b|Out of memory: Killed process"
          r"|Memory cgroup out of memory"),
     # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below).
@@ -93,9 +93,9 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION))"
          r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"),
     _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error|\bGot completion from peer\b.*"
-         r"\b(?:with error|status=IBV_WC_\w+ERR)|\bIBV_WC_RETRY_EXC_ERR\b|transport retry counter exceeded"),
-    _sig(F.NODE_FAIL, "slurm-node-failure", r"srun: error: Node failure on (?P<host>[^\s:]+)"
-         r"|\*\*\* (?:JOB|STEP) \S+ ON (?P<on>\S+) CANCELLED AT \S+ DUE TO NODE FAILURE"),
+         r"\bwith (?:error|status=)|\bIBV_WC_RETRY_EXC_ERR\b|transport retry counter exceeded"),
+    _sig(F.NODE_FAIL, "slurm-node-failure", r"\b[a-z]*(?:run|alloc|batch): error: Node failure on (?P<host>[^\s:]+)"
+         r"|\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<on>\S+) )?CANCELLED AT \S+ DUE TO NODE FAIL"),
     # The assembler's exit or the fusion it failed on is the evidence, "Failed to compile" or not.
     _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"Failed to compile\b|XLA compilation failed"
          r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|Failure occurr?ed when "
@@ -155,6 +155,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"TIMEOUT", b"eartbeat", b"ptxas", b"may be stuck", b"exceeded", b"CANCELLED AT", b"nccl",
     b"Unknown flag", b"ut of memory", b"OUT_OF_MEMORY", b"oom", b"RESOURCE_EXHAUSTED", b"rocdevice",
     b"Node failure", b"NODE_EXIT", b"killed by", b"!!! ", b"No GPU devices", b"FATAL",
+    b"completion from peer", b"IBV_WC_", b"retry counter", b"cqe with", b"illegal memory",
 )
 
 
