@@ -60,6 +60,7 @@ _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
 _MAX_OOM_SIGNALS = 20
 # Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
 MAX_EVIDENCE_LINES = 48
+MAX_WEAK_EVIDENCE = 16  # of which weak hints (a traceback header, NCCL WARN) at most
 _EVIDENCE_WIDTH = 2000
 _OOM_CONTEXT, _OOM_CONTEXT_LINES = 2048, 12  # what follows an OOM line: its memory figures
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
@@ -195,6 +196,7 @@ class StepLog:
         self.stuck_warnings = 0  # XLA's "waiting for ... may be stuck" rendezvous lines seen
         self._consumed = 0  # bytes fed so far
         self._context_left = 0  # lines still to keep after an OOM line
+        self._weak = 0
         self._tail_at: deque[int] = deque(maxlen=TAIL_LINES)  # byte offset of each tail line
         self._partial = b""
         self._steps: dict[int, StepRecord] = {}
@@ -307,12 +309,17 @@ class StepLog:
         if len(self.evidence) >= MAX_EVIDENCE_LINES or _NOISE_RE.search(line):
             return ""
         line = strip_ansi(line[: _EVIDENCE_WIDTH * 2]).rstrip()[:_EVIDENCE_WIDTH]
-        label = self._is_evidence(line)
-        if label:
-            if label == "rendezvous-stuck":
-                self.stuck_warnings += 1
-            self.evidence.append((at, line, self.last_step))
-        return label
+        sig = self._is_evidence(line)
+        if sig is None:
+            return ""
+        if sig.tier.value == "weak":  # hints (NCCL WARN spam): a budget of their own
+            if self._weak >= MAX_WEAK_EVIDENCE:
+                return ""
+            self._weak += 1
+        if sig.label == "rendezvous-stuck":
+            self.stuck_warnings += 1
+        self.evidence.append((at, line, self.last_step))
+        return sig.label
 
     def _take_context(self, buf: bytes, at: int, end: int, base: int) -> None:
         """The lines after an OOM (XLA's BufferAssignment stats: Total memory, Temp) as evidence."""
