@@ -17,7 +17,7 @@ from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incid
 from .poller import ControllerDown, Poller, submit_through_outage
 from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
-from .logs import last_loss, steady_state
+from .steady import last_loss, steady_state
 from .model import Cell
 from .plan import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from .results import JobResult, Verdict
@@ -369,10 +369,10 @@ class Sweep:
         steady = steady_state(seen.log.steps, profiler_on=spec.evidence,
                               tokens_per_step=tokens_per_device_step(self.cell, spec))
         if verdict.measured and (steady is None or steady.tgs is None):
-            verdict, reason = Verdict.NO_STEPS, (
-                "no Tokens/s/device in the steady-state window" + ("" if steady is None else
-                 f" (mean step {steady.step_seconds:.3f} s; tokens per device per step unknown: "
-                 "set pdbs and overrides.max_target_length to derive TGS)"))
+            verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window" + (
+                f" ({len(seen.log.steps)} steps completed; their lines carry no seconds either)"
+                if steady is None else f" (mean step {steady.step_seconds:.3f} s; tokens per device "
+                "per step unknown: set pdbs and overrides.max_target_length to derive TGS)")
         artifacts = self.launcher.artifacts(job)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
             artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)

@@ -18,11 +18,10 @@ from pytest_xlatune.logs import (
     StepLog,
     StepRecord,
     is_noise,
-    last_loss,
     parse_step_line,
-    steady_state,
     strip_known_noise,
 )
+from pytest_xlatune.steady import last_loss, steady_state
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))

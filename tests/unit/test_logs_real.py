@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_xlatune.logs import StepLog, last_loss, steady_state
+from pytest_xlatune.logs import StepLog
+from pytest_xlatune.steady import last_loss, steady_state
 from pytest_xlatune.signatures import EVIDENCE_NEEDLES, SIGNATURES
 from pytest_xlatune.triage import Evidence, FailureClass, diagnose
 
