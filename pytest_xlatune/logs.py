@@ -55,6 +55,7 @@ _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's en
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
 _MAX_OOM_SIGNALS = 20
+_MAX_STEPS, _RECENT_STEPS = 4096, 64  # step records kept: the first ones, then the newest
 # Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
 MAX_EVIDENCE_LINES = 48
 MAX_WEAK_EVIDENCE = 16  # of which weak hints (a traceback header, NCCL WARN) at most
@@ -196,7 +197,8 @@ class StepLog:
         self._weak = 0
         self._tail_at: deque[int] = deque(maxlen=TAIL_LINES)  # byte offset of each tail line
         self._partial = b""
-        self._steps: dict[int, StepRecord] = {}
+        self._steps: dict[int, StepRecord] = {}  # the first _MAX_STEPS steps
+        self._recent: dict[int, StepRecord] = {}  # then only the newest _RECENT_STEPS
         self.last_step: int | None = None
         self.signals: list[Signal] = []
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -208,7 +210,7 @@ class StepLog:
 
     @property
     def steps(self) -> dict[int, StepRecord]:
-        return dict(self._steps)
+        return {**self._steps, **self._recent}
 
     def tail_text(self) -> str:
         return "\n".join(self.tail)
@@ -292,12 +294,18 @@ class StepLog:
         while at >= 0:  # more than one when tasks' output interleaves within a line
             segment = line[at:]
             m = _STEP_RE.match(segment)
-            if m is not None and int(m.group(1)) not in self._steps:  # the first task to print wins
-                rec = parse_step_line(segment)
+            number = int(m.group(1)) if m is not None else -1
+            if m is not None and number not in self._steps and number not in self._recent:
+                rec = parse_step_line(segment)  # the first task to print a step wins
                 if rec is not None:
                     if self.first_step_line is None:
                         self.first_step_line = strip_ansi(segment).strip()[:_EVIDENCE_WIDTH]
-                    self._steps[rec.step] = rec
+                    if len(self._steps) < _MAX_STEPS:
+                        self._steps[rec.step] = rec
+                    else:  # a long run: memory stays bounded, the newest steps stay known
+                        self._recent[rec.step] = rec
+                        if len(self._recent) > _RECENT_STEPS:
+                            del self._recent[next(iter(self._recent))]
                     new.append(rec)
                     self.last_step = max(rec.step, self.last_step or 0)
             at = line.find(_STEP_MARK, at + len(_STEP_MARK))

@@ -512,3 +512,59 @@ def test_steady_state_ignores_non_finite_tokens() -> None:
     steps[6] = StepRecord(6, 1.0, 1.0, None, math.nan, math.nan)
     ss = steady_state(steps, profiler_on=False)
     assert ss is not None and 6 not in ss.steps_used and len(ss.tgs_values) == 9
+
+
+# -- bounded memory on huge input ----------------------------------------------------------------
+
+
+def test_a_10_mb_single_line_is_bounded_and_the_next_lines_still_count() -> None:
+    import tracemalloc
+
+    piece = b"RuntimeError: x " * 4096  # 64 KiB; needles on every piece
+    log = StepLog()
+    tracemalloc.start()
+    for _ in range(160):  # 10 MiB without a newline
+        log.feed(piece)
+    log.feed(b"\ncompleted step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n")
+    log.flush()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20  # well under the 10 MiB line: only a bounded part of it is held
+    assert log.last_step == 0 and log.steps[0].tokens_per_s == 5.0
+    assert all(len(line) <= 2000 for _, line, _ in log.evidence)
+    assert len(log.tail) <= TAIL_LINES and sum(len(t) for t in log.tail) < 1 << 21
+
+
+def test_a_huge_log_keeps_bounded_evidence_steps_and_tail() -> None:
+    block = b"".join(
+        b"0: completed step: %d, seconds: 1.000, Tokens/s/device: 10.0, loss: 1.0\n"
+        b"0: E1201 12:00:00.000 1 x.cc:1] RuntimeError: transient %d\n"
+        b"0: I1201 12:00:00.000 1 x.cc:1] NCCL WARN something %d\n" % (i, i, i) for i in range(2000))
+    log = StepLog()
+    for _ in range(6):  # 12000 steps, 12000 error lines, 12000 warnings (~1.7 MB per round)
+        log.feed(block)
+    steps = StepLog()
+    lines = b"".join(b"completed step: %d, seconds: 1.000, loss: %d.0\n" % (i, i) for i in range(20000))
+    steps.feed(lines)
+    assert len(log.evidence) <= logs.MAX_EVIDENCE_LINES
+    assert sum(1 for _, line, _ in log.evidence if "NCCL WARN" in line) <= logs.MAX_WEAK_EVIDENCE
+    assert len(log.tail) == TAIL_LINES
+    assert len(steps.steps) <= 4096 + 64 and steps.last_step == 19999
+    assert steps.steps[19999].loss == 19999.0 and 0 in steps.steps  # the first and the newest
+
+
+def test_triage_text_puts_early_failure_lines_before_the_tail_in_log_order() -> None:
+    log = StepLog()
+    log.feed(b"0: Memstats: After params initialized:\n"
+             b"0: node01:1:1 [0] init.cc:1 NCCL WARN Bootstrap : no socket interface found\n"
+             b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+             b"0: Traceback (most recent call last):\n"
+             b"0:   File \"train.py\", line 1, in <module>\n"
+             b"0: ValueError: bad shape\n"
+             + b"".join(b"0: I1201 filler %d\n" % i for i in range(200)))
+    text = log.triage_text().splitlines()
+    assert text[:5] == ["0: node01:1:1 [0] init.cc:1 NCCL WARN Bootstrap : no socket interface found",
+                        "completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0",
+                        "0: Traceback (most recent call last):", "0: ValueError: bad shape",
+                        "0: I1201 filler 140"]
+    assert len(text) == 4 + TAIL_LINES

@@ -303,3 +303,26 @@ def test_only_success_verdicts_are_measured() -> None:
     assert {v for v in Verdict if v.measured} == {Verdict.SUCCESS, Verdict.SOFT_SUCCESS}
     assert {v.value for v in Verdict} >= {"success", "soft_success", "unknown_flag", "oom", "failed",
                                           "cancelled", "no_steps"}
+
+
+def test_a_rendezvous_stuck_warning_after_memstats_is_a_hang_not_a_silent_oom() -> None:
+    log = StepLog()
+    log.feed(b"0: Memstats: After params initialized:\n"
+             b"0: E0927 01:19:23.978061 2521 rendezvous.cc:55] This thread has been waiting for "
+             b"`first call to collective operation 0; run_id=0` for 20 seconds and may be stuck.\n")
+    d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.HANG and d.phase is HangPhase.BEFORE_STEP0 and d.label == "rendezvous-stuck"
+    assert "first call to collective operation 0" in d.reason
+    silent = StepLog()
+    silent.feed(b"0: Memstats: After params initialized:\n")
+    assert diagnose(Evidence.from_log(silent, 15, scheduler_state="TIMEOUT")).failure is F.OOM
+
+
+def test_a_time_limit_does_not_hide_an_exception_far_above_the_end() -> None:
+    log = StepLog()
+    log.feed(b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+             b"0: Traceback (most recent call last):\n0:   File \"train.py\", line 9, in <module>\n"
+             b"0:     main()\n0: ValueError: bad shape\n"
+             + b"".join(b"0: I1201 12:00:00 waiting for the others %d\n" % i for i in range(500)))
+    d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.PYTHON_EXCEPTION and d.reason == "Python exception on task 0: ValueError: bad shape"
