@@ -285,6 +285,10 @@ class StepLog:
                 if self._take_evidence(base + line_start, line) == "oom-gpu":
                     self._context_left = _OOM_CONTEXT_LINES
                     self._take_context(buf, line_end + 1, end, base)
+            elif kind is SignalKind.OOM and self._take_signal(kind, line):
+                if self._take_evidence(base + line_start, line) == "oom-gpu":
+                    self._context_left = _OOM_CONTEXT_LINES
+                    self._take_context(buf, line_end + 1, end, base)
             elif self._take_signal(kind, line) and kind is SignalKind.JOB_SUMMARY:
                 self._status_budget = _STATUS_WINDOW
                 self._find_status(buf, line_end, end)

@@ -18,7 +18,7 @@ import yaml
 
 from pytest_xlatune.logs import StepLog
 from pytest_xlatune.steady import last_loss, steady_state
-from pytest_xlatune.signatures import EVIDENCE_NEEDLES, SIGNATURES
+from pytest_xlatune.signatures import EVIDENCE_NEEDLES, is_evidence
 from pytest_xlatune.triage import Evidence, FailureClass, diagnose
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "logs" / "real"
@@ -161,5 +161,5 @@ def test_every_streamed_signature_line_holds_a_needle() -> None:
     must hold one, or the whole-log evidence would miss it."""
     for case in FAIL_CASES:
         for line in case.text.splitlines():
-            if any(sig.streamed and sig.pattern.search(line) for sig in SIGNATURES):
+            if is_evidence(line) is not None:
                 assert any(n.decode() in line for n in EVIDENCE_NEEDLES), (case.name, line)
