@@ -24,7 +24,7 @@ _UNKNOWN_RE = re.compile(r"Unknown flags? in XLA_FLAGS:\s*(\S+)")
 # combined pattern stays fast.
 KNOWN_NOISE: tuple[str, ...] = (
     r"cuInit: UNKNOWN ERROR \(303\)",
-    r"INTERNAL: CUDA error",
+    r"INTERNAL: CUDA error: Failed call to cuInit",  # the cuInit probe, not a CUDA error in training
     r"NCCL WARN MSCCL\+\+: Feature not enabled",
     r"NCCL WARN LL cutoff points not detected",
     r"AMD GPU device\(s\) is/are in a low-power state",

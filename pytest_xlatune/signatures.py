@@ -67,7 +67,7 @@ def _sig(failure: FailureClass, label: str, pattern: str, tier: Tier = Tier.FATA
 
 F = FailureClass
 # RCCL/NCCL errors, as opposed to warnings. NCCL prints `host:pid:tid [dev] file.cc:line NCCL WARN`.
-_NCCL_ERROR = (r"NCCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(?:System|Remote|Internal"
+_NCCL_ERROR = (r"[NR]CCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(?:System|Remote|Internal"
                r"|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|\bNCCL error\b"
                r"|\bnccl[A-Z]\w*(?:\([^)]*\))? failed\b|Watchdog caught collective operation timeout")
 _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
@@ -92,7 +92,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(F.GPU_RUNTIME_ERROR, "gpu-runtime-error",
          r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort|(?P<cuda>CUDA_ERROR_(?:ILLEGAL_ADDRESS"
          r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION))"
-         r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"),
+         r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"
+         r"|Memory access fault by GPU node|unspecified launch failure"),
     # AMD's ionic RDMA driver; NCCL's own `NET/IB : Got completion from peer … with error` stays an
     # NCCL error (the collective fails; tests/data/triage/nccl_timeout.log).
     _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error"),
@@ -101,16 +102,17 @@ SIGNATURES: tuple[Signature, ...] = (
     # The assembler's exit or the fusion it failed on is the evidence, "Failed to compile" or not.
     _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"Failed to compile\b|XLA compilation failed"
          r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|Failure occurr?ed when "
-         r"compiling fusion|LLVM (?:Fatal|ERROR)\b.*compil|Error during compilation of ptx"
-         r"|CUDA_ERROR_INVALID_PTX|\bld\.lld: error\b|\bHIP compil\w* fail"),
+         r"compiling fusion|LLVM (?:Fatal Error|ERROR)\b|Error during compilation of ptx"
+         r"|CUDA_ERROR_INVALID_PTX|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
+         r"|\bnvlink exited with non-zero error code\b"),
     # RCCL sets up its communicators at the first collective, i.e. before step 0 completes.
     _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", _NCCL_ERROR, when=When.BEFORE_STEPS),
     _sig(F.NCCL_TIMEOUT, "nccl-timeout", _NCCL_ERROR, when=When.DURING_STEPS),
     _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", _IB_COMPLETION, Tier.WEAK, When.BEFORE_STEPS),
     _sig(F.NCCL_TIMEOUT, "nccl-timeout", _IB_COMPLETION, Tier.WEAK, When.DURING_STEPS),
     # Other NCCL WARN lines are hints from the tail only: RCCL prints dozens of them at init.
-    _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", r"NCCL WARN", Tier.WEAK, When.BEFORE_STEPS, streamed=False),
-    _sig(F.NCCL_TIMEOUT, "nccl-timeout", r"NCCL WARN", Tier.WEAK, When.DURING_STEPS, streamed=False),
+    _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", r"[NR]CCL WARN", Tier.WEAK, When.BEFORE_STEPS, streamed=False),
+    _sig(F.NCCL_TIMEOUT, "nccl-timeout", r"[NR]CCL WARN", Tier.WEAK, When.DURING_STEPS, streamed=False),
     # Infrastructure failures without a class of their own: named by the label. maxtext-slurm's own
     # stage lines end the job within a few lines, so the tail holds them (not streamed).
     _sig(F.UNKNOWN, "container-pull-fail",
@@ -165,6 +167,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"have crashed", b"coordination service", b"HSA_STATUS_ERROR", b"CUDA_ERROR_", b"cqe with",
     b"Node failure", b"ptxas", b"Failed to compile", b"compiling fusion", b"LLVM",
     b"completion from peer", b"may be stuck", b"CANCELLED AT", b"Unknown flag",
+    b") failed", b"NCCL error", b"access fault", b"illegal memory", b"hipError",
 )
 
 

@@ -25,7 +25,10 @@ _RANK_HOST_RES = (re.compile(r"^\s*(?P<rank>\d+):\s*NODE_EXIT host=(?P<host>\S+)
 _STATUS_RE = re.compile(r"Status:\s*(?P<word>SUCCESS|FAILED|CANCELLED)\b[^(]*(?:\((?P<paren>[^)]*)\))?")
 _EXC_RE = re.compile(EXCEPTION_LINE)
 _FRAME_FILE = 'File "'
-_FUSION_RE = re.compile(r"compiling fusion \S+|Entry function '[^']+'|\bfusion[\w.-]*\b")
+# The line naming the fusion a GPU compile failed on, most telling first.
+_FUSION_RES = tuple(re.compile(p) for p in (
+    r"when compiling fusion \S+", r"Entry function '[^']+'", r"[Cc]ompiling fusion \S+",
+    r"(?<![\w/])\w*fusion(?:[._]\d+)+\b"))
 _SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
 _REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate)\s+(?P<v>{_SIZE})")
 _TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
@@ -350,10 +353,12 @@ def _memory(lines: list[str], start: int) -> MemoryFigures:
 
 
 def _fusion_line(lines: list[str], start: int) -> str | None:
-    """The line naming the fusion the compiler failed on, at or just after the failure line."""
-    for line in lines[start : start + 8]:
-        if _FUSION_RE.search(line) and not harmless(line):
-            return line.strip().lstrip("- ").strip()
+    """The line naming the fusion the compiler failed on, around the failure line."""
+    near = lines[start : start + 10] + lines[max(0, start - 3) : start][::-1]
+    for pattern in _FUSION_RES:
+        for line in near:
+            if pattern.search(line) and not harmless(line):
+                return line.strip().lstrip("- ").strip()
     return None
 
 
