@@ -1,4 +1,5 @@
-"""Tell a hung training job from a slow one by its own step history (pure: `now` is passed in)."""
+"""Tell a hung training job from a slow one by its own step history and XLA's rendezvous-stuck
+warnings (pure: `now` is passed in)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""MaxText step lines and failure signatures in a training log (pure: bytes in, values out)."""
+"""MaxText step lines, failure evidence and a noise-free tail of a training log (pure: bytes in,
+values out). Which lines are evidence is signatures.py's call; what they mean is triage.py's."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ _NOISE_BYTES_RE = re.compile("|".join(KNOWN_NOISE).encode())
 
 TAIL_LINES = 60
 
-# Ingest must keep up with `grep -c` on GB-sized logs: a feed is searched for a few needles and
-# only the lines around hits are decoded. Bounds on everything else:
+# Ingest of GB-sized logs: a feed is searched block by block for byte needles (the step and OOM
+# needles here, signatures.EVIDENCE_NEEDLES for failure lines anywhere in the log) and only the
+# lines around hits are decoded; each needle costs one memmem pass. Bounds on everything else:
 _BLOCK = 256 << 10  # all needles are searched block by block, while the block is in cache
 _TAIL_SCAN = 64 << 10  # how far back from a feed's end the tail looks for non-noise lines
 _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's end is searched
