@@ -35,6 +35,7 @@ _TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
 _TEMP_RE = re.compile(rf"\b[Tt]emp(?:\s+allocation)?:\s*(?P<v>{_SIZE})")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
+_SLURM_KILL = frozenset({"slurm-time-limit", "slurm-cancelled"})
 # Lines that follow from another node's failure: a Slurm NODE_FAIL outranks them.
 _CONSEQUENCES = frozenset({FailureClass.HEARTBEAT_TIMEOUT, FailureClass.NCCL_TIMEOUT,
                            FailureClass.COORDINATION_TIMEOUT})
@@ -164,7 +165,9 @@ def diagnose(e: Evidence) -> Diagnosis:
         how = f"exit {exit_code}" if exit_code is not None else f"Status: {summary_word}"
         return made(FailureClass.SOFT_SUCCESS, f"{how} after the last step {e.last_step} "
                     "(teardown race); training data is intact")
-    fatal = next((h for h in hits if h.signature.tier is Tier.FATAL), None)
+    # What a task prints after Slurm's own cancel line (time limit, scancel) follows from the kill.
+    killed_at = next((h.index for h in hits if h.signature.label in _SLURM_KILL), len(lines))
+    fatal = next((h for h in hits if h.signature.tier is Tier.FATAL and h.index < killed_at), None)
     lost = next((h for h in hits if h.signature.label == "slurm-node-failure"), None)
     if fatal and fatal.failure in _CONSEQUENCES:
         # A task that died first (its own traceback, a killed node) explains the timeouts after it;

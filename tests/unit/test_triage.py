@@ -326,3 +326,19 @@ def test_a_time_limit_does_not_hide_an_exception_far_above_the_end() -> None:
              + b"".join(b"0: I1201 12:00:00 waiting for the others %d\n" % i for i in range(500)))
     d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
     assert d.failure is F.PYTHON_EXCEPTION and d.reason == "Python exception on task 0: ValueError: bad shape"
+
+
+def test_an_exception_printed_after_slurms_time_limit_line_follows_from_the_kill() -> None:
+    log = StepLog()
+    log.feed(b"0: completed step: 3, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+             b"slurmstepd: error: *** JOB 7 ON node01 CANCELLED AT 2026-12-01T10:00:00 DUE TO TIME LIMIT ***\n"
+             b"0: Traceback (most recent call last):\n0:   File \"train.py\", line 9, in <module>\n"
+             b"0: RuntimeError: Received signal 15\n")
+    d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.HANG and d.phase is HangPhase.AFTER_STEP0
+    before = StepLog()  # the same exception before the time limit is the root cause
+    before.feed(b"0: completed step: 3, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+                b"0: RuntimeError: shapes do not match\n"
+                b"slurmstepd: error: *** JOB 7 ON node01 CANCELLED AT 2026-12-01T10:00:00 DUE TO TIME LIMIT ***\n")
+    d = diagnose(Evidence.from_log(before, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.PYTHON_EXCEPTION and "RuntimeError: shapes do not match" in d.reason
