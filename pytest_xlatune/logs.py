@@ -416,3 +416,12 @@ def _lines_with(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit
                 out.append((line_start, line_end, kind))
                 at = _find(buf, needle, line_end, stop)
     return out
+
+
+def __getattr__(name: str) -> object:
+    """steady.py owns the steady state now; its names stay importable from here."""
+    if name in ("SteadyState", "steady_state", "last_loss", "PROFILER_LAST_STEP"):
+        from . import steady
+
+        return getattr(steady, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
