@@ -162,4 +162,4 @@ def test_every_streamed_signature_line_holds_a_needle() -> None:
     for case in FAIL_CASES:
         for line in case.text.splitlines():
             if is_evidence(line) is not None:
-                assert any(n.decode() in line for n in EVIDENCE_NEEDLES), (case.name, line)
+                assert any(n.decode() in line + "\n" for n in EVIDENCE_NEEDLES), (case.name, line)
