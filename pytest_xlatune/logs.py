@@ -56,6 +56,7 @@ _TAIL_SCAN = 64 << 10  # how far back from a feed's end the tail looks for non-n
 _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's end is searched
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
+_SMALL = 16 << 10  # regions shorter than this are searched with bytes.find, not memmem
 _MAX_OOM_SIGNALS = 20
 _MAX_STEPS, _RECENT_STEPS = 4096, 64  # step records kept: the first ones, then the newest
 # Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
@@ -91,7 +92,7 @@ def _libc_find() -> Callable[[bytes, bytes, int, int], int] | None:
 
     def find(buf: bytes, needle: bytes, start: int, end: int) -> int:
         end = min(end, len(buf))
-        if type(buf) is not bytes or end - start < len(needle):
+        if type(buf) is not bytes or end - start < _SMALL:  # a ctypes call costs more than a short find
             return buf.find(needle, start, end)
         base = ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value or 0  # no copy
         hit = memmem(base + start, end - start, needle, len(needle))
