@@ -71,10 +71,12 @@ _NCCL_ERROR = (r"[NR]CCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(
                r"|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|\bNCCL error\b"
                r"|\bnccl[A-Z]\w*(?:\([^)]*\))? failed\b|Watchdog caught collective operation timeout")
 _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
-# A Python exception line: `ValueError: ...`, `jaxlib.xla_extension.XlaRuntimeError: ...`, behind
-# any prefix (srun -l, absl, Ray actor). SystemExit / KeyboardInterrupt follow a cancel: not here.
-EXCEPTION_LINE = (r"(?:^|[\s\]\)>|])(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure))"
-                  r"(?::\s.*|:)?$")
+# A Python exception line: `ValueError: ...`, `jaxlib.xla_extension.XlaRuntimeError: ...`, at the
+# start of the line or right after a log prefix (srun `0: `, absl `…] `, Ray `(Actor pid=1) `,
+# `[1784] `, mpirun `<stderr>:`); a name mid-sentence (`retrying after TransientError`) is not one.
+# SystemExit / KeyboardInterrupt follow a cancel: not here.
+EXCEPTION_LINE = (r"(?:^\s*(?:\d+:\s*)?|[\]\)>]:?\s*)"
+                  r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure))(?::\s.*|:)?$")
 
 # First match on a line wins, so the specific patterns come before the generic ones.
 SIGNATURES: tuple[Signature, ...] = (

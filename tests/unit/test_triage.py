@@ -12,6 +12,7 @@ from pytest_xlatune.hang import HangPhase
 from pytest_xlatune.logs import StepLog
 from pytest_xlatune.results import Verdict
 from pytest_xlatune.triage import Diagnosis, Evidence, FailureClass, MemoryFigures, diagnose, judge
+from pytest_xlatune.signatures import match_line
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 F = FailureClass
@@ -342,3 +343,20 @@ def test_an_exception_printed_after_slurms_time_limit_line_follows_from_the_kill
                 b"slurmstepd: error: *** JOB 7 ON node01 CANCELLED AT 2026-12-01T10:00:00 DUE TO TIME LIMIT ***\n")
     d = diagnose(Evidence.from_log(before, 15, scheduler_state="TIMEOUT", exit_code=0))
     assert d.failure is F.PYTHON_EXCEPTION and "RuntimeError: shapes do not match" in d.reason
+
+
+@pytest.mark.parametrize("line, name", [
+    ("0: ValueError: bad shape", "ValueError"),
+    ("[231844] ValueError: Tried to step", "ValueError"),
+    ("(MaxTextTrainer pid=1, ip=10.0.0.1) RuntimeError: boom", "RuntimeError"),
+    ("E1201 12:00:00.1 1 train.py:45] jaxlib.xla_extension.XlaRuntimeError: INTERNAL: x", "jaxlib.xla_extension.XlaRuntimeError"),
+    ("[1]<stderr>:RuntimeError: boom", "RuntimeError"),
+    ("AssertionError", "AssertionError"),
+    ("W0101 x.cc:1] Retrying after TransientError", None),  # a name mid-sentence
+    ("I1201 a.py:1] Failed to save: ValueError: x", None),  # a handled error, logged
+    ("KeyboardInterrupt", None),  # follows a cancel
+])
+def test_an_exception_line_behind_any_log_prefix_is_root_cause_evidence(line: str, name: str | None) -> None:
+    found = match_line(line, steps_done=False, after_step=False)
+    got = found[1].group("exc") if found and found[0].label == "python-exception-line" else None
+    assert got == name
