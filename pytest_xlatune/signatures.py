@@ -165,7 +165,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     # None occurs in a known-noise line, so noise costs no per-line work; each needle is one
     # memmem pass per block, so there are as few as the streamed signatures allow (StepLog also
     # passes every OOM-needle line through them). Other signatures' lines reach triage by the tail.
-    b"Error:", b"Error\n", b"Exception:", b"imeout", b"imed out", b"DEADLINE_EXCEEDED", b"eartbeat",
+    b"Error", b"Exception:", b"imeout", b"imed out", b"DEADLINE_EXCEEDED", b"eartbeat",
     b"have crashed", b"coordination service", b"HSA_STATUS_ERROR", b"CUDA_ERROR_", b"cqe with",
     b"Node failure", b"ptxas", b"Failed to compile", b"compiling fusion", b"LLVM",
     b"completion from peer", b"may be stuck", b"CANCELLED AT", b"Unknown flag",
