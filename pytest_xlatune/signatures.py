@@ -169,7 +169,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"have crashed", b"coordination service", b"HSA_STATUS_ERROR", b"CUDA_ERROR_", b"cqe with",
     b"Node failure", b"ptxas", b"Failed to compile", b"compiling fusion", b"LLVM",
     b"completion from peer", b"may be stuck", b"CANCELLED AT", b"Unknown flag",
-    b") failed", b"NCCL error", b"access fault", b"illegal memory", b"hipError",
+    b") failed", b"NCCL error", b"access fault", b"illegal memory",
 )
 
 
