@@ -63,3 +63,22 @@ def possible_requests(cell: Cell, specs: Sequence[RunSpec]) -> Iterator[JobReque
             yield from (job_request(cell, spec.resolve(source)) for source in sources)
         elif spec.kind is not RunKind.STACK:
             yield job_request(cell, spec)
+
+
+def tokens_per_device_step(cell: Cell, spec: RunSpec) -> float | None:
+    """Tokens one device trains on per step (pdbs × max_target_length), from the job's own args;
+    the embedded workload's defaults fill what the cell leaves out. None when it is not known
+    (a MaxText job whose sequence length comes from its gpu.yml). Derives TGS for MaxText eras
+    that print no Tokens/s/device."""
+    pairs = dict(arg.split("=", 1) for arg in passthrough(cell, spec))
+    if cell.backend.kind is BackendKind.LOCAL:
+        from .workload.args import Config  # the local backend's trainer; its defaults apply
+
+        pairs.setdefault("per_device_batch_size", str(Config.per_device_batch_size))
+        pairs.setdefault("max_target_length", str(Config.max_target_length))
+    try:  # MaxText counts every micro-batch of an accumulated step (calculate_tokens_training_per_device)
+        tokens = (float(pairs["per_device_batch_size"]) * float(pairs["max_target_length"])
+                  * float(pairs.get("gradient_accumulation_steps", "1")))
+    except (KeyError, ValueError):
+        return None
+    return tokens if tokens > 0 else None

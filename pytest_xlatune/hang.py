@@ -1,4 +1,5 @@
-"""Tell a hung training job from a slow one by its own step history (pure: `now` is passed in)."""
+"""Tell a hung training job from a slow one by its own step history and XLA's rendezvous-stuck
+warnings (pure: `now` is passed in)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ class HangDetector:
         self._arrived: dict[int, float] = {}  # step → when it was first seen
         self._seconds: dict[int, float] = {}  # step → its own `seconds:` field
         self._last_at: float | None = None  # when the newest step arrived
+        self._stuck_warnings = 0
+        self.stuck_at: float | None = None  # XLA said a rendezvous may be stuck, after the last progress
 
     def running(self, at: float) -> None:
         """The scheduler reports the job RUNNING (the first call counts)."""
@@ -71,16 +74,27 @@ class HangDetector:
         if number in self._arrived:
             return
         self._arrived[number] = at
-        if isinstance(step, StepRecord):
+        self.stuck_at = None  # progress: an earlier rendezvous warning resolved itself
+        if isinstance(step, StepRecord) and step.seconds is not None:
             self._seconds[number] = step.seconds
         self._last_at = at if self._last_at is None else max(self._last_at, at)
 
-    def update(self, new_steps: Iterable[StepRecord], at: float, saw_memstats: bool = False) -> None:
-        """Take what one StepLog.feed returned, plus StepLog.saw_memstats, as seen at `at`."""
+    def update(self, new_steps: Iterable[StepRecord], at: float, saw_memstats: bool = False,
+               stuck_warnings: int = 0) -> None:
+        """Take what one StepLog.feed returned, plus StepLog.saw_memstats and
+        StepLog.stuck_warnings, as seen at `at`."""
         if saw_memstats:
             self.memstats(at)
         for record in new_steps:
             self.step(record, at)
+        if stuck_warnings > self._stuck_warnings:
+            self._stuck_warnings = stuck_warnings
+            self.stuck(at)
+
+    def stuck(self, at: float) -> None:
+        """XLA printed `This thread has been waiting for ... and may be stuck` at `at`."""
+        if self.stuck_at is None:
+            self.stuck_at = at
 
     @property
     def phase(self) -> HangPhase:
@@ -99,7 +113,11 @@ class HangDetector:
         return statistics.median(gaps) if gaps else None
 
     def threshold_s(self) -> float:
-        """How long the current phase may stay silent."""
+        """How long the current phase may stay silent; the floor once XLA says a rendezvous is stuck
+        and nothing progressed since (hang evidence before any allowance runs out)."""
+        marks = [t for t in (self.started_at, self.memstats_at, self._last_at) if t is not None]
+        if self.stuck_at is not None and (not marks or self.stuck_at >= max(marks)):
+            return self.settings.floor_s
         phase = self.phase
         if phase is HangPhase.BEFORE_MEMSTATS:
             return self.settings.init_allowance_s

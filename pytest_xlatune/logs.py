@@ -1,12 +1,12 @@
-"""MaxText step lines and failure signatures in a training log (pure: bytes in, values out)."""
+"""MaxText step lines, failure evidence and a noise-free tail of a training log (pure: bytes in,
+values out). Which lines are evidence is signatures.py's call; what they mean is triage.py's."""
 
 from __future__ import annotations
 
 import ctypes
-import math
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -25,7 +25,7 @@ _UNKNOWN_RE = re.compile(r"Unknown flags? in XLA_FLAGS:\s*(\S+)")
 # combined pattern stays fast.
 KNOWN_NOISE: tuple[str, ...] = (
     r"cuInit: UNKNOWN ERROR \(303\)",
-    r"INTERNAL: CUDA error",
+    r"INTERNAL: CUDA error: Failed call to cuInit",  # the cuInit probe, not a CUDA error in training
     r"NCCL WARN MSCCL\+\+: Feature not enabled",
     r"NCCL WARN LL cutoff points not detected",
     r"AMD GPU device\(s\) is/are in a low-power state",
@@ -47,17 +47,23 @@ _NOISE_RE = re.compile("|".join(KNOWN_NOISE))
 _NOISE_BYTES_RE = re.compile("|".join(KNOWN_NOISE).encode())
 
 TAIL_LINES = 60
-# maxtext-slurm's profiler captures steps 5-7 and dumps at step 8, a massive outlier.
-PROFILER_LAST_STEP = 8
 
-# Ingest must keep up with `grep -c` on GB-sized logs: a feed is searched for a few needles and
-# only the lines around hits are decoded. Bounds on everything else:
+# Ingest of GB-sized logs: a feed is searched block by block for byte needles (the step and OOM
+# needles here, signatures.EVIDENCE_NEEDLES for failure lines anywhere in the log) and only the
+# lines around hits are decoded; each needle costs one memmem pass. Bounds on everything else:
 _BLOCK = 256 << 10  # all needles are searched block by block, while the block is in cache
 _TAIL_SCAN = 64 << 10  # how far back from a feed's end the tail looks for non-noise lines
 _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's end is searched
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
+_SMALL = 16 << 10  # regions shorter than this are searched with bytes.find, not memmem
 _MAX_OOM_SIGNALS = 20
+_MAX_STEPS, _RECENT_STEPS = 4096, 64  # step records kept: the first ones, then the newest
+# Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
+MAX_EVIDENCE_LINES = 48
+MAX_WEAK_EVIDENCE = 16  # of which weak hints (a traceback header, NCCL WARN) at most
+_EVIDENCE_WIDTH = 2000
+_OOM_CONTEXT, _OOM_CONTEXT_LINES = 2048, 12  # what follows an OOM line: its memory figures
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLE = b"completed step:"
 _OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
@@ -86,7 +92,7 @@ def _libc_find() -> Callable[[bytes, bytes, int, int], int] | None:
 
     def find(buf: bytes, needle: bytes, start: int, end: int) -> int:
         end = min(end, len(buf))
-        if type(buf) is not bytes or end - start < len(needle):
+        if type(buf) is not bytes or end - start < _SMALL:  # a ctypes call costs more than a short find
             return buf.find(needle, start, end)
         base = ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value or 0  # no copy
         hit = memmem(base + start, end - start, needle, len(needle))
@@ -103,7 +109,7 @@ class StepRecord:
     """One `completed step:` line."""
 
     step: int
-    seconds: float
+    seconds: float | None  # None: a MaxText era that prints no step time (still progress)
     tflops: float | None
     mfu_pct: float | None
     tokens_per_s: float | None
@@ -112,7 +118,13 @@ class StepRecord:
 
 
 def parse_step_line(line: str) -> StepRecord | None:
-    """Parse a MaxText step line, whatever prefix (srun -l, absl) comes before it."""
+    """Parse a MaxText step line, whatever prefix (srun -l, absl, Ray actor) comes before it.
+
+    Every field after the step number is optional: old MaxText prints `TFLOP/s` and no
+    Tokens/s/device, some eras print no `seconds`, newer ones add extra losses.
+    """
+    if "\x1b" in line:
+        line = strip_ansi(line)
     m = _STEP_RE.search(line)
     if m is None:
         return None
@@ -121,8 +133,6 @@ def parse_step_line(line: str) -> StepRecord | None:
     for name, value in _FIELD_RE.findall(line, m.end(), len(line) if stop < 0 else stop):
         fields.setdefault(name, float(value))
     seconds = fields.pop("seconds", None)
-    if seconds is None:
-        return None
     tflops = fields.pop("TFLOP/s/device", None)
     return StepRecord(
         step=int(m.group(1)),
@@ -157,6 +167,7 @@ class SignalKind(Enum):
     OOM = "oom"
     MEMSTATS = "memstats"
     JOB_SUMMARY = "job-summary"
+    EVIDENCE = "evidence"  # a line a failure signature matches (signatures.is_evidence)
 
 
 @dataclass(frozen=True)
@@ -176,8 +187,21 @@ class StepLog:
     """Ingest a growing log in byte chunks of any size: steps, signals and a noise-free tail."""
 
     def __init__(self) -> None:
+        from .signatures import EVIDENCE_NEEDLES, is_evidence  # signatures imports this module
+
+        self._evidence_needles: _Needles = [(n, SignalKind.EVIDENCE) for n in EVIDENCE_NEEDLES]
+        self._is_evidence = is_evidence
+        # (byte offset, line, last step before it): failure lines from anywhere in the log
+        self.evidence: list[tuple[int, str, int | None]] = []
+        self.first_step_line: str | None = None
+        self.stuck_warnings = 0  # XLA's "waiting for ... may be stuck" rendezvous lines seen
+        self._consumed = 0  # bytes fed so far
+        self._context_left = 0  # lines still to keep after an OOM line
+        self._weak = 0
+        self._tail_at: deque[int] = deque(maxlen=TAIL_LINES)  # byte offset of each tail line
         self._partial = b""
-        self._steps: dict[int, StepRecord] = {}
+        self._steps: dict[int, StepRecord] = {}  # the first _MAX_STEPS steps
+        self._recent: dict[int, StepRecord] = {}  # then only the newest _RECENT_STEPS
         self.last_step: int | None = None
         self.signals: list[Signal] = []
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -189,13 +213,25 @@ class StepLog:
 
     @property
     def steps(self) -> dict[int, StepRecord]:
-        return dict(self._steps)
+        return {**self._steps, **self._recent}
 
     def tail_text(self) -> str:
         return "\n".join(self.tail)
 
+    def triage_text(self) -> str:
+        """The failure lines from the whole log (in log order, the first step line placed among
+        them) followed by the noise-free tail: what triage reads."""
+        tail_from = self._tail_at[0] if self._tail_at else self._consumed + 1
+        kept = [(line, after) for at, line, after in self.evidence if at < tail_from]
+        before = [line for line, after in kept if after is None]
+        later = [line for line, after in kept if after is not None]
+        marker = [self.first_step_line] if kept and self.first_step_line else []
+        return "\n".join(before + marker + later + list(self.tail))
+
     def feed(self, chunk: bytes) -> list[StepRecord]:
         """Ingest the next bytes of the log; return the steps seen for the first time."""
+        base = self._consumed
+        self._consumed += len(chunk)
         last_nl = chunk.rfind(b"\n")
         if last_nl < 0:
             self._partial += chunk[: max(0, _MAX_LINE - len(self._partial))]
@@ -203,24 +239,29 @@ class StepLog:
         new: list[StepRecord] = []
         first_nl = chunk.find(b"\n")
         head = self._partial + chunk[: first_nl + 1]  # the line straddling two feeds: copied
-        self._partial = chunk[last_nl + 1 :]
-        self._scan(head, 0, len(head), new)
-        self._scan(chunk, first_nl + 1, last_nl + 1, new)  # the rest is searched in place
-        self._update_tail((head, 0, len(head)), (chunk, first_nl + 1, last_nl + 1))
+        head_base = base + first_nl + 1 - len(head)
+        self._partial = chunk[last_nl + 1 :][:_MAX_LINE]
+        self._scan(head, 0, len(head), new, head_base)
+        self._scan(chunk, first_nl + 1, last_nl + 1, new, base)  # the rest is searched in place
+        self._update_tail((head, 0, len(head), head_base), (chunk, first_nl + 1, last_nl + 1, base))
         return new
 
     def flush(self) -> list[StepRecord]:
         """Take the buffered partial line as complete (the log has ended)."""
         return self.feed(b"\n") if self._partial else []
 
-    def _scan(self, buf: bytes, start: int, end: int, new: list[StepRecord]) -> None:
+    def _scan(self, buf: bytes, start: int, end: int, new: list[StepRecord], base: int = 0) -> None:
         if start >= end:
             return
         if self._status_budget > 0:
             self._find_status(buf, start, end)
+        if self._context_left > 0:
+            self._take_context(buf, start, end, base)
         wanted: _Needles = [(_STEP_NEEDLE, None)]
         if self._ooms < _MAX_OOM_SIGNALS:
             wanted += [(needle, SignalKind.OOM) for needle in _OOM_NEEDLES]
+        if len(self.evidence) < MAX_EVIDENCE_LINES:
+            wanted += self._evidence_needles
         hits = _lines_with(buf, start, end, wanted)
         if self.last_step is None:
             # XLA reads XLA_FLAGS and MaxText prints Memstats before step 0: only the text
@@ -243,6 +284,14 @@ class StepLog:
             line = buf[line_start:line_end].decode("utf-8", "replace").rstrip("\r")
             if kind is None:
                 self._take_steps(line, new)
+            elif kind is SignalKind.EVIDENCE:
+                if self._take_evidence(base + line_start, line) == "oom-gpu":
+                    self._context_left = _OOM_CONTEXT_LINES
+                    self._take_context(buf, line_end + 1, end, base)
+            elif kind is SignalKind.OOM and self._take_signal(kind, line):
+                if self._take_evidence(base + line_start, line) == "oom-gpu":
+                    self._context_left = _OOM_CONTEXT_LINES
+                    self._take_context(buf, line_end + 1, end, base)
             elif self._take_signal(kind, line) and kind is SignalKind.JOB_SUMMARY:
                 self._status_budget = _STATUS_WINDOW
                 self._find_status(buf, line_end, end)
@@ -252,13 +301,51 @@ class StepLog:
         while at >= 0:  # more than one when tasks' output interleaves within a line
             segment = line[at:]
             m = _STEP_RE.match(segment)
-            if m is not None and int(m.group(1)) not in self._steps:  # the first task to print wins
-                rec = parse_step_line(segment)
+            number = int(m.group(1)) if m is not None else -1
+            if m is not None and number not in self._steps and number not in self._recent:
+                rec = parse_step_line(segment)  # the first task to print a step wins
                 if rec is not None:
-                    self._steps[rec.step] = rec
+                    if self.first_step_line is None:
+                        self.first_step_line = strip_ansi(segment).strip()[:_EVIDENCE_WIDTH]
+                    if len(self._steps) < _MAX_STEPS:
+                        self._steps[rec.step] = rec
+                    else:  # a long run: memory stays bounded, the newest steps stay known
+                        self._recent[rec.step] = rec
+                        if len(self._recent) > _RECENT_STEPS:
+                            del self._recent[next(iter(self._recent))]
                     new.append(rec)
                     self.last_step = max(rec.step, self.last_step or 0)
             at = line.find(_STEP_MARK, at + len(_STEP_MARK))
+
+    def _take_evidence(self, at: int, line: str) -> str:
+        if len(self.evidence) >= MAX_EVIDENCE_LINES or _NOISE_RE.search(line):
+            return ""
+        line = strip_ansi(line[: _EVIDENCE_WIDTH * 2]).rstrip()[:_EVIDENCE_WIDTH]
+        sig = self._is_evidence(line)
+        if sig is None:
+            return ""
+        if sig.tier.value == "weak":  # hints (NCCL WARN spam): a budget of their own
+            if self._weak >= MAX_WEAK_EVIDENCE:
+                return ""
+            self._weak += 1
+        if sig.label == "rendezvous-stuck":
+            self.stuck_warnings += 1
+        self.evidence.append((at, line, self.last_step))
+        return sig.label
+
+    def _take_context(self, buf: bytes, at: int, end: int, base: int) -> None:
+        """The lines after an OOM (XLA's BufferAssignment stats: Total memory, Temp) as evidence."""
+        stop = min(end, at + _OOM_CONTEXT)
+        if at >= stop:
+            return
+        for raw in buf[at:stop].split(b"\n")[: self._context_left]:
+            if len(self.evidence) >= MAX_EVIDENCE_LINES or at + len(raw) >= stop:
+                return  # a partial line (the buffer ends): the next region takes it whole
+            self._context_left -= 1
+            line = strip_ansi(raw.decode("utf-8", "replace")).rstrip()
+            if line.strip() and (not self.evidence or self.evidence[-1][0] < base + at):
+                self.evidence.append((base + at, line[:_EVIDENCE_WIDTH], self.last_step))
+            at += len(raw) + 1
 
     def _take_signal(self, kind: SignalKind, line: str) -> bool:
         line = strip_ansi(line).strip()
@@ -288,26 +375,32 @@ class StepLog:
             self.summary_status = strip_ansi(line.decode("utf-8", "replace")).strip()
             self._status_budget = 0
 
-    def _update_tail(self, *regions: tuple[bytes, int, int]) -> None:
+    def _update_tail(self, *regions: tuple[bytes, int, int, int]) -> None:
         """Append this feed's last non-noise lines, walking back from its end."""
-        found: list[str] = []
+        found: list[tuple[int, str]] = []
         budget = _TAIL_SCAN
-        for buf, start, end in reversed(regions):
+        for buf, start, end, base in reversed(regions):
             pos = end
             while pos > start and len(found) < TAIL_LINES:
                 if budget <= 0:  # say that noise hides older lines rather than splice them on
                     self.tail.clear()
-                    self.tail.append(_NOISE_MARK)
-                    self.tail.extend(reversed(found))
+                    self._tail_at.clear()
+                    at = found[-1][0] if found else base + pos
+                    self._append_tail([(at, _NOISE_MARK)] + found[::-1])
                     return
                 line_start = max(buf.rfind(b"\n", start, pos - 1) + 1, start)
                 budget -= pos - line_start
                 if _NOISE_BYTES_RE.search(buf, line_start, pos) is None:
                     line = buf[line_start:pos].decode("utf-8", "replace").rstrip()
                     if line.strip():
-                        found.append(strip_ansi(line))
+                        found.append((base + line_start, strip_ansi(line)))
                 pos = line_start
-        self.tail.extend(reversed(found))
+        self._append_tail(found[::-1])
+
+    def _append_tail(self, lines: list[tuple[int, str]]) -> None:
+        for at, line in lines:
+            self._tail_at.append(at)
+            self.tail.append(line)
 
 
 def _lines_with(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit]:
@@ -326,33 +419,10 @@ def _lines_with(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit
     return out
 
 
-@dataclass(frozen=True)
-class SteadyState:
-    """Steady-state throughput of one run."""
+def __getattr__(name: str) -> object:
+    """steady.py owns the steady state now; its names stay importable from here."""
+    if name in ("SteadyState", "steady_state", "last_loss", "PROFILER_LAST_STEP"):
+        from . import steady
 
-    tgs: float  # mean Tokens/s/device
-    step_seconds: float
-    last_loss: float | None  # of the highest step, inside the window or not
-    steps_used: tuple[int, ...]
-    tgs_values: tuple[float, ...]  # per step, for confidence intervals
-
-
-def steady_state(
-    steps: Mapping[int, StepRecord], *, profiler_on: bool, first: int = 5, last: int = 14
-) -> SteadyState | None:
-    """Average Tokens/s/device and step time over steps 5-14, or 9-14 when the profiler ran."""
-    lo = max(first, PROFILER_LAST_STEP + 1) if profiler_on else first
-    used: list[tuple[StepRecord, float]] = []
-    for step in sorted(steps):
-        tgs = steps[step].tokens_per_s
-        if lo <= step <= last and tgs is not None and math.isfinite(tgs):
-            used.append((steps[step], tgs))
-    if not used:
-        return None
-    return SteadyState(
-        tgs=sum(tgs for _, tgs in used) / len(used),
-        step_seconds=sum(rec.seconds for rec, _ in used) / len(used),
-        last_loss=steps[max(steps)].loss,
-        steps_used=tuple(rec.step for rec, _ in used),
-        tgs_values=tuple(tgs for _, tgs in used),
-    )
+        return getattr(steady, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,6 +54,7 @@ class JobResult:
     image: str = ""
     backend: str = ""
     tgs: float | None = None
+    tgs_derived: bool = False  # tokens per device per step / step seconds: no Tokens/s/device printed
     step_seconds: float | None = None
     last_loss: float | None = None
     tgs_values: tuple[float, ...] = ()

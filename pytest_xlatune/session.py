@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from . import verdicts
 from .catalog import EvidenceFacts
-from .compose import job_request
+from .compose import job_request, tokens_per_device_step
 from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
 from .launch.base import Launcher, SubmittedJob
@@ -17,7 +17,7 @@ from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incid
 from .poller import ControllerDown, Poller, submit_through_outage
 from .signatures import FailureClass
 from .watch import SweepStopped, Watched, Watcher
-from .logs import SignalKind, StepLog, steady_state
+from .steady import last_loss, steady_state
 from .model import Cell
 from .plan import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from .results import JobResult, Verdict
@@ -252,15 +252,10 @@ class Sweep:
             return RunOutcome(result, reused=False)
 
     def _diagnose(self, seen: Watched) -> Diagnosis:
-        log = seen.log
-        return diagnose(Evidence(
-            last_step=log.last_step, expected_steps=self.cell.steps,
-            exit_code=seen.progress.exit_code,
-            unknown_flag_line=_first_line(log, SignalKind.UNKNOWN_FLAG),
-            oom_line=_first_line(log, SignalKind.OOM),
-            cancelled_by_us=bool(seen.cancelled_for), log_text=log.tail_text(),
-            scheduler_state=seen.progress.state, hang_phase=seen.hang_phase,
-            saw_memstats=log.saw_memstats, summary_status=log.summary_status,
+        return diagnose(Evidence.from_log(
+            seen.log, self.cell.steps, exit_code=seen.progress.exit_code,
+            cancelled_by_us=bool(seen.cancelled_for), scheduler_state=seen.progress.state,
+            hang_phase=seen.hang_phase,
         ))
 
     def _check_nodes(self) -> None:
@@ -377,9 +372,13 @@ class Sweep:
     def _result(self, spec: RunSpec, key: str, job: SubmittedJob, seen: Watched,
                 diagnosis: Diagnosis, submitted_at: float, retries: tuple[str, ...]) -> JobResult:
         verdict, reason = diagnosis.verdict, diagnosis.reason
-        steady = steady_state(seen.log.steps, profiler_on=spec.evidence) if verdict.measured else None
-        if verdict.measured and steady is None:
-            verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window"
+        steady = steady_state(seen.log.steps, profiler_on=spec.evidence,
+                              tokens_per_step=tokens_per_device_step(self.cell, spec))
+        if verdict.measured and (steady is None or steady.tgs is None):
+            verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window" + (
+                f" ({len(seen.log.steps)} steps completed; their lines carry no seconds either)"
+                if steady is None else f" (mean step {steady.step_seconds:.3f} s; tokens per device "
+                "per step unknown: set pdbs and overrides.max_target_length to derive TGS)")
         artifacts = self.launcher.artifacts(job)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
             artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
@@ -391,9 +390,9 @@ class Sweep:
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
             nodelist=self.nodelist, image=self.image or self.cell.image, backend=self.launcher.name,
-            tgs=steady.tgs if steady else None,
+            tgs=steady.tgs if steady else None, tgs_derived=bool(steady and steady.derived),
             step_seconds=steady.step_seconds if steady else None,
-            last_loss=steady.last_loss if steady else None,
+            last_loss=last_loss(seen.log.steps),
             tgs_values=steady.tgs_values if steady else (),
             steps_used=steady.steps_used if steady else (),
             step_count=len(seen.log.steps),
@@ -408,7 +407,3 @@ def _controller_limit_s(policy: Policy) -> float:
     """How long the controller may stay unreachable before STOP (the playbook says 15 min)."""
     minutes = policy.rule(FailureClass.CONTROLLER_UNREACHABLE).stop_after
     return float(minutes if minutes is not None else 15) * 60
-
-
-def _first_line(log: StepLog, kind: SignalKind) -> str | None:
-    return next((signal.line for signal in log.signals if signal.kind is kind), None)

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 
 from .hang import HangPhase
-from .logs import strip_ansi
+from .logs import SignalKind, StepLog, strip_ansi
 from .results import Verdict
-from .signatures import FailureClass, Signature, Tier, harmless, match_line
+from .signatures import EXCEPTION_LINE, FailureClass, Signature, Tier, harmless, match_line
 from .slurm.parsers import JobState
 
 __all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
@@ -23,14 +23,19 @@ _NCCL_HOST_RE = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]")
 _RANK_HOST_RES = (re.compile(r"^\s*(?P<rank>\d+):\s*NODE_EXIT host=(?P<host>\S+)"),
                   re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<rank>\d+):"))
 _STATUS_RE = re.compile(r"Status:\s*(?P<word>SUCCESS|FAILED|CANCELLED)\b[^(]*(?:\((?P<paren>[^)]*)\))?")
-_EXC_RE = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt"
-                     r"|Failure|Iteration))(?::\s*(?P<msg>.*))?$")
+_EXC_RE = re.compile(EXCEPTION_LINE)
+_FRAME_FILE = 'File "'
+# The line naming the fusion a GPU compile failed on, most telling first.
+_FUSION_RES = tuple(re.compile(p) for p in (
+    r"when compiling fusion \S+", r"Entry function '[^']+'", r"[Cc]ompiling fusion \S+",
+    r"(?<![\w/])\w*fusion(?:[._]\d+)+\b"))
 _SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
 _REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate)\s+(?P<v>{_SIZE})")
 _TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
 _TEMP_RE = re.compile(rf"\b[Tt]emp(?:\s+allocation)?:\s*(?P<v>{_SIZE})")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
+_SLURM_KILL = frozenset({"slurm-time-limit", "slurm-cancelled"})
 # Lines that follow from another node's failure: a Slurm NODE_FAIL outranks them.
 _CONSEQUENCES = frozenset({FailureClass.HEARTBEAT_TIMEOUT, FailureClass.NCCL_TIMEOUT,
                            FailureClass.COORDINATION_TIMEOUT})
@@ -56,7 +61,7 @@ class Evidence:
 
     last_step: int | None
     expected_steps: int
-    exit_code: int | None
+    exit_code: int | None = None
     unknown_flag_line: str | None = None
     oom_line: str | None = None
     cancelled_by_us: bool = False
@@ -65,6 +70,16 @@ class Evidence:
     hang_phase: HangPhase | None = None  # our HangDetector fired (and we cancelled the job)
     saw_memstats: bool = False  # StepLog.saw_memstats: the log printed `Memstats`
     summary_status: str | None = None  # StepLog.summary_status, e.g. "FAILED (exit 1)"
+
+    @classmethod
+    def from_log(cls, log: StepLog, expected_steps: int, **kw: object) -> Evidence:
+        """What a StepLog saw of the whole log (failure lines from anywhere, the tail), plus `kw`."""
+        def first(kind: SignalKind) -> str | None:
+            return next((signal.line for signal in log.signals if signal.kind is kind), None)
+        return cls(last_step=log.last_step, expected_steps=expected_steps, log_text=log.triage_text(),
+                   unknown_flag_line=first(SignalKind.UNKNOWN_FLAG), oom_line=first(SignalKind.OOM),
+                   saw_memstats=log.saw_memstats, summary_status=log.summary_status,
+                   **kw)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -150,7 +165,9 @@ def diagnose(e: Evidence) -> Diagnosis:
         how = f"exit {exit_code}" if exit_code is not None else f"Status: {summary_word}"
         return made(FailureClass.SOFT_SUCCESS, f"{how} after the last step {e.last_step} "
                     "(teardown race); training data is intact")
-    fatal = next((h for h in hits if h.signature.tier is Tier.FATAL), None)
+    # What a task prints after Slurm's own cancel line (time limit, scancel) follows from the kill.
+    killed_at = next((h.index for h in hits if h.signature.label in _SLURM_KILL), len(lines))
+    fatal = next((h for h in hits if h.signature.tier is Tier.FATAL and h.index < killed_at), None)
     lost = next((h for h in hits if h.signature.label == "slurm-node-failure"), None)
     if fatal and fatal.failure in _CONSEQUENCES:
         # A task that died first (its own traceback, a killed node) explains the timeouts after it;
@@ -171,7 +188,8 @@ def diagnose(e: Evidence) -> Diagnosis:
         rccl = next((h for h in hits if h.failure is FailureClass.RCCL_INIT_FLAKE), None)
         if rccl and phase is not HangPhase.AFTER_STEP0:
             return _from_hit(e, rccl, lines, ranks, exit_code, also, phase=phase)
-        return _hang(e, phase, exit_code, also, timed_out=e.hang_phase is None)
+        stuck = next((h for h in hits if h.signature.label == "rendezvous-stuck"), None)
+        return _hang(e, phase, exit_code, also, timed_out=e.hang_phase is None, stuck=stuck)
     if e.cancelled_by_us:
         return made(FailureClass.CANCELLED, "cancelled by this session")
     if state is JobState.OUT_OF_MEMORY:
@@ -199,6 +217,8 @@ def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
         if "completed step:" in line:
             after_step = True
             continue
+        if index and _FRAME_FILE in lines[index - 1] and _FRAME_FILE not in line:
+            continue  # the source line of a traceback frame (`raise RuntimeError(f"NCCL error…")`)
         found = match_line(line, steps_done=steps_done, after_step=after_step)
         if found is not None:
             hits.append(Hit(index, found[0], line, found[1]))
@@ -214,8 +234,8 @@ def _independent(hit: Hit, lines: list[str]) -> bool:
         return False
     rank = _RANK_RE.match(hit.line)
     last = _exception(lines, hit.index, int(rank.group(1)) if rank else None)
-    return last is not None and not any(
-        h.signature.tier is Tier.FATAL for h in find_hits([last], last_step=0))
+    return last is not None and not any(h.signature.tier is Tier.FATAL and h.failure is not
+                                        FailureClass.PYTHON_EXCEPTION for h in find_hits([last], last_step=0))
 
 
 def _lines(e: Evidence) -> list[str]:
@@ -235,7 +255,7 @@ def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], ex
     rank = int(rank_m.group(1)) if rank_m else None
     groups = hit.match.groupdict()
     host_m = _NCCL_HOST_RE.search(line)
-    node = groups.get("host") or (host_m.group("host") if host_m else None) or (
+    node = groups.get("host") or groups.get("on") or (host_m.group("host") if host_m else None) or (
         ranks.get(rank) if rank is not None else None)
     on = f" on {node}" if node else (f" on task {rank}" if rank is not None else "")
     failure, label = hit.failure, hit.signature.label
@@ -246,6 +266,10 @@ def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], ex
     elif failure is FailureClass.OOM:
         memory = _memory(lines, hit.index)
         reason = f"out of memory ({memory}){on}: {quoted}" if str(memory) else f"out of memory{on}: {quoted}"
+    elif label == "python-exception-line":
+        reason = f"Python exception{on}: {_short(line[hit.match.start('exc'):])}"
+    elif failure is FailureClass.XLA_COMPILE_FAIL:
+        reason = f"{_REASONS[failure]}{on}: {_short(_fusion_line(lines, hit.index) or line)}"
     elif failure is FailureClass.PYTHON_EXCEPTION:
         reason = f"Python exception{on}: {_short(_exception(lines, hit.index, rank) or line)}"
     elif label == "slurm-node-failure":
@@ -278,8 +302,13 @@ _PHASE_WORDS = {HangPhase.BEFORE_MEMSTATS: "before Memstats",
 
 
 def _hang(e: Evidence, phase: HangPhase, exit_code: int | None, also: tuple[FailureClass, ...],
-          timed_out: bool) -> Diagnosis:
+          timed_out: bool, stuck: Hit | None = None) -> Diagnosis:
     how = "ran into its time limit" if timed_out else "stopped making progress"
+    if stuck is not None:  # XLA named the collective: a hang whatever the phase, not a silent OOM
+        where = _PHASE_WORDS[phase]
+        return _made(e, FailureClass.HANG, f"{how} {where}: a collective is stuck at a rendezvous: "
+                     f"{_short(stuck.line)}", exit_code, also, label="rendezvous-stuck", phase=phase,
+                     line=stuck.line.strip())
     if phase is HangPhase.BEFORE_STEP0:
         return _made(e, FailureClass.OOM, f"{how} after Memstats and before step 0: a silent OOM "
                      "in XLA compile (treated as OOM, never retried)", exit_code, also,
@@ -326,6 +355,16 @@ def _memory(lines: list[str], start: int) -> MemoryFigures:
     return MemoryFigures(first(_REQUESTED_RE), first(_TOTAL_RE), first(_TEMP_RE))
 
 
+def _fusion_line(lines: list[str], start: int) -> str | None:
+    """The line naming the fusion the compiler failed on, around the failure line."""
+    near = lines[start : start + 10] + lines[max(0, start - 3) : start][::-1]
+    for pattern in _FUSION_RES:
+        for line in near:
+            if pattern.search(line) and not harmless(line):
+                return line.strip().lstrip("- ").strip()
+    return None
+
+
 def _exception(lines: list[str], start: int, rank: int | None) -> str | None:
     """The exception line that ends the traceback starting at `start` (same srun task)."""
     for line in lines[start + 1 : start + 400]:
@@ -333,11 +372,11 @@ def _exception(lines: list[str], start: int, rank: int | None) -> str | None:
         if rank is not None and (m is None or int(m.group(1)) != rank):
             continue
         body = line[m.end():] if m else line
-        if body[:1].isspace() or body.startswith("Traceback"):
+        if body[:1].isspace() or body.startswith("Traceback") or "File \"" in body:
             continue
-        found = _EXC_RE.match(body.strip())
+        found = _EXC_RE.search(body.strip())
         if found:
-            return body.strip()
+            return body.strip()[found.start("exc"):]
     return None
 
 

@@ -95,7 +95,8 @@ class Watcher:
             if progress.phase is JobPhase.RUNNING and not was_running:
                 detector.running(now)
                 was_running = True
-            detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats)
+            detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats,
+                            stuck_warnings=seen.log.stuck_warnings)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
                 if seen.cancelled_for and not self._unsent_cancel and \
@@ -149,7 +150,7 @@ class Watcher:
             self._cancel(job, seen, "unknown_flag")
             return
         diagnosis = diagnose(Evidence(last_step=seen.log.last_step, expected_steps=self.steps,
-                                      exit_code=None, log_text=seen.log.tail_text(),
+                                      exit_code=None, log_text=seen.log.triage_text(),
                                       scheduler_state="RUNNING"))
         if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
             self.warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")

@@ -5,7 +5,8 @@ Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_fail=KIND   oom | crash | sigterm_after_last | rccl_hang | coord_timeout
                          | coord_timeout_hang | hang_before_memstats | hang_before_step0
                          | hang_after_step0
-Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set).
+Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
+fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -43,6 +44,7 @@ def main(argv: list[str]) -> int:
         tgs *= float(args.get("fake_penalty", "0.8"))  # this config tag dislikes that flag
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")
+    fake_format = args.get("fake_format", "")  # no_tokens | no_seconds: other MaxText eras
     print("Num_devices: 8", flush=True)
     if fail == "hang_before_memstats":  # RCCL/IB init never finishes, silently
         _hang(fail)
@@ -80,8 +82,13 @@ def main(argv: list[str]) -> int:
             return 1
         time.sleep(step_sleep)
         value = tgs * (0.5 if step == 0 else 1.0) * (1 + 0.001 * ((step % 3) - 1))
-        print(f"completed step: {step}, seconds: {1024 / value:.3f}, TFLOP/s/device: 1.000, "
-              f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1:.3f}", flush=True)
+        line = (f"completed step: {step}, seconds: {1024 / value:.3f}, TFLOP/s/device: 1.000, "
+                f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1:.3f}")
+        if fake_format == "no_tokens":  # MaxText before Tokens/s/device (2024-07)
+            line = line.replace(f", Tokens/s/device: {value:.3f}", "")
+        elif fake_format == "no_seconds":
+            line = line.replace(f", seconds: {1024 / value:.3f}", "").replace(f", Tokens/s/device: {value:.3f}", "")
+        print(line, flush=True)
         if fail == "hang_after_step0" and step == 2:  # a collective stuck mid-training
             _hang(fail)
     if fail == "sigterm_after_last":

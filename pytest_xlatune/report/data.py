@@ -33,6 +33,7 @@ class Row:
     ci_high: float | None = None
     direction: str = ""  # better | worse | within_noise (stats.Direction values)
     kind: str = ""  # the RunKind value of the run (baseline rows: "baseline")
+    derived: bool = False  # TGS derived from the step time (the log printed no Tokens/s/device)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         cmp = verdicts.compare([r.tgs or 0.0], measured, primary)
         rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
                         ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
-                        direction=cmp.verdict.value if cmp else "", kind=r.kind))
+                        direction=cmp.verdict.value if cmp else "", kind=r.kind,
+                        derived=r.tgs_derived))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best

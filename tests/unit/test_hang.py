@@ -135,3 +135,34 @@ def test_update_takes_what_a_steplog_feed_returns() -> None:
     assert det.phase is HangPhase.AFTER_STEP0
     assert (det.memstats_at, det.median_step_s(), det.threshold_s()) == (T0 + 100, 20.0, 120.0)
     assert det.check(T0 + 300 + 121, scheduler_running=True) is HangPhase.AFTER_STEP0
+
+
+STUCK = (b"E0213 12:41:17.931882   59040 rendezvous.cc:98] This thread has been waiting for "
+         b"`rendezvous of collective-permute; run_id=15; op id:1` for 20 seconds and may be stuck.\n")
+
+
+def test_a_rendezvous_stuck_warning_cuts_the_allowance_to_the_floor() -> None:
+    """Before step 0 the compile allowance is 900 s; once XLA says a rendezvous is stuck and
+    nothing progresses, the floor (120 s) is enough to call the hang."""
+    det = HangDetector()
+    assert det.check(T0, scheduler_running=True) is None
+    log = StepLog()
+    log.feed(b"Memstats: After params initialized:\n")
+    det.update([], T0 + 60, saw_memstats=log.saw_memstats, stuck_warnings=log.stuck_warnings)
+    assert det.threshold_s() == 900
+    log.feed(STUCK)
+    assert log.stuck_warnings == 1
+    det.update([], T0 + 100, saw_memstats=True, stuck_warnings=log.stuck_warnings)
+    assert det.threshold_s() == 120
+    assert det.check(T0 + 60 + 119, scheduler_running=True) is None
+    assert det.check(T0 + 60 + 121, scheduler_running=True) is HangPhase.BEFORE_STEP0
+
+
+def test_progress_after_a_rendezvous_warning_restores_the_normal_threshold() -> None:
+    det, at = trained(5)
+    det.update([], at + 5, stuck_warnings=1)
+    assert det.threshold_s() == 120
+    det.step(rec(5, 10.0), at + 10)  # the collective went through after all
+    assert det.stuck_at is None and det.threshold_s() == HangSettings().step_threshold(10.0)
+    det.update([], at + 20, stuck_warnings=1)  # the same count: no new warning
+    assert det.stuck_at is None

@@ -19,9 +19,9 @@ from pytest_xlatune.logs import (
     StepRecord,
     is_noise,
     parse_step_line,
-    steady_state,
     strip_known_noise,
 )
+from pytest_xlatune.steady import last_loss, steady_state
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
@@ -166,8 +166,6 @@ def test_loss_is_never_taken_from_mtp_loss() -> None:
     "line",
     [
         "eval metrics after step: 5, loss=2.100, total_weights=1024",
-        "completed step: 5",
-        "completed step: 5, TFLOP/s/device: 3.000, loss: 1.000",
         "uncompleted step: 5, seconds: 1.0",
         "To see full metrics 'tensorboard --logdir=/outputs/x/tensorboard/'",
         "",
@@ -175,6 +173,12 @@ def test_loss_is_never_taken_from_mtp_loss() -> None:
 )
 def test_parse_step_line_rejects_other_lines(line: str) -> None:
     assert parse_step_line(line) is None
+
+
+@pytest.mark.parametrize("line", ["completed step: 5", "completed step: 5, TFLOP/s/device: 3.000, loss: 1.000"])
+def test_a_step_line_without_seconds_is_still_progress(line: str) -> None:
+    rec = parse_step_line(line)
+    assert rec is not None and rec.step == 5 and rec.seconds is None
 
 
 GLUED = "completed step: 1, seconds: 1.000completed step: 2, seconds: 2.000, loss: 5.000"
@@ -487,9 +491,20 @@ def test_steady_state_window_is_clipped_to_the_steps_present() -> None:
     assert ss is not None and ss.steps_used == (1, 2) and ss.last_loss == 7.758  # loss of the highest step
 
 
-def test_steady_state_is_none_without_tokens() -> None:
-    assert steady_state(_steps("old-format.log"), profiler_on=False, first=0) is None
+def test_steady_state_without_tokens_reports_step_time_and_derives_tgs_when_told() -> None:
+    steps = _steps("old-format.log")  # TFLOP/s era: no Tokens/s/device
+    ss = steady_state(steps, profiler_on=False, first=1)
+    assert ss is not None and ss.tgs is None and not ss.derived and ss.tgs_values == ()
+    assert ss.steps_used == (1, 2, 3) and ss.step_seconds == pytest.approx(
+        sum(steps[s].seconds or 0 for s in (1, 2, 3)) / 3)
+    derived = steady_state(steps, profiler_on=False, first=1, tokens_per_step=4096)
+    assert derived is not None and derived.derived
+    assert derived.tgs_values == tuple(pytest.approx(4096 / (steps[s].seconds or 1)) for s in (1, 2, 3))
+    assert derived.tgs == pytest.approx(sum(derived.tgs_values) / 3)
     assert steady_state({}, profiler_on=False) is None
+    no_time = {5: StepRecord(5, None, None, None, None, 2.5)}
+    assert steady_state(no_time, profiler_on=False, tokens_per_step=4096) is None
+    assert last_loss(no_time) == 2.5
 
 
 def test_steady_state_ignores_non_finite_tokens() -> None:
@@ -497,3 +512,58 @@ def test_steady_state_ignores_non_finite_tokens() -> None:
     steps[6] = StepRecord(6, 1.0, 1.0, None, math.nan, math.nan)
     ss = steady_state(steps, profiler_on=False)
     assert ss is not None and 6 not in ss.steps_used and len(ss.tgs_values) == 9
+
+
+# -- bounded memory on huge input ----------------------------------------------------------------
+
+
+def test_a_10_mb_single_line_is_bounded_and_the_next_lines_still_count() -> None:
+    import tracemalloc
+
+    piece = b"RuntimeError: x " * 4096  # 64 KiB; needles on every piece
+    log = StepLog()
+    tracemalloc.start()
+    for _ in range(160):  # 10 MiB without a newline
+        log.feed(piece)
+    log.feed(b"\ncompleted step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n")
+    log.flush()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20  # well under the 10 MiB line: only a bounded part of it is held
+    assert log.last_step == 0 and log.steps[0].tokens_per_s == 5.0
+    assert all(len(line) <= 2000 for _, line, _ in log.evidence)
+    assert len(log.tail) <= TAIL_LINES and sum(len(t) for t in log.tail) < 1 << 21
+
+
+def test_a_huge_log_keeps_bounded_evidence_steps_and_tail() -> None:
+    block = b"".join(
+        b"0: completed step: %d, seconds: 1.000, Tokens/s/device: 10.0, loss: 1.0\n"
+        b"0: E1201 12:00:00.000 1 x.cc:1] RuntimeError: transient %d\n"
+        b"0: I1201 12:00:00.000 1 x.cc:1] NCCL WARN something %d\n" % (i, i, i) for i in range(2000))
+    log = StepLog()
+    for _ in range(6):  # 12000 steps, 12000 error lines, 12000 warnings (~1.7 MB per round)
+        log.feed(block)
+    steps = StepLog()
+    lines = b"".join(b"completed step: %d, seconds: 1.000, loss: %d.0\n" % (i, i) for i in range(20000))
+    steps.feed(lines)
+    assert len(log.evidence) <= logs.MAX_EVIDENCE_LINES
+    assert sum(1 for _, line, _ in log.evidence if "NCCL WARN" in line) <= logs.MAX_WEAK_EVIDENCE
+    assert len(log.tail) == TAIL_LINES
+    assert len(steps.steps) <= 4096 + 64 and steps.last_step == 19999
+    assert steps.steps[19999].loss == 19999.0 and 0 in steps.steps  # the first and the newest
+
+
+def test_triage_text_puts_early_failure_lines_before_the_tail_in_log_order() -> None:
+    log = StepLog()
+    log.feed(b"0: Memstats: After params initialized:\n"
+             b"0: node01:1:1 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12\n"
+             b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+             b"0: Traceback (most recent call last):\n"
+             b"0:   File \"train.py\", line 1, in <module>\n"
+             b"0: ValueError: bad shape\n"
+             + b"".join(b"0: I1201 filler %d\n" % i for i in range(200)))
+    text = log.triage_text().splitlines()
+    assert text[:4] == ["0: node01:1:1 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with error 12",
+                        "completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0",
+                        "0: ValueError: bad shape", "0: I1201 filler 140"]
+    assert len(text) == 3 + TAIL_LINES  # the traceback header is left to the tail: its exception line says it

@@ -92,3 +92,17 @@ def test_run_key_changes_with_flags_and_nodelist_but_not_between_calls() -> None
                          [(4, 4, 1, 3 / 7), (4, 16, 1, 3 / 19), (8, 8, 7, 7 / 63)])
 def test_predicted_bubble(stages: int, microbatches: int, v: int, expected: float) -> None:
     assert predicted_bubble(stages, microbatches, v) == pytest.approx(expected)
+
+
+def test_tokens_per_device_step_comes_from_the_jobs_own_args() -> None:
+    from pytest_xlatune.compose import tokens_per_device_step
+    from pytest_xlatune.model import Backend, BackendKind
+
+    spec = expand(make_cell())[0]
+    # local: the embedded workload's defaults fill what the cell leaves out (pdbs 2 x 128)
+    assert tokens_per_device_step(make_cell(), spec) == 256
+    assert tokens_per_device_step(make_cell(pdbs=4, overrides=(("max_target_length", "512"),)), spec) == 2048
+    slurm = Backend(BackendKind.MAXTEXT_SLURM)
+    assert tokens_per_device_step(make_cell(backend=slurm, pdbs=24), spec) is None  # length from gpu.yml
+    assert tokens_per_device_step(make_cell(backend=slurm, pdbs=24, overrides=(
+        ("max_target_length", "2048"), ("gradient_accumulation_steps", "2"))), spec) == 24 * 2048 * 2

@@ -11,6 +11,7 @@ import pytest
 from pytest_xlatune.hang import HangPhase
 from pytest_xlatune.logs import StepLog
 from pytest_xlatune.results import Verdict
+from pytest_xlatune.signatures import match_line
 from pytest_xlatune.triage import Diagnosis, Evidence, FailureClass, MemoryFigures, diagnose, judge
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -303,3 +304,59 @@ def test_only_success_verdicts_are_measured() -> None:
     assert {v for v in Verdict if v.measured} == {Verdict.SUCCESS, Verdict.SOFT_SUCCESS}
     assert {v.value for v in Verdict} >= {"success", "soft_success", "unknown_flag", "oom", "failed",
                                           "cancelled", "no_steps"}
+
+
+def test_a_rendezvous_stuck_warning_after_memstats_is_a_hang_not_a_silent_oom() -> None:
+    log = StepLog()
+    log.feed(b"0: Memstats: After params initialized:\n"
+             b"0: E0927 01:19:23.978061 2521 rendezvous.cc:55] This thread has been waiting for "
+             b"`first call to collective operation 0; run_id=0` for 20 seconds and may be stuck.\n")
+    d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.HANG and d.phase is HangPhase.BEFORE_STEP0 and d.label == "rendezvous-stuck"
+    assert "first call to collective operation 0" in d.reason
+    silent = StepLog()
+    silent.feed(b"0: Memstats: After params initialized:\n")
+    assert diagnose(Evidence.from_log(silent, 15, scheduler_state="TIMEOUT")).failure is F.OOM
+
+
+def test_a_time_limit_does_not_hide_an_exception_far_above_the_end() -> None:
+    log = StepLog()
+    log.feed(b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+             b"0: Traceback (most recent call last):\n0:   File \"train.py\", line 9, in <module>\n"
+             b"0:     main()\n0: ValueError: bad shape\n"
+             + b"".join(b"0: I1201 12:00:00 waiting for the others %d\n" % i for i in range(500)))
+    d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.PYTHON_EXCEPTION and d.reason == "Python exception on task 0: ValueError: bad shape"
+
+
+def test_an_exception_printed_after_slurms_time_limit_line_follows_from_the_kill() -> None:
+    log = StepLog()
+    log.feed(b"0: completed step: 3, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+             b"slurmstepd: error: *** JOB 7 ON node01 CANCELLED AT 2026-12-01T10:00:00 DUE TO TIME LIMIT ***\n"
+             b"0: Traceback (most recent call last):\n0:   File \"train.py\", line 9, in <module>\n"
+             b"0: RuntimeError: Received signal 15\n")
+    d = diagnose(Evidence.from_log(log, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.HANG and d.phase is HangPhase.AFTER_STEP0
+    before = StepLog()  # the same exception before the time limit is the root cause
+    before.feed(b"0: completed step: 3, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0\n"
+                b"0: RuntimeError: shapes do not match\n"
+                b"slurmstepd: error: *** JOB 7 ON node01 CANCELLED AT 2026-12-01T10:00:00 DUE TO TIME LIMIT ***\n")
+    d = diagnose(Evidence.from_log(before, 15, scheduler_state="TIMEOUT", exit_code=0))
+    assert d.failure is F.PYTHON_EXCEPTION and "RuntimeError: shapes do not match" in d.reason
+
+
+@pytest.mark.parametrize("line, name", [
+    ("0: ValueError: bad shape", "ValueError"),
+    ("[231844] ValueError: Tried to step", "ValueError"),
+    ("(MaxTextTrainer pid=1, ip=10.0.0.1) RuntimeError: boom", "RuntimeError"),
+    ("E1201 12:00:00.1 1 train.py:45] jaxlib.xla_extension.XlaRuntimeError: INTERNAL: x", "jaxlib.xla_extension.XlaRuntimeError"),
+    ("[1]<stderr>:RuntimeError: boom", "RuntimeError"),
+    ("AssertionError", "AssertionError"),
+    ("W0101 x.cc:1] Retrying after TransientError", None),  # a name mid-sentence
+    ("I1201 a.py:1] Failed to save: ValueError: x", None),  # a handled error, logged
+    ("KeyboardInterrupt", None),  # follows a cancel
+])
+def test_an_exception_line_behind_any_log_prefix_is_root_cause_evidence(line: str, name: str | None) -> None:
+    found = match_line(line, steps_done=False, after_step=False)
+    got = found[1].group("exc") if found and found[0].label == "python-exception-line" else None
+    assert got == name
