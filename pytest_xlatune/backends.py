@@ -54,8 +54,12 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
     """
     image = container_image(cell, settings) if cell.backend.kind is BackendKind.MAXTEXT_SLURM else ""
     client = SlurmClient(transport)
+    store = store or cell_store(settings, workdir)
+    info = store.sweep_info()
+    # A `nodes: N` slot stays on the nodes the sweep froze (busy with its own jobs or not).
+    stored = str(info["nodelist"]) if info is not None and not settings.fresh_baseline else None
     try:
-        frozen = resolve_slot(cell.path, cell.slot, client)
+        frozen = resolve_slot(cell.path, cell.slot, client, stored=stored)
     except (LauncherError, TransportError) as error:
         raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}") from None
     placement = SlurmPlacement(nodelist=frozen.nodelist, nodes=frozen.nodes,
@@ -67,8 +71,6 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
         command = shlex.split(cell.backend.option("command") or default)
         return SbatchLauncher(transport, client, workdir, placement, command), frozen
     if cell.backend.kind is BackendKind.MAXTEXT_SLURM:
-        store = store or cell_store(settings, workdir)
-        info = store.sweep_info()
         # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
         refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
         return maxtext_backend(cell, transport, client, placement, store, prepare=not refused,

@@ -57,6 +57,9 @@ _TAIL_SCAN = 64 << 10  # how far back from a feed's end the tail looks for non-n
 _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's end is searched
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
+# A tail line is kept to this many bytes: the tail is re-read by triage on every feed, so a
+# 50 MB line must not ride along (its start is what a person reads anyway).
+_MAX_TAIL_LINE = 4 << 10
 _MAX_OOM_SIGNALS = 20
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLE = b"completed step:"
@@ -302,8 +305,11 @@ class StepLog:
                     return
                 line_start = max(buf.rfind(b"\n", start, pos - 1) + 1, start)
                 budget -= pos - line_start
-                if _NOISE_BYTES_RE.search(buf, line_start, pos) is None:
-                    line = buf[line_start:pos].decode("utf-8", "replace").rstrip()
+                cut = min(pos, line_start + _MAX_TAIL_LINE)
+                if _NOISE_BYTES_RE.search(buf, line_start, cut) is None:
+                    line = buf[line_start:cut].decode("utf-8", "replace").rstrip()
+                    if cut < pos:
+                        line += f" [... {pos - cut} more bytes]"
                     if line.strip():
                         found.append(strip_ansi(line))
                 pos = line_start

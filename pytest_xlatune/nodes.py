@@ -18,6 +18,7 @@ from .preflight import PreflightError
 from . import stats, verdicts
 from .results import JobResult, Verdict
 from .session import Sweep
+from .store import StoreWriteError
 from .watch import SweepStopped
 from .lock import LockError
 from .runtime import RUNTIME_KEY, Runtime, specs_for
@@ -106,6 +107,9 @@ class CellItem(pytest.Item):
         except SweepStopped as stop:
             runtime = self.config.stash[RUNTIME_KEY]
             raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
+        except StoreWriteError as error:  # never report a run whose record is not on disk
+            runtime = self.config.stash[RUNTIME_KEY]
+            raise Stopped(runtime.store_failed(error, self.session)) from None
 
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]

@@ -15,6 +15,7 @@ class FailureClass(Enum):
     SUCCESS = "success"
     SOFT_SUCCESS = "soft_success"  # FAILED / exit 143 with `completed step: T-1`: data intact
     OOM = "oom"
+    DISK_FULL = "disk_full"  # no space, quota, I/O error: the next job fails the same way
     UNKNOWN_FLAG = "unknown_flag"
     RCCL_INIT_FLAKE = "rccl_init_flake"
     COORDINATION_TIMEOUT = "coordination_timeout"
@@ -73,6 +74,10 @@ _NCCL_ERROR = (r"NCCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(?:S
 SIGNATURES: tuple[Signature, ...] = (
     _sig(F.UNKNOWN_FLAG, "unknown-flag",
          r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>-{1,2}[A-Za-z_][\w.-]*)"),
+    # Before OOM: XLA says `RESOURCE_EXHAUSTED: ... No space left on device` when an HLO dump
+    # or a checkpoint fills the disk; that is no memory problem and never an OOM.
+    _sig(F.DISK_FULL, "disk-full", r"No space left on device|Disk quota exceeded|\bENOSPC\b"
+         r"|\bEDQUOT\b|Input/output error|\[Errno (?:5|28|122)\]"),
     _sig(F.OOM, "oom-host", r"\boom-kill\b|\boom_kill_process\b|Out of memory: Killed process"
          r"|Memory cgroup out of memory"),
     # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below).

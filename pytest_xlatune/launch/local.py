@@ -125,11 +125,11 @@ class LocalLauncher:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
         try:
             with open(job.log_path, "rb") as handle:
                 handle.seek(offset)
-                return handle.read()
+                return handle.read(-1 if limit is None else limit)
         except FileNotFoundError:
             return b""
 

@@ -377,10 +377,10 @@ class MaxTextSlurmLauncher(SlurmJobs):
         except TransportError:
             return False
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
         try:
             path = self._log_file(job)
-            return b"" if path is None else self.transport.read_from(path, offset)
+            return b"" if path is None else self.transport.read_from(path, offset, limit)
         except (TransportError, OSError):
             self._logs.pop(job.job_id, None)  # renamed under us: the same bytes under a new name
             self._dirs.pop(job.job_id, None)

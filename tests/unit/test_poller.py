@@ -11,7 +11,7 @@ from pytest_xlatune.compose import job_request
 from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, LauncherError,
                                         SubmittedJob)
 from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
-from pytest_xlatune.plan import expand
+from pytest_xlatune.plan import expand, run_key
 from pytest_xlatune.poller import ControllerDown, Poller, submit_through_outage
 from pytest_xlatune.session import Sweep
 from pytest_xlatune.store import ResultStore
@@ -67,7 +67,7 @@ class ScriptedLauncher:
     def reattach(self, job: SubmittedJob) -> bool:
         return True
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
         text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
                        f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
                        for s in range(15)).encode()
@@ -145,9 +145,18 @@ def test_queue_is_kept_full_and_nothing_is_submitted_twice(tmp_path: Path) -> No
     assert launcher.cancelled == []
 
 
+class FirstJobOnly(ScriptedLauncher):
+    """Only the first job ends; the queued ones stay running."""
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        answer = super().poll(job_ids)
+        return {j: p if j == "101" else JobProgress(JobPhase.RUNNING, "RUNNING")
+                for j, p in answer.items()}
+
+
 def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -> None:
     clock = Clock()
-    launcher = ScriptedLauncher(polls_to_finish=3)
+    launcher = FirstJobOnly(polls_to_finish=3)
     specs = expand(cell())
     store = ResultStore(tmp_path / "s.jsonl")
     store.append("submitted", key="other", item="x", job_id="7", log_path="", job_dir="")
@@ -158,6 +167,41 @@ def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -
     sweep.cancel_all()
     assert launcher.cancelled == ["102", "103"]  # the two queued jobs, never job 7
     assert set(store.pending_submissions()) == {"other"}
+
+
+def test_cancel_all_leaves_a_queued_job_that_already_ended_to_the_rerun(tmp_path: Path) -> None:
+    """Its result is in its log: cancelling it would record `cancelled` and throw the run away."""
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=3)  # the queued jobs end with the first one
+    specs = expand(cell())
+    store = ResultStore(tmp_path / "s.jsonl")
+    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
+                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    sweep.run(specs[0])
+    sweep.cancel_all()
+    assert launcher.cancelled == []
+    assert {r["job_id"] for r in store.pending_submissions().values()} == {"102", "103"}
+
+
+def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) -> None:
+    """Jobs an earlier, killed session left queued are the sweep's own: an interrupt of the
+    rerun cancels them too (never a job the store does not name)."""
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=99)
+    specs = expand(cell())
+    store = ResultStore(tmp_path / "s.jsonl")
+    for number, spec in enumerate(specs[1:3], start=51):
+        key = run_key(cell(), spec, "n", "")
+        store.append("submitted", key=key, item=spec.name, job_id=str(number),
+                     log_path=f"/logs/{number}.log", job_dir="/jobs")
+    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
+                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    sweep.adopt_orphans()
+    sweep.cancel_all()
+    assert launcher.cancelled == ["51", "52"]
+    assert store.pending_submissions() == {}
 
 
 class GpuErrorOnce(ScriptedLauncher):
@@ -173,7 +217,7 @@ class GpuErrorOnce(ScriptedLauncher):
         self.submitted_at.append(self.clock.now)
         return super().submit(request)
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
         if job.job_id == "101":
             return b"0: :0:rocdevice.cpp :2984: Aborting with error : HSA_STATUS_ERROR_EXCEPTION\n"[offset:]
         return super().read_log(job, offset)
@@ -292,7 +336,7 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     class Counting(ScriptedLauncher):
         reads = 0
 
-        def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
             self.reads += 1
             return b""  # nothing yet: a fatal line would be acted on at the next read
 
@@ -312,7 +356,7 @@ class UnknownFlagCancelFails(ScriptedLauncher):
         super().__init__(polls_to_finish=4)
         self.cancel_attempts = 0
 
-    def read_log(self, job: SubmittedJob, offset: int) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
         line = (b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
                 b"--xla_gpu_enable_obsolete_thing=true\n")
         return line[offset:]
