@@ -26,8 +26,9 @@ from .triage import Diagnosis, Evidence, diagnose
 
 Report = Callable[[str], None]
 
-# Verdicts worth running again on a rerun; everything else is a finished measurement.
-RERUN_VERDICTS = (Verdict.CANCELLED,)
+# Verdicts worth running again on a rerun; everything else is a finished measurement. A full
+# disk stopped the session: once space is freed the run is as good as never tried.
+RERUN_VERDICTS = (Verdict.CANCELLED, Verdict.DISK_FULL)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_tgs=N       steady Tokens/s/device (default 1000)
   --xla_fake_fail=KIND   oom | crash | sigterm_after_last | rccl_hang | coord_timeout
                          | coord_timeout_hang | hang_before_memstats | hang_before_step0
-                         | hang_after_step0
-Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set).
+                         | hang_after_step0 | disk_full (XLA's HLO-dump line on a full disk)
+Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
+fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -73,6 +74,13 @@ def main(argv: list[str]) -> int:
         # the job ends only when the sweep cancels it (or after 60 s).
         time.sleep(60)
         return 1
+    if fail == "disk_full":  # recorded from jax 0.10.2 dumping HLO into a full tmpfs
+        _fault(fail)
+        where = os.path.join(args.get("base_output_directory", "/tmp"), "xla_dump", "module_0004.jit_train_step.txt")
+        print(f"E1201 20:28:36.542262   26098 dump.cc:266] Could not write XLA debug data to {where}: "
+              f"RESOURCE_EXHAUSTED: {where}; No space left on device", flush=True)
+        time.sleep(60)
+        return 1
     steps = int(args.get("steps", "15"))
     for step in range(steps):
         if fail == "crash" and step == 3:
@@ -84,6 +92,11 @@ def main(argv: list[str]) -> int:
               f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1:.3f}", flush=True)
         if fail == "hang_after_step0" and step == 2:  # a collective stuck mid-training
             _hang(fail)
+    junk = int(args.get("fake_log_bytes", "0"))
+    line = "junk " * 199 + "\n"  # 1000 bytes
+    for _ in range(junk // len(line)):
+        sys.stdout.write(line)
+    sys.stdout.flush()
     if fail == "sigterm_after_last":
         _fault(fail)
         os.kill(os.getpid(), signal.SIGTERM)

@@ -497,3 +497,15 @@ def test_steady_state_ignores_non_finite_tokens() -> None:
     steps[6] = StepRecord(6, 1.0, 1.0, None, math.nan, math.nan)
     ss = steady_state(steps, profiler_on=False)
     assert ss is not None and 6 not in ss.steps_used and len(ss.tgs_values) == 9
+
+
+def test_a_huge_line_is_kept_short_in_the_tail_and_read_once() -> None:
+    """A 50 MB line must not ride along in the tail triage re-reads on every feed."""
+    log = StepLog()
+    huge = b"x" * (50 << 20)
+    log.feed(b"start\n" + huge + b"\n")
+    log.feed(b"completed step: 0, seconds: 1.0, TFLOP/s/device: 1.0, Tokens/s/device: 10.0, "
+             b"total_weights: 1, loss: 1.0\n")
+    assert max(len(line) for line in log.tail) < 5000
+    assert any(line.startswith("xxxx") and line.endswith(" more bytes]") for line in log.tail)
+    assert log.last_step == 0

@@ -380,3 +380,28 @@ def test_an_unknown_flag_is_decided_at_the_cancel_only_once_the_cancel_was_taken
     assert launcher.cancel_attempts == 2 and launcher.cancelled == ["101"]
     assert seen.progress.state == "COMPLETED" and seen.cancelled_for == "unknown_flag"
     assert any("cancel failed" in line for line in warned)
+
+
+def test_a_big_log_is_read_in_bounded_chunks_and_read_to_its_end(tmp_path: Path) -> None:
+    """20 MB of output between two looks: no read returns more than READ_CHUNK, every step of
+    the log (the last ones after the junk) is still seen."""
+    from pytest_xlatune.watch import READ_CHUNK
+
+    class Chatty(ScriptedLauncher):
+        sizes: list[int] = []
+
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None) -> bytes:
+            steps = super().read_log(job, 0)
+            text = steps[:500] + b"junk " * (4 << 20) + b"\n" + steps[500:]
+            chunk = text[offset:] if limit is None else text[offset:offset + limit]
+            self.sizes.append(len(chunk))
+            return chunk
+
+    clock = Clock()
+    launcher = Chatty(polls_to_finish=2)
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock)
+    outcome = sweep.run(specs[0])
+    assert max(launcher.sizes) == READ_CHUNK and sum(launcher.sizes) > 20 << 20
+    assert outcome.result.step_count == 15 and outcome.result.tgs is not None
