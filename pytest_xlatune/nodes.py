@@ -20,6 +20,7 @@ from .results import JobResult, Verdict
 from .session import Sweep
 from .store import StoreWriteError
 from .watch import SweepStopped
+from .launch.base import LauncherError
 from .lock import LockError
 from .runtime import RUNTIME_KEY, Runtime, specs_for
 
@@ -204,6 +205,8 @@ class CellItem(pytest.Item):
             return "\n".join(lines)
         if isinstance(error, (Regression, PreflightError, Stopped)):
             return str(error)
+        if isinstance(error, LauncherError):  # e.g. sbatch refused the job: its words, no traceback
+            return f"the job could not be submitted: {error}"
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

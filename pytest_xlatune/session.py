@@ -12,10 +12,10 @@ from .catalog import EvidenceFacts
 from .compose import job_request
 from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
-from .launch.base import Launcher, SubmittedJob
+from .launch.base import Launcher, LauncherError, SubmittedJob
 from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incident
 from .poller import ControllerDown, Poller, submit_through_outage
-from .signatures import FailureClass
+from .signatures import FailureClass, disk_full
 from .watch import SweepStopped, Watched, Watcher
 from .logs import SignalKind, StepLog, steady_state
 from .model import Cell
@@ -308,6 +308,11 @@ class Sweep:
         except ControllerDown as error:
             raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
                                f"{limit_s / 60:.0f} min: {error}") from None
+        except LauncherError as error:
+            if disk_full(str(error)):  # every later submission would fail the same way
+                raise SweepStopped(f"disk_full: {spec.name}'s job could not be submitted: {error}",
+                                   recovery="free space (or fix the disk) where it says, then rerun") from None
+            raise
         # Recorded before anything else happens, so a killed session re-attaches to it.
         try:
             self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,

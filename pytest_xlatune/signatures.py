@@ -142,3 +142,8 @@ def match_line(line: str, *, steps_done: bool, after_step: bool) -> tuple[Signat
         if m is not None:
             return sig, m
     return None
+
+
+def disk_full(text: str) -> bool:
+    """Whether an error message says the disk is full or failing (a refused write, submission)."""
+    return any(sig.failure is FailureClass.DISK_FULL and sig.pattern.search(text) for sig in SIGNATURES)

@@ -6,7 +6,8 @@ Speed comes from XLA_FLAGS so tests know the true answer:
                          | coord_timeout_hang | hang_before_memstats | hang_before_step0
                          | hang_after_step0 | disk_full (XLA's HLO-dump line on a full disk)
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
-fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk).
+fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
+first step with fake_junk_at=start).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -29,6 +30,13 @@ def _hang(kind: str) -> None:
     """Stop making progress (no more output) until cancelled."""
     _fault(kind)
     time.sleep(3600)
+
+
+def _junk(size: int) -> None:
+    line = "junk " * 199 + "\n"  # 1000 bytes
+    for _ in range(size // len(line)):
+        sys.stdout.write(line)
+    sys.stdout.flush()
 
 
 def main(argv: list[str]) -> int:
@@ -82,6 +90,8 @@ def main(argv: list[str]) -> int:
         time.sleep(60)
         return 1
     steps = int(args.get("steps", "15"))
+    if args.get("fake_junk_at") == "start":
+        _junk(int(args.get("fake_log_bytes", "0")))
     for step in range(steps):
         if fail == "crash" and step == 3:
             print("Traceback (most recent call last):\nRuntimeError: boom", flush=True)
@@ -92,11 +102,8 @@ def main(argv: list[str]) -> int:
               f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1:.3f}", flush=True)
         if fail == "hang_after_step0" and step == 2:  # a collective stuck mid-training
             _hang(fail)
-    junk = int(args.get("fake_log_bytes", "0"))
-    line = "junk " * 199 + "\n"  # 1000 bytes
-    for _ in range(junk // len(line)):
-        sys.stdout.write(line)
-    sys.stdout.flush()
+    if args.get("fake_junk_at") != "start":
+        _junk(int(args.get("fake_log_bytes", "0")))
     if fail == "sigterm_after_last":
         _fault(fail)
         os.kill(os.getpid(), signal.SIGTERM)
