@@ -7,7 +7,7 @@ Speed comes from XLA_FLAGS so tests know the true answer:
                          | hang_after_step0 | disk_full (XLA's HLO-dump line on a full disk)
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
 fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
-first step with fake_junk_at=start).
+first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -90,6 +90,9 @@ def main(argv: list[str]) -> int:
         time.sleep(60)
         return 1
     steps = int(args.get("steps", "15"))
+    if int(args.get("fake_long_line", "0")):  # one huge line (a dumped tensor, a progress bar)
+        sys.stdout.write("x" * int(args["fake_long_line"]) + "\n")
+        sys.stdout.flush()
     if args.get("fake_junk_at") == "start":
         _junk(int(args.get("fake_log_bytes", "0")))
     for step in range(steps):
