@@ -227,3 +227,20 @@ def test_a_policy_file_is_read_and_help_says_so(pytester: pytest.Pytester, fake_
     assert result.ret == 0, result.stdout.str()
     helped = pytester.runpytest_subprocess("--help")
     helped.stdout.fnmatch_lines(["*--xlatune-policy=FILE|YAML*", "*the path of a YAML/JSON file, or*"])
+
+
+def test_xdist_workers_splitting_one_cell_are_told_to_use_loadgroup(tmp_path: Path, cell: Path) -> None:
+    """`--dist load` could hand one cell's items to two workers: the second is refused (nothing
+    submitted twice) with the fix in the message; `--dist loadgroup` keeps a cell on one worker."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2",
+                           "--dist", "load"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert "in use by another xdist worker of this session" in out  # both workers got items
+    assert "run the cell's items in one worker: --dist loadgroup" in out
+    assert "Traceback" not in out
+    assert_nothing_twice(tmp_path, cell)
+    grouped = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2",
+                              "--dist", "loadgroup", "--xlatune-remeasure"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert grouped.returncode == 0, grouped.stdout
+    assert "in use by" not in grouped.stdout
