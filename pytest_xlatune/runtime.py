@@ -57,6 +57,7 @@ class Runtime:
         self.stops: list[str] = []
         self._notifier: Notifier | None = None
         self._held: list[ResultStore] = []  # stores this session owns (their locks)
+        self.refused: set[Path] = set()  # cells whose store another session owns
 
     def store_for(self, cell: Cell) -> ResultStore:
         return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
@@ -78,6 +79,7 @@ class Runtime:
                 self.sweeps[cell.path] = self._open_sweep(cell)
             except StoreError as error:  # another session owns the store: nothing is submitted
                 self.failed[cell.path] = str(error)
+                self.refused.add(cell.path)  # its owner writes the cell's report, not this session
                 raise PreflightError(str(error)) from None
             except PreflightError as error:
                 self.failed[cell.path] = str(error)
@@ -224,6 +226,8 @@ class Runtime:
         """A read-only sweep over stored results (for reports), without starting a launcher."""
         if cell.path in self.sweeps:
             return self.sweeps[cell.path]
+        if cell.path in self.refused:
+            return None
         store = self.store_for(cell)
         info = store.sweep_info()
         if info is None:

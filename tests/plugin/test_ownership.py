@@ -104,6 +104,7 @@ def test_a_second_session_on_the_store_refuses_at_once_and_the_first_finishes(
     assert lines and f"pid {first.pid}" in lines[0] and "host " in lines[0], refused
     assert "Traceback" not in refused
     assert "re-attached" not in refused and "PASSED" not in refused
+    assert "tuning report written" not in refused  # the owner writes it
     out = (tmp_path / "out.txt").read_text()
     assert out.count(" PASSED") == ITEMS and "Traceback" not in out
     assert not [e for e in events(cell) if e["event"] == "cancelled"]
