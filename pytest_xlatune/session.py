@@ -376,8 +376,8 @@ class Sweep:
         """Take over every job an earlier (killed) session of this store left queued or running,
         so that an interrupt of this session cancels them too; their items re-attach to them."""
         for key, record in self.store.pending_submissions().items():
-            job = SubmittedJob(job_id=str(record["job_id"]), log_path=record["log_path"],
-                               job_dir=record["job_dir"], handle=str(record.get("handle", "")))
+            job = SubmittedJob(job_id=str(record["job_id"]), log_path=str(record.get("log_path", "")),
+                               job_dir=str(record.get("job_dir", "")), handle=str(record.get("handle", "")))
             if self.launcher.reattach(job):
                 self.poller.track(job.job_id)
                 self._submitted_here.add(job.job_id)
