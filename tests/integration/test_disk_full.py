@@ -55,9 +55,18 @@ waves:
 """
 
 
+@pytest.mark.parametrize("backend", ["local", "sbatch"])
 def test_a_store_on_a_full_disk_stops_the_session_naming_it_and_the_rerun_loses_nothing(
-        tmp_path: Path, tmpfs: Path, fake_trainer_env: None) -> None:
-    (tmp_path / "cell.yml").write_text(FILLING)
+        tmp_path: Path, tmpfs: Path, fake_trainer_env: None, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """The job fills the disk its log and the store share; the next record cannot be written."""
+    if backend == "sbatch":
+        request.getfixturevalue("local_slurm")  # the real local Slurm runs the jobs
+        cell = FILLING.replace("nodes: 1", "nodelist: node03") + "backend: {kind: sbatch}\n"
+        logs = "xlatune-jobs/cell/outputs/*.log"
+    else:
+        cell, logs = FILLING, "cell/jobs/*.log"
+    (tmp_path / "cell.yml").write_text(cell)
     store_dir = tmpfs / "store"
     store = store_dir / "cell.jsonl"
     first = run(tmp_path, *FAKE, f"--xlatune-store={store_dir}")
@@ -82,7 +91,12 @@ def test_a_store_on_a_full_disk_stops_the_session_naming_it_and_the_rerun_loses_
     assert len(results) == 5 and set(results.values()) == {1}
     ids = Counter(e["job_id"] for e in recorded if e["event"] == "submitted")
     assert set(ids.values()) == {1}  # nothing submitted twice
-    assert len(list((store_dir / "cell" / "jobs").glob("*.log"))) == len(ids)
+    # Every job log is a recorded job (a queued sbatch job cancelled before it started has none),
+    # and each result comes from the one job of its run that ran to its end.
+    found = {log.name.split("-", 1)[0]: log.read_text() for log in store_dir.glob(logs)}
+    assert set(found) <= set(ids) and (backend == "sbatch" or set(found) == set(ids))
+    complete = {job for job, text in found.items() if "completed step: 14," in text}
+    assert complete == {e["job_id"] for e in recorded if e["event"] == "result"}
 
 
 def test_xla_dumping_onto_a_full_disk_is_disk_full_never_oom_and_stops(

@@ -46,7 +46,8 @@ ITEMS = 6  # baseline, evidence, a, b, c, the winner's evidence run
 def events(store: Path) -> list[dict]:
     if not store.exists():
         return []
-    return [json.loads(x) for x in store.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")]
+    found = [json.loads(x) for x in store.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")]
+    return [e for e in found if isinstance(e, dict)]  # a test plants a `42`
 
 
 def count(store: Path, event: str) -> int:
@@ -205,3 +206,39 @@ def test_preflight_names_other_jobs_on_the_pinned_nodes_without_v(tmp_path: Path
         assert f"{foreign}|" in out and "someone-else" in out
     finally:
         subprocess.run(["scancel", foreign], check=False)
+
+
+def test_kill_9_with_a_torn_tail_and_a_non_object_line_then_the_rerun_heals_and_reattaches(
+        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tag = tag_for("torn")
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path)
+    wait_for("a result and three submissions",
+             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    lines = store.read_bytes().splitlines(keepends=True)
+    # A `42` planted after the sweep line, and the next record cut as a crash leaves it.
+    store.write_bytes(b"".join(lines[:1]) + b"42\n" + b"".join(lines[1:])
+                      + b'{"schema": 1, "event": "submitted", "key": "k", "job_id": "99')
+    second = start(tmp_path, "-v", out="second.txt")
+    assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert "re-attached to job" in out and out.count("set aside a torn last line") == 1
+    assert "skipped 1 line(s) that are not well-formed records (line 2)" in out
+    assert "Traceback" not in out and "AttributeError" not in out
+    assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
+
+
+def test_the_last_byte_gone_loses_no_result(tmp_path: Path, slurm: LocalSlurm) -> None:
+    (tmp_path / "cell.yml").write_text(cell_text(tag_for("byte"), "nodelist: node[03-04]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path, "-k", "baseline")
+    assert first.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()
+    store.write_bytes(store.read_bytes()[:-1])
+    second = start(tmp_path, "-v", "-k", "baseline", out="second.txt")
+    assert second.wait(timeout=600) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert "the last record had no newline; completed it" in out
+    assert " REUSED " in out and count(store, "submitted") == 1
