@@ -61,8 +61,12 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
     """
     image = container_image(cell, settings) if cell.backend.kind is BackendKind.MAXTEXT_SLURM else ""
     client = SlurmClient(transport)
+    store = store or cell_store(settings, workdir)
+    info = store.sweep_info()
+    # A `nodes: N` slot stays on the nodes the sweep froze (busy with its own jobs or not).
+    stored = str(info["nodelist"]) if info is not None and not settings.fresh_baseline else None
     try:
-        frozen = resolve_slot(cell.path, cell.slot, client)
+        frozen = resolve_slot(cell.path, cell.slot, client, stored=stored)
     except CommandRefused as error:  # the bridge's policy said no: not a Slurm failure
         raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
     except (LauncherError, TransportError) as error:
@@ -76,8 +80,6 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
         command = shlex.split(cell.backend.option("command") or default)
         return SbatchLauncher(transport, client, workdir, placement, command), frozen
     if cell.backend.kind is BackendKind.MAXTEXT_SLURM:
-        store = store or cell_store(settings, workdir)
-        info = store.sweep_info()
         # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
         refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
         return maxtext_backend(cell, transport, client, placement, store, prepare=not refused,

@@ -57,6 +57,9 @@ _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's en
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
 _SMALL = 16 << 10  # regions shorter than this are searched with bytes.find, not memmem
+# A tail line is kept to this many bytes: the tail is re-read by triage on every feed, so a
+# 50 MB line must not ride along (its start is what a person reads anyway).
+_MAX_TAIL_LINE = 4 << 10
 _MAX_OOM_SIGNALS = 20
 _MAX_STEPS, _RECENT_STEPS = 4096, 64  # step records kept: the first ones, then the newest
 # Root-cause lines are kept from the whole log (the earliest wins), bounded in count and width.
@@ -390,8 +393,11 @@ class StepLog:
                     return
                 line_start = max(buf.rfind(b"\n", start, pos - 1) + 1, start)
                 budget -= pos - line_start
-                if _NOISE_BYTES_RE.search(buf, line_start, pos) is None:
-                    line = buf[line_start:pos].decode("utf-8", "replace").rstrip()
+                cut = min(pos, line_start + _MAX_TAIL_LINE)
+                if _NOISE_BYTES_RE.search(buf, line_start, cut) is None:
+                    line = buf[line_start:cut].decode("utf-8", "replace").rstrip()
+                    if cut < pos:
+                        line += f" [... {pos - cut} more bytes]"
                     if line.strip():
                         found.append((base + line_start, strip_ansi(line)))
                 pos = line_start

@@ -21,7 +21,9 @@ from .preflight import PreflightError
 from . import stats, verdicts
 from .results import JobResult, Verdict
 from .session import Sweep
+from .store import StoreWriteError
 from .watch import SweepStopped
+from .launch.base import LauncherError
 from .lock import LockError
 from .runtime import RUNTIME_KEY, Runtime, specs_for
 
@@ -137,6 +139,9 @@ class CellItem(pytest.Item):
         except SweepStopped as stop:
             runtime = self.config.stash[RUNTIME_KEY]
             raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
+        except StoreWriteError as error:  # never report a run whose record is not on disk
+            runtime = self.config.stash[RUNTIME_KEY]
+            raise Stopped(runtime.store_failed(error, self.session)) from None
 
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
@@ -257,6 +262,8 @@ class CellItem(pytest.Item):
             return "\n".join(lines)
         if isinstance(error, (Regression, PreflightError, Stopped)):
             return str(error)
+        if isinstance(error, LauncherError):  # e.g. sbatch refused the job: its words, no traceback
+            return f"the job could not be submitted: {error}"
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

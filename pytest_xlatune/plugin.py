@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from .nodes import CellFile, CellItem
 from .report.files import write_reports
 from .runtime import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
+from .stopsignals import StopSignals
 
 CELL_SUFFIXES = (".yml", ".yaml")
 
@@ -28,6 +30,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
     settings = Settings.from_config(config)
     settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
+    settings.check_store()
+    _check_cell_paths(config)
 
     def write(text: str, always: bool) -> None:
         terminal = config.pluginmanager.get_plugin("terminalreporter")
@@ -40,14 +44,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # Progress (steps, re-attach) with -v; incidents (retries, RESUMEs, failed polls, cancels on
     # sight, notifications not sent) always: a sweep runs for hours while nobody watches.
+    worker = getattr(config, "workerinput", None)
     runtime = Runtime(settings, config.rootpath, lambda text: write(text, False),
-                      warn=lambda text: write(text, True))
+                      warn=lambda text: write(text, True),
+                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex)
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
+    _STOP_SIGNALS.install()
     if config.pluginmanager.hasplugin("html"):
         from . import htmlreport
 
         config.pluginmanager.register(htmlreport, "xlatune-html")
+
+
+_STOP_SIGNALS = StopSignals()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _STOP_SIGNALS.restore()
 
 
 class CellsSeen:
@@ -71,6 +85,17 @@ class CellsSeen:
             self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
             if props.get("xlatune_needs"):
                 self.runtime.needs[report.nodeid] = props["xlatune_needs"]
+
+
+def _check_cell_paths(config: pytest.Config) -> None:
+    """A directory named like a cell (named, or matched by xlatune_cells) is a usage error, not
+    a silent "no tests ran"."""
+    named = [Path(arg.split("::")[0]) for arg in config.args]
+    globbed = [p for pattern in config.getini("xlatune_cells") for p in config.rootpath.glob(pattern)]
+    for path in named + globbed:
+        if path.suffix in CELL_SUFFIXES and path.is_dir():
+            raise pytest.UsageError(f"{path}: expected a cell file ({'/'.join(CELL_SUFFIXES)}), "
+                                    "found a directory")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -127,7 +152,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # for cells whose items ran, each only when its content changes.
     if runtime.settings.write_report and not hasattr(session.config, "workerinput") \
             and not session.config.option.collectonly:
-        runtime.outputs = write_reports(runtime, runtime.cells_that_ran()) + runtime.write_locks()
+        try:
+            runtime.outputs = write_reports(runtime, runtime.cells_that_ran()) + runtime.write_locks()
+        except OSError as error:
+            runtime.stops.append(f"xlatune: the report could not be written: {error}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -66,6 +66,9 @@ DEFAULT_RULES: Mapping[FailureClass, Rule] = MappingProxyType({
     F.SOFT_SUCCESS: Rule(A.COUNT_AS_SUCCESS),
     F.OOM: Rule(A.XFAIL_ITEM, cancel_on_sight=True),  # nodes freed at once; the figures still read
     F.UNKNOWN_FLAG: Rule(A.FAIL_ITEM, cancel_on_sight=True),
+    # A full or failing disk fails every later job too: stop and say where (the log line).
+    F.DISK_FULL: Rule(A.STOP, cancel_on_sight=True,
+                      recovery="free space (or fix the disk) where the log line says, then rerun"),
     F.RCCL_INIT_FLAKE: Rule(A.RETRY_SAME_NODELIST, retries=2, exhausted=A.DROP_INFRA_FLAKE),
     F.COORDINATION_TIMEOUT: Rule(A.RETRY_SAME_NODELIST, retries=1, stop_on=StopOn.IN_A_ROW,
                                  stop_after=2, cancel_on_sight=True),
@@ -184,6 +187,9 @@ def decide(history: Sequence[FailureClass | Diagnosis], diagnosis: Diagnosis,
     if stop:
         return Decision(Action.STOP, f"{stop} ({diagnosis.reason})" if diagnosis.reason else stop,
                         stop_reason=stop, failing_nodes=_failing(counters, diagnosis), recovery=rule.recovery)
+    if rule.action is Action.STOP:  # e.g. a full disk: every later job would fail the same way
+        why = f"{failure.value}: {diagnosis.reason}" if diagnosis.reason else failure.value
+        return Decision(Action.STOP, why, stop_reason=why, failing_nodes=nodes, recovery=rule.recovery)
     if rule.action not in _RETRYING:
         return Decision(rule.action, _final_reason(rule.action, diagnosis), failing_nodes=nodes)
     if rule.retries is not None:

@@ -39,6 +39,11 @@ class Poller:
         self._tracked.discard(job_id)
         self._known.pop(job_id, None)
 
+    def finished(self, job_id: str) -> bool:
+        """Whether the last answer said this job had ended."""
+        known = self._known.get(job_id)
+        return known is not None and known.phase is JobPhase.FINISHED
+
     @property
     def tracked(self) -> frozenset[str]:
         return frozenset(self._tracked)

@@ -25,7 +25,8 @@ class FrozenSlot:
     nodelist: str
     hosts: tuple[str, ...]
     partition: str | None
-    other_jobs: str = ""
+    other_jobs: str = ""  # squeue of the partition (shown with -v)
+    busy: str = ""  # squeue of jobs on the pinned nodes (always shown: the sweep waits for them)
 
     @property
     def nodes(self) -> int:
@@ -52,10 +53,23 @@ def unusable(nodes: dict[str, NodeStatus], hosts: list[str]) -> list[str]:
     return bad
 
 
-def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient) -> FrozenSlot:
-    """nodelist → checked as given; partition+nodes / nodes → N idle nodes picked from sinfo."""
+def fits(nodes: dict[str, NodeStatus], hosts: list[str], count: int, partition: str | None) -> bool:
+    """Whether a stored frozen nodelist still answers a `nodes: N` / `partition` slot."""
+    return len(hosts) == count and all(
+        h in nodes and (partition is None or nodes[h].partition == partition) for h in hosts)
+
+
+def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient,
+                 stored: str | None = None) -> FrozenSlot:
+    """nodelist → checked as given; partition+nodes / nodes → the sweep's stored nodelist when it
+    still fits the slot (its nodes may be busy with the sweep's own jobs), else N idle nodes
+    picked from sinfo."""
     nodes = client.nodes(partition=slot.partition)
-    if slot.nodelist:
+    reuse = client.hostnames(stored) if stored and not slot.nodelist else []
+    if reuse and fits(nodes, reuse, slot.nodes or 0, slot.partition):
+        hosts, nodelist = reuse, str(stored)
+        key = "partition" if slot.partition else "nodes"
+    elif slot.nodelist:
         hosts = client.hostnames(slot.nodelist)
         nodelist = slot.nodelist
         key = "nodelist"
@@ -74,4 +88,5 @@ def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient) -> Fro
         raise PreflightError(f"{cell_path}: {key}: expected every pinned node idle/mixed/allocated,"
                              f" found {', '.join(bad)}")
     return FrozenSlot(nodelist=nodelist, hosts=tuple(hosts), partition=slot.partition,
-                      other_jobs=client.queue_of_partition(slot.partition))
+                      other_jobs=client.queue_of_partition(slot.partition),
+                      busy=client.queue_on_nodes(nodelist))

@@ -28,6 +28,7 @@ class Verdict(Enum):
     GPU_RUNTIME_ERROR = "gpu_runtime_error"
     NIC_FAULT = "nic_fault"
     HANG = "hang"
+    DISK_FULL = "disk_full"
     INFRA_FLAKE = "infra_flake"  # dropped by the policy after repeated RCCL init flakes
 
     @property

@@ -25,7 +25,7 @@ from .watch import SweepStopped
 from .session import Sweep
 from .settings import Settings
 from .ssh import SSHTransport
-from .store import ResultStore
+from .store import ResultStore, StoreError, StoreWriteError
 from .transport import Transport
 
 
@@ -42,8 +42,9 @@ class Runtime:
     """Holds the sweeps of this pytest session (stashed on the config)."""
 
     def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None, session_id: str = "") -> None:
         self.settings = settings
+        self.session_id = session_id  # xdist workers of one session share it
         self.root = root
         self.report = report  # progress, shown with -v
         self.warn = warn or report  # incidents, always shown
@@ -58,6 +59,8 @@ class Runtime:
         self.locks: dict[Path, Lock] = {}
         self.stops: list[str] = []
         self._notifier: Notifier | None = None
+        self._held: list[ResultStore] = []  # stores this session owns (their locks)
+        self.refused: set[Path] = set()  # cells whose store another session owns
 
     def store_for(self, cell: Cell) -> ResultStore:
         return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
@@ -85,6 +88,10 @@ class Runtime:
         if cell.path not in self.sweeps:
             try:
                 self.sweeps[cell.path] = self._open_sweep(cell)
+            except StoreError as error:  # another session owns the store: nothing is submitted
+                self.failed[cell.path] = str(error)
+                self.refused.add(cell.path)  # its owner writes the cell's report, not this session
+                raise PreflightError(str(error)) from None
             except PreflightError as error:
                 self.failed[cell.path] = str(error)
                 raise
@@ -92,6 +99,9 @@ class Runtime:
 
     def _open_sweep(self, cell: Cell) -> Sweep:
         store = self.store_for(cell)
+        for note in store.acquire(self.session_id):  # before anything reads or submits
+            self.warn(note)
+        self._held.append(store)
         slug = cell_slug(cell.path, self.root)
         launcher: Launcher
         if cell.backend.kind is BackendKind.LOCAL:
@@ -104,8 +114,9 @@ class Runtime:
                 self.warn(reached)  # once per session, before Slurm is asked anything
             workdir = remote_dir(transport, self.settings, self.settings.store_dir,
                                  posixpath.join(self.settings.workdir, slug))
-            launcher, frozen = slurm_backend(cell, self.settings, transport, workdir)
+            launcher, frozen = slurm_backend(cell, self.settings, transport, workdir, store)
             nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
+            self._warn_busy(cell, store, frozen.nodelist, frozen.busy)
         specs = specs_for(cell, self.settings)
         try:
             self._freeze(cell, store, nodelist)
@@ -127,7 +138,17 @@ class Runtime:
             fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
+        sweep.adopt_orphans()
         return sweep
+
+    def _warn_busy(self, cell: Cell, store: ResultStore, nodelist: str, busy: str) -> None:
+        """Say (without -v) which other jobs hold the pinned nodes: the sweep waits behind them."""
+        own = {str(r["job_id"]) for r in store.pending_submissions().values()}
+        lines = [ln for ln in busy.splitlines() if ln.strip() and ln.split("|", 1)[0] not in own]
+        if lines:
+            self.warn(f"{cell.path.name}: {len(lines)} other job(s) on the pinned nodes {nodelist}; "
+                      "the sweep's jobs will wait for them (id|user|state|nodes|name):\n"
+                      + "\n".join(lines))
 
     def _fetcher(self, cell: Cell) -> Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None:
         """Over SSH, copy evidence artifacts into the store (`<store>/<cell>/evidence/<job>`)."""
@@ -171,10 +192,23 @@ class Runtime:
         pending = [s.name for s in self.upcoming.get(cell.path, []) if s.name not in done]
         message = stop_message(cell, stop.reason, sweep.nodelist, results, pending,
                                stop.failing_nodes, stop.recovery)
-        sweep.store.append("stop", reason=stop.reason, pending=pending)
+        try:
+            sweep.store.append("stop", reason=stop.reason, pending=pending)
+        except StoreWriteError as error:
+            message += f"\n(not recorded: {error})"
         self.notifier(cell).send(message)
         self.stops.append(message)
         session.shouldstop = f"xlatune STOP: {stop.reason}"
+        return message
+
+    def store_failed(self, error: StoreWriteError, session: pytest.Session) -> str:
+        """A record could not be written: cancel every sweep's unfinished jobs and stop."""
+        for sweep in self.sweeps.values():
+            sweep.cancel_all()
+        message = f"xlatune STOP: {error}"
+        if message not in self.stops:
+            self.stops.append(message)
+        session.shouldstop = message
         return message
 
     def lock_for(self, cell: Cell) -> Lock:
@@ -215,6 +249,8 @@ class Runtime:
         """A read-only sweep over stored results (for reports), without starting a launcher."""
         if cell.path in self.sweeps:
             return self.sweeps[cell.path]
+        if cell.path in self.refused:
+            return None
         store = self.store_for(cell)
         info = store.sweep_info()
         if info is None:
@@ -224,11 +260,15 @@ class Runtime:
                      image=self.settings.image or cell.image)
 
     def close(self) -> None:
-        for sweep in self.sweeps.values():
-            sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
-            sweep.launcher.close()
-        if self._transport is not None:
-            self._transport.close()
+        try:
+            for sweep in self.sweeps.values():
+                sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
+                sweep.launcher.close()
+            if self._transport is not None:
+                self._transport.close()
+        finally:
+            for store in self._held:
+                store.release()
 
 
 class _NoLauncher:

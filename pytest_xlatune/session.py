@@ -12,22 +12,23 @@ from .catalog import EvidenceFacts
 from .compose import job_request, tokens_per_device_step
 from .evidence.artifacts import evidence_facts
 from .hang import HangSettings
-from .launch.base import Launcher, SubmittedJob
+from .launch.base import Launcher, LauncherError, SubmittedJob
 from .policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide, incident
 from .poller import ControllerDown, Poller, submit_through_outage
-from .signatures import FailureClass
+from .signatures import FailureClass, disk_full
 from .watch import SweepStopped, Watched, Watcher
 from .steady import last_loss, steady_state
 from .model import Cell
 from .plan import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from .results import JobResult, Verdict
-from .store import ResultStore
+from .store import ResultStore, StoreWriteError
 from .triage import Diagnosis, Evidence, diagnose
 
 Report = Callable[[str], None]
 
-# Verdicts worth running again on a rerun; everything else is a finished measurement.
-RERUN_VERDICTS = (Verdict.CANCELLED,)
+# Verdicts worth running again on a rerun; everything else is a finished measurement. A full
+# disk stopped the session: once space is freed the run is as good as never tried.
+RERUN_VERDICTS = (Verdict.CANCELLED, Verdict.DISK_FULL)
 
 
 @dataclass(frozen=True)
@@ -302,9 +303,18 @@ class Sweep:
         except ControllerDown as error:
             raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
                                f"{limit_s / 60:.0f} min: {error}") from None
+        except LauncherError as error:
+            if disk_full(str(error)):  # every later submission would fail the same way
+                raise SweepStopped(f"disk_full: {spec.name}'s job could not be submitted: {error}",
+                                   recovery="free space (or fix the disk) where it says, then rerun") from None
+            raise
         # Recorded before anything else happens, so a killed session re-attaches to it.
-        self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
-                          log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
+        try:
+            self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
+                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
+        except StoreWriteError:
+            self.launcher.cancel(job.job_id)  # unrecorded, a rerun would submit it twice
+            raise
         self._submitted_here.add(job.job_id)
         self._key_of_job[job.job_id] = key
         self._jobs[job.job_id] = (spec.name, job)
@@ -343,13 +353,30 @@ class Sweep:
             queued += 1
 
     def cancel_all(self) -> None:
-        """Cancel exactly the jobs this session submitted and that have not finished."""
+        """Cancel exactly the jobs this session submitted or re-attached to and that have not
+        finished (never any other job)."""
         for job_id in sorted(self._submitted_here & self.poller.tracked):
+            if self.poller.finished(job_id):
+                self.poller.forget(job_id)
+                continue  # it ended on its own: a rerun re-attaches and judges its log
             self.launcher.cancel(job_id)
             self.poller.forget(job_id)
             # A cancelled submission is not re-attached on the next run: it is submitted again.
-            self.store.append("cancelled", job_id=job_id,
-                              key=self._key_of_job.get(job_id, ""))
+            try:
+                self.store.append("cancelled", job_id=job_id, key=self._key_of_job.get(job_id, ""))
+            except StoreWriteError:
+                pass  # the store is failing; the rerun finds the job ended and submits it again
+
+    def adopt_orphans(self) -> None:
+        """Take over every job an earlier (killed) session of this store left queued or running,
+        so that an interrupt of this session cancels them too; their items re-attach to them."""
+        for key, record in self.store.pending_submissions().items():
+            job = SubmittedJob(job_id=str(record["job_id"]), log_path=str(record.get("log_path", "")),
+                               job_dir=str(record.get("job_dir", "")), handle=str(record.get("handle", "")))
+            if self.launcher.reattach(job):
+                self.poller.track(job.job_id)
+                self._submitted_here.add(job.job_id)
+                self._key_of_job[job.job_id] = key
 
     def _reattach(self, key: str) -> SubmittedJob | None:
         """A job an earlier (killed) session submitted for this run and never recorded a result of."""
@@ -361,6 +388,8 @@ class Sweep:
         if not self.launcher.reattach(job):
             return None
         self.poller.track(job.job_id)
+        self._submitted_here.add(job.job_id)  # ours now: an interrupt cancels it too
+        self._key_of_job[job.job_id] = key
         return job
 
     def _log_source(self, job: SubmittedJob) -> str:

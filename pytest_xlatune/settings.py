@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -16,14 +19,19 @@ from .policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
 HANG_FIELDS = ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s")
 
 
+POLL_RANGE = (0.01, 300.0)  # below: a busy loop on the scheduler; above: verdicts minutes late
+
+
 def positive_float(text: str) -> float:
-    """argparse type: a number > 0 (fails at parse time with a clear message)."""
+    """argparse type: a finite number of seconds within POLL_RANGE (fails at parse time)."""
+    low, high = POLL_RANGE
+    expected = f"expected a number of seconds > 0, from {low:g} to {high:g}, found {text!r}"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, found {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, found {text!r}")
+        raise argparse.ArgumentTypeError(expected) from None
+    if not math.isfinite(value) or not low <= value <= high:
+        raise argparse.ArgumentTypeError(expected)
     return value
 
 
@@ -80,8 +88,9 @@ OPTIONS = (
     Option("notify", "command template for notifications, e.g. 'utils/telegram_bot.sh send "
            "{message}' (run through the transport, the message as one argument)", "",
            metavar="COMMAND"),
-    Option("policy", "playbook overrides as YAML/JSON, e.g. '{rccl_init_flake: {retries: 3}}' "
-           "(a cell's `policy:` wins)", "", metavar="YAML"),
+    Option("policy", "playbook overrides: the path of a YAML/JSON file, or the YAML/JSON itself, "
+           "e.g. '{rccl_init_flake: {retries: 3}}' (a cell's `policy:` wins)", "",
+           metavar="FILE|YAML"),
     Option("hang", "hang detection: k × median step time within [floor_s, cap_s], and "
            "compile_allowance_s before step 0, e.g. 'k=5,floor_s=120,cap_s=1800'", "",
            metavar="K=V,..."),
@@ -197,8 +206,42 @@ class Settings:
             raise pytest.UsageError(f"--xlatune-hang: {error}") from None
 
     def base_policy(self) -> Policy:
-        """The playbook with --xlatune-policy applied (a cell's `policy:` goes on top)."""
+        """The playbook with --xlatune-policy applied (a cell's `policy:` goes on top): the value
+        is a file when it names one (or looks like a path), else YAML/JSON text."""
+        text = self.policy.strip()
+        if not text:
+            return DEFAULT_POLICY
+        path = Path(os.path.expanduser(text))
+        looks_like_path = "\n" not in text and not text.startswith(("{", "[")) and (
+            path.suffix in (".yml", ".yaml", ".json") or "/" in text)
+        source = "xlatune_policy"
+        if "\n" not in text and (path.exists() or looks_like_path):
+            if not path.is_file():
+                found = "a directory" if path.is_dir() else "no such file"
+                raise pytest.UsageError(f"--xlatune-policy: expected a policy file or YAML text, "
+                                        f"found {text!r} ({found})")
+            try:
+                text, source = path.read_text(encoding="utf-8"), str(path)
+            except (OSError, UnicodeDecodeError) as error:
+                raise pytest.UsageError(f"--xlatune-policy: {path}: cannot read: {error}") from None
         try:
-            return policy_from_text(self.policy) if self.policy.strip() else DEFAULT_POLICY
+            return policy_from_text(text, source=source)
         except PolicyError as error:
             raise pytest.UsageError(f"--xlatune-policy: {error}") from None
+
+    def check_store(self) -> None:
+        """The store directory is (or can be made) a writable directory: a usage error otherwise."""
+        target = self.store_dir
+        while not target.exists() and target != target.parent:
+            target = target.parent
+        problem = ""
+        if not target.is_dir():
+            problem = f"{target} is not a directory"
+        else:
+            try:
+                tempfile.TemporaryFile(dir=target).close()
+            except OSError as error:
+                problem = f"{target}: {error.strerror or error}"
+        if problem:
+            raise pytest.UsageError(f"--xlatune-store: expected a writable directory, found "
+                                    f"{str(self.store_dir)!r} ({problem})")

@@ -15,6 +15,7 @@ class FailureClass(Enum):
     SUCCESS = "success"
     SOFT_SUCCESS = "soft_success"  # FAILED / exit 143 with `completed step: T-1`: data intact
     OOM = "oom"
+    DISK_FULL = "disk_full"  # no space, quota, I/O error: the next job fails the same way
     UNKNOWN_FLAG = "unknown_flag"
     RCCL_INIT_FLAKE = "rccl_init_flake"
     COORDINATION_TIMEOUT = "coordination_timeout"
@@ -82,6 +83,10 @@ EXCEPTION_LINE = (r"(?:^\s*(?:\d+:\s*)?|[\]\)>]:?\s*)"
 SIGNATURES: tuple[Signature, ...] = (
     _sig(F.UNKNOWN_FLAG, "unknown-flag",
          r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>[-\u2013\u2014]{1,2}[A-Za-z_][\w.-]*)"),
+    # Before OOM: XLA says `RESOURCE_EXHAUSTED: ... No space left on device` when an HLO dump
+    # or a checkpoint fills the disk; that is no memory problem and never an OOM.
+    _sig(F.DISK_FULL, "disk-full", r"No space left on device|Disk quota exceeded|\bENOSPC\b"
+         r"|\bEDQUOT\b|Input/output error|\[Errno (?:5|28|122)\]"),
     _sig(F.OOM, "oom-host", r"\boom-kill\b|\boom_kill_process\b|Out of memory: Killed process"
          r"|Memory cgroup out of memory"),
     # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below).
@@ -197,3 +202,8 @@ def match_line(line: str, *, steps_done: bool, after_step: bool) -> tuple[Signat
         if m is not None:
             return sig, m
     return None
+
+
+def disk_full(text: str) -> bool:
+    """Whether an error message says the disk is full or failing (a refused write, submission)."""
+    return any(sig.failure is FailureClass.DISK_FULL and sig.pattern.search(text) for sig in SIGNATURES)

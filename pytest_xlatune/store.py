@@ -1,7 +1,13 @@
 """Append-only results store: one JSON line per event, written and fsynced the moment it is known.
 
-A line is written with a single `os.write` on an `O_APPEND` descriptor, so a `kill -9` leaves
-at worst a torn last line, which `read` skips. Events:
+It owns the `.jsonl` file of a cell, the OS lock beside it (`<cell>.jsonl.lock`, one session
+per store) and the `.torn` side file its healing sets torn tails aside into.
+
+A line is written with `os.write` on an `O_APPEND` descriptor until every byte is down, then
+fsynced; a write that fails (disk full, EIO) is undone (the file is cut back to where it was)
+and raised as StoreWriteError, so a result is never reported unless its record is durable.
+A `kill -9` leaves at worst a torn last line: the session that next owns the store sets it
+aside and starts the next record on a fresh line. Events:
 
 - `sweep`: the frozen nodelist and backend of a cell (first run of the cell);
 - `submitted`: a job id for a run key (lets a rerun re-attach instead of resubmitting);
@@ -13,14 +19,17 @@ at worst a torn last line, which `read` skips. Events:
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .results import JobResult
+from .results import JobResult, Verdict
 
 SCHEMA_VERSION = 1
 
@@ -29,25 +38,136 @@ class StoreError(Exception):
     """The store file exists but cannot be used (e.g. a newer schema)."""
 
 
+class StoreLocked(StoreError):
+    """Another session owns the store: its lock file is held."""
+
+
+class StoreWriteError(StoreError):
+    """A record could not be written durably (disk full, I/O error): the session must stop."""
+
+
 class ResultStore:
     """Results of one cell, in `<store_dir>/<cell stem>.jsonl`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock_fd: int | None = None
+
+    # ---- ownership ----------------------------------------------------------------------
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @property
+    def torn_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".torn")
+
+    def acquire(self, session: str = "") -> list[str]:
+        """Take the store for this session (the kernel frees it when the process dies) and heal
+        it; return what the healing did, one line each. StoreLocked names the holder."""
+        if self._lock_fd is not None:
+            return []
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            holder = _holder(os.pread(fd, 4096, 0))
+            os.close(fd)
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise StoreError(f"{self.lock_path}: cannot lock the store: {error.strerror}") from None
+            same = session and holder.get("session") == session
+            raise StoreLocked(
+                f"{self.path}: in use by {'another xdist worker of this session' if same else 'another pytest session'}"
+                f" (host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started "
+                f"{holder.get('started', '?')}); "
+                + ("run the cell's items in one worker: --dist loadgroup" if same else
+                   "wait for it to end, or pass another --xlatune-store")) from None
+        info = {"host": socket.gethostname(), "pid": os.getpid(), "session": session,
+                "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        except OSError:
+            pass  # the lock holds without the note; a refused session then says "?"
+        self._lock_fd = fd
+        return self.heal()
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+    def heal(self) -> list[str]:
+        """Set a torn last line aside into `.torn` and end the file on a newline; count the
+        lines that are not records (they are skipped on every read)."""
+        if not self.path.exists():
+            return []
+        data = self.path.read_bytes()
+        notes = []
+        if data and not data.endswith(b"\n"):
+            start = data.rfind(b"\n") + 1
+            fragment = data[start:]
+            if _record(fragment) is not None:  # only the newline was lost: the record is whole
+                self._write_raw(self.path, b"\n")
+                notes.append(f"{self.path}: the last record had no newline; completed it")
+            else:
+                self._write_raw(self.torn_path, fragment + b"\n")
+                with self.path.open("r+b") as handle:
+                    handle.truncate(start)
+                    os.fsync(handle.fileno())
+                notes.append(f"{self.path}: set aside a torn last line ({len(fragment)} bytes) into "
+                             f"{self.torn_path}; the next record starts on a fresh line")
+        bad = [n for n, raw in enumerate(data.splitlines(), start=1)
+               if raw.strip() and _record(raw) is None]
+        if data and not data.endswith(b"\n") and bad and bad[-1] == len(data.splitlines()):
+            bad.pop()  # the torn tail, already reported
+        if bad:
+            shown = ", ".join(map(str, bad[:5])) + (", …" if len(bad) > 5 else "")
+            notes.append(f"{self.path}: skipped {len(bad)} line(s) that are not well-formed "
+                         f"records (line {shown})")
+        return notes
+
+    # ---- writing ------------------------------------------------------------------------
 
     def append(self, event: str, **payload: Any) -> None:
         record = {"schema": SCHEMA_VERSION, "event": event, "time": time.time(), **payload}
         line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
-            os.fsync(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._write_raw(self.path, line)
+        except OSError as error:
+            what = f"the {event} record" + (f" of {payload['item']}" if payload.get("item") else "")
+            raise StoreWriteError(
+                f"{self.path}: cannot write the results store ({error.strerror or error}); {what} "
+                "is not stored: free space or fix the disk, then rerun (stored results are kept)"
+            ) from None
+
+    @staticmethod
+    def _write_raw(path: Path, data: bytes) -> None:
+        """Write all of `data` at the end of `path` and fsync, or leave the file as it was."""
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:  # a short write (a filling disk) is continued, never left cut
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError:
+                try:
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass  # a torn tail the next owner sets aside
+                raise
         finally:
             os.close(fd)
 
     def add_result(self, result: JobResult) -> None:
         self.append("result", **result.to_dict())
+
+    # ---- reading ------------------------------------------------------------------------
 
     def events(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
@@ -56,10 +176,9 @@ class ResultStore:
             for number, raw in enumerate(handle, start=1):
                 if not raw.endswith(b"\n"):
                     return  # torn last line from a kill: everything before it is intact
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    continue
+                record = _record(raw)
+                if record is None:
+                    continue  # counted by heal() when the session took the store
                 schema = record.get("schema")
                 if schema != SCHEMA_VERSION:
                     raise StoreError(
@@ -84,7 +203,7 @@ class ResultStore:
             if record["event"] == "submitted":
                 pending[record["key"]] = record
             elif record["event"] in ("result", "cancelled", "attempt"):
-                pending.pop(record["key"], None)
+                pending.pop(record.get("key", ""), None)
         return pending
 
     def sweep_info(self) -> dict[str, Any] | None:
@@ -97,3 +216,36 @@ class ResultStore:
         numbers = [int(r["job_id"]) for r in self.events()
                    if r["event"] in ("submitted", "result") and str(r.get("job_id", "")).isdigit()]
         return max(numbers, default=0)
+
+
+_NEEDS = {"submitted": ("key", "job_id"),
+          "result": ("key", "item", "wave", "profile", "config_tag", "kind", "job_id", "verdict"),
+          "attempt": ("key",), "sweep": ("nodelist",)}
+
+
+_VERDICTS = frozenset(v.value for v in Verdict)
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    """A well-formed record (a JSON object with its event and that event's keys), else None."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("event"), str):
+        return None
+    if record.get("schema") != SCHEMA_VERSION:
+        return record  # another schema: events() says so, naming the line
+    if any(key not in record for key in _NEEDS.get(record["event"], ())):
+        return None
+    if record["event"] == "result" and record["verdict"] not in _VERDICTS:
+        return None
+    return record
+
+
+def _holder(raw: bytes) -> dict[str, Any]:
+    try:
+        holder = json.loads(raw.decode("utf-8", "replace").strip() or "{}")
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}

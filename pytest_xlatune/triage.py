@@ -51,6 +51,7 @@ _VERDICTS = {
     FailureClass.NODE_FAIL: Verdict.NODE_FAIL,
     FailureClass.GPU_RUNTIME_ERROR: Verdict.GPU_RUNTIME_ERROR,
     FailureClass.NIC_FAULT: Verdict.NIC_FAULT, FailureClass.HANG: Verdict.HANG,
+    FailureClass.DISK_FULL: Verdict.DISK_FULL,
     FailureClass.CANCELLED: Verdict.CANCELLED,
 }
 
@@ -291,6 +292,7 @@ _REASONS = {
     FailureClass.GPU_RUNTIME_ERROR: "GPU runtime error",
     FailureClass.NIC_FAULT: "NIC fault (RDMA completion-queue error)",
     FailureClass.XLA_COMPILE_FAIL: "XLA compilation failed",
+    FailureClass.DISK_FULL: "disk full or failing (not an OOM): free space where this line says",
     FailureClass.RCCL_INIT_FLAKE: "RCCL init failure before any completed step",
     FailureClass.NCCL_TIMEOUT: "RCCL/NCCL collective error during training",
 }

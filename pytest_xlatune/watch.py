@@ -25,6 +25,9 @@ class SweepStopped(Exception):
 
 
 LOG_READS_PER_POLL = 2
+# At most this much of a log is read per look, so a job that writes GBs between two looks
+# costs bounded memory; the watcher reads on without sleeping until it has caught up.
+READ_CHUNK = 8 << 20
 
 
 @dataclass
@@ -77,13 +80,17 @@ class Watcher:
             self._check_controller()
             # At the end, one last read that may not be skipped (ended=True): a launcher that
             # looks for its log file only every few seconds must look now, else a job that
-            # trained would be judged on an empty log.
+            # trained would be judged on an empty log. Reads are bounded (READ_CHUNK).
             ended = progress.phase is JobPhase.FINISHED
-            chunk = self.launcher.read_log(job, offset, ended=ended)
+            chunk = self.launcher.read_log(job, offset, READ_CHUNK, ended=ended)
             offset += len(chunk)
             now = self.clock()
             new_steps = seen.log.feed(chunk)
             if ended:
+                while len(chunk) == READ_CHUNK:  # the rest of a big log, chunk by chunk
+                    chunk = self.launcher.read_log(job, offset, READ_CHUNK, ended=True)
+                    offset += len(chunk)
+                    seen.log.feed(chunk)
                 seen.log.flush()
                 return seen
             if self.poller.down_since is not None:
@@ -105,7 +112,7 @@ class Watcher:
                     # job does next): do not wait another poll for Slurm to report the cancel.
                     # What it wrote meanwhile (an OOM's memory figures) still counts. A cancel
                     # the controller did not take is sent again below until the job ends.
-                    seen.log.feed(self.launcher.read_log(job, offset, ended=True))
+                    seen.log.feed(self.launcher.read_log(job, offset, READ_CHUNK, ended=True))
                     seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
                     seen.log.flush()
                     return seen
@@ -123,6 +130,8 @@ class Watcher:
                 latest = seen.log.steps[last_reported].tokens_per_s
                 self.report(f"{name} job {job.job_id} {progress.state} step {last_reported + 1}/"
                             f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
+            if len(chunk) == READ_CHUNK:
+                continue  # more is waiting: read on at once
             tick += period
             if tick <= self.clock():  # this round took longer than a period: skip the missed ticks
                 tick = self.clock() + period

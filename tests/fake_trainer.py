@@ -4,9 +4,11 @@ Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_tgs=N       steady Tokens/s/device (default 1000)
   --xla_fake_fail=KIND   oom | crash | sigterm_after_last | rccl_hang | coord_timeout
                          | coord_timeout_hang | hang_before_memstats | hang_before_step0
-                         | hang_after_step0
+                         | hang_after_step0 | disk_full (XLA's HLO-dump line on a full disk)
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
-fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens).
+fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens),
+fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
+first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -29,6 +31,13 @@ def _hang(kind: str) -> None:
     """Stop making progress (no more output) until cancelled."""
     _fault(kind)
     time.sleep(3600)
+
+
+def _junk(size: int) -> None:
+    line = "junk " * 199 + "\n"  # 1000 bytes
+    for _ in range(size // len(line)):
+        sys.stdout.write(line)
+    sys.stdout.flush()
 
 
 def main(argv: list[str]) -> int:
@@ -75,7 +84,19 @@ def main(argv: list[str]) -> int:
         # the job ends only when the sweep cancels it (or after 60 s).
         time.sleep(60)
         return 1
+    if fail == "disk_full":  # recorded from jax 0.10.2 dumping HLO into a full tmpfs
+        _fault(fail)
+        where = os.path.join(args.get("base_output_directory", "/tmp"), "xla_dump", "module_0004.jit_train_step.txt")
+        print(f"E1201 20:28:36.542262   26098 dump.cc:266] Could not write XLA debug data to {where}: "
+              f"RESOURCE_EXHAUSTED: {where}; No space left on device", flush=True)
+        time.sleep(60)
+        return 1
     steps = int(args.get("steps", "15"))
+    if int(args.get("fake_long_line", "0")):  # one huge line (a dumped tensor, a progress bar)
+        sys.stdout.write("x" * int(args["fake_long_line"]) + "\n")
+        sys.stdout.flush()
+    if args.get("fake_junk_at") == "start":
+        _junk(int(args.get("fake_log_bytes", "0")))
     for step in range(steps):
         if fail == "crash" and step == 3:
             print("Traceback (most recent call last):\nRuntimeError: boom", flush=True)
@@ -91,6 +112,8 @@ def main(argv: list[str]) -> int:
         print(line, flush=True)
         if fail == "hang_after_step0" and step == 2:  # a collective stuck mid-training
             _hang(fail)
+    if args.get("fake_junk_at") != "start":
+        _junk(int(args.get("fake_log_bytes", "0")))
     if fail == "sigterm_after_last":
         _fault(fail)
         os.kill(os.getpid(), signal.SIGTERM)

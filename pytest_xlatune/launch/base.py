@@ -63,8 +63,10 @@ class Launcher(Protocol):
         """Watch a job submitted by an earlier, killed session instead of submitting it again."""
         ...
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
-        """The log's bytes from `offset`; `ended`: the job is over, this is the final read."""
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
+        """The log's bytes from `offset` (at most `limit` of them); b"" while it is missing;
+        `ended`: the job is over, this is the final read."""
         ...
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...

@@ -47,6 +47,13 @@ class LocalLauncher:
         self._orphans: dict[str, int] = {}
 
     def submit(self, request: JobRequest) -> SubmittedJob:
+        try:
+            return self._start(request)
+        except OSError as error:  # e.g. the job log on a full disk
+            raise LauncherError(f"cannot start the job: {error.filename or self.jobs_dir}: "
+                                f"{error.strerror or error}") from None
+
+    def _start(self, request: JobRequest) -> SubmittedJob:
         job_id = str(self._next_number)
         self._next_number += 1
         job_dir = self.jobs_dir / f"{job_id}-{request.job_name}"
@@ -125,11 +132,12 @@ class LocalLauncher:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
         try:
             with open(job.log_path, "rb") as handle:
                 handle.seek(offset)
-                return handle.read()
+                return handle.read(-1 if limit is None else limit)
         except FileNotFoundError:
             return b""
 

@@ -106,10 +106,11 @@ class MaxTextJobFiles:
             return []
         return sorted(line for line in result.stdout.splitlines() if line)
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
         try:
             path = self._log_file(job, ended)
-            return b"" if path is None else self.transport.read_from(path, offset)
+            return b"" if path is None else self.transport.read_from(path, offset, limit)
         except (TransportError, OSError):
             self._logs.pop(job.job_id, None)  # renamed under us: the same bytes under a new name
             self._dirs.pop(job.job_id, None)
@@ -117,7 +118,7 @@ class MaxTextJobFiles:
                 return b""
         try:  # the final read: look again now (a TGS rename), never skip it
             path = self._log_file(job, True)
-            return b"" if path is None else self.transport.read_from(path, offset)
+            return b"" if path is None else self.transport.read_from(path, offset, limit)
         except (TransportError, OSError):
             return b""
 

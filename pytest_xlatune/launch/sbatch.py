@@ -74,9 +74,10 @@ class SbatchLauncher(SlurmJobs):
         self._mine.add(job.job_id)  # recorded as ours by the store: ours to poll and cancel
         return True
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
         try:
-            return self.transport.read_from(job.log_path, offset)
+            return self.transport.read_from(job.log_path, offset, limit)
         except (TransportError, OSError):
             return b""  # not written yet (pending job)
 

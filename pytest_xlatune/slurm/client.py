@@ -113,6 +113,11 @@ class SlurmClient:
         """
         self._run(commands.scontrol_update_node(node, "RESUME", reason), harmless=INVALID_NODE_STATE)
 
+    def queue_on_nodes(self, nodelist: str) -> str:
+        """`squeue` of the jobs holding any of these nodes, as text (pre-flight says the sweep waits)."""
+        return self._run(["squeue", "--noheader", "--format=%i|%u|%T|%N|%j",
+                          f"--nodelist={commands.validate_nodelist(nodelist)}"]).stdout
+
     def queue_of_partition(self, partition: str | None) -> str:
         """`squeue` of the partition, as text (pre-flight shows other users' jobs)."""
         argv = ["squeue", "--noheader", "--format=%i|%u|%T|%N|%j"]

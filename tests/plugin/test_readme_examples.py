@@ -232,7 +232,7 @@ EMPTY_MEANS = {  # what an empty default does, as the README's Default column sa
 def test_options_table_matches_pytest_help(pytester: pytest.Pytester) -> None:
     help_text = pytester.runpytest_subprocess("--help").stdout.str()
     entries = _help_entries(help_text)
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+    rows = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
             for line in section(README.read_text(), "Options").splitlines()
             if line.startswith("| `--xlatune") or line.startswith("| — |")]
     assert rows

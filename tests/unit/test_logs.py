@@ -567,3 +567,15 @@ def test_triage_text_puts_early_failure_lines_before_the_tail_in_log_order() -> 
                         "completed step: 0, seconds: 1.0, Tokens/s/device: 5.0, loss: 2.0",
                         "0: ValueError: bad shape", "0: I1201 filler 140"]
     assert len(text) == 3 + TAIL_LINES  # the traceback header is left to the tail: its exception line says it
+
+
+def test_a_huge_line_is_kept_short_in_the_tail_and_read_once() -> None:
+    """A 50 MB line must not ride along in the tail triage re-reads on every feed."""
+    log = StepLog()
+    huge = b"x" * (50 << 20)
+    log.feed(b"start\n" + huge + b"\n")
+    log.feed(b"completed step: 0, seconds: 1.0, TFLOP/s/device: 1.0, Tokens/s/device: 10.0, "
+             b"total_weights: 1, loss: 1.0\n")
+    assert max(len(line) for line in log.tail) < 5000
+    assert any(line.startswith("xxxx") and line.endswith(" more bytes]") for line in log.tail)
+    assert log.last_step == 0

@@ -71,6 +71,15 @@ def test_oom_is_never_retried_and_the_xfail_reason_carries_the_figures() -> None
     assert "Total memory 287.98GiB" in decision.reason and "never retried" in decision.reason
 
 
+def test_a_full_disk_stops_the_sweep_at_once_saying_where() -> None:
+    d = Diagnosis(F.DISK_FULL, Verdict.DISK_FULL, "disk full or failing (not an OOM): free space "
+                  "where this line says: ... RESOURCE_EXHAUSTED: /scratch/dump/m.txt; No space left on device")
+    decision = decide([], d)
+    assert decision.action is Action.STOP and "/scratch/dump/m.txt" in decision.stop_reason
+    assert decision.stop_reason.startswith("disk_full: ") and "free space" in decision.recovery
+    assert DEFAULT_POLICY.cancel_on_sight(F.DISK_FULL)
+
+
 def test_a_hang_before_step0_arrives_as_oom_and_is_not_retried() -> None:
     d = Diagnosis(F.OOM, Verdict.OOM, "silent OOM", phase=HangPhase.BEFORE_STEP0)
     assert decide([F.HANG], d).action is Action.XFAIL_ITEM

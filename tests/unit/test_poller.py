@@ -11,7 +11,7 @@ from pytest_xlatune.compose import job_request
 from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, LauncherError,
                                         SubmittedJob)
 from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
-from pytest_xlatune.plan import expand
+from pytest_xlatune.plan import expand, run_key
 from pytest_xlatune.poller import ControllerDown, Poller, submit_through_outage
 from pytest_xlatune.session import Sweep
 from pytest_xlatune.store import ResultStore
@@ -67,7 +67,8 @@ class ScriptedLauncher:
     def reattach(self, job: SubmittedJob) -> bool:
         return True
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
         text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
                        f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
                        for s in range(15)).encode()
@@ -145,9 +146,18 @@ def test_queue_is_kept_full_and_nothing_is_submitted_twice(tmp_path: Path) -> No
     assert launcher.cancelled == []
 
 
+class FirstJobOnly(ScriptedLauncher):
+    """Only the first job ends; the queued ones stay running."""
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        answer = super().poll(job_ids)
+        return {j: p if j == "101" else JobProgress(JobPhase.RUNNING, "RUNNING")
+                for j, p in answer.items()}
+
+
 def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -> None:
     clock = Clock()
-    launcher = ScriptedLauncher(polls_to_finish=3)
+    launcher = FirstJobOnly(polls_to_finish=3)
     specs = expand(cell())
     store = ResultStore(tmp_path / "s.jsonl")
     store.append("submitted", key="other", item="x", job_id="7", log_path="", job_dir="")
@@ -158,6 +168,41 @@ def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -
     sweep.cancel_all()
     assert launcher.cancelled == ["102", "103"]  # the two queued jobs, never job 7
     assert set(store.pending_submissions()) == {"other"}
+
+
+def test_cancel_all_leaves_a_queued_job_that_already_ended_to_the_rerun(tmp_path: Path) -> None:
+    """Its result is in its log: cancelling it would record `cancelled` and throw the run away."""
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=3)  # the queued jobs end with the first one
+    specs = expand(cell())
+    store = ResultStore(tmp_path / "s.jsonl")
+    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
+                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    sweep.run(specs[0])
+    sweep.cancel_all()
+    assert launcher.cancelled == []
+    assert {r["job_id"] for r in store.pending_submissions().values()} == {"102", "103"}
+
+
+def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) -> None:
+    """Jobs an earlier, killed session left queued are the sweep's own: an interrupt of the
+    rerun cancels them too (never a job the store does not name)."""
+    clock = Clock()
+    launcher = ScriptedLauncher(polls_to_finish=99)
+    specs = expand(cell())
+    store = ResultStore(tmp_path / "s.jsonl")
+    for number, spec in enumerate(specs[1:3], start=51):
+        key = run_key(cell(), spec, "n", "")
+        store.append("submitted", key=key, item=spec.name, job_id=str(number),
+                     log_path=f"/logs/{number}.log", job_dir="/jobs")
+    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
+                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    sweep.adopt_orphans()
+    sweep.cancel_all()
+    assert launcher.cancelled == ["51", "52"]
+    assert store.pending_submissions() == {}
 
 
 class GpuErrorOnce(ScriptedLauncher):
@@ -173,7 +218,8 @@ class GpuErrorOnce(ScriptedLauncher):
         self.submitted_at.append(self.clock.now)
         return super().submit(request)
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
         if job.job_id == "101":
             return b"0: :0:rocdevice.cpp :2984: Aborting with error : HSA_STATUS_ERROR_EXCEPTION\n"[offset:]
         return super().read_log(job, offset)
@@ -292,7 +338,8 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     class Counting(ScriptedLauncher):
         reads = 0
 
-        def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                     ended: bool = False) -> bytes:
             self.reads += 1
             return b""  # nothing yet: a fatal line would be acted on at the next read
 
@@ -312,7 +359,8 @@ class UnknownFlagCancelFails(ScriptedLauncher):
         super().__init__(polls_to_finish=4)
         self.cancel_attempts = 0
 
-    def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                 ended: bool = False) -> bytes:
         line = (b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
                 b"--xla_gpu_enable_obsolete_thing=true\n")
         return line[offset:]
@@ -346,7 +394,8 @@ def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(t
     class LateLog(ScriptedLauncher):
         calls: list[bool] = []
 
-        def read_log(self, job: SubmittedJob, offset: int, *, ended: bool = False) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                     ended: bool = False) -> bytes:
             self.calls.append(ended)
             return super().read_log(job, offset) if ended else b""
 
@@ -358,3 +407,29 @@ def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(t
     seen = sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
     assert launcher.calls[-1] is True and launcher.calls.count(True) == 1
     assert len(seen.log.steps) == 15 and seen.progress.state == "COMPLETED"
+
+
+def test_a_big_log_is_read_in_bounded_chunks_and_read_to_its_end(tmp_path: Path) -> None:
+    """20 MB of output between two looks: no read returns more than READ_CHUNK, every step of
+    the log (the last ones after the junk) is still seen."""
+    from pytest_xlatune.watch import READ_CHUNK
+
+    class Chatty(ScriptedLauncher):
+        sizes: list[int] = []
+
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
+                     ended: bool = False) -> bytes:
+            steps = super().read_log(job, 0)
+            text = steps[:500] + b"junk " * (4 << 20) + b"\n" + steps[500:]
+            chunk = text[offset:] if limit is None else text[offset:offset + limit]
+            self.sizes.append(len(chunk))
+            return chunk
+
+    clock = Clock()
+    launcher = Chatty(polls_to_finish=2)
+    specs = expand(cell())
+    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
+                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock)
+    outcome = sweep.run(specs[0])
+    assert max(launcher.sizes) == READ_CHUNK and sum(launcher.sizes) > 20 << 20
+    assert outcome.result.step_count == 15 and outcome.result.tgs is not None

@@ -1,14 +1,20 @@
-"""ResultStore: append-only, survives a torn last line, refuses a foreign schema."""
+"""ResultStore: append-only, one owner, heals a torn tail, durable writes, refuses a foreign schema."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.store import ResultStore, StoreError
+from pytest_xlatune.store import ResultStore, StoreError, StoreLocked, StoreWriteError
 
 
 def result(key: str, job_id: str, tgs: float | None = 100.0) -> JobResult:
@@ -51,3 +57,120 @@ def test_foreign_schema_is_a_clear_error(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": 99, "event": "result"}) + "\n")
     with pytest.raises(StoreError, match=r"s.jsonl:1: schema: expected 1, found 99"):
         list(ResultStore(path).events())
+
+
+# ---- one owner per store ------------------------------------------------------------------
+
+def test_a_second_owner_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    first, second = ResultStore(tmp_path / "s.jsonl"), ResultStore(tmp_path / "s.jsonl")
+    first.acquire("session-a")
+    with pytest.raises(StoreLocked) as refused:
+        second.acquire("session-b")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert f"pid {os.getpid()}" in message and f"host {socket.gethostname()}" in message
+    assert "another pytest session" in message and "--xlatune-store" in message
+    first.release()
+    assert second.acquire("session-b") == []  # free again
+
+
+def test_a_worker_of_the_same_session_is_told_to_use_loadgroup(tmp_path: Path) -> None:
+    ResultStore(tmp_path / "s.jsonl").acquire("run-1")
+    with pytest.raises(StoreLocked, match="another xdist worker of this session.*--dist loadgroup"):
+        ResultStore(tmp_path / "s.jsonl").acquire("run-1")
+
+
+def test_the_kernel_frees_the_lock_of_a_killed_owner(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pytest_xlatune.store import ResultStore; "
+         f"ResultStore(__import__('pathlib').Path({str(path)!r})).acquire('x'); print('held', flush=True); "
+         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLocked, match=f"pid {holder.pid}"):
+            ResultStore(path).acquire("y")
+    finally:
+        holder.kill()  # kill -9: no clean-up runs in the holder
+        holder.wait()
+    assert ResultStore(path).acquire("y") == []
+
+
+# ---- healing ----------------------------------------------------------------------------
+
+def test_a_torn_tail_is_set_aside_and_the_next_record_starts_on_a_fresh_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    store = ResultStore(path)
+    store.add_result(result("a", "1"))
+    with path.open("ab") as handle:
+        handle.write(b'{"schema": 1, "event": "submitted", "key": "b", "job')  # a crash mid-write
+    notes = store.acquire()
+    assert len(notes) == 1 and "set aside a torn last line" in notes[0] and "s.jsonl.torn" in notes[0]
+    assert (tmp_path / "s.jsonl.torn").read_bytes().startswith(b'{"schema": 1, "event": "submitted"')
+    store.append("submitted", key="b", job_id="2", log_path="l", job_dir="d")
+    assert list(store.pending_submissions()) == ["b"]  # not glued onto the fragment
+    assert list(store.latest_by_key()) == ["a"]
+    assert store.heal() == []  # healed once, quiet after
+
+
+def test_a_lost_last_newline_keeps_the_last_result(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    store = ResultStore(path)
+    store.add_result(result("a", "1"))
+    store.add_result(result("b", "2"))
+    path.write_bytes(path.read_bytes()[:-1])  # the last byte gone
+    notes = store.acquire()
+    assert notes == [f"{path}: the last record had no newline; completed it"]
+    assert sorted(store.latest_by_key()) == ["a", "b"]
+    assert not (tmp_path / "s.jsonl.torn").exists()
+
+
+def test_lines_that_are_not_records_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    store = ResultStore(path)
+    store.add_result(result("a", "1"))
+    with path.open("ab") as handle:
+        handle.write(b'42\n[1, 2]\n"text"\n{"schema": 1, "event": "result", "key": "x"}\nnot json\n')
+    store.add_result(result("b", "2"))
+    assert sorted(store.latest_by_key()) == ["a", "b"]
+    assert store.pending_submissions() == {} and store.max_job_number() == 2
+    notes = store.acquire()
+    assert notes == [f"{path}: skipped 5 line(s) that are not well-formed records (line 2, 3, 4, 5, 6)"]
+
+
+# ---- durable writes ---------------------------------------------------------------------
+
+def test_a_failed_write_is_undone_and_names_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    store = ResultStore(path)
+    store.add_result(result("a", "1"))
+    before = path.read_bytes()
+    real_write = os.write
+    calls = []
+
+    def filling_disk(fd: int, data: bytes) -> int:  # 4096 bytes fit, then the disk is full
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, bytes(data[:4096]))
+
+    monkeypatch.setattr("pytest_xlatune.store.os.write", filling_disk)
+    big = replace(result("b", "2"), log_tail="x" * 10000)
+    with pytest.raises(StoreWriteError) as failed:
+        store.add_result(big)
+    assert str(failed.value).startswith(f"{path}: cannot write the results store (No space left on device)")
+    assert "the result record of wave2::b[default] is not stored" in str(failed.value)
+    assert path.read_bytes() == before  # no 4096-byte cut left behind
+    monkeypatch.undo()
+    store.add_result(big)
+    assert store.latest_by_key()["b"].log_tail == "x" * 10000
+
+
+def test_a_short_write_is_continued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    monkeypatch.setattr("pytest_xlatune.store.os.write",
+                        lambda fd, data: real_write(fd, bytes(data[:1000])))
+    store = ResultStore(tmp_path / "s.jsonl")
+    store.add_result(replace(result("a", "1"), log_tail="y" * 5000))
+    monkeypatch.undo()
+    assert store.latest_by_key()["a"].log_tail == "y" * 5000

@@ -101,6 +101,14 @@ CASES = [
          expect={"phase": HangPhase.BEFORE_STEP0, "label": "silent-oom"}, reason=("silent OOM",)),
     Case("triage/train_timeout.log", F.HANG, Verdict.HANG, evidence={"exit_code": 124},
          expect={"phase": HangPhase.AFTER_STEP0}, reason=("time limit",)),
+    # A full disk says RESOURCE_EXHAUSTED too: it is no OOM (never xfailed, the session stops).
+    Case("triage/disk_full_hlo_dump.log", F.DISK_FULL, Verdict.DISK_FULL,
+         evidence={"exit_code": 143, "cancelled_by_us": True,
+                   "oom_line": "0: E1201 20:28:36.542262   26098 dump.cc:266] Could not write XLA debug "
+                               "data to /scratch/xla_dump/module_0004.jit__lambda.debug_options: "
+                               "RESOURCE_EXHAUSTED: /scratch/xla_dump/module_0004.jit__lambda."
+                               "debug_options; No space left on device"},
+         expect={"label": "disk-full"}, reason=("not an OOM", "/scratch/xla_dump/", "No space left")),
 ]
 
 
@@ -360,3 +368,15 @@ def test_an_exception_line_behind_any_log_prefix_is_root_cause_evidence(line: st
     found = match_line(line, steps_done=False, after_step=False)
     got = found[1].group("exc") if found and found[0].label == "python-exception-line" else None
     assert got == name
+
+
+@pytest.mark.parametrize("line", [
+    "0: OSError: [Errno 122] Disk quota exceeded: '/home/u/maxtext/outputs/91512/ckpt'",
+    "0: OSError: [Errno 5] Input/output error: '/lustre/run/xla_dump/module_0001.txt'",
+    "0: E1201 dump.cc:266] Could not write XLA debug data: RESOURCE_EXHAUSTED: /d; No space left on device",
+])
+def test_disk_full_quota_and_io_errors_are_disk_full_never_oom(line: str) -> None:
+    diagnosis = diagnose(Evidence(last_step=3, expected_steps=15, exit_code=1, log_text=line + "\n",
+                                  oom_line=line if "RESOURCE_EXHAUSTED" in line else None))
+    assert diagnosis.failure is F.DISK_FULL and diagnosis.verdict is Verdict.DISK_FULL
+    assert line.split(": ", 1)[1][:30] in diagnosis.reason

@@ -1,0 +1,244 @@
+"""Nothing lost, nothing twice on the real local Slurm (sbatch backend, scripted fake trainer):
+a second session on the store refuses at once; SIGTERM/SIGHUP with running and pending jobs
+cancel exactly the session's jobs and write the partial report; a `nodes: 1` cell rerun after
+kill -9 stays on its frozen node (busy with its own orphan), and Ctrl-C after the re-attach
+cancels the re-attached jobs; pre-flight says which other jobs hold the pinned nodes. Jobs are
+counted in the scheduler (sacct, by the test's own job names) and in the job logs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+from tests.integration.fixtures_infra import LocalSlurm, unavailable
+
+pytestmark = pytest.mark.slurm
+
+
+def cell_text(tag: str, slot: str) -> str:
+    return f"""\
+model_tag: {tag}
+{slot}
+parallelism: FSDP=8
+baseline_repeats: 1
+overrides: {{fake_step_sleep: 0.25}}
+waves:
+  2:
+    - {{name: a, xla_flags: [--xla_fake_tgs=1100]}}
+    - {{name: b, xla_flags: [--xla_fake_tgs=900]}}
+    - {{name: c, xla_flags: [--xla_fake_tgs=950]}}
+backend: {{kind: sbatch}}
+"""
+
+
+ITEMS = 6  # baseline, evidence, a, b, c, the winner's evidence run
+
+
+def events(store: Path) -> list[dict]:
+    if not store.exists():
+        return []
+    found = [json.loads(x) for x in store.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")]
+    return [e for e in found if isinstance(e, dict)]  # a test plants a `42`
+
+
+def count(store: Path, event: str) -> int:
+    return sum(1 for e in events(store) if e["event"] == event)
+
+
+def active() -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"],
+                         capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def scheduler_jobs(tag: str) -> Counter[str]:
+    """Job name → how many jobs of that name Slurm ran or runs (this test's tag only)."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,JobName%200", "-S", "now-3hours"],
+                         capture_output=True, text=True, check=True).stdout
+    return Counter(name for line in out.splitlines() if "|" in line
+                   for name in [line.split("|", 1)[1]] if tag in name)
+
+
+def start(cwd: Path, *args: str, out: str = "out.txt") -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", *FAKE,
+                             "--xlatune-poll-interval=0.2", *args],
+                            cwd=cwd, stdout=(cwd / out).open("w"), stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(what: str, condition, timeout: float = 600) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout  # generous: other sessions' jobs may hold the nodes
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def assert_nothing_twice(store: Path, tag: str, jobs_dir: Path) -> None:
+    """Each job id submitted once; Slurm ran exactly the store's jobs; each run key measured once."""
+    submitted = Counter(e["job_id"] for e in events(store) if e["event"] == "submitted")
+    assert set(submitted.values()) == {1}, submitted
+    in_slurm = scheduler_jobs(tag)
+    assert sum(in_slurm.values()) == len(submitted), (in_slurm, submitted)
+    logs = {log.name.split("-", 1)[0]: log.read_text() for log in jobs_dir.glob("outputs/*.log")}
+    assert set(logs) <= set(submitted)  # no job the store does not know (a queued job cancelled
+    # before it started writes no log)
+    complete = {job for job, text in logs.items() if "completed step: 14," in text}
+    results = Counter(e["key"] for e in events(store) if e["event"] == "result")
+    assert len(results) == ITEMS and set(results.values()) == {1}, results
+    # Each result from exactly one job that ran to its end, and no other job ran to its end.
+    assert complete == {e["job_id"] for e in events(store) if e["event"] == "result"}
+
+
+@pytest.fixture
+def slurm(local_slurm: LocalSlurm, fake_trainer_env: None) -> LocalSlurm:
+    if not local_slurm.accounting:
+        unavailable("sacct: the local Slurm runs without accounting (local-slurm.sh up --accounting)")
+    return local_slurm
+
+
+def tag_for(name: str) -> str:
+    return f"{name}{uuid.uuid4().hex[:6]}"
+
+
+def test_a_second_session_refuses_at_once_and_nothing_runs_twice(tmp_path: Path, slurm: LocalSlurm) -> None:
+    tag = tag_for("twosess")
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path)
+    wait_for("the first job", lambda: count(store, "submitted") >= 1)
+    second = start(tmp_path, out="second.txt")
+    assert second.wait(timeout=120) != 0
+    refused = (tmp_path / "second.txt").read_text()
+    assert first.poll() is None  # refused while the first one runs
+    assert first.wait(timeout=900) == 0, (tmp_path / "out.txt").read_text()
+    assert f"in use by another pytest session (host " in refused and f"pid {first.pid}" in refused
+    assert "Traceback" not in refused and "re-attached" not in refused
+    assert count(store, "cancelled") == 0  # the first session's results are all kept
+    assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_cancel_running_and_pending_jobs_then_the_rerun_resumes(
+        tmp_path: Path, slurm: LocalSlurm, number: int) -> None:
+    tag = tag_for("sig")
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path)
+    # A result, a running job and queued ones (the queue is kept two deep).
+    wait_for("a result and three submissions",
+             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    ours = {e["job_id"] for e in events(store) if e["event"] == "submitted"}
+    unfinished = ours - {e["job_id"] for e in events(store) if e["event"] == "result"}
+    assert len(unfinished & active()) >= 2, "expected a running and a pending job"
+    first.send_signal(number)
+    assert first.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    out = (tmp_path / "out.txt").read_text()
+    assert f"{signal.Signals(number).name} received" in out and "Traceback" not in out
+    ours = {e["job_id"] for e in events(store) if e["event"] == "submitted"}  # up to the signal
+    wait_for("the cancels to land", lambda: not ours & active(), timeout=60)
+    cancelled = {e["job_id"] for e in events(store) if e["event"] == "cancelled"}
+    finished = {e["job_id"] for e in events(store) if e["event"] == "result"}
+    assert ours == cancelled | finished and len(cancelled) >= 2
+    assert "tuning report written" in out and (tmp_path / f"{tag}-tuning.md").exists()
+
+    second = start(tmp_path, "-v", out="second.txt")
+    assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()
+    assert (tmp_path / "second.txt").read_text().count(" REUSED ") == len(finished)
+    assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
+
+
+def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_the_reattached(
+        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tag = tag_for("frozen")
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path)
+    wait_for("a result and three submissions",
+             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    orphans = {e["job_id"] for e in events(store) if e["event"] == "submitted"} - \
+        {e["job_id"] for e in events(store) if e["event"] == "result"}
+    assert orphans & active()
+    frozen = next(e["nodelist"] for e in events(store) if e["event"] == "sweep")
+
+    second = start(tmp_path, "-v", out="second.txt")  # its node is busy with its own orphan
+    wait_for("the re-attach", lambda: "re-attached to job" in (tmp_path / "second.txt").read_text())
+    second.send_signal(signal.SIGINT)
+    assert second.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    out = (tmp_path / "second.txt").read_text()
+    assert "fresh-baseline" not in out and "Traceback" not in out
+    wait_for("the re-attached jobs to be cancelled", lambda: not orphans & active(), timeout=60)
+    assert [e["nodelist"] for e in events(store) if e["event"] == "sweep"] == [frozen]
+
+    third = start(tmp_path, out="third.txt")
+    assert third.wait(timeout=900) == 0, (tmp_path / "third.txt").read_text()
+    assert [e["nodelist"] for e in events(store) if e["event"] == "sweep"] == [frozen]
+    assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
+
+
+def test_preflight_names_other_jobs_on_the_pinned_nodes_without_v(tmp_path: Path, slurm: LocalSlurm) -> None:
+    foreign = subprocess.run(["sbatch", "--parsable", "--nodelist=node04", "--nodes=1",
+                              "--job-name=someone-else", "--output=/dev/null", "--wrap=sleep 300"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        wait_for("the foreign job to run", lambda: subprocess.run(
+            ["squeue", "-h", "-j", foreign, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+            == "RUNNING", timeout=300)
+        (tmp_path / "cell.yml").write_text(cell_text(tag_for("busy"), "nodelist: node04"))
+        session = start(tmp_path, "-k", "baseline")
+        wait_for("the pre-flight line", lambda: "other job(s) on the pinned nodes" in
+                 (tmp_path / "out.txt").read_text(), timeout=120)
+        subprocess.run(["scancel", foreign], check=False)  # let the sweep through
+        assert session.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()
+        out = (tmp_path / "out.txt").read_text()
+        assert "1 other job(s) on the pinned nodes node04; the sweep's jobs will wait for them" in out
+        assert f"{foreign}|" in out and "someone-else" in out
+    finally:
+        subprocess.run(["scancel", foreign], check=False)
+
+
+def test_kill_9_with_a_torn_tail_and_a_non_object_line_then_the_rerun_heals_and_reattaches(
+        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tag = tag_for("torn")
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path)
+    wait_for("a result and three submissions",
+             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    lines = store.read_bytes().splitlines(keepends=True)
+    # A `42` planted after the sweep line, and the next record cut as a crash leaves it.
+    store.write_bytes(b"".join(lines[:1]) + b"42\n" + b"".join(lines[1:])
+                      + b'{"schema": 1, "event": "submitted", "key": "k", "job_id": "99')
+    second = start(tmp_path, "-v", out="second.txt")
+    assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert "re-attached to job" in out and out.count("set aside a torn last line") == 1
+    assert "skipped 1 line(s) that are not well-formed records (line 2)" in out
+    assert "Traceback" not in out and "AttributeError" not in out
+    assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
+
+
+def test_the_last_byte_gone_loses_no_result(tmp_path: Path, slurm: LocalSlurm) -> None:
+    (tmp_path / "cell.yml").write_text(cell_text(tag_for("byte"), "nodelist: node[03-04]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path, "-k", "baseline")
+    assert first.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()
+    store.write_bytes(store.read_bytes()[:-1])
+    second = start(tmp_path, "-v", "-k", "baseline", out="second.txt")
+    assert second.wait(timeout=600) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert "the last record had no newline; completed it" in out
+    assert " REUSED " in out and count(store, "submitted") == 1

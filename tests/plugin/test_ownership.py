@@ -1,0 +1,249 @@
+"""Nothing lost, nothing twice (local backend, real processes): one session per store, a store
+that heals, SIGTERM/SIGHUP/Ctrl-C cancel the session's jobs (re-attached ones too), option values
+checked at start-up. Each case counts the jobs: one `submitted` record and one job log per run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAKE
+
+CELL = """\
+model_tag: own
+nodes: 1
+parallelism: FSDP=8
+baseline_repeats: 1
+overrides: {fake_step_sleep: 0.15}
+waves:
+  2:
+    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
+    - {name: b, xla_flags: [--xla_fake_tgs=1200]}
+"""
+ITEMS = 5  # baseline, evidence, a, b, the winner's evidence run
+
+
+def events(store: Path) -> list[dict]:
+    if not store.exists():
+        return []
+    found = [json.loads(line) for line in store.read_bytes().splitlines(keepends=True)
+             if line.endswith(b"\n")]
+    return [e for e in found if isinstance(e, dict)]  # the tests plant a `42`
+
+
+def start(cwd: Path, *args: str, out: str = "out.txt") -> subprocess.Popen[str]:
+    """pytest on the cell in a child process; its output goes to a file the test can read live."""
+    handle = (cwd / out).open("w")
+    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args],
+                            cwd=cwd, stdout=handle, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(what: str, condition, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def in_flight(store: Path) -> list[dict]:
+    """`submitted` records without a later result/cancel/attempt."""
+    pending: dict[str, dict] = {}
+    for e in events(store):
+        if e["event"] == "submitted":
+            pending[e["key"]] = e
+        elif e["event"] in ("result", "cancelled", "attempt"):
+            pending.pop(e.get("key", ""), None)
+    return list(pending.values())
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def assert_nothing_twice(tmp_path: Path, store: Path) -> None:
+    """One job log per submitted job id, each job id submitted once, each run key measured once."""
+    submitted = [e for e in events(store) if e["event"] == "submitted"]
+    ids = Counter(e["job_id"] for e in submitted)
+    assert all(n == 1 for n in ids.values()), ids
+    logs = sorted((tmp_path / ".xlatune" / "cell" / "jobs").glob("*.log"))
+    assert len(logs) == len(ids), (logs, ids)
+    results = Counter(e["key"] for e in events(store) if e["event"] == "result")
+    assert all(n == 1 for n in results.values()), results
+
+
+@pytest.fixture
+def cell(tmp_path: Path, fake_trainer_env: None) -> Path:
+    (tmp_path / "cell.yml").write_text(CELL)
+    return tmp_path / ".xlatune" / "cell.jsonl"
+
+
+def test_a_second_session_on_the_store_refuses_at_once_and_the_first_finishes(
+        tmp_path: Path, cell: Path) -> None:
+    first = start(tmp_path)
+    wait_for("the first job", lambda: in_flight(cell))
+    second = start(tmp_path, out="second.txt")
+    assert second.wait(timeout=120) != 0
+    refused = (tmp_path / "second.txt").read_text()
+    assert first.poll() is None, "the second session ended only after the first"
+    assert first.wait(timeout=300) == 0, (tmp_path / "out.txt").read_text()
+    lines = [ln for ln in refused.splitlines() if "in use by another pytest session" in ln]
+    assert lines and f"pid {first.pid}" in lines[0] and "host " in lines[0], refused
+    assert "Traceback" not in refused
+    assert "re-attached" not in refused and "PASSED" not in refused
+    assert "tuning report written" not in refused  # the owner writes it
+    out = (tmp_path / "out.txt").read_text()
+    assert out.count(" PASSED") == ITEMS and "Traceback" not in out
+    assert not [e for e in events(cell) if e["event"] == "cancelled"]
+    assert len({e["key"] for e in events(cell) if e["event"] == "result"}) == ITEMS
+    assert_nothing_twice(tmp_path, cell)
+
+
+def test_torn_tail_and_kill_9_then_the_rerun_heals_and_reattaches(tmp_path: Path, cell: Path) -> None:
+    first = start(tmp_path)
+    wait_for("a result and a job in flight",
+             lambda: any(e["event"] == "result" for e in events(cell)) and in_flight(cell))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    orphan = in_flight(cell)[0]
+    with cell.open("ab") as handle:  # a crash mid-write leaves a torn last line
+        handle.write(b'{"schema": 1, "event": "result", "key": "x", "job_id": "9')
+    second = start(tmp_path, out="second.txt")
+    assert second.wait(timeout=300) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert out.count("set aside a torn last line") == 1 and "cell.jsonl.torn" in out
+    assert f"re-attached to job {orphan['job_id']}" in out
+    assert (tmp_path / ".xlatune" / "cell.jsonl.torn").read_bytes().startswith(b'{"schema": 1')
+    assert all(line.endswith(b"\n") for line in cell.read_bytes().splitlines(keepends=True))
+    assert len({e["key"] for e in events(cell) if e["event"] == "result"}) == ITEMS
+    assert "Traceback" not in out
+    assert_nothing_twice(tmp_path, cell)
+
+
+def test_a_non_object_line_and_a_lost_last_byte_lose_nothing(tmp_path: Path, cell: Path) -> None:
+    first = start(tmp_path)
+    assert first.wait(timeout=300) == 0, (tmp_path / "out.txt").read_text()
+    data = cell.read_bytes()
+    lines = data.splitlines(keepends=True)
+    cell.write_bytes(b"".join(lines[:2]) + b"42\n" + b"".join(lines[2:])[:-1])  # `42`, last byte gone
+    second = start(tmp_path, out="second.txt")
+    assert second.wait(timeout=120) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert out.count("REUSED") == ITEMS  # the last result is not lost to the missing byte
+    assert "skipped 1 line(s) that are not well-formed records (line 3)" in out
+    assert "the last record had no newline; completed it" in out
+    assert "Traceback" not in out and "AttributeError" not in out
+    assert_nothing_twice(tmp_path, cell)
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_cancel_the_running_job_store_it_and_write_the_report(
+        tmp_path: Path, cell: Path, number: int) -> None:
+    first = start(tmp_path)
+    wait_for("a result and a job in flight",
+             lambda: any(e["event"] == "result" for e in events(cell)) and in_flight(cell))
+    running = in_flight(cell)[0]
+    wait_for("the job's process", lambda: alive(int(running["handle"])))
+    first.send_signal(number)
+    code = first.wait(timeout=120)
+    out = (tmp_path / "out.txt").read_text()
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    assert not alive(int(running["handle"])), "the session's job outlived it"
+    cancelled = [e for e in events(cell) if e["event"] == "cancelled"]
+    assert [e["job_id"] for e in cancelled] == [running["job_id"]]
+    assert (tmp_path / "own-tuning.md").exists() and "tuning report written" in out
+    assert f"KeyboardInterrupt: {signal.Signals(number).name} received" in out
+    assert "Traceback" not in out
+    stored = {e["key"] for e in events(cell) if e["event"] == "result"}
+    second = start(tmp_path, out="second.txt")
+    assert second.wait(timeout=300) == 0, (tmp_path / "second.txt").read_text()
+    again = (tmp_path / "second.txt").read_text()
+    assert again.count("REUSED") == len(stored)  # nothing finished is lost
+    assert len({e["key"] for e in events(cell) if e["event"] == "result"}) == ITEMS
+    assert_nothing_twice(tmp_path, cell)
+
+
+def test_ctrl_c_after_reattach_cancels_the_reattached_job(tmp_path: Path, cell: Path) -> None:
+    first = start(tmp_path)
+    wait_for("a job in flight", lambda: in_flight(cell))
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    orphan = in_flight(cell)[0]
+    assert alive(int(orphan["handle"]))
+    second = start(tmp_path, out="second.txt")
+    wait_for("the re-attach", lambda: "re-attached to job" in (tmp_path / "second.txt").read_text())
+    second.send_signal(signal.SIGINT)
+    assert second.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    wait_for("the orphan to end", lambda: not alive(int(orphan["handle"])), timeout=30)
+    assert [e["job_id"] for e in events(cell) if e["event"] == "cancelled"] == [orphan["job_id"]]
+    assert "Traceback" not in (tmp_path / "second.txt").read_text()
+    assert_nothing_twice(tmp_path, cell)
+
+
+# ---- option values ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--xlatune-poll-interval=nan"], "*--xlatune-poll-interval: expected a number of seconds > 0, from 0.01 to 300, found 'nan'*"),
+    (["--xlatune-poll-interval=inf"], "*--xlatune-poll-interval: expected a number of seconds > 0, from 0.01 to 300, found 'inf'*"),
+    (["--xlatune-poll-interval=1e-7"], "*--xlatune-poll-interval: expected a number of seconds > 0, from 0.01 to 300, found '1e-7'*"),
+    (["--xlatune-store=/proc/x"], "ERROR: --xlatune-store: expected a writable directory, found '/proc/x' (/proc: *)"),
+    (["--xlatune-store=cell.yml"], "ERROR: --xlatune-store: expected a writable directory, found '*cell.yml' (*cell.yml is not a directory)"),
+    (["--xlatune-policy=missing-policy.yml"], "ERROR: --xlatune-policy: expected a policy file or YAML text, found 'missing-policy.yml' (no such file)"),
+    (["--xlatune-policy=pdir.yml"], "ERROR: --xlatune-policy: expected a policy file or YAML text, found 'pdir.yml' (a directory)"),
+    (["--xlatune-policy=bad.yml"], "ERROR: --xlatune-policy: bad.yml.oom.retries: *"),
+    (["--xlatune-policy={oom: {retries: x}}"], "ERROR: --xlatune-policy: xlatune_policy.oom.retries: *"),
+    (["dir.yml"], "ERROR: dir.yml: expected a cell file (.yml/.yaml), found a directory"),
+])
+def test_every_bad_option_value_is_one_line_at_start_up(
+        pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    pytester.makefile(".yml", cell=CELL)
+    (pytester.path / "pdir.yml").mkdir()
+    (pytester.path / "dir.yml").mkdir()
+    (pytester.path / "bad.yml").write_text("oom: {retries: x}\n")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    text = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in text
+    assert not (pytester.path / ".xlatune").exists()  # nothing ran
+
+
+def test_a_policy_file_is_read_and_help_says_so(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester.makefile(".yml", cell=CELL.replace("fake_step_sleep: 0.15", "fake_step_sleep: 0"))
+    (pytester.path / "policy.yml").write_text("unknown: {retries: 0}\n")
+    result = pytester.runpytest_subprocess("cell.yml", "--xlatune-policy=policy.yml", *FAKE)
+    assert result.ret == 0, result.stdout.str()
+    helped = pytester.runpytest_subprocess("--help")
+    helped.stdout.fnmatch_lines(["*--xlatune-policy=FILE|YAML*", "*the path of a YAML/JSON file, or*"])
+
+
+def test_xdist_workers_splitting_one_cell_are_told_to_use_loadgroup(tmp_path: Path, cell: Path) -> None:
+    """`--dist load` could hand one cell's items to two workers: the second is refused (nothing
+    submitted twice) with the fix in the message; `--dist loadgroup` keeps a cell on one worker."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2",
+                           "--dist", "load"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    # xdist decides whether both workers get items of the cell (it usually does); whenever a
+    # second worker does, it is refused with the hint and submits nothing.
+    refused = out.count("in use by another xdist worker of this session")
+    assert refused == out.count("run the cell's items in one worker: --dist loadgroup")
+    assert "Traceback" not in out
+    assert_nothing_twice(tmp_path, cell)
+    grouped = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2",
+                              "--dist", "loadgroup", "--xlatune-remeasure"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert grouped.returncode == 0, grouped.stdout
+    assert "in use by" not in grouped.stdout
