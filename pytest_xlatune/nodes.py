@@ -117,9 +117,10 @@ class CellItem(pytest.Item):
             pytest.skip(reason)
         outcome = sweep.run(spec)
         result = outcome.result
-        comparison = None
+        comparison, departed = None, ""
         if spec.kind is not RunKind.BASELINE and result.tgs is not None:
             comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
+            departed = verdicts.numerics_check(result, sweep.results()).where()
         self.user_properties.extend([
             ("xlatune_tgs", result.tgs),
             ("xlatune_delta_pct", comparison.delta_pct if comparison else None),
@@ -129,6 +130,7 @@ class CellItem(pytest.Item):
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag), ("xlatune_cell", str(self.cell.path)),
+            ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)
         ])
         if result.verdict is Verdict.INFRA_FLAKE:
             pytest.skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
@@ -177,7 +179,9 @@ class CellItem(pytest.Item):
         while True:
             final = len(runs) > self.cell.thresholds.remeasure
             gate = verdicts.image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
-                                       final=final)
+                                       final=final, mode=sweep.numerics)
+            for warning in gate.warnings:
+                self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")
             if gate.problems:
                 raise Regression("\n".join(gate.problems))
             if not gate.ambiguous:

@@ -111,6 +111,7 @@ class Runtime:
             queue_depth=getattr(launcher, "queue_depth", 0),
             image=self.settings.image or cell.image,
             policy=self.policy_for(cell), hang=self.settings.hang_settings(),
+            numerics=self.settings.numerics,
             fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
@@ -176,7 +177,8 @@ class Runtime:
             sweep = self.sweep_if_stored(cell)
             if sweep is None or self.settings.gate:
                 continue
-            lock = build_lock(cell, sweep.results(), sweep.nodelist, sweep.image)
+            lock = build_lock(cell, sweep.results(), sweep.nodelist, sweep.image,
+                              mode=self.settings.numerics)
             if lock is not None:
                 write_atomic(lock_path(cell.path), dumps(lock))
                 written.append(lock_path(cell.path))
@@ -198,7 +200,7 @@ class Runtime:
             return None
         return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
                      launcher=_NoLauncher(), nodelist=info["nodelist"],
-                     image=self.settings.image or cell.image)
+                     image=self.settings.image or cell.image, numerics=self.settings.numerics)
 
     def close(self) -> None:
         for sweep in self.sweeps.values():

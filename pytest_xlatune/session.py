@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from . import verdicts
+from . import numerics, verdicts
 from .catalog import EvidenceFacts
 from .compose import job_request
 from .evidence.artifacts import evidence_facts
@@ -59,6 +59,7 @@ class Sweep:
     image: str = ""
     policy: Policy = DEFAULT_POLICY
     hang: HangSettings = field(default_factory=HangSettings)
+    numerics: numerics.Mode = numerics.Mode.FAIL  # WARN: a numerics-changed run may still win
     # Remote clusters: copy an evidence run's artifacts here (evidence.fetch); None: read in place.
     fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None = None
     counters: SweepCounters = field(default_factory=SweepCounters)
@@ -135,7 +136,7 @@ class Sweep:
     def _resolution(self, spec: RunSpec, results: list[JobResult]) -> tuple[RunSpec | None, str]:
         primary = self.cell.primary_config.name
         if spec.kind is RunKind.STACK:
-            winners = verdicts.winners(results, primary, spec.wave_number)
+            winners = verdicts.winners(results, primary, spec.wave_number, mode=self.numerics)
             sources: list[RunSpec] = []
             for result in winners:
                 source = self._profile_spec(result.profile)
@@ -149,7 +150,7 @@ class Sweep:
             return spec.combine(sources[:spec.top]), ""
         if spec.kind is RunKind.WINNER_EVIDENCE:
             # The winner (better beyond noise); without one, the best run, to show why it is not.
-            chosen = verdicts.recipe(results, primary) or verdicts.best_measured(
+            chosen = verdicts.recipe(results, primary, self.numerics) or verdicts.best_measured(
                 results, primary, kinds=(RunKind.PROFILE, RunKind.STACK))
             source = self._source_spec(chosen) if chosen else None
             if source is None:
@@ -157,7 +158,7 @@ class Sweep:
             return spec.resolve(source), ""
         # Wave 6 re-runs the recipe (a stack too); without a winner, the best profile, to see
         # whether even that regresses the other tags.
-        chosen = verdicts.recipe(results, primary) or verdicts.best_measured(results, primary)
+        chosen = verdicts.recipe(results, primary, self.numerics) or verdicts.best_measured(results, primary)
         if chosen is None:
             return None, "no measured profile on the primary config tag yet: nothing to re-run"
         source = self._source_spec(chosen)
@@ -375,6 +376,7 @@ class Sweep:
         if verdict.measured and steady is None:
             verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window"
         artifacts = self.launcher.artifacts(job)
+        losses, extra_losses = numerics.trajectories(seen.log.steps)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
             artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
             for problem in problems:
@@ -388,6 +390,7 @@ class Sweep:
             tgs=steady.tgs if steady else None,
             step_seconds=steady.step_seconds if steady else None,
             last_loss=steady.last_loss if steady else None,
+            losses=losses, extra_losses=extra_losses,
             tgs_values=steady.tgs_values if steady else (),
             steps_used=steady.steps_used if steady else (),
             step_count=len(seen.log.steps),
