@@ -75,10 +75,10 @@ class Check:
     reference_job: str = ""
 
     def where(self) -> str:
-        """'loss left the baseline's at step 2: 6.012 vs 5.975 (job 7)', or ''."""
+        """'loss left the baseline's at step 2: 6.012 vs 5.975, baseline job 7', or ''."""
         if self.verdict is not Numerics.CHANGED or self.at_step is None:
             return ""
-        job = f" (job {self.reference_job})" if self.reference_job else ""
+        job = f", baseline job {self.reference_job}" if self.reference_job else ""
         return (f"{self.field} left the baseline's at step {self.at_step}: {_fmt(self.loss)} vs "
                 f"{_fmt(self.reference_loss)}{job}")
 

@@ -5,8 +5,7 @@ Run-to-run noise is a coefficient of variation (CV) from every group of runs wit
 settings (baseline repeats, duplicates, re-measurements), pooled with a prior (0.8 % over 4
 pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) so that two lucky repeats
 cannot claim ~0 % noise — unless the runs disagree beyond that prior (χ² test at 99 %): then the
-prior is dropped and the data's own CV and degrees of freedom are the noise, so a prior never
-pulls a large measured scatter down. A comparison takes the ratio of the candidate and baseline run
+data's own CV is the noise, so a prior never pulls a large measured scatter down. A comparison takes the ratio of the candidate and baseline run
 means: log(ratio) has standard error CV·√(1/m + 1/k) for m candidate and k baseline runs, and a
 Student-t interval on that log gives the Δ% interval (t degrees of freedom = prior + k − 1).
 A regression gate FAILs only when the whole interval is past the tolerance, PASSes when none of it
@@ -76,7 +75,7 @@ class Noise:
     groups: int = 1  # groups of identical-settings runs behind it
     prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT
 
-    prior_rejected: bool = False  # the runs disagree beyond the prior: the data alone count
+    prior_rejected: bool = False  # the runs disagree beyond the prior: their own CV is used
 
 
 def _contradicts(sample_cv_pct: float, data_df: int, prior_cv_pct: float) -> bool:
@@ -156,8 +155,10 @@ def pooled_noise(groups: Sequence[Sequence[float]], prior_cv_pct: float = DEFAUL
 
     Each group of n runs adds n−1 degrees of freedom: sample CV² = Σ(n−1)·cv² / Σ(n−1), and
     CV² = (prior_df·prior² + df·sample²)/(prior_df + df) as in `run_noise` — unless the runs
-    disagree beyond the prior (χ² test at 99 %): then the prior is dropped and the sample CV
-    with its own df is the noise (the prior never hides what the data show). Groups of one
+    disagree beyond the prior (χ² test at 99 %): then the sample CV is the noise (the prior
+    never hides what the data show) and the prior keeps only its pseudo-degrees of freedom in
+    the t quantile (it was wrong about the size of the noise, not about its shape; with df = 1
+    alone every interval of a two-repeat sweep would be ±12.7 standard errors). Groups of one
     run carry no information about noise and are ignored.
     """
     if prior_cv_pct < 0 or prior_df < 0:
@@ -171,7 +172,7 @@ def pooled_noise(groups: Sequence[Sequence[float]], prior_cv_pct: float = DEFAUL
     if df <= 0:
         raise ValueError("pooled_noise: no repeated settings and no prior (prior_df=0) cannot estimate noise")
     if sample is not None and _contradicts(sample, data_df, prior_cv_pct):
-        return Noise(cv_pct=sample, df=data_df, n=runs, sample_cv_pct=sample, groups=len(arrays),
+        return Noise(cv_pct=sample, df=df, n=runs, sample_cv_pct=sample, groups=len(arrays),
                      prior_cv_pct=prior_cv_pct, prior_rejected=True)
     pooled = math.sqrt((prior_df * prior_cv_pct**2 + data_df * (sample or 0.0) ** 2) / df)
     return Noise(cv_pct=pooled, df=df, n=runs, sample_cv_pct=sample, groups=len(arrays),

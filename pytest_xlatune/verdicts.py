@@ -170,11 +170,12 @@ def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResu
     recipe_ids = " ".join(r.job_id for r in recipe_runs)
     base_ids = " ".join(r.job_id for r in baseline_runs)
     problems, ambiguous, warnings = [], False, []
-    check = numerics.guard(recipe_runs[0].loss_fields(),
-                           [(r.job_id, r.loss_fields()) for r in baseline_runs if r.losses])
+    references = [(r.job_id, r.loss_fields()) for r in baseline_runs if r.losses]
+    tolerance = numerics.widened(numerics.DEFAULT_TOLERANCE, references)
+    check = numerics.guard(recipe_runs[0].loss_fields(), references, tolerance)
     if check.verdict is Numerics.CHANGED:
         line = (f"recipe {locked.profile!r} [{tag}] changes numerics on the new image: "
-                f"{check.where()}, job {recipe_runs[0].job_id} (tolerance {numerics.DEFAULT_TOLERANCE.text})")
+                f"{check.where()}, job {recipe_runs[0].job_id} (tolerance {tolerance.text})")
         (warnings if mode is Mode.WARN else problems).append(line)
     vs_base = stats.compare(recipe, baseline, tag_noise)
     if vs_base.verdict is stats.Direction.WORSE:

@@ -38,6 +38,7 @@ class Row:
     departed: str = ""  # where its loss left the baseline's, when changed
     detectable_pct: float | None = None  # smallest Δ% this many runs could call better
     settings: int = 0
+    overrides: str = ""  # the run's own MaxText overrides (e.g. dtype=bfloat16)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,9 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
                         direction=cmp.verdict.value if cmp else "", kind=r.kind,
                         numerics=check.verdict.value, departed=check.where(),
                         detectable_pct=verdicts.detectable_effect(measured, primary),
-                        settings=verdicts.settings_count(r)))
+                        settings=verdicts.settings_count(r),
+                        overrides=" ".join(f"{k}={v}" for k, v in r.overrides)
+                        if r.kind != RunKind.PIPELINE_SHAPE.value else ""))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best

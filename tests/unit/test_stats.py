@@ -69,7 +69,7 @@ def test_baselines_that_contradict_the_prior_are_never_pulled_down_by_it() -> No
     noise = run_noise([1000.0, 1180.0])
     assert noise.prior_rejected
     assert noise.cv_pct == pytest.approx(noise.sample_cv_pct) and noise.cv_pct > 11
-    assert noise.df == 1  # the prior's pseudo-degrees of freedom go with it
+    assert noise.df == 5  # the prior keeps its pseudo-degrees of freedom in the t quantile
     # and two runs that far apart are not both "better" than each other's mean
     assert compare([1180.0], [1000.0], noise).verdict is Direction.WITHIN_NOISE
 
