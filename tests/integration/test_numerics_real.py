@@ -11,7 +11,7 @@ import pytest
 
 from pytest_xlatune.numerics import Numerics
 from pytest_xlatune.results import JobResult
-from pytest_xlatune.verdicts import numerics_check, recipe
+from pytest_xlatune.verdicts import numerics_check, winners
 
 pytestmark = pytest.mark.jax
 
@@ -62,8 +62,9 @@ def test_bfloat16_is_caught_and_reordering_flags_are_not(pytester: pytest.Pytest
     bf16 = checks["o1_bf16"]
     assert bf16.verdict is Numerics.CHANGED and bf16.at_step is not None and bf16.at_step <= 4
     result.stdout.fnmatch_lines(["*wave2::o1_bf16*PASSED*numerics changed: loss left the baseline's at step*"])
-    chosen = recipe(results, "default")
-    assert chosen is not None and chosen.profile != "o1_bf16"
+    # Whether anything is *better* depends on the machine's load; the guard's verdict does not.
+    # (Keeping a caught profile out of the recipe, stack and lock: tests/unit/test_recipe.py.)
+    assert "o1_bf16" not in {r.profile for r in winners(results, "default", 4)}
     report = (pytester.path / "numreal-tuning.md").read_text()
     assert "**Numerics changed:** `o1_bf16`" in report
     assert f"| o1_bf16 | `--xla_backend_optimization_level=1` |" in report
