@@ -49,6 +49,7 @@ COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("Step (s)", _fixed("{:.3f}", "xlatune_step_seconds")),
     ("Job", _fixed("{}", "xlatune_job_id")),
     ("Verdict", _verdict),
+    ("Numerics", lambda props: f"changed: {props['xlatune_numerics']}" if props.get("xlatune_numerics") else ""),
 )
 STYLE = """<style>
 .xlatune-cell{margin:1em 0 2em}
@@ -138,9 +139,12 @@ def leaderboard_html(data: ReportData) -> str:
         f'<td class="num">{r.tgs:,.1f}</td><td class="num">{num(r.step_seconds, "{:.3f}")}</td>'
         f'<td class="num">{num(r.delta_pct, "{:+.2f} %")}</td>'
         f"<td>{'' if r.ci_low is None or r.ci_high is None else f'[{r.ci_low:+.2f}, {r.ci_high:+.2f}] %'}</td>"
-        f"<td>{escape(r.direction.replace('_', ' '))}</td><td>{escape(r.job_ids)}</td></tr>"
+        f'<td class="num">{num(r.detectable_pct, "≥ +{:.1f} %")}</td>'
+        f"<td>{escape(r.direction.replace('_', ' '))}</td>"
+        f"<td>{escape(('changed: ' + r.departed) if r.numerics == 'changed' else r.numerics)}</td>"
+        f"<td>{escape(r.job_ids)}</td></tr>"
         for r in data.leaderboard
     )
     return ('<table class="xlatune-leaderboard"><tr><th>Profile</th><th>Flags</th><th>TGS</th>'
             "<th>Step (s)</th><th>Δ% vs baseline-deployed</th><th>95 % interval</th>"
-            f"<th>Verdict</th><th>Job</th></tr>{rows}</table>")
+            f"<th>Detectable</th><th>Verdict</th><th>Numerics</th><th>Job</th></tr>{rows}</table>")

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import grammar, verdicts
 from .model import Cell
+from .numerics import Mode
 from .plan import RunKind
 from .results import JobResult
 
@@ -60,11 +61,12 @@ def lock_path(cell_path: Path) -> Path:
 
 
 def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
-               today: dt.date | None = None) -> Lock | None:
-    """The winner of the primary tag (better beyond noise), and its re-run on each other tag
-    that it did not regress; None when nothing beat the baseline."""
+               today: dt.date | None = None, mode: Mode = Mode.FAIL) -> Lock | None:
+    """The recipe of the primary tag (better beyond noise, the simplest of the tied winners,
+    never one whose loss left the baseline's unless `mode` is WARN), and its re-run on each
+    other tag that it did not regress; None when nothing beat the baseline."""
     measured = [r for r in results if r.measured and r.tgs is not None]
-    best = verdicts.recipe(measured, cell.primary_config.name)  # a profile or a stack
+    best = verdicts.recipe(measured, cell.primary_config.name, mode)  # a profile or a stack
     if best is None:
         return None
     # A stack's overrides are those of the profiles it combined.

@@ -157,9 +157,10 @@ class CellItem(pytest.Item):
             _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
         outcome = sweep.run(spec)
         result = outcome.result
-        comparison = None
+        comparison, departed = None, ""
         if spec.kind is not RunKind.BASELINE and result.tgs is not None:
             comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
+            departed = verdicts.numerics_check(result, sweep.results()).where()
         if needs:
             self.user_properties.append(("xlatune_needs", needs))
         self.user_properties.extend([
@@ -171,6 +172,7 @@ class CellItem(pytest.Item):
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),
+            ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)
         ])
         if result.verdict is Verdict.INFRA_FLAKE:
             _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
@@ -239,7 +241,9 @@ class CellItem(pytest.Item):
         while True:
             final = len(runs) > self.cell.thresholds.remeasure
             gate = verdicts.image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
-                                       final=final)
+                                       final=final, mode=sweep.numerics)
+            for warning in gate.warnings:
+                self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")
             if gate.problems:
                 raise Regression("\n".join(gate.problems))
             if not gate.ambiguous:

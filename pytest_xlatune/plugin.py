@@ -139,8 +139,11 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
         text += " (no baseline: see the end)"
     if interval:
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
+    if props.get("xlatune_numerics"):
+        text += " — numerics changed: " + str(props["xlatune_numerics"])
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
-    return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, {"green": True})
+    markup = {"yellow": True} if props.get("xlatune_numerics") else {"green": True}
+    return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -58,6 +58,8 @@ class JobResult:
     tgs_derived: bool = False  # tokens per device per step / step seconds: no Tokens/s/device printed
     step_seconds: float | None = None
     last_loss: float | None = None
+    losses: tuple[tuple[int, float], ...] = ()  # (step, loss) of every step line the job printed
+    extra_losses: tuple[tuple[str, tuple[tuple[int, float], ...]], ...] = ()  # e.g. mtp_loss
     tgs_values: tuple[float, ...] = ()
     steps_used: tuple[int, ...] = ()
     step_count: int = 0
@@ -74,6 +76,10 @@ class JobResult:
     @property
     def measured(self) -> bool:
         return self.verdict.measured and self.tgs is not None
+
+    def loss_fields(self) -> dict[str, tuple[tuple[int, float], ...]]:
+        """Every loss trajectory of the job by field name (`loss` first), for the numerics guard."""
+        return {"loss": self.losses, **dict(self.extra_losses)} if self.losses else {}
 
     def artifact(self, name: str) -> str | None:
         return dict(self.artifacts).get(name)
@@ -92,7 +98,14 @@ class JobResult:
             values[name] = tuple(values.get(name) or ())
         for name in ("env", "overrides", "artifacts"):
             values[name] = tuple(tuple(pair) for pair in values.get(name) or ())
+        values["losses"] = _trajectory(values.get("losses"))
+        values["extra_losses"] = tuple((str(name), _trajectory(steps))
+                                       for name, steps in values.get("extra_losses") or ())
         return cls(**values)
+
+
+def _trajectory(pairs: Any) -> tuple[tuple[int, float], ...]:
+    return tuple((int(step), float(loss)) for step, loss in pairs or ())
 
 
 def delta_pct(value: float | None, reference: float | None) -> float | None:

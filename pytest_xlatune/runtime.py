@@ -135,6 +135,7 @@ class Runtime:
             queue_depth=getattr(launcher, "queue_depth", 0),
             image=self.settings.image or cell.image,
             policy=self.policy_for(cell), hang=self.settings.hang_settings(),
+            numerics=self.settings.numerics,
             fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
@@ -232,7 +233,7 @@ class Runtime:
             except LockError:
                 existing = None  # unreadable: a whole sweep replaces it
             built = None if not_run else build_lock(cell, sweep.results(), sweep.nodelist,
-                                                     sweep.image)
+                                                     sweep.image, mode=self.settings.numerics)
             change, why = lock_change(existing, built, not_run)
             if change and built is not None:
                 write_atomic(path, dumps(built))
@@ -257,7 +258,7 @@ class Runtime:
             return None
         return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
                      launcher=_NoLauncher(), nodelist=info["nodelist"],
-                     image=self.settings.image or cell.image)
+                     image=self.settings.image or cell.image, numerics=self.settings.numerics)
 
     def close(self) -> None:
         try:

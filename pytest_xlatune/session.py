@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from . import verdicts
+from . import numerics, verdicts
 from .catalog import EvidenceFacts
 from .compose import job_request, tokens_per_device_step
 from .evidence.artifacts import evidence_facts
@@ -60,6 +60,7 @@ class Sweep:
     image: str = ""
     policy: Policy = DEFAULT_POLICY
     hang: HangSettings = field(default_factory=HangSettings)
+    numerics: numerics.Mode = numerics.Mode.FAIL  # WARN: a numerics-changed run may still win
     # Remote clusters: copy an evidence run's artifacts here (evidence.fetch); None: read in place.
     fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None = None
     counters: SweepCounters = field(default_factory=SweepCounters)
@@ -136,7 +137,7 @@ class Sweep:
     def _resolution(self, spec: RunSpec, results: list[JobResult]) -> tuple[RunSpec | None, str]:
         primary = self.cell.primary_config.name
         if spec.kind is RunKind.STACK:
-            winners = verdicts.winners(results, primary, spec.wave_number)
+            winners = verdicts.winners(results, primary, spec.wave_number, mode=self.numerics)
             sources: list[RunSpec] = []
             for result in winners:
                 source = self._profile_spec(result.profile)
@@ -150,7 +151,7 @@ class Sweep:
             return spec.combine(sources[:spec.top]), ""
         if spec.kind is RunKind.WINNER_EVIDENCE:
             # The winner (better beyond noise); without one, the best run, to show why it is not.
-            chosen = verdicts.recipe(results, primary) or verdicts.best_measured(
+            chosen = verdicts.recipe(results, primary, self.numerics) or verdicts.best_measured(
                 results, primary, kinds=(RunKind.PROFILE, RunKind.STACK))
             source = self._source_spec(chosen) if chosen else None
             if source is None:
@@ -158,7 +159,7 @@ class Sweep:
             return spec.resolve(source), ""
         # Wave 6 re-runs the recipe (a stack too); without a winner, the best profile, to see
         # whether even that regresses the other tags.
-        chosen = verdicts.recipe(results, primary) or verdicts.best_measured(results, primary)
+        chosen = verdicts.recipe(results, primary, self.numerics) or verdicts.best_measured(results, primary)
         if chosen is None:
             return None, "no measured profile on the primary config tag yet: nothing to re-run"
         source = self._source_spec(chosen)
@@ -409,6 +410,7 @@ class Sweep:
                 if steady is None else f" (mean step {steady.step_seconds:.3f} s; tokens per device "
                 "per step unknown: set pdbs and overrides.max_target_length to derive TGS)")
         artifacts = self.launcher.artifacts(job)
+        losses, extra_losses = numerics.trajectories(seen.log.steps)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
             artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
             for problem in problems:
@@ -422,6 +424,7 @@ class Sweep:
             tgs=steady.tgs if steady else None, tgs_derived=bool(steady and steady.derived),
             step_seconds=steady.step_seconds if steady else None,
             last_loss=last_loss(seen.log.steps),
+            losses=losses, extra_losses=extra_losses,
             tgs_values=steady.tgs_values if steady else (),
             steps_used=steady.steps_used if steady else (),
             step_count=len(seen.log.steps),

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from .hang import HangSettings
+from .numerics import Mode
 from .policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
 
 HANG_FIELDS = ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s")
@@ -33,6 +34,14 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or not low <= value <= high:
         raise argparse.ArgumentTypeError(expected)
     return value
+
+
+def numerics_mode(text: str) -> Mode:
+    """argparse type: fail | warn."""
+    try:
+        return Mode(text.strip().lower())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected fail or warn, found {text!r}") from None
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,9 @@ OPTIONS = (
            "refusing to mix its results with the stored ones", False, "bool"),
     Option("export", "also write each cell's latest results as CSV and JSON into this directory "
            "at session end; empty writes none", "", metavar="DIR"),
+    Option("numerics", "what a run whose loss trajectory left the baseline's is: 'fail' (never "
+           "the recipe, the stack or the lock) or 'warn' (marked, and may still win: numerics "
+           "changed on purpose, e.g. fp8)", "fail", parse=numerics_mode, metavar="fail|warn"),
     Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "
            "it already exists)", False, "bool"),
 )
@@ -155,6 +167,7 @@ class Settings:
     hang: str = ""
     export_dir: Path | None = None
     write_zh: bool = False
+    numerics: Mode = Mode.FAIL
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -185,6 +198,8 @@ class Settings:
             hang=str(values["hang"]),
             export_dir=root / values["export"] if values["export"] else None,
             write_zh=bool(values["zh"]),
+            numerics=values["numerics"] if isinstance(values["numerics"], Mode)
+            else numerics_mode(str(values["numerics"])),
         )
 
     def hang_settings(self) -> HangSettings:

@@ -1,9 +1,11 @@
 """Steady-state estimates, run-to-run noise and noise-aware verdicts (pure).
 
 A run's steady value is the mean of its steady steps; the unit of evidence is the run, not the step.
-Run-to-run noise is a coefficient of variation (CV) from the baseline repeats, pooled with a prior
-(0.8 % over 4 pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) so that two lucky
-repeats cannot claim ~0 % noise. A comparison takes the ratio of the candidate and baseline run
+Run-to-run noise is a coefficient of variation (CV) from every group of runs with identical
+settings (baseline repeats, duplicates, re-measurements), pooled with a prior (0.8 % over 4
+pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) so that two lucky repeats
+cannot claim ~0 % noise — unless the runs disagree beyond that prior (χ² test at 99 %): then the
+data's own CV is the noise, so a prior never pulls a large measured scatter down. A comparison takes the ratio of the candidate and baseline run
 means: log(ratio) has standard error CV·√(1/m + 1/k) for m candidate and k baseline runs, and a
 Student-t interval on that log gives the Δ% interval (t degrees of freedom = prior + k − 1).
 A regression gate FAILs only when the whole interval is past the tolerance, PASSes when none of it
@@ -27,6 +29,7 @@ from scipy import stats as _st
 
 DEFAULT_PRIOR_CV_PCT = 0.8  # run-to-run CV on a pinned nodelist (std ≈ 8 TGS of ≈ 990, n=3)
 DEFAULT_PRIOR_DF = 4.0  # the prior counts like five baseline repeats
+PRIOR_REJECT_CONFIDENCE = 0.99  # the prior is dropped when the data contradict it at 99 %
 DEFAULT_FAIL_PROBABILITY = 0.8  # still ambiguous after re-measuring: FAIL at ≥ 80 % odds
 _MAX_AUTOCORR = 0.8  # caps the SE inflation at 3×: r from 6-10 steps is itself very noisy
 _ON_THE_LINE = 1e-9  # percentage points: 990 vs 1000 is exactly -1 % despite float round-off
@@ -69,6 +72,18 @@ class Noise:
     df: float  # degrees of freedom of cv_pct (prior pseudo-df + baseline repeats − 1)
     n: int = 0  # baseline repeats behind it
     sample_cv_pct: float | None = None  # the repeats alone; None when n < 2
+    groups: int = 1  # groups of identical-settings runs behind it
+    prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT
+
+    prior_rejected: bool = False  # the runs disagree beyond the prior: their own CV is used
+
+
+def _contradicts(sample_cv_pct: float, data_df: int, prior_cv_pct: float) -> bool:
+    """The identical-settings runs disagree beyond the prior noise model (χ² test at 99 %)."""
+    if data_df < 1 or prior_cv_pct <= 0:
+        return False
+    statistic = data_df * (sample_cv_pct / prior_cv_pct) ** 2
+    return bool(statistic > float(_st.chi2.ppf(PRIOR_REJECT_CONFIDENCE, data_df)))
 
 
 @dataclass(frozen=True)
@@ -124,19 +139,70 @@ def run_noise(baseline_means: Sequence[float], prior_cv_pct: float = DEFAULT_PRI
 
     CV² = (prior_df·prior_cv² + (k−1)·sample_cv²) / (prior_df + k − 1) for k repeats: the
     posterior of a scaled-inverse-χ² prior. With the defaults, two identical repeats give 0.72 %,
-    not 0 %; many repeats converge to the sample CV. k = 1 gives the prior alone; prior_df=0 uses
-    the sample alone (then k ≥ 2 is required).
+    not 0 %; a sample CV above that is used as is (see `pooled_noise`). k = 1 gives the prior
+    alone; prior_df=0 uses the sample alone (then k ≥ 2 is required).
+    """
+    x = _values(baseline_means, "run_noise")
+    if prior_df <= 0 and x.size < 2:
+        raise ValueError("run_noise: one baseline run and no prior (prior_df=0) cannot estimate noise")
+    noise = pooled_noise([list(x)], prior_cv_pct, prior_df)
+    return noise if x.size >= 2 else Noise(noise.cv_pct, noise.df, 1, None, 0, prior_cv_pct)
+
+
+def pooled_noise(groups: Sequence[Sequence[float]], prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT,
+                 prior_df: float = DEFAULT_PRIOR_DF) -> Noise:
+    """Pool the CV of several groups of identical-settings run means with a prior CV.
+
+    Each group of n runs adds n−1 degrees of freedom: sample CV² = Σ(n−1)·cv² / Σ(n−1), and
+    CV² = (prior_df·prior² + df·sample²)/(prior_df + df) as in `run_noise` — unless the runs
+    disagree beyond the prior (χ² test at 99 %): then the sample CV is the noise (the prior
+    never hides what the data show) and the prior keeps only its pseudo-degrees of freedom in
+    the t quantile (it was wrong about the size of the noise, not about its shape; with df = 1
+    alone every interval of a two-repeat sweep would be ±12.7 standard errors). Groups of one
+    run carry no information about noise and are ignored.
     """
     if prior_cv_pct < 0 or prior_df < 0:
         raise ValueError(f"prior_cv_pct and prior_df must be >= 0, got {prior_cv_pct!r}, {prior_df!r}")
-    x = _values(baseline_means, "run_noise")
-    k = x.size
-    sample = float(x.std(ddof=1) / x.mean() * 100) if k >= 2 else None
-    df = prior_df + k - 1
+    arrays = [_values(g, "pooled_noise") for g in groups if len(g) >= 2]
+    runs = sum(a.size for a in arrays)
+    data_df = runs - len(arrays)
+    sample = (math.sqrt(sum((a.size - 1) * float(a.std(ddof=1) / a.mean() * 100) ** 2
+                            for a in arrays) / data_df) if data_df > 0 else None)
+    df = prior_df + data_df
     if df <= 0:
-        raise ValueError("run_noise: one baseline run and no prior (prior_df=0) cannot estimate noise")
-    pooled = (prior_df * prior_cv_pct**2 + (k - 1) * (sample or 0.0) ** 2) / df
-    return Noise(cv_pct=math.sqrt(pooled), df=df, n=k, sample_cv_pct=sample)
+        raise ValueError("pooled_noise: no repeated settings and no prior (prior_df=0) cannot estimate noise")
+    if sample is not None and _contradicts(sample, data_df, prior_cv_pct):
+        return Noise(cv_pct=sample, df=df, n=runs, sample_cv_pct=sample, groups=len(arrays),
+                     prior_cv_pct=prior_cv_pct, prior_rejected=True)
+    pooled = math.sqrt((prior_df * prior_cv_pct**2 + data_df * (sample or 0.0) ** 2) / df)
+    return Noise(cv_pct=pooled, df=df, n=runs, sample_cv_pct=sample, groups=len(arrays),
+                 prior_cv_pct=prior_cv_pct)
+
+
+def detectable_effect(noise: Noise, m: int, k: int, confidence: float = 0.95,
+                      power: float = 0.8) -> float:
+    """The smallest true Δ% that m candidate and k baseline runs call *better* with `power`.
+
+    The verdict needs the whole interval above 0, i.e. log-ratio > t·se; a true effect of
+    (t_{(1+confidence)/2} + t_{power})·se clears that line with probability `power`.
+    """
+    _check_confidence(confidence)
+    if not 0.0 < power < 1.0 or m < 1 or k < 1:
+        raise ValueError(f"need 0 < power < 1 and m, k >= 1, got {power!r}, {m!r}, {k!r}")
+    se = noise.cv_pct / 100 * math.sqrt(1 / m + 1 / k)
+    quantiles = float(_st.t.ppf((1 + confidence) / 2, noise.df)) + float(_st.t.ppf(power, noise.df))
+    return math.expm1(quantiles * se) * 100
+
+
+def runs_to_detect(noise: Noise, effect_pct: float, k: int, limit: int = 50,
+                   confidence: float = 0.95, power: float = 0.8) -> int | None:
+    """How many runs of each profile (and of the baseline, at least k) would make an effect
+    of effect_pct detectable; None when `limit` runs are not enough."""
+    for n in range(1, limit + 1):
+        grown = Noise(noise.cv_pct, noise.df + max(0, n - k), noise.n, noise.sample_cv_pct)
+        if detectable_effect(grown, n, max(k, n), confidence, power) < effect_pct:
+            return n
+    return None
 
 
 def _log_ratio(candidate: Sequence[float], baseline: Sequence[float],

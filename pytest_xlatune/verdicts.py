@@ -1,4 +1,5 @@
-"""Noise-aware judgements over stored results (pure): Δ% intervals and the regression gate."""
+"""Noise-aware judgements over stored results (pure): Δ% intervals, the numerics guard, the
+recipe (simplest of the tied winners), power, and the regression and image gates."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import stats
+from . import numerics, stats
+from .numerics import Mode, Numerics
 from .plan import RunKind
 from .results import JobResult
 
@@ -20,10 +22,84 @@ def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float
             and r.config_tag == config_tag and r.measured and r.tgs is not None]
 
 
+# Profiled runs measure other steps and carry the profiler's cost: never pooled with plain runs.
+_UNPOOLED = (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)
+
+
+def settings_key(result: JobResult) -> tuple[object, ...]:
+    """What a run effectively ran: XLA flags resolved last-wins, env, overrides, tag, image.
+    A run that records no settings of its own but is not a baseline (e.g. a restore_default
+    that only unsets env vars) is identical only to runs of its own name."""
+    if not (result.xla_flags or result.env or result.overrides) and result.kind != RunKind.BASELINE.value:
+        return (result.config_tag, result.image, result.kind, result.profile)
+    flags: dict[str, str] = {}
+    for flag in result.xla_flags:
+        name, _, value = flag.partition("=")
+        flags[name] = value
+    return (result.config_tag, result.image, tuple(sorted(flags.items())),
+            tuple(sorted(result.env)), tuple(sorted(result.overrides)))
+
+
+def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list[JobResult]]:
+    """Measured runs of a tag grouped by identical effective settings (repeats, duplicates,
+    controls, re-measurements), the baseline's group first."""
+    groups: dict[tuple[object, ...], list[JobResult]] = {}
+    for r in results:
+        if r.config_tag == config_tag and r.measured and r.tgs is not None and r.kind not in _UNPOOLED:
+            groups.setdefault(settings_key(r), []).append(r)
+    return sorted(groups.values(), key=lambda g: all(r.kind != RunKind.BASELINE.value for r in g))
+
+
 def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
-    """Run-to-run noise of a config tag (pooled with the prior; see stats)."""
-    values = baseline_values(results, config_tag)
-    return stats.run_noise(values) if values else stats.run_noise([1.0])
+    """Run-to-run noise of a config tag from every group of identical-settings runs (see stats:
+    pooled with the prior unless they contradict it)."""
+    groups = [[r.tgs or 0.0 for r in g] for g in identical_groups(results, config_tag)]
+    return stats.pooled_noise(groups)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Identical-settings runs whose spread is beyond the 0.8 % noise prior."""
+
+    runs: tuple[JobResult, ...]
+    spread_pct: float  # (max − min) / mean
+
+    def text(self) -> str:
+        values = ", ".join(f"{r.tgs:.1f} (job {r.job_id})" for r in self.runs)
+        return f"{' = '.join(sorted({r.profile for r in self.runs}))}: {values}, spread {self.spread_pct:.1f} %"
+
+
+def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagreement]:
+    """Groups of identical-settings runs that disagree beyond the prior noise model."""
+    found = []
+    for group in identical_groups(results, config_tag):
+        if len(group) < 2:
+            continue
+        one = stats.run_noise([r.tgs or 0.0 for r in group])
+        if one.prior_rejected:
+            values = [r.tgs or 0.0 for r in group]
+            found.append(Disagreement(tuple(group), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
+    return found
+
+
+def detectable_effect(results: Sequence[JobResult], config_tag: str, m: int = 1) -> float | None:
+    """The smallest Δ% m runs of a profile would show as *better* (80 % power), at this tag's
+    noise and baseline repeats; None without a baseline."""
+    k = len(baseline_values(results, config_tag))
+    return stats.detectable_effect(noise(results, config_tag), m, k) if k else None
+
+
+def numerics_check(result: JobResult, results: Sequence[JobResult],
+                   tolerance: numerics.Tolerance = numerics.DEFAULT_TOLERANCE) -> numerics.Check:
+    """The run's loss trajectory against every baseline-deployed repeat of its tag and image."""
+    references = [(r.job_id, r.loss_fields()) for r in results
+                  if r.kind == RunKind.BASELINE.value and r.config_tag == result.config_tag
+                  and r.image == result.image and r.losses and r.key != result.key]
+    return numerics.guard(result.loss_fields(), references, numerics.widened(tolerance, references))
+
+
+def numerics_changed(result: JobResult, results: Sequence[JobResult]) -> bool:
+    return numerics_check(result, results).verdict is Numerics.CHANGED
 
 
 def compare(candidate: Sequence[float], results: Sequence[JobResult],
@@ -70,16 +146,19 @@ class ImageGate:
 
     problems: tuple[str, ...]
     ambiguous: bool
+    warnings: tuple[str, ...] = ()  # numerics changed under --xlatune-numerics=warn
 
 
 def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResult], lock: Lock,
-               tolerance_pct: float, final: bool) -> ImageGate:
+               tolerance_pct: float, final: bool, mode: Mode = Mode.FAIL) -> ImageGate:
     """Judge a locked recipe on a new image, with all its runs and the new baseline's runs.
 
     The recipe must still beat or match the new image's baseline, and neither the recipe nor the
     baseline may regress beyond the tolerance vs the lock, with confidence. Until `final`, a
     likely regression whose interval still reaches inside the tolerance makes the outcome
-    ambiguous (confirm it with more runs) instead of failing.
+    ambiguous (confirm it with more runs) instead of failing. The numerics guard holds the
+    recipe's loss trajectory to the new baseline's: a departure is a problem (a warning in
+    WARN mode), whatever the speed.
     """
     recipe = [r.tgs for r in recipe_runs if r.measured and r.tgs is not None]
     baseline = [r.tgs for r in baseline_runs if r.measured and r.tgs is not None]
@@ -90,7 +169,14 @@ def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResu
     tag_noise = stats.run_noise(baseline)
     recipe_ids = " ".join(r.job_id for r in recipe_runs)
     base_ids = " ".join(r.job_id for r in baseline_runs)
-    problems, ambiguous = [], False
+    problems, ambiguous, warnings = [], False, []
+    references = [(r.job_id, r.loss_fields()) for r in baseline_runs if r.losses]
+    tolerance = numerics.widened(numerics.DEFAULT_TOLERANCE, references)
+    check = numerics.guard(recipe_runs[0].loss_fields(), references, tolerance)
+    if check.verdict is Numerics.CHANGED:
+        line = (f"recipe {locked.profile!r} [{tag}] changes numerics on the new image: "
+                f"{check.where()}, job {recipe_runs[0].job_id} (tolerance {tolerance.text})")
+        (warnings if mode is Mode.WARN else problems).append(line)
     vs_base = stats.compare(recipe, baseline, tag_noise)
     if vs_base.verdict is stats.Direction.WORSE:
         problems.append(_line(f"recipe {locked.profile!r} [{tag}] no longer beats or matches the "
@@ -106,7 +192,7 @@ def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResu
             problems.append(_line(what, stats.compare(values, [reference], tag_noise),
                                   tolerance_pct, f"{ids} vs locked {reference:.1f}"))
         ambiguous |= decision is stats.Decision.AMBIGUOUS
-    return ImageGate(tuple(problems), ambiguous and not problems)
+    return ImageGate(tuple(problems), ambiguous and not problems, tuple(warnings))
 
 
 def _confirmed(values: Sequence[float], reference: float, noise: stats.Noise,
@@ -128,8 +214,10 @@ def _line(what: str, c: stats.Comparison, tolerance_pct: float, jobs: str) -> st
 
 
 def winners(results: Sequence[JobResult], config_tag: str, up_to_wave: int,
-            kinds: tuple[RunKind, ...] = (RunKind.PROFILE,)) -> list[JobResult]:
-    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first."""
+            kinds: tuple[RunKind, ...] = (RunKind.PROFILE,),
+            mode: Mode = Mode.FAIL) -> list[JobResult]:
+    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first;
+    a run whose loss left the baseline's (numerics changed) is none unless `mode` is WARN."""
     wanted = {k.value for k in kinds}
     found = []
     for r in results:
@@ -139,7 +227,8 @@ def winners(results: Sequence[JobResult], config_tag: str, up_to_wave: int,
         if not wave.isdigit() or int(wave) > up_to_wave:
             continue
         comparison = compare([r.tgs], results, config_tag)
-        if comparison is not None and comparison.verdict is stats.Direction.BETTER:
+        if comparison is not None and comparison.verdict is stats.Direction.BETTER and (
+                mode is Mode.WARN or not numerics_changed(r, results)):
             found.append(r)
     return sorted(found, key=lambda r: -(r.tgs or 0.0))
 
@@ -152,17 +241,43 @@ def best_measured(results: Sequence[JobResult], config_tag: str,
     return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
 
 
-def recipe(results: Sequence[JobResult], config_tag: str) -> JobResult | None:
-    """The run whose settings are the deployable recipe: the fastest profile or stack better
-    than the baseline beyond noise — but a stack only when it also beats the best single
-    winner beyond noise (otherwise the simpler recipe, as the skill prefers); None: no winner."""
-    found = winners(results, config_tag, 4, kinds=(RunKind.PROFILE, RunKind.STACK))
+def settings_count(result: JobResult) -> int:
+    """How many settings a recipe deploys: XLA flags, env vars and overrides."""
+    return len(result.xla_flags) + len(result.env) + len(result.overrides)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The recipe and the winners it tied with (within the noise of the fastest)."""
+
+    recipe: JobResult
+    fastest: JobResult
+    tied: tuple[tuple[JobResult, stats.Comparison], ...]  # every tied winner vs the fastest
+
+    @property
+    def simpler_than_fastest(self) -> bool:
+        return self.recipe is not self.fastest
+
+
+def choose(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> Choice | None:
+    """The deployable recipe: among the winners (profiles or stacks better than the baseline
+    beyond noise) that the fastest one does not beat beyond noise, the one with the fewest
+    settings, then the fastest — a stack therefore only when it beats every simpler winner."""
+    found = winners(results, config_tag, 4, kinds=(RunKind.PROFILE, RunKind.STACK), mode=mode)
     if not found:
         return None
-    single = next((r for r in found if r.kind == RunKind.PROFILE.value), None)
-    top = found[0]
-    if top.kind == RunKind.STACK.value and single is not None and top.tgs and single.tgs:
-        vs_single = stats.compare([top.tgs], [single.tgs], noise(results, config_tag))
-        if vs_single.verdict is not stats.Direction.BETTER:
-            return single
-    return top
+    top, tag_noise = found[0], noise(results, config_tag)
+    tied = []
+    for r in found:
+        vs_top = stats.compare([r.tgs or 0.0], [top.tgs or 0.0], tag_noise)
+        if vs_top.verdict is not stats.Direction.WORSE:
+            tied.append((r, vs_top))
+    chosen = min((r for r, _ in tied), key=lambda r: (settings_count(r), r.kind == RunKind.STACK.value,
+                                                      -(r.tgs or 0.0)))
+    return Choice(chosen, top, tuple(tied))
+
+
+def recipe(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> JobResult | None:
+    """The run whose settings are the deployable recipe (see `choose`); None: no winner."""
+    chosen = choose(results, config_tag, mode)
+    return chosen.recipe if chosen else None

@@ -2,6 +2,7 @@
 
 Speed comes from XLA_FLAGS so tests know the true answer:
   --xla_fake_tgs=N       steady Tokens/s/device (default 1000)
+  --xla_fake_loss_drift=D  the printed loss drifts by D per step (numerics changed)
   --xla_fake_fail=KIND   oom | crash | sigterm_after_last | rccl_hang | coord_timeout
                          | coord_timeout_hang | hang_before_memstats | hang_before_step0
                          | hang_after_step0 | disk_full (XLA's HLO-dump line on a full disk)
@@ -51,6 +52,7 @@ def main(argv: list[str]) -> int:
     penalized = args.get("fake_penalize")
     if penalized and penalized in flags:
         tgs *= float(args.get("fake_penalty", "0.8"))  # this config tag dislikes that flag
+    drift = float(flags.get("--xla_fake_loss_drift", "0"))
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")
     fake_format = args.get("fake_format", "")  # no_tokens | no_seconds: other MaxText eras
@@ -104,7 +106,7 @@ def main(argv: list[str]) -> int:
         time.sleep(step_sleep)
         value = tgs * (0.5 if step == 0 else 1.0) * (1 + 0.001 * ((step % 3) - 1))
         line = (f"completed step: {step}, seconds: {1024 / value:.3f}, TFLOP/s/device: 1.000, "
-                f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1:.3f}")
+                f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1 + drift * step:.3f}")
         if fake_format == "no_tokens":  # MaxText before Tokens/s/device (2024-07)
             line = line.replace(f", Tokens/s/device: {value:.3f}", "")
         elif fake_format == "no_seconds":

@@ -1,7 +1,7 @@
 """Re-render tuning reports from the results store without running anything.
 
     python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
-                                    [--export DIR]
+                                    [--export DIR] [--numerics fail|warn]
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..cell import CellError, load_cell
 from ..runtime import Runtime
-from ..settings import Settings
+from ..numerics import Mode
+from ..settings import Settings, numerics_mode
 from .files import write_reports
 
 
@@ -26,10 +27,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write <MODEL_TAG>-tuning.zh.md (rewritten anyway when it exists)")
     parser.add_argument("--export", type=Path, default=None, metavar="DIR",
                         help="also write each cell's latest results as CSV and JSON into DIR")
+    parser.add_argument("--numerics", type=numerics_mode, default=Mode.FAIL, metavar="fail|warn",
+                        help="as the sweep's --xlatune-numerics: may a run whose loss left the "
+                        "baseline's be the recipe (warn) or not (fail, the default)")
     args = parser.parse_args(argv)
     settings = Settings(store_dir=args.store, report_dir=args.out, write_report=True,
                         remeasure=False, poll_interval=1.0, python=sys.executable,
-                        export_dir=args.export, write_zh=args.zh)
+                        export_dir=args.export, write_zh=args.zh, numerics=args.numerics)
     runtime = Runtime(settings, args.root, report=lambda text: None)
     try:
         for path in args.cells:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from ..evidence.artifacts import RunEvidence
 from ..model import Cell
 from ..plan import RunKind
-from .. import verdicts
+from .. import numerics, stats, verdicts
+from ..numerics import Mode
 from ..results import JobResult, delta_pct
 from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
 
@@ -34,6 +35,33 @@ class Row:
     direction: str = ""  # better | worse | within_noise (stats.Direction values)
     kind: str = ""  # the RunKind value of the run (baseline rows: "baseline")
     derived: bool = False  # TGS derived from the step time (the log printed no Tokens/s/device)
+    numerics: str = ""  # same | changed | unknown | "" (baseline rows)
+    departed: str = ""  # where its loss left the baseline's, when changed
+    detectable_pct: float | None = None  # smallest Δ% this many runs could call better
+    settings: int = 0
+    overrides: str = ""  # the run's own MaxText overrides (e.g. dtype=bfloat16)
+
+
+@dataclass(frozen=True)
+class Tie:
+    """The recipe and the winners within the noise of the fastest."""
+
+    recipe: str
+    fastest: str
+    rows: tuple[tuple[str, int, float, float, float, float], ...]  # profile, settings, TGS, Δ% vs fastest, interval
+
+
+@dataclass(frozen=True)
+class Power:
+    """Whether the sweep could have seen an effect of bounded_pct (one run per profile)."""
+
+    detectable_pct: float
+    bound_pct: float
+    runs_needed: int | None  # runs of each profile (and baseline) to detect bound_pct
+
+    @property
+    def enough(self) -> bool:
+        return self.detectable_pct < self.bound_pct
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,14 @@ class ReportData:
     evidence_runs: tuple[EvidenceView, ...] = ()
     why: Why | None = None
     pipeline: Pipeline | None = None
+    numerics_mode: str = Mode.FAIL.value
+    numerics_tolerance: str = numerics.DEFAULT_TOLERANCE.text
+    numerics_changed: tuple[Row, ...] = ()
+    baseline_spread: float | None = None  # largest |Δ loss| between baseline repeats
+    tie: Tie | None = None
+    power: Power | None = None
+    noise: stats.Noise | None = None  # what the intervals use
+    disagreements: tuple[str, ...] = ()  # identical-settings runs beyond the prior
 
     @property
     def primary(self) -> str:
@@ -82,7 +118,7 @@ def _measured_on(results: list[JobResult]) -> dt.date:
 
 def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
           today: dt.date | None = None,
-          loaded: Mapping[str, RunEvidence] | None = None) -> ReportData:
+          loaded: Mapping[str, RunEvidence] | None = None, mode: Mode = Mode.FAIL) -> ReportData:
     """Everything the tuning report needs, computed from the latest result of each run;
     `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
@@ -117,15 +153,22 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         flags = flags_text(r) if r.kind != RunKind.PIPELINE_SHAPE.value else " ".join(
             f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
         cmp = verdicts.compare([r.tgs or 0.0], measured, primary)
+        check = verdicts.numerics_check(r, measured)
         rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
                         ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
                         direction=cmp.verdict.value if cmp else "", kind=r.kind,
-                        derived=r.tgs_derived))
+                        derived=r.tgs_derived,
+                        numerics=check.verdict.value, departed=check.where(),
+                        detectable_pct=verdicts.detectable_effect(measured, primary),
+                        settings=verdicts.settings_count(r),
+                        overrides=" ".join(f"{k}={v}" for k, v in r.overrides)
+                        if r.kind != RunKind.PIPELINE_SHAPE.value else ""))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best
     # single winner beyond noise); without one, the fastest better row (a pipeline shape).
-    chosen = verdicts.recipe(measured, primary)
+    choice = verdicts.choose(measured, primary, mode)
+    chosen = choice.recipe if choice else None
     winner = next((row for row in rows if chosen is not None and row.job_ids == chosen.job_id
                    and row.profile == chosen.profile), None) or next(
         (row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
@@ -142,6 +185,15 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     evidence = next((r for r in results if r.kind == RunKind.EVIDENCE.value), None)
     profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
     views = evidence_views(results, loaded)
+    tag_noise = verdicts.noise(measured, primary) if base is not None else None
+    power = None
+    if tag_noise is not None and (detectable := verdicts.detectable_effect(measured, primary)):
+        k = len(verdicts.baseline_values(measured, primary))
+        power = Power(detectable, cell.thresholds.bounded_pct,
+                      stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k))
+    references = [(r.job_id, r.loss_fields()) for r in measured
+                  if r.kind == RunKind.BASELINE.value and r.config_tag == primary and r.losses]
+    spread = numerics.agreement(references)
     return ReportData(
         cell=cell, date=(today or _measured_on(results)).isoformat(), nodelist=nodelist, backend=backend,
         baseline_tgs=baseline_tgs, noise_pct=noise, pooled_noise_pct=pooled,
@@ -151,7 +203,19 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         appendix=sorted(results, key=_job_number), profiles_tested=profiles_tested,
         evidence_runs=tuple(views), why=why(views), pipeline=pipeline(cell, measured, base,
                                                            verdicts.noise(measured, primary)),
+        numerics_mode=mode.value,
+        numerics_changed=tuple(row for row in rows if row.numerics == "changed"),
+        baseline_spread=spread.max_abs if spread else None,
+        tie=_tie(choice) if choice and len(choice.tied) > 1 else None,
+        power=power, noise=tag_noise,
+        disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
     )
+
+
+def _tie(choice: verdicts.Choice) -> Tie:
+    return Tie(choice.recipe.profile, choice.fastest.profile, tuple(
+        (r.profile, verdicts.settings_count(r), r.tgs or 0.0, c.delta_pct, c.ci_low_pct, c.ci_high_pct)
+        for r, c in choice.tied))
 
 
 def _mean_step(measured: list[JobResult], config_tag: str) -> float | None:

@@ -74,7 +74,8 @@ def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Out
         results = sweep.results()
         loaded = {r.job_id: artifacts.load(r) for r in results
                   if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
-        data = build(cell, results, sweep.nodelist, cell.backend.kind.value, loaded=loaded)
+        data = build(cell, results, sweep.nodelist, cell.backend.kind.value, loaded=loaded,
+                     mode=runtime.settings.numerics)
         by_tag.setdefault(cell.model_tag, []).append((cell_id(cell.path, runtime.root), data))
         exports[cell_slug(cell.path, runtime.root)] = results
     written = []

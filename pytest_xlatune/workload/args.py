@@ -53,6 +53,9 @@ class Config:
     run_name: str = "xlatune_workload"
     jax_distributed_heartbeat_timeout_seconds: int = 100  # accepted for parity; unused
     fault: str = ""
+    # MaxText's activation/compute dtype (weights and optimizer state stay float32, like
+    # MaxText's weight_dtype): bfloat16 really changes the loss trajectory.
+    dtype: str = "float32"
     ignored: tuple[str, ...] = field(default=(), compare=False)
 
     # Derived sizes -------------------------------------------------------------------------
@@ -106,6 +109,7 @@ class Config:
 
 _FIELDS = {f.name: f for f in fields(Config) if f.name != "ignored"}
 _PROFILERS = ("", "xplane")
+_DTYPES = ("float32", "bfloat16")
 _FAULTS = (
     "",
     "oom",
@@ -175,6 +179,7 @@ def _validate(c: Config) -> None:
     _need(c.learning_rate > 0, "learning_rate must be positive")
     _need(c.dataset_type == "synthetic", f"dataset_type={c.dataset_type!r}: only 'synthetic' is supported")
     _need(c.profiler in _PROFILERS, f"profiler={c.profiler!r}: expected '' or 'xplane'")
+    _need(c.dtype in _DTYPES, f"dtype={c.dtype!r}: expected one of {', '.join(_DTYPES)}")
     _need(c.fault in _FAULTS, f"fault={c.fault!r}: expected one of {', '.join(f for f in _FAULTS if f)}")
     _need(c.num_devices <= 512, f"{c.num_devices} devices is too many for a CPU run")
     _need(

@@ -90,6 +90,7 @@ def _rmsnorm(x: jax.Array, scale: jax.Array) -> jax.Array:
 def decoder_layer(x: jax.Array, p: Params) -> jax.Array:
     """One pre-norm block: causal multi-head attention, then a GELU MLP."""
     s = x.shape[1]
+    p = jax.tree.map(lambda w: w.astype(x.dtype), p)  # compute in the activation dtype
     h = _rmsnorm(x, p["ln1"])
     q = jnp.einsum("bse,ehd->bhsd", h, p["wq"])
     k = jnp.einsum("bse,ehd->bhsd", h, p["wk"])
@@ -115,6 +116,7 @@ def apply_layers(x: jax.Array, layers: Params) -> jax.Array:
 
 def logits_loss(params: Params, x: jax.Array, targets: jax.Array) -> jax.Array:
     """Mean next-token cross-entropy from final hidden states."""
+    x = x.astype(jnp.float32)  # the loss in float32 whatever the activation dtype (as MaxText)
     logits = _rmsnorm(x, params["ln_f"]) @ params["unembed"]
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     picked = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]

@@ -48,7 +48,7 @@ def build(c: Config) -> tuple[Any, Any, Any]:
         return jax.device_put(host, state_sh)  # type: ignore[no-any-return]
 
     def loss_fn(params: model.Params, inputs: jax.Array, targets: jax.Array) -> jax.Array:
-        x = params["embed"][inputs]
+        x = params["embed"][inputs].astype(c.dtype)
         x = parallel.decoder(c, mesh, params["layers"], x)
         return model.logits_loss(params, x, targets)
 

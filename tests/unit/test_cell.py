@@ -243,10 +243,12 @@ def test_demo_cell_loads_to_the_expected_values() -> None:
     assert cell.env_file == (EnvFileEntry("xla", "--xla_backend_optimization_level", "0", "2"),)
     assert [(p.name, p.wave, p.line) for p in cell.profiles] == [
         ("opt_o1", 2, 25), ("opt_o2", 2, 27), ("no_expensive", 2, 29), ("vec256", 2, 31),
-        ("no_eigen_mt", 3, 34), ("no_ar_combine", 3, 36), ("seq_sched", 3, 38), ("split4", 3, 40),
-        ("o2_no_fastmath", 4, 43), ("stale_flag", 4, 45)]
+        ("o1_bf16", 2, 33),
+        ("no_eigen_mt", 3, 37), ("no_ar_combine", 3, 39), ("seq_sched", 3, 41), ("split4", 3, 43),
+        ("o2_no_fastmath", 4, 46), ("stale_flag", 4, 48)]
+    assert cell.profile("o1_bf16").overrides == (("dtype", "bfloat16"),)
     assert cell.profile("stale_flag") == Profile(
-        "stale_flag", 4, xla_flags=("--xla_gpu_enable_obsolete_thing=true",), line=45)
+        "stale_flag", 4, xla_flags=("--xla_gpu_enable_obsolete_thing=true",), line=48)
     assert cell.backend == Backend(BackendKind.LOCAL)
     assert cell.thresholds == Thresholds()
 

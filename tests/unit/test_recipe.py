@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 from pytest_xlatune.cell import load_cell
 from pytest_xlatune.lock import build_lock
+from pytest_xlatune.numerics import Mode
+from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.verdicts import recipe
+from pytest_xlatune.verdicts import choose, disagreements, noise, recipe, winners
 
 CELL = """\
 model_tag: rc
@@ -90,3 +95,88 @@ def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path
         "the lock on file is kept")
     changed, why = lock_change(None, first, [f"wave2::p{i}[default]" for i in range(5)])
     assert not changed and "(wave2::p0[default], wave2::p1[default], wave2::p2[default] and 2 more)" in why
+
+
+# ---- simplest of the tied winners, the numerics guard, noise from identical settings, power --
+
+LOSSES = tuple(enumerate((7.444, 5.975, 4.481, 3.624, 2.741, 1.826, 1.392, 1.001, 0.709, 0.469)))
+BF16 = tuple(enumerate((7.444, 5.973, 4.475, 3.618, 2.739, 1.822, 1.389, 0.998, 0.707, 0.468)))
+
+
+def lossy(result: JobResult, losses: tuple[tuple[int, float], ...] = LOSSES) -> JobResult:
+    return dataclasses.replace(result, losses=losses)
+
+
+BASE_LOSSY = [lossy(r) for r in BASELINES]
+
+
+def test_winners_within_the_noise_of_each_other_pick_the_one_with_fewer_settings() -> None:
+    # The demo run of the issue: o2_no_fastmath (+108.9 %, two flags) over opt_o1 (+106.9 %, one).
+    results = BASELINES + [run("o2_no_fastmath", 1090.0, flags=("--xla_o=2", "--xla_fm=false")),
+                           run("opt_o1", 1080.0, flags=("--xla_o=1",))]
+    choice = choose(results, "default")
+    assert choice is not None and choice.recipe.profile == "opt_o1"
+    assert choice.fastest.profile == "o2_no_fastmath" and choice.simpler_than_fastest
+    assert [r.profile for r, _ in choice.tied] == ["o2_no_fastmath", "opt_o1"]
+    [(_, vs_fastest)] = [(r, c) for r, c in choice.tied if r.profile == "opt_o1"]
+    assert vs_fastest.delta_pct == pytest.approx(-0.917, abs=1e-3) and vs_fastest.ci_low_pct < 0 < vs_fastest.ci_high_pct
+
+
+def test_a_winner_with_more_settings_beyond_the_noise_of_the_simpler_one_stays_the_recipe() -> None:
+    results = BASELINES + [run("two", 1200.0, flags=("--xla_o=2", "--xla_fm=false")),
+                           run("one", 1080.0, flags=("--xla_o=1",))]
+    choice = choose(results, "default")
+    assert choice is not None and choice.recipe.profile == "two" and [r.profile for r, _ in choice.tied] == ["two"]
+
+
+def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "rc.yml"
+    path.write_text(CELL)
+    fast = lossy(run("a", 1150.0, flags=("--xla_a=1",)), BF16)
+    results = BASE_LOSSY + [fast, lossy(run("b", 1080.0, flags=("--xla_b=1",)))]
+    assert recipe(results, "default").profile == "b"
+    assert [r.profile for r in winners(results, "default", 4)] == ["b"]  # what a stack takes
+    lock = build_lock(load_cell(path), results, "localhost", "")
+    assert lock is not None and [r.profile for r in lock.recipes] == ["b"]
+    # --xlatune-numerics=warn: the user changes numerics on purpose; the faster run wins.
+    assert recipe(results, "default", Mode.WARN).profile == "a"
+    assert [r.profile for r in winners(results, "default", 4, mode=Mode.WARN)] == ["a", "b"]
+    warned = build_lock(load_cell(path), results, "localhost", "", mode=Mode.WARN)
+    assert warned is not None and warned.recipes[0].profile == "a"
+
+
+def test_every_run_with_identical_settings_feeds_the_noise() -> None:
+    # Two tight baselines alone: the prior dominates. A duplicate pair measured 12 % apart
+    # (identical effective flags: last-wins) contradicts the prior and sets the noise.
+    dup = [run("opt_o2", 1000.0, flags=("--xla_o=2",), job="5"),
+           run("restore_default", 1120.0, kind="restore_default", wave="wave1",
+               flags=("--xla_o=0", "--xla_o=2"), job="6")]
+    tight = noise(BASELINES, "default")
+    assert tight.groups == 1 and not tight.prior_rejected and tight.cv_pct < 0.8
+    pooled = noise(BASELINES + dup, "default")
+    assert pooled.groups == 2 and pooled.n == 4 and pooled.prior_rejected and pooled.cv_pct > 5
+    [flagged] = disagreements(BASELINES + dup, "default")
+    assert {r.job_id for r in flagged.runs} == {"5", "6"} and flagged.spread_pct == pytest.approx(11.3, abs=0.1)
+    # Evidence runs (profiled) never pool with plain runs.
+    profiled = run("evidence", 1300.0, kind="evidence", wave="wave1.5", job="7")
+    assert noise(BASELINES + [profiled], "default") == tight
+
+
+def test_an_under_powered_null_sweep_is_not_called_bounded_and_a_well_powered_one_is() -> None:
+    from tests import report_cases
+
+    under = report_cases.under_powered()
+    assert under.profiles_tested >= 25 and under.power is not None and not under.power.enough
+    assert under.power.detectable_pct > 2.0 and under.power.runs_needed == 4
+    assert "under-powered" in render_tuning_md(under) and "structurally bounded at" not in render_tuning_md(under)
+    well = report_cases.well_powered()
+    assert well.power is not None and well.power.enough and well.power.detectable_pct < 2.0
+    assert "the cell is structurally bounded at the editable scope" in render_tuning_md(well)
+
+
+def test_the_detectable_effect_shrinks_with_repeats() -> None:
+    from pytest_xlatune.stats import detectable_effect, run_noise
+
+    two = run_noise([1000.0, 1006.0])
+    assert detectable_effect(two, 1, 2) == pytest.approx(3.21, abs=0.01)
+    assert detectable_effect(two, 4, 4) < detectable_effect(two, 2, 2) < detectable_effect(two, 1, 2)

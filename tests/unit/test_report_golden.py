@@ -45,6 +45,9 @@ SCENARIOS: dict[str, Callable[[str], str]] = {
     "evidence_no_winner": one_cell(cases.evidence_no_winner),
     "evidence_same_collectives": one_cell(cases.evidence_same_collectives),
     "pipeline_shapes": one_cell(cases.pipeline_shapes),
+    "numerics_and_tie": one_cell(cases.numerics_and_tie),
+    "under_powered": one_cell(cases.under_powered),
+    "well_powered": one_cell(cases.well_powered),
 }
 
 

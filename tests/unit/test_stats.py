@@ -57,10 +57,21 @@ def test_two_identical_baselines_do_not_claim_zero_noise() -> None:
     assert noise.cv_pct == pytest.approx(0.8 * math.sqrt(4 / 5))
 
 
-def test_noisy_baselines_raise_the_noise_above_the_prior_but_below_the_sample() -> None:
-    noise = run_noise([970.0, 1030.0])  # sample CV 4.2 %
-    assert noise.sample_cv_pct == pytest.approx(60 / math.sqrt(2) / 1000 * 100)
+def test_somewhat_noisy_baselines_raise_the_noise_above_the_prior_but_below_the_sample() -> None:
+    noise = run_noise([988.0, 1012.0])  # sample CV 1.7 %: chi2 = 4.5 < 6.63, consistent with 0.8 %
+    assert noise.sample_cv_pct == pytest.approx(24 / math.sqrt(2) / 1000 * 100)
     assert 0.8 < noise.cv_pct < noise.sample_cv_pct
+    assert not noise.prior_rejected and noise.df == 5
+
+
+def test_baselines_that_contradict_the_prior_are_never_pulled_down_by_it() -> None:
+    # The demo run: 11.8 % measured, pooled with the 0.8 % prior it read 5.3 %.
+    noise = run_noise([1000.0, 1180.0])
+    assert noise.prior_rejected
+    assert noise.cv_pct == pytest.approx(noise.sample_cv_pct) and noise.cv_pct > 11
+    assert noise.df == 5  # the prior keeps its pseudo-degrees of freedom in the t quantile
+    # and two runs that far apart are not both "better" than each other's mean
+    assert compare([1180.0], [1000.0], noise).verdict is Direction.WITHIN_NOISE
 
 
 def test_many_baselines_converge_to_the_sample_cv() -> None:
