@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -224,6 +225,8 @@ def test_maxtext_slurm_sweep_through_the_bridge_from_a_container_path(
         pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path) -> None:
     host = tmp_path / "host" / "maxtext-slurm"
     shutil.copytree(STANDIN, host, symlinks=True, ignore=shutil.ignore_patterns("outputs"))
+    # A checkout is a git clone (pre-flight checks: upstream otherwise copies its parent).
+    subprocess.run(["git", "init", "-q", str(host)], check=True, capture_output=True, timeout=60)
     (host / "container_env.local.sh").write_text(f"export XLATUNE_PYTHON={sys.executable}\n")
     managed = {name: (host / name).read_bytes() for name in ("train_env.sh", "configs/demo.env.sh")}
     bridge = install_bridge(host, tmp_path / "shim")
