@@ -125,7 +125,8 @@ def run(command: str, cwd: Path) -> list[str]:
         argv = [sys.executable, *argv[1:]]
     else:
         raise AssertionError(f"README console example runs neither pytest nor python -m: {command}")
-    env = {**os.environ, "COLUMNS": "80",
+    # pytest does not shorten the summary lines when CI or BUILD_NUMBER is set: run as a user would.
+    env = {**{k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}, "COLUMNS": "80",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     return (done.stdout + done.stderr).splitlines()
