@@ -16,12 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-# The checkout scripts/test.sh resolves ($XLATUNE_MAXTEXT_SLURM), else the snapshot in ../shared/
-# beside the repository (where CI lays it next to its fresh clone).
-_REPO = Path(__file__).resolve().parents[2]
-UPSTREAM = Path(os.environ.get("XLATUNE_MAXTEXT_SLURM")
-                or os.environ.get("XLATUNE_UPSTREAM_MAXTEXT_SLURM")
-                or _REPO.parent / "shared" / "upstream" / "maxtext-slurm-f64d93f")
+from tests.integration.upstream import upstream_snapshot
+
 
 SHIM = '''\
 import os, sys
@@ -75,7 +71,7 @@ class Bridge:
 def install_bridge(checkout: Path, shim_dir: Path) -> Bridge:
     """Copy upstream's .host-cmd into `checkout` (writable, as a git clone would be)."""
     target = checkout / ".host-cmd"
-    shutil.copytree(UPSTREAM / ".host-cmd", target)
+    shutil.copytree(upstream_snapshot() / ".host-cmd", target)
     for path in [target, *target.iterdir()]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
     shim_dir.mkdir(parents=True, exist_ok=True)

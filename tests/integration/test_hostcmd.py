@@ -21,7 +21,8 @@ from pytest_xlatune.notify import Notifier
 from pytest_xlatune.transport import TransportError, TransportRefused, TransportTimeout
 from tests.conftest import FAKE
 from tests.integration.fixtures_infra import LocalSlurm, placement, unavailable
-from tests.integration.hostcmd_bridge import UPSTREAM, Bridge, install_bridge
+from tests.integration.hostcmd_bridge import Bridge, install_bridge
+from tests.integration.upstream import upstream_snapshot
 from tests.integration.test_transport import awkward_args, echo_argv
 
 STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
@@ -30,9 +31,8 @@ STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
 @pytest.fixture(autouse=True)
 def upstream_bridge() -> None:
     """The upstream snapshot's .host-cmd is here (a skip outside CI, a failure in CI)."""
-    if not (UPSTREAM / ".host-cmd" / "host_cmd_server.py").is_file():
-        unavailable(f"no upstream maxtext-slurm snapshot with .host-cmd at {UPSTREAM} "
-                    "(set XLATUNE_UPSTREAM_MAXTEXT_SLURM)")
+    if not (upstream_snapshot() / ".host-cmd" / "host_cmd_server.py").is_file():
+        unavailable(f"the upstream maxtext-slurm snapshot {upstream_snapshot()} has no .host-cmd bridge")
 
 
 @pytest.fixture
