@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from .launch.base import JobPhase, JobProgress, JobRequest, Launcher, LauncherError, SubmittedJob
+from .stopsignals import deferred
 
 PENDING = JobProgress(JobPhase.PENDING, "UNKNOWN")
 
@@ -86,15 +87,23 @@ class ControllerDown(LauncherError):
 
 
 def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[float], None],
-                          limit_s: float) -> SubmittedJob:
-    """Submit; while the controller does not answer, back off like the poller (warning each
-    time) and try again, until it has been down for `limit_s` (then ControllerDown goes up).
-    Any other submission error goes up at once."""
+                          limit_s: float,
+                          record: Callable[[SubmittedJob], None] = lambda job: None) -> SubmittedJob:
+    """Submit and `record` the job; while the controller does not answer, back off like the
+    poller (warning each time) and try again, until it has been down for `limit_s` (then
+    ControllerDown goes up). Any other submission error goes up at once.
+
+    Each submission and its record are one critical section: a SIGINT/SIGTERM/SIGHUP arriving
+    meanwhile is acted on right after the record, so no job is known to the scheduler alone
+    (the waits between attempts stay interruptible)."""
     down_since: float | None = None
     failures = 0
     while True:
         try:
-            return poller.launcher.submit(request)
+            with deferred():
+                job = poller.launcher.submit(request)
+                record(job)
+            return job
         except LauncherError as error:
             now = poller.clock()
             down_since = now if down_since is None else down_since

@@ -300,7 +300,8 @@ class Sweep:
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
         limit_s = _controller_limit_s(self.policy)
         try:
-            job = submit_through_outage(self.poller, job_request(self.cell, spec), self.sleep, limit_s)
+            job = submit_through_outage(self.poller, job_request(self.cell, spec), self.sleep, limit_s,
+                                        record=lambda job: self._record_submission(spec, key, job))
         except ControllerDown as error:
             raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
                                f"{limit_s / 60:.0f} min: {error}") from None
@@ -309,7 +310,11 @@ class Sweep:
                 raise SweepStopped(f"disk_full: {spec.name}'s job could not be submitted: {error}",
                                    recovery="free space (or fix the disk) where it says, then rerun") from None
             raise
-        # Recorded before anything else happens, so a killed session re-attaches to it.
+        return job
+
+    def _record_submission(self, spec: RunSpec, key: str, job: SubmittedJob) -> None:
+        """Recorded before anything else happens (signals wait meanwhile: stopsignals.deferred),
+        so a killed session re-attaches to the job and an interrupted one cancels it."""
         try:
             self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
                               log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
@@ -320,7 +325,6 @@ class Sweep:
         self._key_of_job[job.job_id] = key
         self._jobs[job.job_id] = (spec.name, job)
         self.poller.track(job.job_id)
-        return job
 
     def _watch_queue_ahead(self) -> None:
         """Before a retry: watch the jobs already queued for later items to their end. Slurm

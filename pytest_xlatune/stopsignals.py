@@ -1,9 +1,16 @@
-"""SIGTERM and SIGHUP turned into Ctrl-C for the length of a pytest session."""
+"""SIGTERM and SIGHUP turned into Ctrl-C for a pytest session, and held back while a job is
+submitted and recorded (`deferred`)."""
 
 from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+# Held inside `deferred()`: SIGINT is Ctrl-C (Python's KeyboardInterrupt), the others StopSignals'.
+DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class StopSignals:
@@ -31,3 +38,47 @@ class StopSignals:
         for number, handler in self.previous.items():
             signal.signal(number, handler)  # type: ignore[arg-type]
         self.previous.clear()
+
+
+_depth = 0  # nesting of deferred() blocks (only the outermost swaps the handlers)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP for the length of the block and act on one that arrived right
+    after it, as its handler would have (KeyboardInterrupt).
+
+    The block is a job's submission and its `submitted` record: interrupted between the two,
+    the scheduler would know a job that the store does not, which nobody then cancels. A
+    handler that is not Python code (SIG_DFL, SIG_IGN) is left as it is; off the main thread
+    (where handlers cannot be set) the block runs unguarded.
+    """
+    global _depth
+    if _depth or threading.current_thread() is not threading.main_thread():
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth -= 1
+        return
+    held: list[tuple[int, Callable[[int, Any], Any]]] = []
+    previous: dict[int, Callable[[int, Any], Any]] = {}
+
+    def hold(number: int, frame: Any) -> None:
+        held.append((number, previous[number]))
+
+    for number in DEFERRED:
+        handler = signal.getsignal(number)
+        if callable(handler):
+            previous[number] = handler
+            signal.signal(number, hold)
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if held:  # delivered late, once: the first one decides (a second cannot cut it short)
+            number, handler = held[0]
+            handler(number, None)

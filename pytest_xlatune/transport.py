@@ -108,8 +108,11 @@ class LocalTransport:
             env: Mapping[str, str] | None = None) -> CommandResult:
         args = check_argv(argv)
         try:
+            # Its own session: a Ctrl-C in the terminal reaches pytest (which acts on it, see
+            # stopsignals.deferred), never an sbatch half-way through submitting a job.
             proc = subprocess.run(args, capture_output=True, timeout=timeout, cwd=cwd, check=False,
-                                  env={**os.environ, **env} if env else None, stdin=subprocess.DEVNULL)
+                                  env={**os.environ, **env} if env else None, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
         except subprocess.TimeoutExpired:
             raise TransportTimeout(f"{args[0]} timed out after {timeout:g} s") from None
         except (FileNotFoundError, NotADirectoryError):

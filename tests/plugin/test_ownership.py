@@ -149,7 +149,6 @@ def test_a_non_object_line_and_a_lost_last_byte_lose_nothing(tmp_path: Path, cel
     assert_nothing_twice(tmp_path, cell)
 
 
-@pytest.mark.xfail(strict=False, reason="known race (issue 12 stays open): one CI run under load stored no cancelled record for the job in flight")
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_cancel_the_running_job_store_it_and_write_the_report(
         tmp_path: Path, cell: Path, number: int) -> None:
