@@ -370,7 +370,11 @@ class Sweep:
             try:
                 self.store.append("cancelled", job_id=job_id, key=self._key_of_job.get(job_id, ""))
             except StoreWriteError:
-                pass  # the store is failing; the rerun finds the job ended and submits it again
+                # The store is failing (a full disk): the lock file's note keeps it instead, so
+                # the rerun runs it again rather than take it for a cancel by hand.
+                if not self.store.note_cancelled(job_id):
+                    self.warn(f"job {job_id}: cancelled, but not recorded (the store and its lock "
+                              "note cannot be written): a rerun will take it for a cancel by hand")
 
     def adopt_orphans(self) -> None:
         """Take over every job an earlier (killed) session of this store left queued or running,

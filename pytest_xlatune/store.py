@@ -3,6 +3,12 @@
 It owns the `.jsonl` file of a cell, the OS lock beside it (`<cell>.jsonl.lock`, one session
 per store) and the `.torn` side file its healing sets torn tails aside into.
 
+The lock file holds the owner's note in NOTE_SIZE bytes written (and so allocated) when the
+session takes the store. When a `cancelled` record cannot be written (a full disk), the job
+ids go into that note in place, which needs no new disk space; the next owner writes the
+missing records first, so a job the session cancelled on its way out is submitted again, while
+a job cancelled by hand (no record, no note) stays `cancelled`.
+
 A line is written with `os.write` on an `O_APPEND` descriptor until every byte is down, then
 fsynced; a write that fails (disk full, EIO) is undone (the file is cut back to where it was)
 and raised as StoreWriteError, so a result is never reported unless its record is durable.
@@ -32,6 +38,7 @@ from typing import Any
 from .results import JobResult, Verdict
 
 SCHEMA_VERSION = 1
+NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
 
 
 class StoreError(Exception):
@@ -52,6 +59,7 @@ class ResultStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock_fd: int | None = None
+        self._note: dict[str, Any] = {}
 
     # ---- ownership ----------------------------------------------------------------------
 
@@ -73,7 +81,7 @@ class ResultStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
-            holder = _holder(os.pread(fd, 4096, 0))
+            holder = _holder(os.pread(fd, NOTE_SIZE, 0))
             os.close(fd)
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise StoreError(f"{self.lock_path}: cannot lock the store: {error.strerror}") from None
@@ -84,15 +92,52 @@ class ResultStore:
                 f"{holder.get('started', '?')}); "
                 + ("run the cell's items in one worker: --dist loadgroup" if same else
                    "wait for it to end, or pass another --xlatune-store")) from None
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "session": session,
-                "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        except OSError:
-            pass  # the lock holds without the note; a refused session then says "?"
+            notes = self.heal() + self._record_noted_cancels(_holder(os.pread(fd, NOTE_SIZE, 0)))
+        except BaseException:
+            os.close(fd)  # e.g. the missing records cannot be written yet: the note stays
+            raise
         self._lock_fd = fd
-        return self.heal()
+        self._note = {"host": socket.gethostname(), "pid": os.getpid(), "session": session,
+                      "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        self._write_note()  # without it the lock still holds; a refused session says "?"
+        return notes
+
+    def _write_note(self) -> bool:
+        """The owner's note, padded to NOTE_SIZE, in place at the start of the lock file."""
+        data = json.dumps(self._note).encode()
+        if self._lock_fd is None or len(data) >= NOTE_SIZE:
+            return False
+        try:
+            os.pwrite(self._lock_fd, data + b"\n" + b" " * (NOTE_SIZE - len(data) - 1), 0)
+            os.fsync(self._lock_fd)
+        except OSError:
+            return False
+        return True
+
+    def note_cancelled(self, job_id: str) -> bool:
+        """The store could not take this job's `cancelled` record: keep it in the owner's note
+        (space written at acquire), for the next owner to record. False: not kept either."""
+        noted = self._note.setdefault("cancelled", [])
+        noted.append(job_id)
+        if self._write_note():
+            return True
+        noted.remove(job_id)
+        return False
+
+    def _record_noted_cancels(self, previous: dict[str, Any]) -> list[str]:
+        """Write the `cancelled` records the previous owner noted but could not store (only for
+        jobs still waiting for one: a record never ends a later submission of the run)."""
+        noted = [str(j) for j in previous.get("cancelled", []) if isinstance(j, (str, int))]
+        pending = {str(r["job_id"]): key for key, r in self.pending_submissions().items()}
+        done = [job for job in noted if job in pending]
+        for job in done:
+            self.append("cancelled", job_id=job, key=pending[job], noted_by=previous.get("pid", "?"))
+        if not done:
+            return []
+        return [f"{self.path}: recorded job(s) {', '.join(done)} as cancelled by the session before "
+                f"(pid {previous.get('pid', '?')}, started {previous.get('started', '?')}), which "
+                "cancelled them on its way out but could not write the store; their runs go again"]
 
     def release(self) -> None:
         if self._lock_fd is not None:

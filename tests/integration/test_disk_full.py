@@ -1,13 +1,17 @@
 """A full disk on a real small tmpfs: the session stops saying where, the store keeps every whole
 record (no cut line), a full disk is never an OOM, and the rerun after freeing space loses
-nothing and runs nothing twice. Needs root (mount); in CI it must run."""
+nothing and runs nothing twice; jobs the session cancelled while the store could not record it
+run again on the rerun, while a job cancelled by hand stays `cancelled`. Needs root (mount); in
+CI it must run."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +20,7 @@ import pytest
 
 from tests.conftest import FAKE
 from tests.integration.fixtures_infra import unavailable
+from tests.integration.test_ownership_slurm import active, scheduler_jobs, wait_for
 
 
 @pytest.fixture
@@ -127,3 +132,140 @@ waves:
         verdicts = [e["verdict"] for e in events(tmp_path / ".xlatune" / "cell.jsonl")
                     if e["event"] == "result"]
         assert verdicts == ["disk_full"] * attempt
+
+
+# ---- who cancelled a job: the session on its way out (re-run it) or a person (keep it) ----------
+
+CANCELS = """\
+model_tag: {tag}
+{slot}
+parallelism: FSDP=8
+baseline_repeats: 1
+overrides: {{fake_step_sleep: 0.3}}
+waves:
+  2:
+    - {{name: a, xla_flags: [--xla_fake_tgs=1100]}}
+    - {{name: b, xla_flags: [--xla_fake_tgs=1200]}}
+    - {{name: c, xla_flags: [--xla_fake_tgs=900]}}
+{backend}"""
+CANCELS_ITEMS = 6  # baseline, evidence, a, b, c, the winner's evidence run
+
+
+def cancels_cell(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> tuple[str, list[str]]:
+    """(the cell's tag, the session's arguments); job logs and scripts live off the tmpfs, so only
+    the store's disk is full."""
+    tag = f"cn{uuid.uuid4().hex[:6]}"
+    if backend == "sbatch":
+        request.getfixturevalue("local_slurm")
+        text = CANCELS.format(tag=tag, slot="nodelist: node[01-02]", backend="backend: {kind: sbatch}\n")
+        args = [f"--xlatune-workdir={tmp_path / 'slurm-jobs'}"]
+    else:
+        text, args = CANCELS.format(tag=tag, slot="nodes: 1", backend=""), []
+    (tmp_path / "cell.yml").write_text(text)
+    return tag, args
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args], cwd=cwd,
+                            stdout=(cwd / "out.txt").open("w"), stderr=subprocess.STDOUT, text=True)
+
+
+def store_events(store: Path) -> list[dict]:
+    raw = store.read_bytes() if store.exists() else b""
+    return [json.loads(line) for line in raw.splitlines(keepends=True)
+            if line.endswith(b"\n") and line.strip()]  # fill() leaves blank lines
+
+
+def unfinished(store: Path) -> set[str]:
+    """Job ids submitted without a result or a cancelled record (yet)."""
+    recorded = store_events(store)
+    ended = {str(e["job_id"]) for e in recorded if e["event"] in ("result", "cancelled", "attempt")}
+    return {str(e["job_id"]) for e in recorded if e["event"] == "submitted"} - ended
+
+
+def fill(mount: Path, store: Path) -> Path:
+    """Fill the disk to the last byte: a filler, then blank lines (which readers skip) in the rest
+    of the store's last page, which would otherwise still take a short record."""
+    filler = mount / "filler"
+    for path, flags in ((filler, os.O_CREAT), (store, os.O_APPEND)):
+        fd = os.open(path, os.O_WRONLY | flags)
+        try:
+            while os.write(fd, b"\n" * 4096):  # short writes up to the page's end, then ENOSPC
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return filler
+
+
+@pytest.mark.parametrize("backend", ["local", "sbatch"])
+def test_jobs_the_session_cancels_on_a_full_disk_run_again_on_the_rerun(
+        tmp_path: Path, tmpfs: Path, fake_trainer_env: None, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """SIGTERM while the store's disk is full: the `cancelled` records cannot be written; the
+    lock file's note keeps them, and the rerun records them and runs those items again instead
+    of taking the jobs for cancels by hand (the CI run where job 885 failed as `cancelled`)."""
+    tag, args = cancels_cell(tmp_path, backend, request)
+    store_dir = tmpfs / "store"
+    store = store_dir / "cell.jsonl"
+    if backend == "local":  # the job logs beside the store, but on the big disk
+        (store_dir / "cell").mkdir(parents=True)
+        (tmp_path / "jobs").mkdir()
+        (store_dir / "cell" / "jobs").symlink_to(tmp_path / "jobs")
+    args.append(f"--xlatune-store={store_dir}")
+    first = start(tmp_path, *args)
+    in_flight = 2 if backend == "sbatch" else 1  # sbatch: a running and a queued job
+    wait_for("a result and jobs in flight", lambda: any(e["event"] == "result" for e in store_events(store))
+             and len(unfinished(store)) >= in_flight)
+    filler = fill(tmpfs, store)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    out = (tmp_path / "out.txt").read_text()
+    assert "SIGTERM received" in out and "Traceback" not in out, out
+    cancelled = unfinished(store)
+    assert len(cancelled) >= in_flight and not [e for e in store_events(store) if e["event"] == "cancelled"]
+    note = json.loads((store_dir / "cell.jsonl.lock").read_text())
+    assert sorted(note["cancelled"]) == sorted(cancelled)  # kept where no new space is needed
+    if backend == "sbatch":
+        wait_for("the cancels to land", lambda: not cancelled & active(), timeout=60)
+
+    filler.unlink()  # space freed
+    second = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    out2 = second.stdout + second.stderr
+    assert second.returncode == 0, out2
+    assert f"recorded job(s) {', '.join(sorted(cancelled, key=int))} as cancelled by the session before" in out2
+    assert not any(f"re-attached to job {job} " in out2 for job in cancelled), out2
+    recorded = store_events(store)
+    results = Counter(e["item"] for e in recorded if e["event"] == "result")
+    assert len(results) == CANCELS_ITEMS and set(results.values()) == {1}, results
+    ids = Counter(str(e["job_id"]) for e in recorded if e["event"] == "submitted")
+    assert set(ids.values()) == {1} and not cancelled & {str(e["job_id"]) for e in recorded
+                                                         if e["event"] == "result"}
+    if backend == "sbatch":
+        assert sum(scheduler_jobs(tag).values()) == len(ids)  # every job Slurm saw is one the store knows
+
+
+@pytest.mark.parametrize("backend", ["local", "sbatch"])
+def test_a_job_cancelled_by_hand_is_cancelled_and_not_retried(
+        tmp_path: Path, fake_trainer_env: None, backend: str, request: pytest.FixtureRequest) -> None:
+    tag, args = cancels_cell(tmp_path, backend, request)
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    first = start(tmp_path, *args)
+    wait_for("a result and a running job", lambda: any(e["event"] == "result" for e in store_events(store))
+             and unfinished(store))
+    victim = min(unfinished(store), key=int)
+    record = next(e for e in store_events(store) if e["event"] == "submitted" and str(e["job_id"]) == victim)
+    if backend == "sbatch":
+        subprocess.run(["scancel", victim], check=True)
+    else:
+        os.kill(int(record["handle"]), signal.SIGTERM)  # what a person's `kill` does
+    assert first.wait(timeout=900) == 1  # that item failed, the others ran
+    out = (tmp_path / "out.txt").read_text()
+    assert f"job {victim} (cancelled): cancelled" in out and "Traceback" not in out, out
+    recorded = store_events(store)
+    runs = [e for e in recorded if e["event"] == "submitted" and e["key"] == record["key"]]
+    assert [str(e["job_id"]) for e in runs] == [victim]  # not retried
+    assert [e["verdict"] for e in recorded if e["event"] == "result" and e["key"] == record["key"]] \
+        == ["cancelled"]

@@ -174,3 +174,33 @@ def test_a_short_write_is_continued(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     store.add_result(replace(result("a", "1"), log_tail="y" * 5000))
     monkeypatch.undo()
     assert store.latest_by_key()["a"].log_tail == "y" * 5000
+
+
+def test_a_cancel_the_full_store_cannot_take_is_noted_and_recorded_by_the_next_owner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    first = ResultStore(path)
+    first.acquire("one")
+    for key, job in (("a", "7"), ("b", "8")):
+        first.append("submitted", key=key, item=f"wave2::{key}[default]", job_id=job,
+                     log_path=f"/logs/{job}.log", job_dir=f"/jobs/{job}")
+
+    def full(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ResultStore, "_write_raw", staticmethod(full))
+    with pytest.raises(StoreWriteError):
+        first.append("cancelled", job_id="7", key="a")
+    assert first.note_cancelled("7")  # the session cancelled 7 on its way out; 8 is cancelled by hand
+    monkeypatch.undo()
+    first.release()
+    second = ResultStore(path)
+    notes = second.acquire("two")
+    assert len(notes) == 1 and notes[0].startswith(
+        f"{path}: recorded job(s) 7 as cancelled by the session before (pid {os.getpid()}, started ")
+    assert notes[0].endswith("which cancelled them on its way out but could not write the store; "
+                             "their runs go again")
+    assert set(second.pending_submissions()) == {"b"}  # 7 is submitted again, 8 re-attached to
+    assert [e["job_id"] for e in second.events() if e["event"] == "cancelled"] == ["7"]
+    second.release()
+    assert ResultStore(path).acquire("three") == []  # recorded once: the new owner's note is clean
