@@ -67,16 +67,18 @@ def deferred() -> Iterator[None]:
     def hold(number: int, frame: Any) -> None:
         held.append((number, previous[number]))
 
-    for number in DEFERRED:
-        handler = signal.getsignal(number)
-        if callable(handler):
-            previous[number] = handler
-            signal.signal(number, hold)
-    _depth += 1
     try:
-        yield
+        for number in DEFERRED:  # a signal before the swap is done acts at once: nothing ran yet
+            handler = signal.getsignal(number)
+            if callable(handler):
+                previous[number] = handler
+                signal.signal(number, hold)
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth -= 1
     finally:
-        _depth -= 1
         for number, handler in previous.items():
             signal.signal(number, handler)
         if held:  # delivered late, once: the first one decides (a second cannot cut it short)
