@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from .cell import CellError, load_cell
-from .nodes import CellFile, CellItem
+from .cell.load import CellError, load_cell
+from .engine.items import CellFile, CellItem
 from .report.files import write_reports
-from .runtime import RUNTIME_KEY, Runtime
+from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
-from .stopsignals import StopSignals
+from .engine.stopsignals import StopSignals
 
 CELL_SUFFIXES = (".yml", ".yaml")
 
@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     _STOP_SIGNALS.install()
     if config.pluginmanager.hasplugin("html"):
-        from . import htmlreport
+        from .report import html as htmlreport
 
         config.pluginmanager.register(htmlreport, "xlatune-html")
 

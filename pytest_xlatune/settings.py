@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import pytest
 
-from .hang import HangSettings
-from .numerics import Mode
-from .policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
+from .judge.hang import HangSettings
+from .judge.numerics import Mode
+from .judge.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
 
 HANG_FIELDS = ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s")
 

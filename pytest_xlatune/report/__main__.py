@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cell import CellError, load_cell
-from ..runtime import Runtime
-from ..numerics import Mode
+from ..cell.load import CellError, load_cell
+from ..engine.session import Runtime
+from ..judge.numerics import Mode
 from ..settings import Settings, numerics_mode
 from .files import write_reports
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..evidence import artifacts
-from ..plan import RunKind
+from ..plan.expand import RunKind
 from . import sections
 from .data import ReportData, build
 from .export import export_texts
@@ -17,8 +17,8 @@ from .markdown import render_document
 from ..results import JobResult
 
 if TYPE_CHECKING:
-    from ..model import Cell
-    from ..runtime import Runtime
+    from ..cell.model import Cell
+    from ..engine.session import Runtime
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Out
     replacing only the sections of this session's cells; plus exports under --xlatune-export.
     A file whose content would not change is not rewritten. `cells`: these only (default: all
     the runtime knows)."""
-    from ..runtime import cell_slug  # runtime imports this module
+    from ..engine.session import cell_slug  # runtime imports this module
 
     by_tag: dict[str, list[tuple[str, ReportData]]] = {}
     exports: dict[str, list[JobResult]] = {}

@@ -1,0 +1,293 @@
+"""The per-session state: one Sweep per cell, created on first use, closed at session end."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ..launch.registry import (LOCAL_NODELIST, bridge_preflight, local_backend, open_transport, remote_dir,
+                       slurm_backend)
+from ..plan.request import possible_requests
+from ..evidence.fetch import fetch_evidence
+from ..launch.base import Launcher
+from ..cell.model import BackendKind, Cell
+from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, lock_path
+from ..report.files import Output, write_atomic
+from ..plan.expand import RunSpec, expand, expand_gate
+from ..notify import Notifier
+from ..judge.policy import Policy, policy_from_text
+from ..launch.preflight import PreflightError
+from ..judge.stop import stop_message
+from .watch import SweepStopped
+from .sweep import Sweep
+from ..settings import Settings
+from ..transport.ssh import SSHTransport
+from ..store import ResultStore, StoreError, StoreWriteError
+from ..transport.base import Transport
+
+
+def cell_slug(cell_path: Path, root: Path) -> str:
+    """A file-system-safe name for a cell, unique within the rootdir."""
+    try:
+        relative = cell_path.resolve().relative_to(root.resolve())
+    except ValueError:
+        relative = Path(cell_path.name)
+    return "__".join(relative.with_suffix("").parts)
+
+
+class Runtime:
+    """Holds the sweeps of this pytest session (stashed on the config)."""
+
+    def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
+                 warn: Callable[[str], None] | None = None, session_id: str = "") -> None:
+        self.settings = settings
+        self.session_id = session_id  # xdist workers of one session share it
+        self.root = root
+        self.report = report  # progress, shown with -v
+        self.warn = warn or report  # incidents, always shown
+        self.sweeps: dict[Path, Sweep] = {}
+        self.cells: dict[Path, Cell] = {}
+        self.outputs: list[Output] = []
+        self.ran: dict[Path, set[str]] = {}  # cell → names of the items that ran this session
+        self.needs: dict[str, str] = {}  # item id → what it needed that is not in the store
+        self.upcoming: dict[Path, list[RunSpec]] = {}
+        self.failed: dict[Path, str] = {}
+        self._transport: Transport | None = None
+        self.locks: dict[Path, Lock] = {}
+        self.stops: list[str] = []
+        self._notifier: Notifier | None = None
+        self._held: list[ResultStore] = []  # stores this session owns (their locks)
+        self.refused: set[Path] = set()  # cells whose store another session owns
+
+    def store_for(self, cell: Cell) -> ResultStore:
+        return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
+
+    def note_item(self, cell: Cell, spec: RunSpec) -> None:
+        """Remember a selected run, in execution order; its cell gets a report at session end."""
+        self.cells[cell.path] = cell
+        self.upcoming.setdefault(cell.path, []).append(spec)
+
+    def note_cell(self, cell: Cell) -> None:
+        self.cells[cell.path] = cell
+
+    def note_ran(self, cell_path: Path, item: str) -> None:
+        """An item of the cell ran (passed, failed, skipped or reused) in this session."""
+        self.ran.setdefault(cell_path, set()).add(item)
+
+    def cells_that_ran(self) -> list[Cell]:
+        """The cells with at least one item run this session: only their outputs are written."""
+        return [cell for path, cell in self.cells.items() if self.ran.get(path)]
+
+    def sweep_for(self, cell: Cell) -> Sweep:
+        """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
+        if cell.path in self.failed:
+            raise PreflightError(self.failed[cell.path])
+        if cell.path not in self.sweeps:
+            try:
+                self.sweeps[cell.path] = self._open_sweep(cell)
+            except StoreError as error:  # another session owns the store: nothing is submitted
+                self.failed[cell.path] = str(error)
+                self.refused.add(cell.path)  # its owner writes the cell's report, not this session
+                raise PreflightError(str(error)) from None
+            except PreflightError as error:
+                self.failed[cell.path] = str(error)
+                raise
+        return self.sweeps[cell.path]
+
+    def _open_sweep(self, cell: Cell) -> Sweep:
+        store = self.store_for(cell)
+        for note in store.acquire(self.session_id):  # before anything reads or submits
+            self.warn(note)
+        self._held.append(store)
+        slug = cell_slug(cell.path, self.root)
+        launcher: Launcher
+        if cell.backend.kind is BackendKind.LOCAL:
+            launcher = local_backend(self.settings, cell, self.settings.store_dir / slug / "jobs",
+                                     store.max_job_number() + 1)
+            nodelist, other_jobs = LOCAL_NODELIST, ""
+        else:
+            transport = self.transport()
+            if reached := bridge_preflight(cell, transport):
+                self.warn(reached)  # once per session, before Slurm is asked anything
+            workdir = remote_dir(transport, self.settings, self.settings.store_dir,
+                                 posixpath.join(self.settings.workdir, slug))
+            launcher, frozen = slurm_backend(cell, self.settings, transport, workdir, store)
+            nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
+            self._warn_busy(cell, store, frozen.nodelist, frozen.busy)
+        specs = specs_for(cell, self.settings)
+        try:
+            self._freeze(cell, store, nodelist)
+            # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
+            if check_requests := getattr(launcher, "check_requests", None):
+                check_requests(possible_requests(cell, specs))
+        except PreflightError:
+            launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
+            raise
+        if other_jobs.strip():
+            self.report(f"{cell.path.name}: other jobs on the partition:\n{other_jobs.rstrip()}")
+        sweep = Sweep(
+            cell=cell, specs=specs, store=store, launcher=launcher,
+            nodelist=nodelist, poll_interval=self.settings.poll_interval,
+            remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
+            queue_depth=getattr(launcher, "queue_depth", 0),
+            image=self.settings.image or cell.image,
+            policy=self.policy_for(cell), hang=self.settings.hang_settings(),
+            numerics=self.settings.numerics,
+            fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
+        )
+        sweep.set_upcoming(self.upcoming.get(cell.path, []))
+        sweep.adopt_orphans()
+        return sweep
+
+    def _warn_busy(self, cell: Cell, store: ResultStore, nodelist: str, busy: str) -> None:
+        """Say (without -v) which other jobs hold the pinned nodes: the sweep waits behind them."""
+        own = {str(r["job_id"]) for r in store.pending_submissions().values()}
+        lines = [ln for ln in busy.splitlines() if ln.strip() and ln.split("|", 1)[0] not in own]
+        if lines:
+            self.warn(f"{cell.path.name}: {len(lines)} other job(s) on the pinned nodes {nodelist}; "
+                      "the sweep's jobs will wait for them (id|user|state|nodes|name):\n"
+                      + "\n".join(lines))
+
+    def _fetcher(self, cell: Cell) -> Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None:
+        """Over SSH, copy evidence artifacts into the store (`<store>/<cell>/evidence/<job>`)."""
+        transport = self.transport()
+        if not isinstance(transport, SSHTransport):
+            return None
+        into = self.settings.store_dir / cell_slug(cell.path, self.root) / "evidence"
+        return lambda artifacts, job_id: fetch_evidence(transport, artifacts, into / job_id)
+
+    def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
+        """Record the frozen nodelist; refuse to mix results of another one unless asked."""
+        info = store.sweep_info()
+        if info is not None and info["nodelist"] == nodelist:
+            return
+        if info is not None and not self.settings.fresh_baseline:
+            raise PreflightError(
+                f"{cell.path}: nodelist: expected the sweep's frozen nodelist {info['nodelist']!r}, "
+                f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
+            )
+        store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
+                      model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+
+    def policy_for(self, cell: Cell) -> Policy:
+        base = self.settings.base_policy()
+        return policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
+
+    def notifier(self, cell: Cell) -> Notifier:
+        """Notifications run where Slurm runs (in the maxtext-slurm checkout when there is one)."""
+        if self._notifier is None:
+            transport = self.transport() if self.settings.notify else None
+            self._notifier = Notifier(transport, self.settings.notify,
+                                      cwd=cell.backend.option("checkout"), warn=self.warn)
+        return self._notifier
+
+    def stop(self, cell: Cell, stop: SweepStopped, session: pytest.Session) -> str:
+        """A stop trigger fired: record it, cancel our queued jobs, notify, stop the session."""
+        sweep = self.sweeps[cell.path]
+        sweep.cancel_all()
+        results = sweep.results()
+        done = {r.item for r in results}
+        pending = [s.name for s in self.upcoming.get(cell.path, []) if s.name not in done]
+        message = stop_message(cell, stop.reason, sweep.nodelist, results, pending,
+                               stop.failing_nodes, stop.recovery)
+        try:
+            sweep.store.append("stop", reason=stop.reason, pending=pending)
+        except StoreWriteError as error:
+            message += f"\n(not recorded: {error})"
+        self.notifier(cell).send(message)
+        self.stops.append(message)
+        session.shouldstop = f"xlatune STOP: {stop.reason}"
+        return message
+
+    def store_failed(self, error: StoreWriteError, session: pytest.Session) -> str:
+        """A record could not be written: cancel every sweep's unfinished jobs and stop."""
+        for sweep in self.sweeps.values():
+            sweep.cancel_all()
+        message = f"xlatune STOP: {error}"
+        if message not in self.stops:
+            self.stops.append(message)
+        session.shouldstop = message
+        return message
+
+    def lock_for(self, cell: Cell) -> Lock:
+        if cell.path not in self.locks:
+            self.locks[cell.path] = load_lock(lock_path(cell.path))
+        return self.locks[cell.path]
+
+    def write_locks(self) -> list[Output]:
+        """After a whole sweep of a cell ran (not a gate run): `<cell>.lock.json` when its
+        recipe differs from the lock on file (`lock.lock_change` says why, or why not)."""
+        outputs = []
+        for cell in self.cells_that_ran():
+            sweep = self.sweep_if_stored(cell)
+            if sweep is None or self.settings.gate:
+                continue
+            path = lock_path(cell.path)
+            ran = self.ran.get(cell.path, set())
+            not_run = [spec.name for spec in sweep.specs if spec.name not in ran]
+            try:
+                existing: Lock | None = load_lock(path) if path.exists() else None
+            except LockError:
+                existing = None  # unreadable: a whole sweep replaces it
+            built = None if not_run else build_lock(cell, sweep.results(), sweep.nodelist,
+                                                     sweep.image, mode=self.settings.numerics)
+            change, why = lock_change(existing, built, not_run)
+            if change and built is not None:
+                write_atomic(path, dumps(built))
+            outputs.append(Output(path, "recipe lock", change, why, exists=path.exists()))
+        return outputs
+
+    def transport(self) -> Transport:
+        """The session's one transport (one SSH connection), opened on first use."""
+        if self._transport is None:
+            self._transport = open_transport(self.settings)
+        return self._transport
+
+    def sweep_if_stored(self, cell: Cell) -> Sweep | None:
+        """A read-only sweep over stored results (for reports), without starting a launcher."""
+        if cell.path in self.sweeps:
+            return self.sweeps[cell.path]
+        if cell.path in self.refused:
+            return None
+        store = self.store_for(cell)
+        info = store.sweep_info()
+        if info is None:
+            return None
+        return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
+                     launcher=_NoLauncher(), nodelist=info["nodelist"],
+                     image=self.settings.image or cell.image, numerics=self.settings.numerics)
+
+    def close(self) -> None:
+        try:
+            for sweep in self.sweeps.values():
+                sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
+                sweep.launcher.close()
+            if self._transport is not None:
+                self._transport.close()
+        finally:
+            for store in self._held:
+                store.release()
+
+
+class _NoLauncher:
+    """Stands in for a launcher when only stored results are read."""
+
+    name = "none"
+
+    def close(self) -> None:
+        pass
+
+
+def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
+    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes."""
+    if not settings.gate:
+        return expand(cell)
+    lock = load_lock(lock_path(cell.path))
+    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
+                              for r in lock.recipes})
+
+
+RUNTIME_KEY = pytest.StashKey[Runtime]()
