@@ -108,7 +108,7 @@ def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
     info = store.sweep_info()
     if info is None:
         return None
-    key = run_key(cell, evidence_spec(cell), info["nodelist"], runtime.settings.image or cell.image)
+    key = run_key(cell, evidence_spec(cell), info["nodelist"], runtime.cell_settings(cell).image)
     result = store.latest_by_key().get(key)
     return evidence_facts(result) if result is not None else None
 

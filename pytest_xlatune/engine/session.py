@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,28 +13,19 @@ from ..plan.request import possible_requests
 from ..evidence.fetch import fetch_evidence
 from ..launch.base import Launcher
 from ..cell.model import BackendKind, Cell
-from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, lock_path
+from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
+from ..paths import CellPaths, lock_path
 from ..report.files import Output, write_atomic
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
-from ..judge.policy import Policy, policy_from_text
 from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
 from .sweep import Sweep
-from ..settings import Settings
+from ..settings import CellSettings, Settings
 from ..transport.ssh import SSHTransport
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
-
-
-def cell_slug(cell_path: Path, root: Path) -> str:
-    """A file-system-safe name for a cell, unique within the rootdir."""
-    try:
-        relative = cell_path.resolve().relative_to(root.resolve())
-    except ValueError:
-        relative = Path(cell_path.name)
-    return "__".join(relative.with_suffix("").parts)
 
 
 class Runtime:
@@ -61,9 +51,13 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._held: list[ResultStore] = []  # stores this session owns (their locks)
         self.refused: set[Path] = set()  # cells whose store another session owns
+        self._cell_settings: dict[Path, CellSettings] = {}
+
+    def paths(self, cell: Cell) -> CellPaths:
+        return CellPaths(cell.path, self.root, self.settings.store_dir)
 
     def store_for(self, cell: Cell) -> ResultStore:
-        return ResultStore(self.settings.store_dir / f"{cell_slug(cell.path, self.root)}.jsonl")
+        return ResultStore(self.paths(cell).store)
 
     def note_item(self, cell: Cell, spec: RunSpec) -> None:
         """Remember a selected run, in execution order; its cell gets a report at session end."""
@@ -102,10 +96,10 @@ class Runtime:
         for note in store.acquire(self.session_id):  # before anything reads or submits
             self.warn(note)
         self._held.append(store)
-        slug = cell_slug(cell.path, self.root)
+        paths = self.paths(cell)
         launcher: Launcher
         if cell.backend.kind is BackendKind.LOCAL:
-            launcher = local_backend(self.settings, cell, self.settings.store_dir / slug / "jobs",
+            launcher = local_backend(self.settings, cell, paths.jobs_dir,
                                      store.max_job_number() + 1)
             nodelist, other_jobs = LOCAL_NODELIST, ""
         else:
@@ -113,7 +107,7 @@ class Runtime:
             if reached := bridge_preflight(cell, transport):
                 self.warn(reached)  # once per session, before Slurm is asked anything
             workdir = remote_dir(transport, self.settings, self.settings.store_dir,
-                                 posixpath.join(self.settings.workdir, slug))
+                                 paths.workdir(self.settings.workdir))
             launcher, frozen = slurm_backend(cell, self.settings, transport, workdir, store)
             nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
             self._warn_busy(cell, store, frozen.nodelist, frozen.busy)
@@ -133,8 +127,8 @@ class Runtime:
             nodelist=nodelist, poll_interval=self.settings.poll_interval,
             remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
             queue_depth=getattr(launcher, "queue_depth", 0),
-            image=self.settings.image or cell.image,
-            policy=self.policy_for(cell), hang=self.settings.hang_settings(),
+            image=self.cell_settings(cell).image,
+            policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
             numerics=self.settings.numerics,
             fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
         )
@@ -156,8 +150,8 @@ class Runtime:
         transport = self.transport()
         if not isinstance(transport, SSHTransport):
             return None
-        into = self.settings.store_dir / cell_slug(cell.path, self.root) / "evidence"
-        return lambda artifacts, job_id: fetch_evidence(transport, artifacts, into / job_id)
+        paths = self.paths(cell)
+        return lambda artifacts, job_id: fetch_evidence(transport, artifacts, paths.evidence_dir(job_id))
 
     def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
         """Record the frozen nodelist; refuse to mix results of another one unless asked."""
@@ -172,9 +166,11 @@ class Runtime:
         store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
                       model_tag=cell.model_tag, parallelism=cell.parallelism.text)
 
-    def policy_for(self, cell: Cell) -> Policy:
-        base = self.settings.base_policy()
-        return policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
+    def cell_settings(self, cell: Cell) -> CellSettings:
+        """The cell's image, interpreter, playbook and hang thresholds (resolved once per cell)."""
+        if cell.path not in self._cell_settings:
+            self._cell_settings[cell.path] = self.settings.for_cell(cell)
+        return self._cell_settings[cell.path]
 
     def notifier(self, cell: Cell) -> Notifier:
         """Notifications run where Slurm runs (in the maxtext-slurm checkout when there is one)."""
@@ -258,7 +254,7 @@ class Runtime:
             return None
         return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
                      launcher=_NoLauncher(), nodelist=info["nodelist"],
-                     image=self.settings.image or cell.image, numerics=self.settings.numerics)
+                     image=self.cell_settings(cell).image, numerics=self.settings.numerics)
 
     def close(self) -> None:
         try:

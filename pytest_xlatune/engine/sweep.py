@@ -352,7 +352,7 @@ class Sweep:
             config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
-            nodelist=self.nodelist, image=self.image or self.cell.image, backend=self.launcher.name,
+            nodelist=self.nodelist, image=self.image, backend=self.launcher.name,
             tgs=steady.tgs if steady else None, tgs_derived=bool(steady and steady.derived),
             step_seconds=steady.step_seconds if steady else None,
             last_loss=last_loss(seen.log.steps),

@@ -57,10 +57,6 @@ class Lock:
         return next((r for r in self.recipes if r.config_tag == config_tag), None)
 
 
-def lock_path(cell_path: Path) -> Path:
-    return cell_path.with_suffix(".lock.json")
-
-
 def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
                today: dt.date | None = None, mode: Mode = Mode.FAIL) -> Lock | None:
     """The recipe of the primary tag (better beyond noise, the simplest of the tied winners,

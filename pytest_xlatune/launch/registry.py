@@ -20,6 +20,7 @@ from .slurm_jobs import SlurmPlacement
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import restore_default_changes
 from .preflight import FrozenSlot, PreflightError, resolve_slot
+from ..paths import slug_of_workdir, store_file
 from ..settings import Settings
 from ..slurm.client import SlurmClient
 from ..store import ResultStore
@@ -75,7 +76,7 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
                                partition=cell.backend.option("partition") or cell.slot.partition,
                                time_limit=cell.backend.option("time"))
     if cell.backend.kind is BackendKind.SBATCH:
-        python = settings.image or cell.image or settings.python or sys.executable
+        python = settings.for_cell(cell).python or sys.executable
         default = f"{shlex.quote(python)} -m {settings.workload}"
         command = shlex.split(cell.backend.option("command") or default)
         return SbatchLauncher(transport, client, workdir, placement, command), frozen
@@ -90,7 +91,7 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
 
 def cell_store(settings: Settings, workdir: str) -> ResultStore:
     """The cell's store: Runtime names the cell's workdir after the slug of its store file."""
-    return ResultStore(settings.store_dir / f"{posixpath.basename(workdir.rstrip('/'))}.jsonl")
+    return ResultStore(store_file(settings.store_dir, slug_of_workdir(workdir)))
 
 
 def sweep_id(store: ResultStore, model_tag: str) -> str:
@@ -123,7 +124,8 @@ def maxtext_checkout(cell: Cell, transport: Transport) -> str:
 def container_image(cell: Cell, settings: Settings) -> str:
     """The container image maxtext-slurm jobs run in: --xlatune-image, else the cell's `image`,
     else "" (container_env.sh's DOCKER_IMAGE)."""
-    image, where = (settings.image, "--xlatune-image") if settings.image else (cell.image, "image")
+    resolved = settings.for_cell(cell)
+    image, where = resolved.image, resolved.image_source
     try:
         return CONTAINER_IMAGE.check(image) if image else ""
     except GrammarError as error:
@@ -153,7 +155,7 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
 
 def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int) -> LocalLauncher:
     """Local jobs run under the image's interpreter (--xlatune-image or the cell's image)."""
-    python = settings.image or cell.image or settings.python
+    python = settings.for_cell(cell).python
     return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload)
 
 

@@ -14,6 +14,7 @@ from . import sections
 from .data import ReportData, build
 from .export import export_texts
 from .markdown import render_document
+from ..paths import cell_id, cell_slug, export_path, report_path
 from ..results import JobResult
 
 if TYPE_CHECKING:
@@ -63,8 +64,6 @@ def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Out
     replacing only the sections of this session's cells; plus exports under --xlatune-export.
     A file whose content would not change is not rewritten. `cells`: these only (default: all
     the runtime knows)."""
-    from ..engine.session import cell_slug  # runtime imports this module
-
     by_tag: dict[str, list[tuple[str, ReportData]]] = {}
     exports: dict[str, list[JobResult]] = {}
     for cell in runtime.cells.values() if cells is None else cells:
@@ -80,8 +79,8 @@ def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Out
         exports[cell_slug(cell.path, runtime.root)] = results
     written = []
     for tag, cells in by_tag.items():
-        path = runtime.settings.report_dir / f"{tag}-tuning.md"
-        mirror = path.with_name(f"{tag}-tuning.zh.md")
+        path = report_path(runtime.settings.report_dir, tag)
+        mirror = report_path(runtime.settings.report_dir, tag, "zh")
         existing = _read(path)
         written.append(write_if_changed(path, render_document(existing, cells), "tuning report"))
         if runtime.settings.write_zh or mirror.exists():
@@ -92,17 +91,9 @@ def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Out
     if runtime.settings.export_dir is not None:
         for slug, results in exports.items():
             for suffix, text in export_texts(results).items():
-                target = runtime.settings.export_dir / f"{slug}-results{suffix}"
+                target = export_path(runtime.settings.export_dir, slug, suffix)
                 written.append(write_if_changed(target, text, "results export"))
     return written
-
-
-def cell_id(cell_path: Path, root: Path) -> str:
-    """A cell's identity in a report file: its path relative to the rootdir."""
-    try:
-        return cell_path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return cell_path.name
 
 
 def _read(path: Path) -> str | None:
