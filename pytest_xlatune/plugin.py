@@ -15,8 +15,21 @@ from .report.files import write_reports
 from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
 from .engine.stopsignals import StopSignals
+from .launch.registry import Backend, LaunchContext, make_backend
 
 CELL_SUFFIXES = (".yml", ".yaml")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_xlatune_make_launcher(context: LaunchContext) -> Backend:
+    """The built-in backends, after every plugin's."""
+    return make_backend(context)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,7 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = getattr(config, "workerinput", None)
     runtime = Runtime(settings, config.rootpath, lambda text: write(text, False),
                       warn=lambda text: write(text, True),
-                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex)
+                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
+                      make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context))
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     _STOP_SIGNALS.install()

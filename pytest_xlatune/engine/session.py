@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ..launch.registry import (LOCAL_NODELIST, bridge_preflight, local_backend, open_transport, remote_dir,
-                       slurm_backend)
+from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
 from ..plan.request import possible_requests
-from ..evidence.fetch import fetch_evidence
-from ..launch.base import Launcher
-from ..cell.model import BackendKind, Cell
+from ..cell.model import Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
 from ..paths import CellPaths, lock_path
 from ..report.files import Output, write_atomic
@@ -23,7 +20,6 @@ from ..judge.stop import stop_message
 from .watch import SweepStopped
 from .sweep import Sweep
 from ..settings import CellSettings, Settings
-from ..transport.ssh import SSHTransport
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
 
@@ -32,8 +28,10 @@ class Runtime:
     """Holds the sweeps of this pytest session (stashed on the config)."""
 
     def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
-                 warn: Callable[[str], None] | None = None, session_id: str = "") -> None:
+                 warn: Callable[[str], None] | None = None, session_id: str = "",
+                 make_backend: Factory = make_backend) -> None:
         self.settings = settings
+        self.make_backend = make_backend  # plugin.py: the pytest_xlatune_make_launcher hook
         self.session_id = session_id  # xdist workers of one session share it
         self.root = root
         self.report = report  # progress, shown with -v
@@ -96,41 +94,29 @@ class Runtime:
         for note in store.acquire(self.session_id):  # before anything reads or submits
             self.warn(note)
         self._held.append(store)
-        paths = self.paths(cell)
-        launcher: Launcher
-        if cell.backend.kind is BackendKind.LOCAL:
-            launcher = local_backend(self.settings, cell, paths.jobs_dir,
-                                     store.max_job_number() + 1)
-            nodelist, other_jobs = LOCAL_NODELIST, ""
-        else:
-            transport = self.transport()
-            if reached := bridge_preflight(cell, transport):
-                self.warn(reached)  # once per session, before Slurm is asked anything
-            workdir = remote_dir(transport, self.settings, self.settings.store_dir,
-                                 paths.workdir(self.settings.workdir))
-            launcher, frozen = slurm_backend(cell, self.settings, transport, workdir, store)
-            nodelist, other_jobs = frozen.nodelist, frozen.other_jobs
-            self._warn_busy(cell, store, frozen.nodelist, frozen.busy)
+        backend = self.make_backend(LaunchContext(cell, self.settings, self.cell_settings(cell),
+                                                  self.paths(cell), store, self.transport, self.warn))
+        launcher, nodelist = backend.launcher, backend.nodelist
+        self._warn_busy(cell, store, nodelist, backend.busy)
         specs = specs_for(cell, self.settings)
         try:
             self._freeze(cell, store, nodelist)
             # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
-            if check_requests := getattr(launcher, "check_requests", None):
-                check_requests(possible_requests(cell, specs))
+            launcher.check_requests(possible_requests(cell, specs))
         except PreflightError:
             launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
             raise
-        if other_jobs.strip():
-            self.report(f"{cell.path.name}: other jobs on the partition:\n{other_jobs.rstrip()}")
+        if backend.other_jobs.strip():
+            self.report(f"{cell.path.name}: other jobs on the partition:\n{backend.other_jobs.rstrip()}")
         sweep = Sweep(
             cell=cell, specs=specs, store=store, launcher=launcher,
             nodelist=nodelist, poll_interval=self.settings.poll_interval,
             remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
-            queue_depth=getattr(launcher, "queue_depth", 0),
+            queue_depth=launcher.queue_depth, log_source=launcher.log_source,
             image=self.cell_settings(cell).image,
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
             numerics=self.settings.numerics,
-            fetch_artifacts=self._fetcher(cell) if cell.backend.kind is not BackendKind.LOCAL else None,
+            fetch_artifacts=backend.fetch_artifacts,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         sweep.adopt_orphans()
@@ -144,14 +130,6 @@ class Runtime:
             self.warn(f"{cell.path.name}: {len(lines)} other job(s) on the pinned nodes {nodelist}; "
                       "the sweep's jobs will wait for them (id|user|state|nodes|name):\n"
                       + "\n".join(lines))
-
-    def _fetcher(self, cell: Cell) -> Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None:
-        """Over SSH, copy evidence artifacts into the store (`<store>/<cell>/evidence/<job>`)."""
-        transport = self.transport()
-        if not isinstance(transport, SSHTransport):
-            return None
-        paths = self.paths(cell)
-        return lambda artifacts, job_id: fetch_evidence(transport, artifacts, paths.evidence_dir(job_id))
 
     def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
         """Record the frozen nodelist; refuse to mix results of another one unless asked."""
@@ -272,6 +250,7 @@ class _NoLauncher:
     """Stands in for a launcher when only stored results are read."""
 
     name = "none"
+    queue_depth = 0
 
     def close(self) -> None:
         pass

@@ -65,6 +65,8 @@ class Sweep:
     numerics: numerics.Mode = numerics.Mode.FAIL  # WARN: a numerics-changed run may still win
     # Remote clusters: copy an evidence run's artifacts here (evidence.fetch); None: read in place.
     fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None = None
+    # The launcher's Launcher.log_source (Runtime passes it); None: the path known at submission.
+    log_source: Callable[[SubmittedJob], str] | None = None
     counters: SweepCounters = field(default_factory=SweepCounters)
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
@@ -328,8 +330,7 @@ class Sweep:
     def _log_source(self, job: SubmittedJob) -> str:
         """The file whose lines were parsed (maxtext-slurm: maybe a renamed file or a Ray worker
         log), else the path known at submission."""
-        source = getattr(self.launcher, "log_source", None)
-        return (source(job) if source else None) or job.log_path
+        return (self.log_source(job) if self.log_source else None) or job.log_path
 
     def _result(self, spec: RunSpec, key: str, job: SubmittedJob, seen: Watched,
                 diagnosis: Diagnosis, submitted_at: float, retries: tuple[str, ...]) -> JobResult:

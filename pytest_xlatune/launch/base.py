@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -52,6 +52,11 @@ class Launcher(Protocol):
     """Starts jobs, reports on all of them in one call, cancels only what it started."""
 
     name: str
+    queue_depth: int  # jobs submitted ahead of their turn (0: one at a time)
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """Pre-flight: refuse (PreflightError) requests this backend could never run."""
+        ...
 
     def submit(self, request: JobRequest) -> SubmittedJob: ...
 
@@ -70,6 +75,10 @@ class Launcher(Protocol):
         ...
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...
+
+    def log_source(self, job: SubmittedJob) -> str:
+        """The file whose lines were read (a renamed log, a Ray worker's), else job.log_path."""
+        ...
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         """(node, state) for each pinned node that cannot take jobs now (drained, down, …)."""

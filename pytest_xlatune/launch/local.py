@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
@@ -151,6 +151,12 @@ class LocalLauncher:
         if profiles:
             found["profile"] = str(profiles[-1])
         return found
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """Every request runs as a local process: nothing to refuse."""
+
+    def log_source(self, job: SubmittedJob) -> str:
+        return job.log_path
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         return []  # this machine

@@ -1,4 +1,4 @@
-"""Turn a cell's backend section into a launcher and a frozen nodelist (pre-flight included)."""
+"""Backend kind → factory: a cell's backend section into a launcher and a frozen nodelist (pre-flight included)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import posixpath
 import shlex
 import socket
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 from ..cell.grammar import CONTAINER_IMAGE, GrammarError
 from ..transport.hostcmd import HostCmdTransport
@@ -20,8 +23,9 @@ from .slurm_jobs import SlurmPlacement
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import restore_default_changes
 from .preflight import FrozenSlot, PreflightError, resolve_slot
-from ..paths import slug_of_workdir, store_file
-from ..settings import Settings
+from ..evidence.fetch import fetch_evidence
+from ..paths import CellPaths, slug_of_workdir, store_file
+from ..settings import CellSettings, Settings
 from ..slurm.client import SlurmClient
 from ..store import ResultStore
 from ..transport.ssh import SSHTransport
@@ -169,3 +173,62 @@ def bridge_preflight(cell: Cell, transport: Transport) -> str | None:
         except TransportError as error:
             raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
     return None
+
+
+Fetch = Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]]
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What a backend factory is given: the cell, its settings and files, its store, the transport."""
+
+    cell: Cell
+    settings: Settings
+    cell_settings: CellSettings
+    paths: CellPaths
+    store: ResultStore
+    transport: Callable[[], Transport]  # the session's one transport, opened on first use
+    warn: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A started backend: its launcher, the frozen nodelist, and what pre-flight saw there."""
+
+    launcher: Launcher
+    nodelist: str
+    other_jobs: str = ""  # other jobs on the partition (shown with -v)
+    busy: str = ""  # other jobs on the pinned nodes (id|user|state|nodes|name lines)
+    fetch_artifacts: Fetch | None = None  # remote clusters: copy an evidence run's artifacts here
+
+
+Factory = Callable[[LaunchContext], Backend]
+
+
+def _local(ctx: LaunchContext) -> Backend:
+    launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1)
+    return Backend(launcher, LOCAL_NODELIST)
+
+
+def _slurm(ctx: LaunchContext) -> Backend:
+    transport = ctx.transport()
+    if reached := bridge_preflight(ctx.cell, transport):
+        ctx.warn(reached)  # once per session, before Slurm is asked anything
+    workdir = remote_dir(transport, ctx.settings, ctx.settings.store_dir,
+                         ctx.paths.workdir(ctx.settings.workdir))
+    launcher, frozen = slurm_backend(ctx.cell, ctx.settings, transport, workdir, ctx.store)
+    fetch: Fetch | None = None
+    if isinstance(transport, SSHTransport):  # over SSH: artifacts are copied into the store
+        paths = ctx.paths
+        fetch = lambda artifacts, job_id: fetch_evidence(transport, artifacts, paths.evidence_dir(job_id))  # noqa: E731
+    return Backend(launcher, frozen.nodelist, frozen.other_jobs, frozen.busy, fetch)
+
+
+FACTORIES: Mapping[BackendKind, Factory] = MappingProxyType({
+    BackendKind.LOCAL: _local, BackendKind.SBATCH: _slurm, BackendKind.MAXTEXT_SLURM: _slurm,
+})
+
+
+def make_backend(ctx: LaunchContext) -> Backend:
+    """The built-in backends by `backend.kind` (plugins come first: pytest_xlatune_make_launcher)."""
+    return FACTORIES[ctx.cell.backend.kind](ctx)

@@ -3,12 +3,12 @@ its own jobs, and the health of the pinned nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..slurm.client import SlurmClient
 from ..slurm.parsers import JobState, JobStatus
-from .base import JobPhase, JobProgress, LauncherError
+from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
 
 RUNNING_STATES = (JobState.RUNNING, JobState.COMPLETING)
 
@@ -49,6 +49,12 @@ class SlurmJobs:
         if job_id not in self._mine:
             raise LauncherError(f"refusing to cancel job {job_id}: not submitted by this sweep")
         self.client.cancel(job_id)
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """A plain batch script runs any request: nothing to refuse (maxtext-slurm checks its names)."""
+
+    def log_source(self, job: SubmittedJob) -> str:
+        return job.log_path
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         """(node, state) of each pinned node that cannot take jobs (one sinfo call)."""
