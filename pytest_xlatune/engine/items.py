@@ -19,6 +19,7 @@ from ..cell.model import BackendKind, Cell
 from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
 from ..launch.preflight import PreflightError
 from ..judge import stats, verdicts
+from ..judge.gate import image_gate
 from ..results import JobResult, Verdict
 from .sweep import Sweep
 from ..store import StoreWriteError
@@ -240,7 +241,7 @@ class CellItem(pytest.Item):
                              if s.kind is RunKind.BASELINE and s.config_tag == spec.config_tag)
         while True:
             final = len(runs) > self.cell.thresholds.remeasure
-            gate = verdicts.image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
+            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
                                        final=final, mode=sweep.numerics)
             for warning in gate.warnings:
                 self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable
 
 from ..launch.base import JobPhase, JobProgress, JobRequest, Launcher, LauncherError, SubmittedJob
+from ..slurm.parsers import CONTROLLER_DOWN
 
 PENDING = JobProgress(JobPhase.PENDING, "UNKNOWN")
 
@@ -74,11 +74,6 @@ class Poller:
         # An interval after the call started (a steady cadence), but never sooner than half an
         # interval after a slow answer arrived: otherwise every caller would ask again at once.
         self._next_poll = max(now + self.interval, self.clock() + self.interval / 2)
-
-
-# What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.
-CONTROLLER_DOWN = re.compile(r"Unable to contact slurm controller|Socket timed out on send/recv|"
-                             r"Connection refused|Zero Bytes were transmitted or received")
 
 
 class ControllerDown(LauncherError):

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..judge.hang import HangDetector, HangPhase, HangSettings
-from ..launch.base import JobPhase, JobProgress, Launcher, LauncherError, SubmittedJob
+from ..launch.base import JobPhase, JobProgress, JobState, Launcher, LauncherError, SubmittedJob
 from ..judge.logs import StepLog
 from ..judge.policy import DEFAULT_POLICY, Action, Policy
 from .poller import Poller
@@ -128,7 +128,7 @@ class Watcher:
             if seen.log.last_step is not None and seen.log.last_step != last_reported:
                 last_reported = seen.log.last_step
                 latest = seen.log.steps[last_reported].tokens_per_s
-                self.report(f"{name} job {job.job_id} {progress.state} step {last_reported + 1}/"
+                self.report(f"{name} job {job.job_id} {progress.state.value} step {last_reported + 1}/"
                             f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
             if len(chunk) == READ_CHUNK:
                 continue  # more is waiting: read on at once
@@ -150,7 +150,7 @@ class Watcher:
     def _running(progress: JobProgress) -> bool:
         """Whether silence can mean a hang: the job's processes run. COMPLETING is Slurm's
         teardown after they ended (it lasts until slurmctld gives up on a dead slurmd)."""
-        return progress.phase is JobPhase.RUNNING and progress.state != "COMPLETING"
+        return progress.phase is JobPhase.RUNNING and progress.state is not JobState.COMPLETING
 
     def _cancel_on_sight(self, job: SubmittedJob, seen: Watched) -> None:
         """Cancel at once on a line the playbook says the job cannot recover from (an unknown
@@ -160,7 +160,7 @@ class Watcher:
             return
         diagnosis = diagnose(Evidence(last_step=seen.log.last_step, expected_steps=self.steps,
                                       exit_code=None, log_text=seen.log.triage_text(),
-                                      scheduler_state="RUNNING"))
+                                      scheduler_state=JobState.RUNNING))
         if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
             self.warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
             self._cancel(job, seen, diagnosis.failure.value)

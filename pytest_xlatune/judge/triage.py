@@ -11,7 +11,7 @@ from .lines import strip_ansi
 from .logs import SignalKind, StepLog
 from ..results import Verdict
 from .signatures import FailureClass, Signature, Tier, harmless, match_line
-from ..slurm.parsers import JobState
+from ..launch.base import JobState
 
 __all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
            "MemoryFigures", "diagnose", "find_hits", "judge"]
@@ -56,10 +56,15 @@ class Evidence:
     oom_line: str | None = None
     cancelled_by_us: bool = False
     log_text: str = ""  # the tail (or all) of the log; ANSI and known noise are dropped here
-    scheduler_state: str = ""  # as squeue/sacct print it: "NODE_FAIL", "TIMEOUT", "CANCELLED by 0"
+    scheduler_state: JobState | None = None  # a word as squeue/sacct print it ("CANCELLED by 0") is parsed
     hang_phase: HangPhase | None = None  # our HangDetector fired (and we cancelled the job)
     saw_memstats: bool = False  # StepLog.saw_memstats: the log printed `Memstats`
     summary_status: str | None = None  # StepLog.summary_status, e.g. "FAILED (exit 1)"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.scheduler_state, str) and not isinstance(self.scheduler_state, JobState):
+            text = self.scheduler_state
+            object.__setattr__(self, "scheduler_state", JobState.parse(text) if text.strip() else None)
 
     @classmethod
     def from_log(cls, log: StepLog, expected_steps: int, **kw: object) -> Evidence:
@@ -117,7 +122,7 @@ def diagnose(e: Evidence) -> Diagnosis:
     also = tuple(dict.fromkeys(h.failure for h in hits))
     summary_word, summary_exit = _summary(e, lines)
     exit_code = e.exit_code if e.exit_code is not None else summary_exit
-    state = JobState.parse(e.scheduler_state) if e.scheduler_state.strip() else None
+    state = e.scheduler_state
     ranks = rank_hosts(e.log_text)
 
     def made(failure: FailureClass, reason: str, **kw: object) -> Diagnosis:

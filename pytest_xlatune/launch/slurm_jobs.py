@@ -7,10 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..slurm.client import SlurmClient
-from ..slurm.parsers import JobState, JobStatus
-from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
+from ..slurm.parsers import JobStatus
+from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
 
-RUNNING_STATES = (JobState.RUNNING, JobState.COMPLETING)
 
 
 @dataclass(frozen=True)
@@ -28,10 +27,10 @@ def progress_of(status: JobStatus | None) -> JobProgress:
     if status is None:
         return JobProgress(JobPhase.PENDING, "UNKNOWN")
     if status.state.finished or status.state is JobState.UNKNOWN:
-        return JobProgress(JobPhase.FINISHED, status.state.name, status.exit_code)
-    if status.state in RUNNING_STATES:
-        return JobProgress(JobPhase.RUNNING, status.state.name)
-    return JobProgress(JobPhase.PENDING, status.state.name)
+        return JobProgress(JobPhase.FINISHED, status.state, status.exit_code)
+    if status.state.running:
+        return JobProgress(JobPhase.RUNNING, status.state)
+    return JobProgress(JobPhase.PENDING, status.state)
 
 
 class SlurmJobs:
