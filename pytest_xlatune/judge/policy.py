@@ -104,7 +104,8 @@ class Policy:
     max_failed_nodes_per_wave: int = 1  # more NodeFails in one wave: the cluster is sick
 
     def rule(self, failure: FailureClass) -> Rule:
-        return self.rules.get(failure) or DEFAULT_RULES[failure]
+        """The class's row; a class without one (a new class, no row yet) acts as UNKNOWN."""
+        return self.rules.get(failure) or DEFAULT_RULES.get(failure) or DEFAULT_RULES[FailureClass.UNKNOWN]
 
     def cancel_on_sight(self, failure: FailureClass) -> bool:
         """Say whether a running job showing this class should be cancelled at once."""
