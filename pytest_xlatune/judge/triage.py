@@ -28,21 +28,6 @@ _SLURM_KILL = frozenset({"slurm-time-limit", "slurm-cancelled"})
 # Lines that follow from another node's failure: a Slurm NODE_FAIL outranks them.
 _CONSEQUENCES = frozenset({FailureClass.HEARTBEAT_TIMEOUT, FailureClass.NCCL_TIMEOUT,
                            FailureClass.COORDINATION_TIMEOUT})
-_VERDICTS = {
-    FailureClass.SUCCESS: Verdict.SUCCESS, FailureClass.SOFT_SUCCESS: Verdict.SOFT_SUCCESS,
-    FailureClass.OOM: Verdict.OOM, FailureClass.UNKNOWN_FLAG: Verdict.UNKNOWN_FLAG,
-    FailureClass.RCCL_INIT_FLAKE: Verdict.RCCL_INIT_FLAKE,
-    FailureClass.COORDINATION_TIMEOUT: Verdict.COORDINATION_TIMEOUT,
-    FailureClass.HEARTBEAT_TIMEOUT: Verdict.HEARTBEAT_TIMEOUT,
-    FailureClass.NCCL_TIMEOUT: Verdict.NCCL_TIMEOUT,
-    FailureClass.XLA_COMPILE_FAIL: Verdict.XLA_COMPILE_FAIL,
-    FailureClass.PYTHON_EXCEPTION: Verdict.PYTHON_EXCEPTION,
-    FailureClass.NODE_FAIL: Verdict.NODE_FAIL,
-    FailureClass.GPU_RUNTIME_ERROR: Verdict.GPU_RUNTIME_ERROR,
-    FailureClass.NIC_FAULT: Verdict.NIC_FAULT, FailureClass.HANG: Verdict.HANG,
-    FailureClass.DISK_FULL: Verdict.DISK_FULL,
-    FailureClass.CANCELLED: Verdict.CANCELLED,
-}
 
 
 @dataclass(frozen=True)
@@ -290,7 +275,9 @@ def _hang(e: Evidence, phase: HangPhase, exit_code: int | None, also: tuple[Fail
 
 def _made(e: Evidence, failure: FailureClass, reason: str, exit_code: int | None,
           also: tuple[FailureClass, ...], **kw: object) -> Diagnosis:
-    verdict = _VERDICTS.get(failure) or (Verdict.NO_STEPS if e.last_step is None else Verdict.FAILED)
+    # A class's verdict has its name (results.Verdict); UNKNOWN has none: it failed, with or without steps.
+    verdict = Verdict.__members__.get(failure.name) or (
+        Verdict.NO_STEPS if e.last_step is None else Verdict.FAILED)
     others = tuple(c for c in also if c is not failure)
     return Diagnosis(failure, verdict, reason, exit_code=exit_code, also=others, **kw)  # type: ignore[arg-type]
 
