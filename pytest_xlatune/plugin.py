@@ -11,7 +11,6 @@ import pytest
 
 from .cell.load import CellError, load_cell
 from .engine.items import CellFile, CellItem
-from .report.files import write_reports
 from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
 from .engine.stopsignals import StopSignals
@@ -170,7 +169,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if runtime.settings.write_report and not hasattr(session.config, "workerinput") \
             and not session.config.option.collectonly:
         try:
-            runtime.outputs = write_reports(runtime, runtime.cells_that_ran()) + runtime.write_locks()
+            runtime.outputs = runtime.write_reports(runtime.cells_that_ran()) + runtime.write_locks()
         except OSError as error:
             runtime.stops.append(f"xlatune: the report could not be written: {error}")
 

@@ -12,7 +12,8 @@ from ..plan.request import possible_requests
 from ..cell.model import Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
 from ..paths import CellPaths, lock_path
-from ..report.files import Output, write_atomic
+from ..report.build import CellReport, from_results
+from ..report.files import Output, write_atomic, write_reports
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
 from ..launch.preflight import PreflightError
@@ -185,6 +186,20 @@ class Runtime:
             self.stops.append(message)
         session.shouldstop = message
         return message
+
+    def report_inputs(self, cells: list[Cell] | None = None) -> list[CellReport]:
+        """The stored results of these cells (default: all the session knows), as report inputs."""
+        reports = []
+        for cell in self.cells.values() if cells is None else cells:
+            sweep = self.sweep_if_stored(cell)
+            if sweep is not None:
+                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist))
+        return reports
+
+    def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
+        """The tuning reports (and exports) of these cells, from their stored results."""
+        return write_reports(self.report_inputs(cells), self.settings.report_dir, mode=self.settings.numerics,
+                             write_zh=self.settings.write_zh, export_dir=self.settings.export_dir)
 
     def lock_for(self, cell: Cell) -> Lock:
         if cell.path not in self.locks:

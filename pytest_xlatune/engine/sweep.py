@@ -20,8 +20,8 @@ from ..judge.signatures import FailureClass, disk_full
 from .watch import SweepStopped, Watched, Watcher
 from ..judge.steady import last_loss, steady_state
 from ..cell.model import Cell
-from ..plan.resolve import resolution
-from ..plan.expand import RESOLVED_KINDS, RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
+from ..plan.resolve import current_results, resolution
+from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from ..results import JobResult, Verdict
 from ..store import ResultStore, StoreWriteError
 from ..judge.triage import Diagnosis, Evidence, diagnose
@@ -102,15 +102,7 @@ class Sweep:
     def results(self) -> list[JobResult]:
         """The latest result of each current spec (what the report and Δ% use); runs resolved
         from other runs (stack, winner evidence, cross-config) are found under their resolution."""
-        latest = self.store.latest_by_key()
-        found = self._direct_results(latest)
-        for kind in RESOLVED_KINDS:  # each kind resolves from the results found before it
-            for spec in self.specs:
-                if spec.kind is kind and spec.needs_resolution:
-                    resolved, _ = self._resolution(spec, found)
-                    if resolved is not None and (result := latest.get(self.key(resolved))):
-                        found.append(result)
-        return found
+        return current_results(self.cell, self.specs, self.store.latest_by_key(), self.key, self.numerics)
 
     def _direct_results(self, latest: dict[str, JobResult]) -> list[JobResult]:
         return [latest[key] for spec in self.specs if not spec.needs_resolution

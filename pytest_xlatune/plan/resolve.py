@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from ..cell.model import Cell
 from ..judge import numerics, verdicts
 from ..results import JobResult
-from .expand import RunKind, RunSpec
+from .expand import RESOLVED_KINDS, RunKind, RunSpec
+
+
+def current_results(cell: Cell, specs: Sequence[RunSpec], latest: Mapping[str, JobResult],
+                    key: Callable[[RunSpec], str], mode: numerics.Mode) -> list[JobResult]:
+    """The latest result of each spec (what the report and Δ% use); runs resolved from other
+    runs (stack, winner evidence, cross-config) are found under their resolution."""
+    found = [latest[k] for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
+    for kind in RESOLVED_KINDS:  # each kind resolves from the results found before it
+        for spec in specs:
+            if spec.kind is kind and spec.needs_resolution:
+                resolved, _ = resolution(cell, specs, spec, found, mode)
+                if resolved is not None and (result := latest.get(key(resolved))):
+                    found.append(result)
+    return found
 
 
 def resolution(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: list[JobResult],

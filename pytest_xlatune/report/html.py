@@ -16,7 +16,8 @@ from pytest_html import extras
 
 from ..engine.items import CellItem, RunFailed
 from . import chart
-from .data import ReportData, build
+from .build import report_data
+from .data import ReportData
 from ..results import JobResult
 from ..engine.session import RUNTIME_KEY
 
@@ -110,13 +111,8 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     runtime = session.config.stash.get(RUNTIME_KEY, None)
     if runtime is None:
         return
-    parts = []
-    for cell in runtime.cells.values():
-        sweep = runtime.sweep_if_stored(cell)
-        if sweep is None:
-            continue
-        parts.append(cell_html(build(cell, sweep.results(), sweep.nodelist,
-                                     cell.backend.kind.value)))
+    # The same ReportData the markdown report renders (evidence and the numerics mode included).
+    parts = [cell_html(report_data(report, runtime.settings.numerics)) for report in runtime.report_inputs()]
     if parts:
         prefix.append(STYLE + "".join(parts))
 
