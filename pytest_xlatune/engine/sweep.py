@@ -14,6 +14,7 @@ from ..evidence.artifacts import evidence_facts
 from ..judge.hang import HangSettings
 from ..launch.base import Launcher, LauncherError, SubmittedJob
 from ..judge.policy import DEFAULT_POLICY, Action, Policy, SweepCounters, decide
+from .choices import PlanOrder, SweepChoices
 from .nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
 from ..judge.signatures import FailureClass, disk_full
@@ -67,6 +68,7 @@ class Sweep:
     fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None = None
     # The launcher's Launcher.log_source (Runtime passes it); None: the path known at submission.
     log_source: Callable[[SubmittedJob], str] | None = None
+    choices: SweepChoices = field(default_factory=PlanOrder)  # which runs are queued next
     counters: SweepCounters = field(default_factory=SweepCounters)
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
@@ -264,7 +266,7 @@ class Sweep:
         if self.queue_depth <= 0 or after not in self._upcoming:
             return
         queued = 0
-        for spec in self._upcoming[self._upcoming.index(after) + 1:]:
+        for spec in self.choices.next_runs(after, self._upcoming, self.results):
             if queued >= self.queue_depth or spec.needs_resolution:
                 break
             if spec.catalog and self.stored(evidence_spec(self.cell)) is None:
