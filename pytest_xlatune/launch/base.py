@@ -1,4 +1,4 @@
-"""The launcher seam: one small Protocol and the values that cross it."""
+"""The launcher seam: the Launcher Protocol and the values that cross it (JobRequest, a neutral JobState)."""
 
 from __future__ import annotations
 
