@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+# Every job gets this MaxText argument (the skill: a heartbeat timeout kills long compiles); a
+# cell may not set it.
+HEARTBEAT_KEY, HEARTBEAT_VALUE = "jax_distributed_heartbeat_timeout_seconds", "99999"
+HEARTBEAT_ARG = f"{HEARTBEAT_KEY}={HEARTBEAT_VALUE}"
+
 # MaxText passthrough keys per parallelism axis (xla-tuning skill, "Submission template").
 AXIS_KEYS: dict[str, str] = {
     "FSDP": "dcn_fsdp_parallelism",

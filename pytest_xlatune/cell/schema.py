@@ -76,8 +76,6 @@ _TIME = re.compile(r"[0-9]+|[0-9]+:[0-5][0-9]|[0-9]+:[0-5][0-9]:[0-5][0-9]")
 
 PARALLELISM_EXPECTED = "AXIS=N[,AXIS=N...] with AXIS in FSDP|PP|TP and N an integer >= 1"
 
-# The fixed passthrough args of every tuning job (submission template) around the variable ones.
-HEARTBEAT_ARG = "jax_distributed_heartbeat_timeout_seconds=99999"
 
 
 def is_slurm_time(text: str) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ..launch.base import JobRequest
-from ..cell.model import BackendKind, Cell
+from ..cell.model import HEARTBEAT_KEY, HEARTBEAT_VALUE, BackendKind, Cell
 from .expand import RunKind, RunSpec
 
-HEARTBEAT = ("jax_distributed_heartbeat_timeout_seconds", "99999")
+HEARTBEAT = (HEARTBEAT_KEY, HEARTBEAT_VALUE)
 # Profiler on steps 5-8; steady state then uses steps 9-14 (xla-tuning skill).
 PROFILER_ARGS = (("profiler", "xplane"), ("skip_first_n_steps_for_profiler", "5"), ("profiler_steps", "4"))
 

@@ -15,9 +15,6 @@ from dataclasses import dataclass
 
 from ...cell.grammar import ENV_NAME, ENV_VALUE, MODEL_TAG, OVERRIDE_KEY, OVERRIDE_VALUE, XLA_FLAG, Grammar, GrammarError
 
-HEARTBEAT_KEY = "jax_distributed_heartbeat_timeout_seconds"
-HEARTBEAT = f"{HEARTBEAT_KEY}=99999"
-
 SWEEP_ID = Grammar("a sweep id", r"[A-Za-z0-9][A-Za-z0-9_.-]*", max_len=64)
 
 _BEGIN = "# >>> xlatune TUNE_PROFILE sweep={sweep} (managed by pytest-xlatune; do not edit) >>>"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...cell.grammar import CONTAINER_IMAGE, job_name
+from ...cell.model import HEARTBEAT_ARG, HEARTBEAT_KEY
 from ..preflight import PreflightError
 from ...slurm.client import SlurmClient
 from ...transport.base import Transport, TransportError, TransportTimeout, file_commands
@@ -228,8 +229,8 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
 
         The skill's rule "no parallelism override when gpu.yml already has N" (the same config)."""
         args = [a for a in request.passthrough if a not in self._yml_parallelism]
-        if not any(a.startswith(mf.HEARTBEAT_KEY + "=") for a in args):
-            args.append(mf.HEARTBEAT)
+        if not any(a.startswith(HEARTBEAT_KEY + "=") for a in args):
+            args.append(HEARTBEAT_ARG)
         env = tuple(request.env) + tuple((name, None) for name in request.unset_env)
         return Arm("", tuple(request.xla_flags), env, tuple(args))
 
