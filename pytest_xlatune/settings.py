@@ -154,7 +154,7 @@ class CellSettings:
 
     image: str  # --xlatune-image, else the cell's `image`; "" for none
     image_source: str  # where the image came from, for errors: "--xlatune-image" or "image"
-    python: str  # the local interpreter: the image (a Python path there), else --xlatune-python
+    python: str  # the local interpreter: the image (a Python path there), --xlatune-python, backend.python
     policy: Policy
     hang: HangSettings
 
@@ -221,7 +221,13 @@ class Settings:
         image, source = (self.image, "--xlatune-image") if self.image else (cell.image, "image")
         base = self.base_policy()
         policy = policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
-        return CellSettings(image=image, image_source=source, python=image or self.python,
+        # --xlatune-python (CLI or ini; its default is this interpreter) > the cell's backend.python.
+        given = self.python if self.python != sys.executable else ""
+        own = cell.backend.option("python") or ""
+        if "/" in own and not own.startswith("/"):  # relative to the cell file, like other paths
+            own = str((cell.path.parent / own).resolve())
+        python = image or given or own or self.python
+        return CellSettings(image=image, image_source=source, python=python,
                             policy=policy, hang=self.hang_settings())
 
     def hang_settings(self) -> HangSettings:

@@ -69,7 +69,7 @@ BACKEND_KINDS = ("local", "maxtext-slurm", "sbatch")
 BACKEND_OPTIONS: dict[str, dict[str, str]] = {
     "local": {"python": "path"},
     "maxtext-slurm": {"checkout": "path", "time": "time", "ray": "bool", "partition": "partition"},
-    "sbatch": {"command": "text", "time": "time", "partition": "partition", "template": "path"},
+    "sbatch": {"command": "text", "time": "time", "partition": "partition"},
 }
 TIME_EXPECTED = "a Slurm time limit HH:MM:SS, MM:SS or minutes"
 _TIME = re.compile(r"[0-9]+|[0-9]+:[0-5][0-9]|[0-9]+:[0-5][0-9]:[0-5][0-9]")
