@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "CommandResult", "LocalTransport", "Transport", "TransportError", "TransportRefused",
-    "TransportTimeout", "check_argv", "command_line", "file_commands",
+    "TransportTimeout", "check_argv", "command_line",
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -144,10 +144,3 @@ class LocalTransport:
 
     def close(self) -> None:
         pass
-
-
-def file_commands(transport: Transport) -> Transport:
-    """Where file commands (mkdir, find, grep, stat, chmod) run: beside the files. Through the
-    host-cmd bridge the files are shared with this machine, so they run here, not on the host."""
-    files = getattr(transport, "files", None)
-    return files if isinstance(files, LocalTransport) else transport

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .base import (CommandResult, LocalTransport, TransportError, TransportRefused,
+from .base import (CommandResult, LocalTransport, Transport, TransportError, TransportRefused,
                         TransportTimeout, check_argv, command_line)
 
 __all__ = ["BridgeInfo", "HostCmdTransport", "PathMap", "START_HINT", "result_error"]
@@ -245,3 +245,9 @@ class HostCmdTransport:
     def close(self) -> None:
         if self._bridge is not None:
             self._sweep_abandoned()
+
+
+def file_commands(transport: Transport) -> Transport:
+    """Where file commands (mkdir, find, grep, stat, chmod) run: beside the files. Through the
+    host-cmd bridge the files are shared with this machine, so they run here, not on the host."""
+    return transport.files if isinstance(transport, HostCmdTransport) else transport

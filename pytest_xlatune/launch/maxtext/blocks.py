@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ...transport.base import Transport, TransportError, file_commands
+from ...transport.base import Transport, TransportError
+from ...transport.hostcmd import file_commands
 from . import files as mf
 
 

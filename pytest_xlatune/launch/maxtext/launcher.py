@@ -24,7 +24,8 @@ from ...cell.grammar import CONTAINER_IMAGE, job_name
 from ...cell.model import HEARTBEAT_ARG, HEARTBEAT_KEY
 from ..preflight import PreflightError
 from ...slurm.client import SlurmClient
-from ...transport.base import Transport, TransportError, TransportTimeout, file_commands
+from ...transport.base import Transport, TransportError, TransportTimeout
+from ...transport.hostcmd import file_commands
 from . import files as mf, submit
 from .blocks import TuneBlocks, as_text
 from .checks import check_submit_tools, resolve_model_name
