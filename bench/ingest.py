@@ -16,8 +16,8 @@ from _common import Section, median
 
 from pytest_xlatune.launch.base import SubmittedJob
 from pytest_xlatune.launch.local import LocalLauncher
-from pytest_xlatune.logs import StepLog
-from pytest_xlatune.transport import LocalTransport
+from pytest_xlatune.judge.logs import StepLog
+from pytest_xlatune.transport.base import LocalTransport
 
 SMALL_MB = 1
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_xlatune.logs import StepLog  # noqa: E402
+from pytest_xlatune.judge.logs import StepLog  # noqa: E402
 
 CHUNK = 8 << 20
 WARNINGS = (

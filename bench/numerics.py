@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from pytest_xlatune.logs import parse_step_line
+from pytest_xlatune.judge.lines import parse_step_line
 
 BASE_FLAGS = ["--xla_backend_optimization_level=0"]
 ARGS = ["steps=15", "per_device_batch_size=2", "dcn_fsdp_parallelism=8", "emb_dim=128",

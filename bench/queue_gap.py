@@ -18,10 +18,10 @@ from typing import Any
 from _common import (POLL_INTERVAL, PYTHON, Section, SlurmJob, SlurmRecorder, bench_env, cancel,
                      ctld_times, hostnames, mean, median, merged_length, run_pytest, tail)
 
-from pytest_xlatune.cell import load_cell
-from pytest_xlatune.compose import job_request
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.launch.sbatch import render_script
-from pytest_xlatune.plan import RunSpec, expand
+from pytest_xlatune.plan.expand import RunSpec, expand
 from pytest_xlatune.slurm import commands
 
 NODELIST = "node[01-02]"

@@ -24,12 +24,12 @@ from _common import POLL_INTERVAL, PYTHON, REPO, Section, cancel, wait_for_slurm
 from pytest_xlatune.launch.base import SubmittedJob
 from pytest_xlatune.launch.sbatch import SbatchLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.poller import Poller
+from pytest_xlatune.engine.poller import Poller
 from pytest_xlatune.slurm import commands
 from pytest_xlatune.slurm.client import SlurmClient
-from pytest_xlatune.hostcmd import HostCmdTransport
-from pytest_xlatune.ssh import SSHTransport
-from pytest_xlatune.transport import LocalTransport, Transport
+from pytest_xlatune.transport.hostcmd import HostCmdTransport
+from pytest_xlatune.transport.ssh import SSHTransport
+from pytest_xlatune.transport.base import LocalTransport, Transport
 
 SSHD = REPO / "scripts" / "local-sshd.sh"
 COUNTS = (1, 8, 50)

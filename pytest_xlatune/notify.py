@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
-from .transport import Transport, TransportError
+from .transport.base import Transport, TransportError
 
 MESSAGE_LIMIT = 3500  # Telegram caps a message at 4096 characters; leave room for a prefix
 PLACEHOLDER = "{message}"

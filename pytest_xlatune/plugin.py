@@ -9,14 +9,26 @@ from typing import Any
 
 import pytest
 
-from .cell import CellError, load_cell
-from .nodes import CellFile, CellItem
-from .report.files import write_reports
-from .runtime import RUNTIME_KEY, Runtime
+from .cell.load import CellError, load_cell
+from .engine.items import CellFile, CellItem
+from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
-from .stopsignals import StopSignals
+from .engine.stopsignals import StopSignals
+from .launch.registry import Backend, LaunchContext, make_backend
 
 CELL_SUFFIXES = (".yml", ".yaml")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_xlatune_make_launcher(context: LaunchContext) -> Backend:
+    """The built-in backends, after every plugin's."""
+    return make_backend(context)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,12 +59,13 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = getattr(config, "workerinput", None)
     runtime = Runtime(settings, config.rootpath, lambda text: write(text, False),
                       warn=lambda text: write(text, True),
-                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex)
+                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
+                      make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context))
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     _STOP_SIGNALS.install()
     if config.pluginmanager.hasplugin("html"):
-        from . import htmlreport
+        from .report import html as htmlreport
 
         config.pluginmanager.register(htmlreport, "xlatune-html")
 
@@ -156,7 +169,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if runtime.settings.write_report and not hasattr(session.config, "workerinput") \
             and not session.config.option.collectonly:
         try:
-            runtime.outputs = write_reports(runtime, runtime.cells_that_ran()) + runtime.write_locks()
+            runtime.outputs = runtime.write_reports(runtime.cells_that_ran()) + runtime.write_locks()
         except OSError as error:
             runtime.stops.append(f"xlatune: the report could not be written: {error}")
 

@@ -9,13 +9,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from .hang import HangSettings
-from .numerics import Mode
-from .policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
+from .judge.hang import HangSettings
+from .judge.numerics import Mode
+from .judge.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
+
+if TYPE_CHECKING:
+    from .cell.model import Cell
 
 HANG_FIELDS = ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s")
 
@@ -146,6 +149,17 @@ def _value(config: pytest.Config, option: Option) -> Any:
 
 
 @dataclass(frozen=True)
+class CellSettings:
+    """One cell's image, interpreter, playbook and hang thresholds, each resolved once."""
+
+    image: str  # --xlatune-image, else the cell's `image`; "" for none
+    image_source: str  # where the image came from, for errors: "--xlatune-image" or "image"
+    python: str  # the local interpreter: the image (a Python path there), --xlatune-python, backend.python
+    policy: Policy
+    hang: HangSettings
+
+
+@dataclass(frozen=True)
 class Settings:
     store_dir: Path
     report_dir: Path
@@ -201,6 +215,20 @@ class Settings:
             numerics=values["numerics"] if isinstance(values["numerics"], Mode)
             else numerics_mode(str(values["numerics"])),
         )
+
+    def for_cell(self, cell: Cell) -> CellSettings:
+        """What this cell runs with, resolved once: the CLI/ini value, else the cell's, else the default."""
+        image, source = (self.image, "--xlatune-image") if self.image else (cell.image, "image")
+        base = self.base_policy()
+        policy = policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
+        # --xlatune-python (CLI or ini; its default is this interpreter) > the cell's backend.python.
+        given = self.python if self.python != sys.executable else ""
+        own = cell.backend.option("python") or ""
+        if "/" in own and not own.startswith("/"):  # relative to the cell file, like other paths
+            own = str((cell.path.parent / own).resolve())
+        python = image or given or own or self.python
+        return CellSettings(image=image, image_source=source, python=python,
+                            policy=policy, hang=self.hang_settings())
 
     def hang_settings(self) -> HangSettings:
         """--xlatune-hang parsed; a bad value is a usage error naming the option."""

@@ -13,7 +13,7 @@ from pytest_xlatune.evidence import hlo
 from pytest_xlatune.evidence.collective_table import inventory
 from pytest_xlatune.evidence.artifacts import RunEvidence, op_kinds
 from pytest_xlatune.evidence.profile import summarize
-from pytest_xlatune.model import (Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry,
+from pytest_xlatune.cell.model import (Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry,
                                   Parallelism, PipelineShape)
 from pytest_xlatune.report.data import ReportData, build
 from pytest_xlatune.results import JobResult, Verdict

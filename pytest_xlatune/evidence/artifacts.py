@@ -12,7 +12,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from ..catalog import EvidenceFacts
+from ..plan.catalog import EvidenceFacts
 from ..results import JobResult
 from . import hlo
 from .collective_table import InventoryRow, inventory

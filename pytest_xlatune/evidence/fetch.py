@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path
 
-from ..transport import Transport, TransportError
+from ..transport.base import Transport, TransportError
 from .artifacts import pick_trace
 from .hlo import find_train_step_dump
 

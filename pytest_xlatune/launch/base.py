@@ -1,8 +1,8 @@
-"""The launcher seam: one small Protocol and the values that cross it."""
+"""The launcher seam: the Launcher Protocol and the values that cross it (JobRequest, a neutral JobState)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -35,6 +35,55 @@ class SubmittedJob:
     handle: str = ""
 
 
+class JobState(str, Enum):
+    """Where a job is, neutral across backends (named as Slurm prints them; a str, so == "RUNNING" holds)."""
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def finished(self) -> bool:
+        """True once the job will not run (again) by itself."""
+        return self in _FINISHED
+
+    @property
+    def running(self) -> bool:
+        """Running, or finishing (Slurm's COMPLETING: the job's processes are being reaped)."""
+        return self in (JobState.RUNNING, JobState.COMPLETING)
+
+    @classmethod
+    def parse(cls, text: str) -> JobState:
+        """Map a state word (`CANCELLED by 0`, sacct's `+`, a backend's own spellings) to a JobState."""
+        word = text.strip().split(" ", 1)[0].rstrip("+").upper()
+        if word in cls.__members__:
+            return cls[word]
+        return _SPELLINGS.get(word, cls.UNKNOWN)
+
+
+_FINISHED = frozenset({
+    JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
+    JobState.OUT_OF_MEMORY, JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE,
+})
+_SPELLINGS: dict[str, JobState] = {}
+
+
+def add_spellings(spellings: Mapping[str, JobState]) -> None:
+    """Teach JobState.parse a backend's other spellings of the states (Slurm's compact %t codes)."""
+    _SPELLINGS.update(spellings)
+
+
 class JobPhase(Enum):
     PENDING = "pending"
     RUNNING = "running"
@@ -44,14 +93,23 @@ class JobPhase(Enum):
 @dataclass(frozen=True)
 class JobProgress:
     phase: JobPhase
-    state: str
+    state: JobState
     exit_code: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, JobState):  # a word from a scheduler's output
+            object.__setattr__(self, "state", JobState.parse(str(self.state)))
 
 
 class Launcher(Protocol):
     """Starts jobs, reports on all of them in one call, cancels only what it started."""
 
     name: str
+    queue_depth: int  # jobs submitted ahead of their turn (0: one at a time)
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """Pre-flight: refuse (PreflightError) requests this backend could never run."""
+        ...
 
     def submit(self, request: JobRequest) -> SubmittedJob: ...
 
@@ -70,6 +128,10 @@ class Launcher(Protocol):
         ...
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]: ...
+
+    def log_source(self, job: SubmittedJob) -> str:
+        """The file whose lines were read (a renamed log, a Ray worker's), else job.log_path."""
+        ...
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         """(node, state) for each pinned node that cannot take jobs now (drained, down, …)."""

@@ -6,10 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .base import JobPhase, JobProgress, JobRequest, LauncherError, SubmittedJob
+from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
 
 EXIT_SIGTERM = 143
 
@@ -100,19 +100,19 @@ class LocalLauncher:
         for job_id in job_ids:
             if job_id in self._orphans:
                 alive = self._orphan_alive(self._orphans[job_id])
-                progress[job_id] = JobProgress(JobPhase.RUNNING, "RUNNING") if alive else \
-                    JobProgress(JobPhase.FINISHED, "ENDED", None)
+                progress[job_id] = JobProgress(JobPhase.RUNNING, JobState.RUNNING) if alive else \
+                    JobProgress(JobPhase.FINISHED, JobState.UNKNOWN, None)  # ended, exit unknown
                 continue
             process = self._processes.get(job_id)
             if process is None:
-                progress[job_id] = JobProgress(JobPhase.FINISHED, "UNKNOWN", None)
+                progress[job_id] = JobProgress(JobPhase.FINISHED, JobState.UNKNOWN, None)
                 continue
             code = process.poll()
             if code is None:
-                progress[job_id] = JobProgress(JobPhase.RUNNING, "RUNNING")
+                progress[job_id] = JobProgress(JobPhase.RUNNING, JobState.RUNNING)
             else:
                 exit_code = 128 - code if code < 0 else code  # -15 → 143, as a shell reports it
-                state = "COMPLETED" if code == 0 else "FAILED"
+                state = JobState.COMPLETED if code == 0 else JobState.FAILED
                 progress[job_id] = JobProgress(JobPhase.FINISHED, state, exit_code)
         return progress
 
@@ -151,6 +151,12 @@ class LocalLauncher:
         if profiles:
             found["profile"] = str(profiles[-1])
         return found
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """Every request runs as a local process: nothing to refuse."""
+
+    def log_source(self, job: SubmittedJob) -> str:
+        return job.log_path
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         return []  # this machine

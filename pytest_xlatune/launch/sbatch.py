@@ -15,7 +15,8 @@ import jinja2
 
 from ..slurm import commands
 from ..slurm.client import SlurmClient
-from ..transport import Transport, TransportError, file_commands
+from ..transport.base import Transport, TransportError
+from ..transport.hostcmd import file_commands
 from .base import JobRequest, LauncherError, SubmittedJob
 from .slurm_jobs import SlurmJobs, SlurmPlacement
 

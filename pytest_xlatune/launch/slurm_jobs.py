@@ -3,14 +3,13 @@ its own jobs, and the health of the pinned nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..slurm.client import SlurmClient
-from ..slurm.parsers import JobState, JobStatus
-from .base import JobPhase, JobProgress, LauncherError
+from ..slurm.parsers import JobStatus
+from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
 
-RUNNING_STATES = (JobState.RUNNING, JobState.COMPLETING)
 
 
 @dataclass(frozen=True)
@@ -28,10 +27,10 @@ def progress_of(status: JobStatus | None) -> JobProgress:
     if status is None:
         return JobProgress(JobPhase.PENDING, "UNKNOWN")
     if status.state.finished or status.state is JobState.UNKNOWN:
-        return JobProgress(JobPhase.FINISHED, status.state.name, status.exit_code)
-    if status.state in RUNNING_STATES:
-        return JobProgress(JobPhase.RUNNING, status.state.name)
-    return JobProgress(JobPhase.PENDING, status.state.name)
+        return JobProgress(JobPhase.FINISHED, status.state, status.exit_code)
+    if status.state.running:
+        return JobProgress(JobPhase.RUNNING, status.state)
+    return JobProgress(JobPhase.PENDING, status.state)
 
 
 class SlurmJobs:
@@ -49,6 +48,12 @@ class SlurmJobs:
         if job_id not in self._mine:
             raise LauncherError(f"refusing to cancel job {job_id}: not submitted by this sweep")
         self.client.cancel(job_id)
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        """A plain batch script runs any request: nothing to refuse (maxtext-slurm checks its names)."""
+
+    def log_source(self, job: SubmittedJob) -> str:
+        return job.log_path
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         """(node, state) of each pinned node that cannot take jobs (one sinfo call)."""

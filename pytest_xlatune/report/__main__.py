@@ -10,10 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cell import CellError, load_cell
-from ..runtime import Runtime
-from ..numerics import Mode
-from ..settings import Settings, numerics_mode
+from ..cell.load import CellError, load_cell
+from ..judge.numerics import Mode
+from ..paths import CellPaths
+from ..plan.expand import expand
+from ..settings import numerics_mode
+from ..store import ResultStore
+from .build import from_store
 from .files import write_reports
 
 
@@ -31,17 +34,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="as the sweep's --xlatune-numerics: may a run whose loss left the "
                         "baseline's be the recipe (warn) or not (fail, the default)")
     args = parser.parse_args(argv)
-    settings = Settings(store_dir=args.store, report_dir=args.out, write_report=True,
-                        remeasure=False, poll_interval=1.0, python=sys.executable,
-                        export_dir=args.export, write_zh=args.zh, numerics=args.numerics)
-    runtime = Runtime(settings, args.root, report=lambda text: None)
     try:
-        for path in args.cells:
-            runtime.note_cell(load_cell(path))
+        cells = [load_cell(path) for path in args.cells]
     except CellError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    written = write_reports(runtime)
+    reports = [report for cell in cells if (report := from_store(
+        cell, ResultStore(CellPaths(cell.path, args.root, args.store).store), expand(cell), args.root,
+        cell.image, args.numerics)) is not None]
+    written = write_reports(reports, args.out, mode=args.numerics, write_zh=args.zh, export_dir=args.export)
     if not written:
         print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)
         return 1

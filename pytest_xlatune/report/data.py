@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..evidence.artifacts import RunEvidence
-from ..model import Cell
-from ..plan import RunKind
-from .. import numerics, stats, verdicts
-from ..numerics import Mode
+from ..cell.model import Cell
+from ..plan.expand import RunKind
+from ..judge import numerics, stats, verdicts
+from ..judge.numerics import Mode
 from ..results import JobResult, delta_pct
 from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .. import verdicts
-from ..plan import RunKind
+from ..judge import verdicts
+from ..plan.expand import RunKind
 from ..results import JobResult
 
 COLUMNS = ("item", "wave", "profile", "config_tag", "kind", "job_id", "verdict", "tgs",

@@ -1,4 +1,4 @@
-"""Write the tuning reports of a session (the only IO of the report package)."""
+"""Write the tuning reports and exports of given cells (the report package's only writes)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,15 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
-from ..evidence import artifacts
-from ..plan import RunKind
+from ..judge.numerics import Mode
 from . import sections
-from .data import ReportData, build
+from .build import CellReport, report_data
+from .data import ReportData
 from .export import export_texts
 from .markdown import render_document
-from ..results import JobResult
-
-if TYPE_CHECKING:
-    from ..model import Cell
-    from ..runtime import Runtime
+from ..paths import export_path, report_path
 
 
 @dataclass(frozen=True)
@@ -58,51 +54,31 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_reports(runtime: Runtime, cells: list[Cell] | None = None) -> list[Output]:
+def write_reports(reports: Sequence[CellReport], report_dir: Path, *, mode: Mode = Mode.FAIL,
+                  write_zh: bool = False, export_dir: Path | None = None) -> list[Output]:
     """Per model tag `<MODEL_TAG>-tuning.md` (and its .zh.md mirror when asked for or present),
-    replacing only the sections of this session's cells; plus exports under --xlatune-export.
-    A file whose content would not change is not rewritten. `cells`: these only (default: all
-    the runtime knows)."""
-    from ..runtime import cell_slug  # runtime imports this module
-
+    replacing only the sections of these cells; plus their exports when `export_dir` is given.
+    A file whose content would not change is not rewritten."""
     by_tag: dict[str, list[tuple[str, ReportData]]] = {}
-    exports: dict[str, list[JobResult]] = {}
-    for cell in runtime.cells.values() if cells is None else cells:
-        sweep = runtime.sweep_if_stored(cell)
-        if sweep is None:
-            continue
-        results = sweep.results()
-        loaded = {r.job_id: artifacts.load(r) for r in results
-                  if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
-        data = build(cell, results, sweep.nodelist, cell.backend.kind.value, loaded=loaded,
-                     mode=runtime.settings.numerics)
-        by_tag.setdefault(cell.model_tag, []).append((cell_id(cell.path, runtime.root), data))
-        exports[cell_slug(cell.path, runtime.root)] = results
+    for report in reports:
+        by_tag.setdefault(report.cell.model_tag, []).append((report.cell_id, report_data(report, mode)))
     written = []
     for tag, cells in by_tag.items():
-        path = runtime.settings.report_dir / f"{tag}-tuning.md"
-        mirror = path.with_name(f"{tag}-tuning.zh.md")
+        path = report_path(report_dir, tag)
+        mirror = report_path(report_dir, tag, "zh")
         existing = _read(path)
         written.append(write_if_changed(path, render_document(existing, cells), "tuning report"))
-        if runtime.settings.write_zh or mirror.exists():
+        if write_zh or mirror.exists():
             # Sign flips in the mirror also see cells that so far only the English file covers.
             known = sections.parse(existing or "").summaries()
             written.append(write_if_changed(
                 mirror, render_document(_read(mirror), cells, "zh", known), "tuning report"))
-    if runtime.settings.export_dir is not None:
-        for slug, results in exports.items():
-            for suffix, text in export_texts(results).items():
-                target = runtime.settings.export_dir / f"{slug}-results{suffix}"
+    if export_dir is not None:
+        for report in reports:
+            for suffix, text in export_texts(list(report.results)).items():
+                target = export_path(export_dir, report.slug, suffix)
                 written.append(write_if_changed(target, text, "results export"))
     return written
-
-
-def cell_id(cell_path: Path, root: Path) -> str:
-    """A cell's identity in a report file: its path relative to the rootdir."""
-    try:
-        return cell_path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return cell_path.name
 
 
 def _read(path: Path) -> str | None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import stats
+from ..judge import stats
 from ..evidence.artifacts import RunEvidence
 from ..evidence.collective_table import describe_diff, diff
-from ..model import Cell
-from ..plan import RunKind, predicted_bubble
+from ..cell.model import Cell
+from ..plan.expand import RunKind, predicted_bubble
 from ..results import JobResult, delta_pct
 
 TOP_OPS = 5

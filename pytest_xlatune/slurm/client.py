@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..launch.base import CommandRefused, LauncherError
-from ..transport import CommandResult, Transport, TransportError, TransportRefused
+from ..transport.base import CommandResult, Transport, TransportError, TransportRefused
 from . import commands
 from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,
                       parse_sacct, parse_sbatch_parsable, parse_scontrol_show_job,

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ..launch.base import JobState, add_spellings
+
 __all__ = [
     "INVALID_JOB_ID", "SACCT_FIELDS", "SINFO_NODES_FORMAT", "SQUEUE_FORMAT",
     "JobState", "JobStatus", "NodeState", "NodeStatus", "SlurmParseError",
@@ -38,42 +40,8 @@ def _clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-class JobState(Enum):
-    """A Slurm job state (long names, as squeue %T / sacct / scontrol print them)."""
-
-    PENDING = "PENDING"
-    CONFIGURING = "CONFIGURING"
-    RUNNING = "RUNNING"
-    COMPLETING = "COMPLETING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-    TIMEOUT = "TIMEOUT"
-    NODE_FAIL = "NODE_FAIL"
-    OUT_OF_MEMORY = "OUT_OF_MEMORY"
-    PREEMPTED = "PREEMPTED"
-    BOOT_FAIL = "BOOT_FAIL"
-    DEADLINE = "DEADLINE"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def finished(self) -> bool:
-        """True once the job will not run (again) by itself."""
-        return self in _FINISHED
-
-    @classmethod
-    def parse(cls, text: str) -> JobState:
-        """Map any state spelling (long, compact %t, `CANCELLED by 0`, sacct's `+`) to a JobState."""
-        word = text.strip().split(" ", 1)[0].rstrip("+").upper()
-        if word in cls.__members__:
-            return cls[word]
-        return _STATE_ALIASES.get(word, cls.UNKNOWN)
 
 
-_FINISHED = frozenset({
-    JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
-    JobState.OUT_OF_MEMORY, JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE,
-})
 _STATE_ALIASES = {
     # compact codes (squeue %t)
     "PD": JobState.PENDING, "CF": JobState.CONFIGURING, "R": JobState.RUNNING,
@@ -91,6 +59,12 @@ _STATE_ALIASES = {
     "SO": JobState.COMPLETING,
     "SPECIAL_EXIT": JobState.FAILED, "SE": JobState.FAILED, "REVOKED": JobState.CANCELLED,
 }
+add_spellings(_STATE_ALIASES)
+
+
+# What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.
+CONTROLLER_DOWN = re.compile(r"Unable to contact slurm controller|Socket timed out on send/recv|"
+                             r"Connection refused|Zero Bytes were transmitted or received")
 
 
 @dataclass(frozen=True)

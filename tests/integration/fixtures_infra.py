@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from pytest_xlatune.ssh import SSHTransport
+from pytest_xlatune.transport.ssh import SSHTransport
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_SCRIPT = REPO / "scripts" / "local-slurm.sh"

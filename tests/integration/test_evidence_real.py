@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune import catalog
-from pytest_xlatune.plan import predicted_bubble
+from pytest_xlatune.plan import catalog
+from pytest_xlatune.plan.expand import predicted_bubble
 
 pytestmark = pytest.mark.jax
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.hostcmd import START_HINT, HostCmdTransport
+from pytest_xlatune.transport.hostcmd import START_HINT, HostCmdTransport
 from pytest_xlatune.notify import Notifier
-from pytest_xlatune.transport import TransportError, TransportRefused, TransportTimeout
+from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
 from tests.conftest import FAKE
 from tests.integration.fixtures_infra import LocalSlurm, placement, unavailable
 from tests.integration.hostcmd_bridge import Bridge, install_bridge

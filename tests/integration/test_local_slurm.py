@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_xlatune.slurm import JobState, JobStatus, NodeState, commands, parsers
-from pytest_xlatune.transport import LocalTransport
+from pytest_xlatune.transport.base import LocalTransport
 
 if TYPE_CHECKING:
     from tests.integration.fixtures_infra import LocalSlurm

@@ -21,10 +21,10 @@ import pytest
 
 from pytest_xlatune.evidence.hlo import find_train_step_dump
 from pytest_xlatune.launch.base import JobRequest
-from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
+from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.slurm.client import SlurmClient
-from pytest_xlatune.transport import LocalTransport, Transport
+from pytest_xlatune.transport.base import LocalTransport, Transport
 from tests.integration.fixtures_infra import LocalSlurm, SSHServer, placement
 
 STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.cell import load_cell
-from pytest_xlatune.compose import job_request, possible_requests
-from pytest_xlatune.grammar import JOB_NAME_MAX
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.plan.request import job_request, possible_requests
+from pytest_xlatune.cell.grammar import JOB_NAME_MAX
 from pytest_xlatune.launch.base import JobRequest
-from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
+from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.plan import RunKind, RunSpec, expand
+from pytest_xlatune.plan.expand import RunKind, RunSpec, expand
 from pytest_xlatune.slurm.client import SlurmClient
-from pytest_xlatune.transport import LocalTransport
+from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.upstream import upstream_checkout
 
 PARALLELISMS = {"FSDP=8": "fsdp", "FSDP=2": "fsdp", "PP=8": "pp", "TP=8": "tp", "PP=4,FSDP=2": "hybrid"}

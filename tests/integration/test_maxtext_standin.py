@@ -16,15 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.grammar import JOB_NAME_MAX, job_name
-from pytest_xlatune.launch.maxtext_files import (
+from pytest_xlatune.cell.grammar import JOB_NAME_MAX, job_name
+from pytest_xlatune.launch.maxtext.files import (
     Arm,
     install_block,
-    parse_submit_output,
     render_tune_block,
-    submit_argv,
 )
-from pytest_xlatune.model import Profile
+from pytest_xlatune.launch.maxtext.submit import parse_submit_output, submit_argv
+from pytest_xlatune.cell.model import Profile
 from tests.integration.fixtures_infra import unavailable
 
 pytestmark = pytest.mark.slurm

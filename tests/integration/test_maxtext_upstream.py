@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from pytest_xlatune.launch.base import JobPhase, JobRequest
-from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher
+from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.logs import StepLog
+from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.slurm.client import SlurmClient
-from pytest_xlatune.transport import LocalTransport
+from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.fixtures_infra import LocalSlurm
 from tests.integration.upstream import upstream_checkout
 

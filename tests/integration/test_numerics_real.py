@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.numerics import Numerics
+from pytest_xlatune.judge.numerics import Numerics
 from pytest_xlatune.results import JobResult
-from pytest_xlatune.verdicts import numerics_check, winners
+from pytest_xlatune.judge.verdicts import numerics_check, winners
 
 pytestmark = pytest.mark.jax
 

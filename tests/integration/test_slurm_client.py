@@ -9,7 +9,7 @@ import pytest
 
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.slurm.parsers import JobState
-from pytest_xlatune.transport import LocalTransport
+from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.fixtures_infra import unavailable
 
 pytestmark = pytest.mark.slurm

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xlatune.hostcmd import HostCmdTransport
-from pytest_xlatune.ssh import SSHTransport
-from pytest_xlatune.transport import (
+from pytest_xlatune.transport.hostcmd import HostCmdTransport
+from pytest_xlatune.transport.ssh import SSHTransport
+from pytest_xlatune.transport.base import (
     CommandResult,
     LocalTransport,
     Transport,

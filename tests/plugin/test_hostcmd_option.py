@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_xlatune.backends import open_transport, remote_dir
-from pytest_xlatune.hostcmd import HostCmdTransport
+from pytest_xlatune.launch.registry import open_transport, remote_dir
+from pytest_xlatune.transport.hostcmd import HostCmdTransport
 from pytest_xlatune.settings import Settings
 
 

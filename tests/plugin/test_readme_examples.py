@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_xlatune.hang import HangSettings
-from pytest_xlatune.logs import parse_step_line
+from pytest_xlatune.judge.hang import HangSettings
+from pytest_xlatune.judge.lines import parse_step_line
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune import catalog
-from pytest_xlatune.catalog import EvidenceFacts
-from pytest_xlatune.cell import CellError, load_cell
-from pytest_xlatune.model import (CatalogWave, Cell, ClusterSlot, ConfigTag, Parallelism, Profile,
+from pytest_xlatune.plan import catalog
+from pytest_xlatune.plan.catalog import EvidenceFacts
+from pytest_xlatune.cell.load import CellError, load_cell
+from pytest_xlatune.cell.model import (CatalogWave, Cell, ClusterSlot, ConfigTag, Parallelism, Profile,
                                   Stack)
-from pytest_xlatune.plan import RunKind, arrange, catalog_decisions, expand
+from pytest_xlatune.plan.expand import RunKind, arrange, catalog_decisions, expand
 
 FSDP_CPU = EvidenceFacts("3", (("all-gather", 2 << 20), ("all-reduce", 1 << 20), ("all-to-all", 1 << 18)),
                          compute_ms=72.0, collective_ms=226.0)

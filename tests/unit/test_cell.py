@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune import grammar
-from pytest_xlatune.cell import CellError, load_cell
-from pytest_xlatune.model import (
+from pytest_xlatune.cell import grammar
+from pytest_xlatune.cell.load import CellError, load_cell
+from pytest_xlatune.cell.model import (
     Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, PipelineShape,
     Profile, Thresholds,
 )

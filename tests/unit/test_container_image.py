@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.backends import container_image
-from pytest_xlatune.cell import load_cell
-from pytest_xlatune.preflight import PreflightError
+from pytest_xlatune.launch.registry import container_image
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.settings import Settings
 
 CELL = """\

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from pytest_xlatune import verdicts
+from pytest_xlatune.judge import verdicts
 from pytest_xlatune.report.export import COLUMNS, export_texts, results_frame
 from tests import report_cases as cases
 

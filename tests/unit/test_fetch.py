@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_xlatune.evidence.fetch import fetch_evidence
-from pytest_xlatune.transport import CommandResult, LocalTransport
+from pytest_xlatune.transport.base import CommandResult, LocalTransport
 
 
 def cluster_job(root: Path) -> dict[str, str]:

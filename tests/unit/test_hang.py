@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_xlatune.hang import HangDetector, HangPhase, HangSettings
-from pytest_xlatune.logs import StepLog, StepRecord
+from pytest_xlatune.judge.hang import HangDetector, HangPhase, HangSettings
+from pytest_xlatune.judge.lines import StepRecord
+from pytest_xlatune.judge.logs import StepLog
 
 T0 = 1_000_000.0  # an arbitrary epoch: nothing reads the real clock
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.hostcmd import START_HINT, PathMap, result_error
-from pytest_xlatune.transport import TransportError, TransportRefused, TransportTimeout
+from pytest_xlatune.transport.hostcmd import START_HINT, PathMap, result_error
+from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "host_cmd"
 

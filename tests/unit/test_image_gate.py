@@ -1,4 +1,4 @@
-"""verdicts.image_gate: a locked recipe replayed on a new image — pass, fail, or measure again."""
+"""gate.image_gate: a locked recipe replayed on a new image — pass, fail, or measure again."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_xlatune.lock import Lock, LockedRecipe
+from pytest_xlatune.judge.lock import Lock, LockedRecipe
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.verdicts import image_gate
+from pytest_xlatune.judge.gate import image_gate
 
 LOCK = Lock(model_tag="m", parallelism="FSDP=8", image="old", nodelist="n[1-2]", date="2026-11-30",
             recipes=(LockedRecipe(config_tag="default", profile="fast", xla_flags=("--xla_a=1",),

@@ -10,18 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune import logs
-from pytest_xlatune.logs import (
+from pytest_xlatune.judge import logs
+from pytest_xlatune.judge.lines import (
     KNOWN_NOISE,
-    TAIL_LINES,
-    SignalKind,
-    StepLog,
     StepRecord,
     is_noise,
     parse_step_line,
     strip_known_noise,
 )
-from pytest_xlatune.steady import last_loss, steady_state
+from pytest_xlatune.judge.logs import (
+    TAIL_LINES,
+    SignalKind,
+    StepLog,
+)
+from pytest_xlatune.judge.steady import last_loss, steady_state
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_xlatune.logs import StepLog
-from pytest_xlatune.steady import last_loss, steady_state
-from pytest_xlatune.signatures import EVIDENCE_NEEDLES, is_evidence
-from pytest_xlatune.triage import Evidence, FailureClass, diagnose
+from pytest_xlatune.judge.logs import StepLog
+from pytest_xlatune.judge.steady import last_loss, steady_state
+from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES, is_evidence
+from pytest_xlatune.judge.triage import Evidence, FailureClass, diagnose
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "logs" / "real"
 HEADER_KEYS = {"source", "date", "transformation", "synthetic", "expect", "evidence", "origin"}

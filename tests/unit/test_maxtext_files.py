@@ -9,19 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.grammar import JOB_NAME_MAX, job_name
-from pytest_xlatune.launch.maxtext_files import (
+from pytest_xlatune.cell.grammar import JOB_NAME_MAX, job_name
+from pytest_xlatune.launch.maxtext.files import (
     Arm,
     foreign_block,
     install_block,
+    remove_block,
+    render_env_file_block,
+    render_tune_block,
+)
+from pytest_xlatune.launch.maxtext.submit import (
     parse_container_env,
     parse_env_sh,
     parse_gpu_yml,
     parse_job_dir,
     parse_submit_output,
-    remove_block,
-    render_env_file_block,
-    render_tune_block,
     submit_argv,
 )
 

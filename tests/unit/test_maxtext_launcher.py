@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_xlatune.cell import CellError, load_cell
+from pytest_xlatune.cell.load import CellError, load_cell
 from dataclasses import replace
 
-from pytest_xlatune.compose import job_request, possible_requests
+from pytest_xlatune.plan.request import job_request, possible_requests
 from pytest_xlatune.launch.base import JobRequest, LauncherError, SubmittedJob
-from pytest_xlatune.launch.maxtext_files import install_block, render_tune_block
-from pytest_xlatune.launch.maxtext_slurm import MaxTextSlurmLauncher, RestoreDefault
+from pytest_xlatune.launch.maxtext.files import install_block, render_tune_block
+from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher, RestoreDefault
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.logs import StepLog
-from pytest_xlatune.plan import expand, restore_default_changes
-from pytest_xlatune.preflight import PreflightError
+from pytest_xlatune.judge.logs import StepLog
+from pytest_xlatune.plan.expand import expand, restore_default_changes
+from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.slurm.client import SlurmClient
-from pytest_xlatune.transport import CommandResult, TransportError
+from pytest_xlatune.transport.base import CommandResult, TransportError
 
 TESTS = Path(__file__).resolve().parents[1]
 STANDIN = TESTS / "maxtext_slurm_standin"

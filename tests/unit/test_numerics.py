@@ -7,12 +7,13 @@ import math
 
 import pytest
 
-from pytest_xlatune import numerics
-from pytest_xlatune.lock import Lock, LockedRecipe
-from pytest_xlatune.logs import parse_step_line
-from pytest_xlatune.numerics import Mode, Numerics, Tolerance, agreement, compare, guard, trajectories, widened
+from pytest_xlatune.judge import numerics
+from pytest_xlatune.judge.lock import Lock, LockedRecipe
+from pytest_xlatune.judge.lines import parse_step_line
+from pytest_xlatune.judge.numerics import Mode, Numerics, Tolerance, agreement, compare, guard, trajectories, widened
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.verdicts import image_gate, numerics_check
+from pytest_xlatune.judge.gate import image_gate
+from pytest_xlatune.judge.verdicts import numerics_check
 from tests.report_cases import BF16_LOSSES, LOSSES
 
 # Recorded with bench/numerics.py (demo model, FSDP=8, -O0 deployed), the printed 3 decimals:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.model import (Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism,
+from pytest_xlatune.cell.model import (Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism,
                                   PipelineShape, Profile)
-from pytest_xlatune.plan import RunKind, expand, predicted_bubble, run_key
+from pytest_xlatune.plan.expand import RunKind, expand, predicted_bubble, run_key
 
 
 def make_cell(**changes: object) -> Cell:
@@ -95,8 +95,8 @@ def test_predicted_bubble(stages: int, microbatches: int, v: int, expected: floa
 
 
 def test_tokens_per_device_step_comes_from_the_jobs_own_args() -> None:
-    from pytest_xlatune.compose import tokens_per_device_step
-    from pytest_xlatune.model import Backend, BackendKind
+    from pytest_xlatune.plan.request import tokens_per_device_step
+    from pytest_xlatune.cell.model import Backend, BackendKind
 
     spec = expand(make_cell())[0]
     # local: the embedded workload's defaults fill what the cell leaves out (pdbs 2 x 128)

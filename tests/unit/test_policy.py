@@ -6,8 +6,8 @@ import fnmatch
 
 import pytest
 
-from pytest_xlatune.hang import HangPhase
-from pytest_xlatune.policy import (
+from pytest_xlatune.judge.hang import HangPhase
+from pytest_xlatune.judge.policy import (
     DEFAULT_POLICY,
     Action,
     Decision,
@@ -21,7 +21,7 @@ from pytest_xlatune.policy import (
     policy_from_text,
 )
 from pytest_xlatune.results import Verdict
-from pytest_xlatune.triage import Diagnosis, FailureClass, MemoryFigures
+from pytest_xlatune.judge.triage import Diagnosis, FailureClass, MemoryFigures
 
 F = FailureClass
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.compose import job_request
+from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, LauncherError,
                                         SubmittedJob)
-from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
-from pytest_xlatune.plan import expand, run_key
-from pytest_xlatune.poller import ControllerDown, Poller, submit_through_outage
-from pytest_xlatune.session import Sweep
+from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
+from pytest_xlatune.plan.expand import expand, run_key
+from pytest_xlatune.engine.poller import ControllerDown, Poller, submit_through_outage
+from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.store import ResultStore
-from pytest_xlatune.watch import SweepStopped
+from pytest_xlatune.engine.watch import SweepStopped
 
 
 class Clock:
@@ -412,7 +412,7 @@ def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(t
 def test_a_big_log_is_read_in_bounded_chunks_and_read_to_its_end(tmp_path: Path) -> None:
     """20 MB of output between two looks: no read returns more than READ_CHUNK, every step of
     the log (the last ones after the junk) is still seen."""
-    from pytest_xlatune.watch import READ_CHUNK
+    from pytest_xlatune.engine.watch import READ_CHUNK
 
     class Chatty(ScriptedLauncher):
         sizes: list[int] = []

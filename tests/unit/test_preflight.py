@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.model import ClusterSlot
-from pytest_xlatune.preflight import PreflightError, resolve_slot
+from pytest_xlatune.cell.model import ClusterSlot
+from pytest_xlatune.launch.preflight import PreflightError, resolve_slot
 from pytest_xlatune.slurm.parsers import parse_sinfo_nodes
 
 # sinfo -N -h -o '%N|%T|%P|%E' as the local cluster prints it: node01 runs the sweep's own orphan.

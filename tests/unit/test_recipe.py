@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.cell import load_cell
-from pytest_xlatune.lock import build_lock
-from pytest_xlatune.numerics import Mode
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.judge.lock import build_lock
+from pytest_xlatune.judge.numerics import Mode
 from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.verdicts import choose, disagreements, noise, recipe, winners
+from pytest_xlatune.judge.verdicts import choose, disagreements, noise, recipe, winners
 
 CELL = """\
 model_tag: rc
@@ -77,7 +77,7 @@ def _lock(tmp_path: Path, results: list[JobResult], day: int = 1):
 
 
 def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path) -> None:
-    from pytest_xlatune.lock import lock_change
+    from pytest_xlatune.judge.lock import lock_change
 
     first = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0)])
     same_next_day = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0)], day=2)
@@ -175,7 +175,7 @@ def test_an_under_powered_null_sweep_is_not_called_bounded_and_a_well_powered_on
 
 
 def test_the_detectable_effect_shrinks_with_repeats() -> None:
-    from pytest_xlatune.stats import detectable_effect, run_noise
+    from pytest_xlatune.judge.stats import detectable_effect, run_noise
 
     two = run_noise([1000.0, 1006.0])
     assert detectable_effect(two, 1, 2) == pytest.approx(3.21, abs=0.01)

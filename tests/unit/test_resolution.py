@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.model import Cell, ClusterSlot, ConfigTag, Parallelism, Profile, Stack
-from pytest_xlatune.plan import RunKind, RunSpec, expand
+from pytest_xlatune.cell.model import Cell, ClusterSlot, ConfigTag, Parallelism, Profile, Stack
+from pytest_xlatune.plan.expand import RunKind, RunSpec, expand
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.session import Sweep
+from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.store import ResultStore
 
 PROFILES = (

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_xlatune.stats import (Comparison, Decision, Direction, Noise, compare, decide_after_remeasure,
+from pytest_xlatune.judge.stats import (Comparison, Decision, Direction, Noise, compare, decide_after_remeasure,
                                   job_estimate, regression_check, regression_probability,
                                   run_noise)
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, SubmittedJob
-from pytest_xlatune.model import Cell, ClusterSlot, Parallelism, Profile
-from pytest_xlatune.plan import expand
-from pytest_xlatune.session import Sweep
-from pytest_xlatune.stopsignals import StopSignals, deferred
+from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
+from pytest_xlatune.plan.expand import expand
+from pytest_xlatune.engine.sweep import Sweep
+from pytest_xlatune.engine.stopsignals import StopSignals, deferred
 from pytest_xlatune.store import ResultStore
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}

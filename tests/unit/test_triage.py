@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.hang import HangPhase
-from pytest_xlatune.logs import StepLog
+from pytest_xlatune.judge.hang import HangPhase
+from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.results import Verdict
-from pytest_xlatune.signatures import match_line
-from pytest_xlatune.triage import Diagnosis, Evidence, FailureClass, MemoryFigures, diagnose, judge
+from pytest_xlatune.judge.signatures import match_line
+from pytest_xlatune.judge.triage import Diagnosis, Evidence, FailureClass, MemoryFigures, diagnose, judge
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 F = FailureClass

@@ -1,0 +1,1 @@
+"""The cell: a YAML file read into frozen values (load, model, schema, waves, grammars)."""

@@ -1,0 +1,275 @@
+"""The pytest nodes: a cell file collects into one item per run of its plan."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from ..plan.catalog import EvidenceFacts
+from ..cell.load import CellError, load_cell
+from ..evidence.artifacts import evidence_facts
+from ..cell.model import BackendKind, Cell
+from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
+from ..launch.preflight import PreflightError
+from ..judge import stats, verdicts
+from ..judge.gate import image_gate
+from ..results import JobResult, Verdict
+from .sweep import Sweep
+from ..store import StoreWriteError
+from .watch import SweepStopped
+from ..launch.base import LauncherError
+from ..judge.lock import LockError
+from .session import RUNTIME_KEY, Runtime, specs_for
+
+PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
+                 "xlatune_verdict", "xlatune_reused")
+
+
+def slot_group(cell: Cell) -> str:
+    """The xdist group of a cell: its nodes (all local cells share this machine's CPUs)."""
+    if cell.backend.kind is BackendKind.LOCAL:
+        return "local"
+    # xdist finds the group after the last "@" only when no "]" follows it: keep it plain.
+    return re.sub(r"[^A-Za-z0-9_.=+-]", "_", cell.slot.text)
+
+
+class RunFailed(Exception):
+    """A job ended without a measurement; carries the result for a readable failure."""
+
+    def __init__(self, result: JobResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+class Stopped(Exception):
+    """A stop trigger fired during this item; the message is the STOP message."""
+
+
+class Regression(Exception):
+    """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
+    the tolerance."""
+
+
+class CellFile(pytest.File):
+    """A `cells/*.yml` file; validation errors are one line naming file, line and key. It
+    collects one `Wave` per wave, in run order, each holding that wave's items."""
+
+    cell: Cell
+
+    def collect(self) -> Iterator[Wave]:
+        self.cell = load_cell(self.path)
+        # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
+        # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
+        # the item name instead (only on xdist workers running loadgroup).
+        suffix = f"@{slot_group(self.cell)}" if getattr(self.config.option, "loadgroup", False) else ""
+        runtime = self.config.stash[RUNTIME_KEY]
+        specs = specs_for(self.cell, runtime.settings)
+        if self.cell.catalog_waves:
+            # Catalog candidates run in the order the stored evidence run gives (a session after
+            # the evidence run); which of them are skipped is decided again at run time.
+            specs = arrange(self.cell, specs, stored_evidence_facts(self.cell, runtime))
+        for wave, runs in itertools.groupby(specs, key=lambda spec: spec.wave):
+            yield Wave.from_parent(self, name=wave, specs=tuple(runs), cell=self.cell, suffix=suffix)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, (CellError, LockError)):
+            # Files under the rootdir are named as in node ids: `cells/x.yml:3: ...`.
+            return str(excinfo.value).replace(f"{self.config.rootpath}{os.sep}", "")
+        return super().repr_failure(excinfo, style)
+
+
+class Wave(pytest.Collector):
+    """One wave of a cell (`wave2`), so that `cell.yml::wave2` and `cell.yml::wave2::p[tag]`
+    select like a module's class and test."""
+
+    def __init__(self, *, specs: tuple[RunSpec, ...], cell: Cell, suffix: str,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.specs, self.cell, self.suffix = specs, cell, suffix
+
+    def collect(self) -> Iterator[CellItem]:
+        for spec in self.specs:
+            name = spec.name.split("::", 1)[1] + self.suffix
+            # The node id as pytest parses a stored one (cache/lastfailed, --deselect): the
+            # bracket is the parametrization, so --lf/--ff/--sw find these items again.
+            yield CellItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}",
+                                       spec=spec, cell=self.cell)
+
+
+def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
+    """The evidence run of this cell's sweep, if the store has one (read at collection)."""
+    store = runtime.store_for(cell)
+    info = store.sweep_info()
+    if info is None:
+        return None
+    key = run_key(cell, evidence_spec(cell), info["nodelist"], runtime.cell_settings(cell).image)
+    result = store.latest_by_key().get(key)
+    return evidence_facts(result) if result is not None else None
+
+
+def _skip(reason: str) -> NoReturn:
+    """Skip the running item; `-rs` shows the item's place in the cell, not this file's."""
+    raise pytest.skip.Exception(reason, _use_item_location=True)
+
+
+class CellItem(pytest.Item):
+    """One run of the sweep: measures TGS, or asserts a recipe does not regress a config tag."""
+
+    def __init__(self, *, spec: RunSpec, cell: Cell, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.cell = cell
+        self.add_marker(pytest.mark.xlatune)
+        # Under `-n N --dist loadgroup` items of one slot stay on one worker, in order, so two
+        # cells on the same nodes never run at once; cells on disjoint nodelists run in parallel.
+        self.add_marker(pytest.mark.xdist_group(name=slot_group(cell)))
+
+    def runtest(self) -> None:
+        # First, so that every report of this item (also a skip) names its cell and run.
+        self.user_properties.extend([("xlatune_cell", str(self.cell.path)),
+                                     ("xlatune_item", self.spec.name)])
+        try:
+            self._run()
+        except SweepStopped as stop:
+            runtime = self.config.stash[RUNTIME_KEY]
+            raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
+        except StoreWriteError as error:  # never report a run whose record is not on disk
+            runtime = self.config.stash[RUNTIME_KEY]
+            raise Stopped(runtime.store_failed(error, self.session)) from None
+
+    def _run(self) -> None:
+        runtime = self.config.stash[RUNTIME_KEY]
+        sweep = runtime.sweep_for(self.cell)
+        if reason := sweep.skip_reason(self.spec):
+            _skip(reason)
+        spec, reason = sweep.resolution(self.spec)
+        if spec is None:
+            _skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
+                  "-k 'wave2 or wave3 or wave4')")
+        needs = self._needs(sweep, spec)
+        if spec.kind is RunKind.CROSS_CONFIG and needs:
+            _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
+        outcome = sweep.run(spec)
+        result = outcome.result
+        comparison, departed = None, ""
+        if spec.kind is not RunKind.BASELINE and result.tgs is not None:
+            comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
+            departed = verdicts.numerics_check(result, sweep.results()).where()
+        if needs:
+            self.user_properties.append(("xlatune_needs", needs))
+        self.user_properties.extend([
+            ("xlatune_tgs", result.tgs),
+            ("xlatune_delta_pct", comparison.delta_pct if comparison else None),
+            ("xlatune_delta_ci", (comparison.ci_low_pct, comparison.ci_high_pct) if comparison else None),
+            ("xlatune_direction", comparison.verdict.value if comparison else None),
+            ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
+            ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
+            ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
+            ("xlatune_config_tag", spec.config_tag),
+            ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)
+        ])
+        if result.verdict is Verdict.INFRA_FLAKE:
+            _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
+                  f" last {result.job_id})")
+        if result.verdict is Verdict.OOM:
+            pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
+        if spec.kind is RunKind.GATE_RECIPE and result.verdict is Verdict.UNKNOWN_FLAG:
+            raise Regression(f"locked recipe {spec.profile!r} [{spec.config_tag}]: a locked flag "
+                             f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
+                             f" (job {result.job_id}); not a performance regression: re-tune the recipe")
+        if not result.measured:
+            raise RunFailed(result)
+        if spec.kind is RunKind.CROSS_CONFIG:
+            self._gate_cross_config(sweep, spec, [result])
+        if spec.kind is RunKind.GATE_RECIPE:
+            self._gate_image(sweep, spec, [result])
+
+    def _file_id(self) -> str:
+        return self.nodeid.split("::", 1)[0]
+
+    def _needs(self, sweep: Sweep, spec: RunSpec) -> str:
+        """What this run needs from runs not in the store (and not selected before it), with the
+        commands that measure them; "" when the store has them. Never runs them itself."""
+        def ids(kind: RunKind) -> str:
+            return " ".join(shlex.quote(f"{self._file_id()}::{s.name}") for s in sweep.specs
+                            if s.kind is kind and s.config_tag == spec.config_tag)
+
+        needs = []
+        if spec.catalog and sweep.stored(evidence_spec(self.cell)) is None:
+            needs.append("catalog order and relevance need the wave1.5 evidence run, and the store "
+                         f"has none: pytest {ids(RunKind.EVIDENCE)}")
+        if spec.kind not in (RunKind.BASELINE, RunKind.GATE_RECIPE) and \
+                not verdicts.baseline_values(sweep.results(), spec.config_tag):
+            needs.append(f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
+                         f"store has none: pytest {ids(RunKind.BASELINE)}")
+        return "; ".join(needs)
+
+    def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
+        """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
+        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
+        thresholds = self.cell.thresholds
+        while True:
+            final = len(runs) > thresholds.remeasure
+            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
+                                            sweep.results(), spec.config_tag,
+                                            thresholds.regression_pct, final=final)
+            if gate is None or gate.decision is stats.Decision.PASS:
+                return
+            if gate.decision is stats.Decision.FAIL:
+                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
+                                              [r.job_id for r in runs]))
+            again = sweep.run(spec.remeasured(len(runs))).result
+            if not again.measured:
+                raise RunFailed(again)
+            runs.append(again)
+
+    def _gate_image(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
+        """Fail when the new image broke the locked recipe, with confidence; while the answer is
+        ambiguous, measure the recipe and the baseline once more each (thresholds.remeasure
+        times at most)."""
+        lock = self.config.stash[RUNTIME_KEY].lock_for(self.cell)
+        baselines = [r for r in sweep.results()
+                     if r.kind == RunKind.BASELINE.value and r.config_tag == spec.config_tag]
+        baseline_spec = next(s for s in sweep.specs
+                             if s.kind is RunKind.BASELINE and s.config_tag == spec.config_tag)
+        while True:
+            final = len(runs) > self.cell.thresholds.remeasure
+            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
+                                       final=final, mode=sweep.numerics)
+            for warning in gate.warnings:
+                self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")
+            if gate.problems:
+                raise Regression("\n".join(gate.problems))
+            if not gate.ambiguous:
+                return
+            repeat = len(runs)
+            for again_spec, into in ((spec, runs), (baseline_spec, baselines)):
+                again = sweep.run(again_spec.remeasured(repeat)).result
+                if not again.measured:
+                    raise RunFailed(again)
+                into.append(again)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        error = excinfo.value
+        if isinstance(error, RunFailed):
+            result = error.result
+            lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}",
+                     f"log: {result.log_path}"]
+            if result.log_tail:
+                lines += ["--- log tail ---", result.log_tail.rstrip()]
+            return "\n".join(lines)
+        if isinstance(error, (Regression, PreflightError, Stopped)):
+            return str(error)
+        if isinstance(error, LauncherError):  # e.g. sbatch refused the job: its words, no traceback
+            return f"the job could not be submitted: {error}"
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, max(self.spec.line - 1, 0), f"cell: {self.spec.name}"

@@ -1,0 +1,283 @@
+"""The per-session state: one Sweep per cell, created on first use, closed at session end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
+from ..plan.request import possible_requests
+from ..cell.model import Cell
+from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
+from ..paths import CellPaths, lock_path
+from ..report.build import CellReport, from_results
+from ..report.files import Output, write_atomic, write_reports
+from ..plan.expand import RunSpec, expand, expand_gate
+from ..notify import Notifier
+from ..launch.preflight import PreflightError
+from ..judge.stop import stop_message
+from .watch import SweepStopped
+from .sweep import Sweep
+from ..settings import CellSettings, Settings
+from ..store import ResultStore, StoreError, StoreWriteError
+from ..transport.base import Transport
+
+
+class Runtime:
+    """Holds the sweeps of this pytest session (stashed on the config)."""
+
+    def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
+                 warn: Callable[[str], None] | None = None, session_id: str = "",
+                 make_backend: Factory = make_backend) -> None:
+        self.settings = settings
+        self.make_backend = make_backend  # plugin.py: the pytest_xlatune_make_launcher hook
+        self.session_id = session_id  # xdist workers of one session share it
+        self.root = root
+        self.report = report  # progress, shown with -v
+        self.warn = warn or report  # incidents, always shown
+        self.sweeps: dict[Path, Sweep] = {}
+        self.cells: dict[Path, Cell] = {}
+        self.outputs: list[Output] = []
+        self.ran: dict[Path, set[str]] = {}  # cell → names of the items that ran this session
+        self.needs: dict[str, str] = {}  # item id → what it needed that is not in the store
+        self.upcoming: dict[Path, list[RunSpec]] = {}
+        self.failed: dict[Path, str] = {}
+        self._transport: Transport | None = None
+        self.locks: dict[Path, Lock] = {}
+        self.stops: list[str] = []
+        self._notifier: Notifier | None = None
+        self._held: list[ResultStore] = []  # stores this session owns (their locks)
+        self.refused: set[Path] = set()  # cells whose store another session owns
+        self._cell_settings: dict[Path, CellSettings] = {}
+
+    def paths(self, cell: Cell) -> CellPaths:
+        return CellPaths(cell.path, self.root, self.settings.store_dir)
+
+    def store_for(self, cell: Cell) -> ResultStore:
+        return ResultStore(self.paths(cell).store)
+
+    def note_item(self, cell: Cell, spec: RunSpec) -> None:
+        """Remember a selected run, in execution order; its cell gets a report at session end."""
+        self.cells[cell.path] = cell
+        self.upcoming.setdefault(cell.path, []).append(spec)
+
+    def note_cell(self, cell: Cell) -> None:
+        self.cells[cell.path] = cell
+
+    def note_ran(self, cell_path: Path, item: str) -> None:
+        """An item of the cell ran (passed, failed, skipped or reused) in this session."""
+        self.ran.setdefault(cell_path, set()).add(item)
+
+    def cells_that_ran(self) -> list[Cell]:
+        """The cells with at least one item run this session: only their outputs are written."""
+        return [cell for path, cell in self.cells.items() if self.ran.get(path)]
+
+    def sweep_for(self, cell: Cell) -> Sweep:
+        """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
+        if cell.path in self.failed:
+            raise PreflightError(self.failed[cell.path])
+        if cell.path not in self.sweeps:
+            try:
+                self.sweeps[cell.path] = self._open_sweep(cell)
+            except StoreError as error:  # another session owns the store: nothing is submitted
+                self.failed[cell.path] = str(error)
+                self.refused.add(cell.path)  # its owner writes the cell's report, not this session
+                raise PreflightError(str(error)) from None
+            except PreflightError as error:
+                self.failed[cell.path] = str(error)
+                raise
+        return self.sweeps[cell.path]
+
+    def _open_sweep(self, cell: Cell) -> Sweep:
+        store = self.store_for(cell)
+        for note in store.acquire(self.session_id):  # before anything reads or submits
+            self.warn(note)
+        self._held.append(store)
+        backend = self.make_backend(LaunchContext(cell, self.settings, self.cell_settings(cell),
+                                                  self.paths(cell), store, self.transport, self.warn))
+        launcher, nodelist = backend.launcher, backend.nodelist
+        self._warn_busy(cell, store, nodelist, backend.busy)
+        specs = specs_for(cell, self.settings)
+        try:
+            self._freeze(cell, store, nodelist)
+            # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
+            launcher.check_requests(possible_requests(cell, specs))
+        except PreflightError:
+            launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
+            raise
+        if backend.other_jobs.strip():
+            self.report(f"{cell.path.name}: other jobs on the partition:\n{backend.other_jobs.rstrip()}")
+        sweep = Sweep(
+            cell=cell, specs=specs, store=store, launcher=launcher,
+            nodelist=nodelist, poll_interval=self.settings.poll_interval,
+            remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
+            queue_depth=launcher.queue_depth, log_source=launcher.log_source,
+            image=self.cell_settings(cell).image,
+            policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
+            numerics=self.settings.numerics,
+            fetch_artifacts=backend.fetch_artifacts,
+        )
+        sweep.set_upcoming(self.upcoming.get(cell.path, []))
+        sweep.adopt_orphans()
+        return sweep
+
+    def _warn_busy(self, cell: Cell, store: ResultStore, nodelist: str, busy: str) -> None:
+        """Say (without -v) which other jobs hold the pinned nodes: the sweep waits behind them."""
+        own = {str(r["job_id"]) for r in store.pending_submissions().values()}
+        lines = [ln for ln in busy.splitlines() if ln.strip() and ln.split("|", 1)[0] not in own]
+        if lines:
+            self.warn(f"{cell.path.name}: {len(lines)} other job(s) on the pinned nodes {nodelist}; "
+                      "the sweep's jobs will wait for them (id|user|state|nodes|name):\n"
+                      + "\n".join(lines))
+
+    def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
+        """Record the frozen nodelist; refuse to mix results of another one unless asked."""
+        info = store.sweep_info()
+        if info is not None and info["nodelist"] == nodelist:
+            return
+        if info is not None and not self.settings.fresh_baseline:
+            raise PreflightError(
+                f"{cell.path}: nodelist: expected the sweep's frozen nodelist {info['nodelist']!r}, "
+                f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
+            )
+        store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
+                      model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+
+    def cell_settings(self, cell: Cell) -> CellSettings:
+        """The cell's image, interpreter, playbook and hang thresholds (resolved once per cell)."""
+        if cell.path not in self._cell_settings:
+            self._cell_settings[cell.path] = self.settings.for_cell(cell)
+        return self._cell_settings[cell.path]
+
+    def notifier(self, cell: Cell) -> Notifier:
+        """Notifications run where Slurm runs (in the maxtext-slurm checkout when there is one)."""
+        if self._notifier is None:
+            transport = self.transport() if self.settings.notify else None
+            self._notifier = Notifier(transport, self.settings.notify,
+                                      cwd=cell.backend.option("checkout"), warn=self.warn)
+        return self._notifier
+
+    def stop(self, cell: Cell, stop: SweepStopped, session: pytest.Session) -> str:
+        """A stop trigger fired: record it, cancel our queued jobs, notify, stop the session."""
+        sweep = self.sweeps[cell.path]
+        sweep.cancel_all()
+        results = sweep.results()
+        done = {r.item for r in results}
+        pending = [s.name for s in self.upcoming.get(cell.path, []) if s.name not in done]
+        message = stop_message(cell, stop.reason, sweep.nodelist, results, pending,
+                               stop.failing_nodes, stop.recovery)
+        try:
+            sweep.store.append("stop", reason=stop.reason, pending=pending)
+        except StoreWriteError as error:
+            message += f"\n(not recorded: {error})"
+        self.notifier(cell).send(message)
+        self.stops.append(message)
+        session.shouldstop = f"xlatune STOP: {stop.reason}"
+        return message
+
+    def store_failed(self, error: StoreWriteError, session: pytest.Session) -> str:
+        """A record could not be written: cancel every sweep's unfinished jobs and stop."""
+        for sweep in self.sweeps.values():
+            sweep.cancel_all()
+        message = f"xlatune STOP: {error}"
+        if message not in self.stops:
+            self.stops.append(message)
+        session.shouldstop = message
+        return message
+
+    def report_inputs(self, cells: list[Cell] | None = None) -> list[CellReport]:
+        """The stored results of these cells (default: all the session knows), as report inputs."""
+        reports = []
+        for cell in self.cells.values() if cells is None else cells:
+            sweep = self.sweep_if_stored(cell)
+            if sweep is not None:
+                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist))
+        return reports
+
+    def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
+        """The tuning reports (and exports) of these cells, from their stored results."""
+        return write_reports(self.report_inputs(cells), self.settings.report_dir, mode=self.settings.numerics,
+                             write_zh=self.settings.write_zh, export_dir=self.settings.export_dir)
+
+    def lock_for(self, cell: Cell) -> Lock:
+        if cell.path not in self.locks:
+            self.locks[cell.path] = load_lock(lock_path(cell.path))
+        return self.locks[cell.path]
+
+    def write_locks(self) -> list[Output]:
+        """After a whole sweep of a cell ran (not a gate run): `<cell>.lock.json` when its
+        recipe differs from the lock on file (`lock.lock_change` says why, or why not)."""
+        outputs = []
+        for cell in self.cells_that_ran():
+            sweep = self.sweep_if_stored(cell)
+            if sweep is None or self.settings.gate:
+                continue
+            path = lock_path(cell.path)
+            ran = self.ran.get(cell.path, set())
+            not_run = [spec.name for spec in sweep.specs if spec.name not in ran]
+            try:
+                existing: Lock | None = load_lock(path) if path.exists() else None
+            except LockError:
+                existing = None  # unreadable: a whole sweep replaces it
+            built = None if not_run else build_lock(cell, sweep.results(), sweep.nodelist,
+                                                     sweep.image, mode=self.settings.numerics)
+            change, why = lock_change(existing, built, not_run)
+            if change and built is not None:
+                write_atomic(path, dumps(built))
+            outputs.append(Output(path, "recipe lock", change, why, exists=path.exists()))
+        return outputs
+
+    def transport(self) -> Transport:
+        """The session's one transport (one SSH connection), opened on first use."""
+        if self._transport is None:
+            self._transport = open_transport(self.settings)
+        return self._transport
+
+    def sweep_if_stored(self, cell: Cell) -> Sweep | None:
+        """A read-only sweep over stored results (for reports), without starting a launcher."""
+        if cell.path in self.sweeps:
+            return self.sweeps[cell.path]
+        if cell.path in self.refused:
+            return None
+        store = self.store_for(cell)
+        info = store.sweep_info()
+        if info is None:
+            return None
+        return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
+                     launcher=_NoLauncher(), nodelist=info["nodelist"],
+                     image=self.cell_settings(cell).image, numerics=self.settings.numerics)
+
+    def close(self) -> None:
+        try:
+            for sweep in self.sweeps.values():
+                sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
+                sweep.launcher.close()
+            if self._transport is not None:
+                self._transport.close()
+        finally:
+            for store in self._held:
+                store.release()
+
+
+class _NoLauncher:
+    """Stands in for a launcher when only stored results are read."""
+
+    name = "none"
+    queue_depth = 0
+
+    def close(self) -> None:
+        pass
+
+
+def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
+    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes."""
+    if not settings.gate:
+        return expand(cell)
+    lock = load_lock(lock_path(cell.path))
+    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
+                              for r in lock.recipes})
+
+
+RUNTIME_KEY = pytest.StashKey[Runtime]()

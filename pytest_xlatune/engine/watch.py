@@ -1,0 +1,187 @@
+"""Watch one job to its end: incremental log tail, cancel on sight, hang detection, outage stop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..judge.hang import HangDetector, HangPhase, HangSettings
+from ..launch.base import JobPhase, JobProgress, JobState, Launcher, LauncherError, SubmittedJob
+from ..judge.logs import StepLog
+from ..judge.policy import DEFAULT_POLICY, Action, Policy
+from .poller import Poller
+from ..judge.signatures import FailureClass
+from ..judge.triage import Evidence, diagnose
+
+
+class SweepStopped(Exception):
+    """A stop trigger fired; carries the one-line reason (the STOP message is built from it)."""
+
+    def __init__(self, reason: str, failing_nodes: tuple[str, ...] = (), recovery: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.failing_nodes = failing_nodes
+        self.recovery = recovery
+
+
+LOG_READS_PER_POLL = 2
+# At most this much of a log is read per look, so a job that writes GBs between two looks
+# costs bounded memory; the watcher reads on without sleeping until it has caught up.
+READ_CHUNK = 8 << 20
+
+
+@dataclass
+class Watched:
+    """What watching a job saw, for triage."""
+
+    log: StepLog
+    progress: JobProgress
+    cancelled_for: str = ""  # "" | "unknown_flag" | "hang"
+    hang_phase: HangPhase | None = None
+
+
+@dataclass
+class Watcher:
+    """Polls through the shared poller and reads only the new bytes of the log each interval."""
+
+    launcher: Launcher
+    poller: Poller
+    steps: int
+    interval: float
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    report: Callable[[str], None]
+    hang: HangSettings
+    policy: Policy = DEFAULT_POLICY
+    controller_down_limit_s: float = 15 * 60.0
+    warn: Callable[[str], None] | None = None  # incidents (default: report)
+    _unsent_cancel: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.warn = self.warn or self.report
+        # The playbook's controller_unreachable row says how long to wait before asking again
+        # (5 min by default): that is the longest the poller backs off after failed queries.
+        wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
+        self.poller.max_backoff = max(wait, self.interval)
+
+    def watch(self, name: str, job: SubmittedJob) -> Watched:
+        seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, "UNKNOWN"))
+        detector = HangDetector(self.hang)
+        offset, last_reported, was_running = 0, -1, False
+        self._unsent_cancel = False
+        fresh_since: float | None = None  # since when Slurm has answered without a break
+        # The log is read LOG_READS_PER_POLL times per poll interval (reads are cheap and not
+        # scheduler calls), so a fatal line is acted on within half an interval; the ticks are
+        # drift-free, so every other one finds the poller's answer stale and asks Slurm again.
+        tick, period = self.clock(), self.interval / LOG_READS_PER_POLL
+        while True:
+            progress = self.poller.status(job.job_id)  # asks Slurm at most once per interval
+            seen.progress = progress
+            self._check_controller()
+            # At the end, one last read that may not be skipped (ended=True): a launcher that
+            # looks for its log file only every few seconds must look now, else a job that
+            # trained would be judged on an empty log. Reads are bounded (READ_CHUNK).
+            ended = progress.phase is JobPhase.FINISHED
+            chunk = self.launcher.read_log(job, offset, READ_CHUNK, ended=ended)
+            offset += len(chunk)
+            now = self.clock()
+            new_steps = seen.log.feed(chunk)
+            if ended:
+                while len(chunk) == READ_CHUNK:  # the rest of a big log, chunk by chunk
+                    chunk = self.launcher.read_log(job, offset, READ_CHUNK, ended=True)
+                    offset += len(chunk)
+                    seen.log.feed(chunk)
+                seen.log.flush()
+                return seen
+            if self.poller.down_since is not None:
+                fresh_since = None
+            elif fresh_since is None:
+                fresh_since = now
+            if self._unsent_cancel and fresh_since is not None:
+                self._send_cancel(job)  # the controller answers again: ask again
+            if progress.phase is JobPhase.RUNNING and not was_running:
+                detector.running(now)
+                was_running = True
+            detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats,
+                            stuck_warnings=seen.log.stuck_warnings)
+            if chunk and not seen.cancelled_for:
+                self._cancel_on_sight(job, seen)
+                if seen.cancelled_for and not self._unsent_cancel and \
+                        self._never_retried(seen.cancelled_for):
+                    # Decided (an unknown flag fails the item, an OOM xfails it, whatever the
+                    # job does next): do not wait another poll for Slurm to report the cancel.
+                    # What it wrote meanwhile (an OOM's memory figures) still counts. A cancel
+                    # the controller did not take is sent again below until the job ends.
+                    seen.log.feed(self.launcher.read_log(job, offset, READ_CHUNK, ended=True))
+                    seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
+                    seen.log.flush()
+                    return seen
+            # Silence counts only while Slurm answers: after an outage slurmctld may call a job
+            # RUNNING that ended meanwhile, until the job's completion reaches it.
+            trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
+            phase = detector.check(now, self._running(progress)) if trusted else None
+            if phase is not None and not seen.cancelled_for:
+                self.warn(f"{name} job {job.job_id}: no new step for "
+                          f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
+                seen.hang_phase = phase
+                self._cancel(job, seen, "hang")
+            if seen.log.last_step is not None and seen.log.last_step != last_reported:
+                last_reported = seen.log.last_step
+                latest = seen.log.steps[last_reported].tokens_per_s
+                self.report(f"{name} job {job.job_id} {progress.state.value} step {last_reported + 1}/"
+                            f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
+            if len(chunk) == READ_CHUNK:
+                continue  # more is waiting: read on at once
+            tick += period
+            if tick <= self.clock():  # this round took longer than a period: skip the missed ticks
+                tick = self.clock() + period
+            self.sleep(tick - self.clock())
+
+    def _never_retried(self, why: str) -> bool:
+        if why == "unknown_flag":
+            return True
+        try:
+            action = self.policy.rule(FailureClass(why)).action
+        except ValueError:  # not a playbook class: let the job end and triage decide
+            return False
+        return action in (Action.FAIL_ITEM, Action.XFAIL_ITEM)
+
+    @staticmethod
+    def _running(progress: JobProgress) -> bool:
+        """Whether silence can mean a hang: the job's processes run. COMPLETING is Slurm's
+        teardown after they ended (it lasts until slurmctld gives up on a dead slurmd)."""
+        return progress.phase is JobPhase.RUNNING and progress.state is not JobState.COMPLETING
+
+    def _cancel_on_sight(self, job: SubmittedJob, seen: Watched) -> None:
+        """Cancel at once on a line the playbook says the job cannot recover from (an unknown
+        flag, a coordination timeout, a GPU runtime error …): do not wait for a time limit."""
+        if seen.log.unknown_flag:
+            self._cancel(job, seen, "unknown_flag")
+            return
+        diagnosis = diagnose(Evidence(last_step=seen.log.last_step, expected_steps=self.steps,
+                                      exit_code=None, log_text=seen.log.triage_text(),
+                                      scheduler_state=JobState.RUNNING))
+        if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
+            self.warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
+            self._cancel(job, seen, diagnosis.failure.value)
+
+    def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
+        seen.cancelled_for = why
+        self._send_cancel(job)
+
+    def _send_cancel(self, job: SubmittedJob) -> None:
+        """scancel; while the controller does not answer, warn and ask again next interval."""
+        try:
+            self.launcher.cancel(job.job_id)
+        except LauncherError as error:
+            self.warn(f"job {job.job_id}: cancel failed ({error}); trying again")
+            self._unsent_cancel = True
+        else:
+            self._unsent_cancel = False
+
+    def _check_controller(self) -> None:
+        down = self.poller.down_since
+        if down is not None and self.poller.clock() - down > self.controller_down_limit_s:
+            raise SweepStopped(f"the Slurm controller has not answered for "
+                               f"{(self.poller.clock() - down) / 60:.0f} min "
+                               f"(limit {self.controller_down_limit_s / 60:.0f} min)")

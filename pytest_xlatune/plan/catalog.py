@@ -1,0 +1,160 @@
+"""Flag catalogs (catalog.yml) as candidate profiles, and their order from Wave 1.5 evidence (pure).
+
+A catalog wave (`waves: {2: {catalog: fsdp, max: 6}}`) becomes one item per candidate, named
+statically from the catalog. Which of them run, and in what order, follows the evidence run:
+
+- with no evidence yet, catalog order, and the first `max` run;
+- with evidence, candidates acting on a collective kind come first, the kind with the most bytes
+  in the compiled train step first; then candidates acting on any collective; then compute and
+  memory ones (compute first instead when the profile shows more compute than collective time);
+- a candidate whose mechanism is absent from the evidence HLO (a collective-permute flag without
+  collective-permute) is skipped, with that reason; `max` counts only candidates that apply.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ..cell import grammar as G
+
+KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
+ANY_COLLECTIVE = "collectives"
+ALWAYS = ("compute", "memory")
+MECHANISMS = KINDS + (ANY_COLLECTIVE,) + ALWAYS
+
+
+class CatalogError(ValueError):
+    """catalog.yml is malformed (a packaging bug, not a cell error)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One value of one catalog entry: a profile the plan can run."""
+
+    name: str
+    entry: str
+    xla_flags: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    mechanism: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    name: str
+    title: str
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class EvidenceFacts:
+    """What ordering needs from an evidence run: collective bytes by kind, and time split."""
+
+    job_id: str
+    bytes_by_kind: tuple[tuple[str, int], ...]  # kinds present in the train-step HLO
+    compute_ms: float | None = None
+    collective_ms: float | None = None
+
+    @property
+    def kinds_by_bytes(self) -> list[str]:
+        return [k for k, _ in sorted(self.bytes_by_kind, key=lambda kv: -kv[1])]
+
+
+def _candidates(entry: Mapping[str, Any]) -> list[Candidate]:
+    name, mechanism = str(entry["name"]), str(entry["mechanism"])
+    if mechanism not in MECHANISMS:
+        raise CatalogError(f"{name}: mechanism {mechanism!r} is not one of {', '.join(MECHANISMS)}")
+    if "value" in entry:
+        values = {"": str(entry["value"])}
+    else:
+        values = {str(label): str(value) for label, value in entry["values"].items()}
+    out = []
+    for label, value in values.items():
+        flags = tuple(f"{flag}={value}" for flag in entry.get("flags", ()))
+        env = ((str(entry["env"]), value),) if "env" in entry else ()
+        profile = f"{name}_{label}" if label else name
+        for flag in flags:
+            G.XLA_FLAG.check(flag)
+        for env_name, env_value in env:
+            G.ENV_NAME.check(env_name)
+            G.ENV_VALUE.check(env_value)
+        G.NAME.check(profile)
+        out.append(Candidate(profile, name, flags, env, mechanism, str(entry.get("why", ""))))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def catalogs() -> dict[str, Catalog]:
+    """Every catalog of the package data, by name."""
+    raw = yaml.safe_load(resources.files("pytest_xlatune.plan").joinpath("catalog.yml").read_text("utf-8"))
+    out: dict[str, Catalog] = {}
+    for name, body in raw.items():  # includes name catalogs defined above them
+        cands: list[Candidate] = []
+        for included in body.get("include", ()):
+            cands += [c for c in out[included].candidates if c.name not in {x.name for x in cands}]
+        for entry in body.get("entries", ()):
+            cands += _candidates(entry)
+        if len({c.name for c in cands}) != len(cands):
+            raise CatalogError(f"{name}: a candidate name is used twice")
+        out[name] = Catalog(name, str(body["title"]), tuple(cands))
+    return out
+
+
+def names() -> tuple[str, ...]:
+    return tuple(catalogs())
+
+
+def get(name: str) -> Catalog:
+    return catalogs()[name]
+
+
+def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:
+    """Why a mechanism does not apply to the evidence run's HLO; "" when it does."""
+    present = dict(facts.bytes_by_kind)
+    if mechanism in KINDS and mechanism not in present:
+        return (f"mechanism-irrelevant: acts on {mechanism}, and the evidence HLO "
+                f"(job {facts.job_id}) has no {mechanism}")
+    if mechanism == ANY_COLLECTIVE and not present:
+        return (f"mechanism-irrelevant: acts on collectives, and the evidence HLO "
+                f"(job {facts.job_id}) has none")
+    return ""
+
+
+def _group(mechanism: str, facts: EvidenceFacts) -> tuple[int, int]:
+    compute_first = (facts.compute_ms is not None and facts.collective_ms is not None
+                     and facts.compute_ms > facts.collective_ms)
+    if mechanism in ALWAYS:
+        return (0 if compute_first else 2, 0)
+    if mechanism == ANY_COLLECTIVE:
+        return (1 if not compute_first else 2, 0)
+    order = facts.kinds_by_bytes
+    return (1 if compute_first else 0, order.index(mechanism) if mechanism in order else len(order))
+
+
+def decide(mechanisms: Sequence[str], catalog: str, limit: int | None,
+           facts: EvidenceFacts | None) -> list[tuple[int, str]]:
+    """(index into `mechanisms`, skip reason or "") for every candidate: those that run, in run
+    order, then those beyond `max`, then the irrelevant ones."""
+    if facts is None:
+        order = list(range(len(mechanisms)))
+        reasons = {i: "" for i in order}
+        basis = "catalog order: no evidence run to order by yet"
+    else:
+        order = sorted(range(len(mechanisms)), key=lambda i: _group(mechanisms[i], facts))
+        reasons = {i: irrelevant(mechanisms[i], facts) for i in order}
+        basis = f"ordered by the evidence of job {facts.job_id}"
+    out, running = [], 0
+    for i in order:
+        reason = reasons[i]
+        if not reason and limit is not None and running >= limit:
+            reason = f"beyond max {limit} of catalog {catalog} ({basis})"
+        running += not reason
+        out.append((i, reason))
+    # Stable: those that run, then those beyond `max`, then the mechanism-irrelevant ones.
+    return sorted(out, key=lambda pair: 2 if reasons[pair[0]] else bool(pair[1]))

@@ -1,0 +1,77 @@
+"""Runs resolved from other runs' results (stack, winner evidence, Wave 6 cross-config; pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from ..cell.model import Cell
+from ..judge import numerics, verdicts
+from ..results import JobResult
+from .expand import RESOLVED_KINDS, RunKind, RunSpec
+
+
+def current_results(cell: Cell, specs: Sequence[RunSpec], latest: Mapping[str, JobResult],
+                    key: Callable[[RunSpec], str], mode: numerics.Mode) -> list[JobResult]:
+    """The latest result of each spec (what the report and Δ% use); runs resolved from other
+    runs (stack, winner evidence, cross-config) are found under their resolution."""
+    found = [latest[k] for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
+    for kind in RESOLVED_KINDS:  # each kind resolves from the results found before it
+        for spec in specs:
+            if spec.kind is kind and spec.needs_resolution:
+                resolved, _ = resolution(cell, specs, spec, found, mode)
+                if resolved is not None and (result := latest.get(key(resolved))):
+                    found.append(result)
+    return found
+
+
+def resolution(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: list[JobResult],
+               mode: numerics.Mode) -> tuple[RunSpec | None, str]:
+    """(the run with its flags filled in from `results`, or None with the reason it cannot run yet)."""
+    if not spec.needs_resolution:
+        return spec, ""
+    primary = cell.primary_config.name
+    if spec.kind is RunKind.STACK:
+        winners = verdicts.winners(results, primary, spec.wave_number, mode=mode)
+        sources: list[RunSpec] = []
+        for result in winners:
+            source = _profile_spec(specs, result.profile)
+            if source and not source.settings() & {n for s in sources for n in s.settings()}:
+                sources.append(source)
+        if len(sources) < 2:
+            names = ", ".join(r.profile for r in winners) or "none"
+            return None, (f"fewer than 2 winning profiles (better than baseline-deployed beyond "
+                          f"noise, with distinct settings) in waves 2-{spec.wave_number} to stack: "
+                          f"{names}")
+        return spec.combine(sources[:spec.top]), ""
+    if spec.kind is RunKind.WINNER_EVIDENCE:
+        # The winner (better beyond noise); without one, the best run, to show why it is not.
+        chosen = verdicts.recipe(results, primary, mode) or verdicts.best_measured(
+            results, primary, kinds=(RunKind.PROFILE, RunKind.STACK))
+        source = _source_spec(specs, chosen) if chosen else None
+        if source is None:
+            return None, "no measured profile on the primary config tag yet: no winner to re-run"
+        return spec.resolve(source), ""
+    # Wave 6 re-runs the recipe (a stack too); without a winner, the best profile, to see
+    # whether even that regresses the other tags.
+    chosen = verdicts.recipe(results, primary, mode) or verdicts.best_measured(results, primary)
+    if chosen is None:
+        return None, "no measured profile on the primary config tag yet: nothing to re-run"
+    source = _source_spec(specs, chosen)
+    return (spec.resolve(source), "") if source else (None, "the best profile left the cell")
+
+
+def _profile_spec(specs: Sequence[RunSpec], profile: str) -> RunSpec | None:
+    return next((s for s in specs if s.kind is RunKind.PROFILE and s.profile == profile), None)
+
+
+def _source_spec(specs: Sequence[RunSpec], result: JobResult) -> RunSpec | None:
+    """The run behind a result: a profile, or a stack with the settings it ran with."""
+    if result.kind == RunKind.STACK.value:
+        stack = next((s for s in specs if s.kind is RunKind.STACK and s.profile == result.profile), None)
+        if stack is None:
+            return None
+        own = tuple(kv for kv in result.overrides if kv not in stack.config_overrides)
+        return replace(stack, xla_flags=result.xla_flags, env=result.env,
+                       profile_overrides=own, resolved_from=result.resolved_from)
+    return _profile_spec(specs, result.profile)

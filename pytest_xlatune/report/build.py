@@ -1,0 +1,53 @@
+"""A cell's report inputs from its store and plain values, and the ReportData every format renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cell.model import Cell
+from ..evidence import artifacts
+from ..judge.numerics import Mode
+from ..paths import CellPaths
+from ..plan.expand import RunKind, RunSpec, run_key
+from ..plan.resolve import current_results
+from ..results import JobResult
+from ..store import ResultStore
+from .data import ReportData, build
+
+
+@dataclass(frozen=True)
+class CellReport:
+    """What one cell's report is made of: the cell, its names, its current results, its nodelist."""
+
+    cell: Cell
+    cell_id: str  # its identity in a report file
+    slug: str  # its file-system name (exports)
+    results: tuple[JobResult, ...]
+    nodelist: str
+
+
+def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path, image: str,
+               mode: Mode) -> CellReport | None:
+    """The cell's report inputs read from its store alone; None before its sweep has begun."""
+    info = store.sweep_info()
+    if info is None:
+        return None
+    nodelist = str(info["nodelist"])
+    results = current_results(cell, specs, store.latest_by_key(),
+                              lambda spec: run_key(cell, spec, nodelist, image), mode)
+    return from_results(cell, root, results, nodelist)
+
+
+def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str) -> CellReport:
+    paths = CellPaths(cell.path, root, Path())
+    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist)
+
+
+def report_data(report: CellReport, mode: Mode) -> ReportData:
+    """The one ReportData of a cell (evidence artifacts read here): markdown and HTML render it."""
+    results = list(report.results)
+    loaded = {r.job_id: artifacts.load(r) for r in results
+              if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
+    return build(report.cell, results, report.nodelist, report.cell.backend.kind.value,
+                 loaded=loaded, mode=mode)
