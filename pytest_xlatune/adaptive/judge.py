@@ -1,5 +1,5 @@
 """Verdicts against the controls nearest in time (pure): per settings key, its Δ vs the drift
-model with an interval, the decisions that depend on it, the leader and the recipe.
+model with its interval, on a `Board` holding every judged key of the sweep at one moment.
 
 Each run is compared with the baseline's level at its own time (drift.Model.reference). For m
 runs of a key, Δ = mean of log(run / reference); its variance is CV²/m + the error variance of
@@ -103,7 +103,7 @@ class Board:
 
     def stopped_var(self, steps: int) -> float:
         """What a run stopped after `steps` steady steps adds to its value's variance (relative²)."""
-        return self.step_var * max(0.0, 1 / steps - 1 / self.plan.steady_steps)
+        return _stopped_var(self.step_var, steps, self.plan.steady_steps)
 
     @functools.cached_property
     def model(self) -> drift.Model:
@@ -140,6 +140,10 @@ class Board:
         return sorted((e for e in self.estimates if e.better), key=lambda e: -e.log_delta)
 
 
+def _stopped_var(step_var: float, steps: int, total: int) -> float:
+    return step_var * max(0.0, 1 / steps - 1 / total)
+
+
 @functools.lru_cache(maxsize=8192)
 def step_variance(steady: tuple[float, ...]) -> float:
     """One run's relative per-step variance, AR(1)-inflated as stats.job_estimate does."""
@@ -150,9 +154,12 @@ def step_variance(steady: tuple[float, ...]) -> float:
 def build(state: SweepState, now: float) -> Board:
     """Judge every ended run of the sweep as of `now` (running runs are left out).
 
-    The noise: control runs back to back (the wave-1 pair) and successive single controls,
-    pooled with the prior. Repeats are left out on purpose: a repeat is run *because* its first
-    run looked good, so the pair disagrees by more than the noise (regression to the mean)."""
+    The verdicts' noise: control runs back to back (the wave-1 pair) and successive single
+    controls, pooled with the prior (drift between successive controls counts as noise here as
+    well as in the drift model: wider intervals, never narrower). The drift is tested against
+    the back-to-back runs alone. Repeats are left out on purpose: a repeat runs *because* its
+    first run looked good, so the pair disagrees by more than the noise (regression to the
+    mean); shared duplicates never run twice."""
     plan, runs = state.plan, state.runs
     pts = drift.points(runs, now)
     floor = drift.prior_rate(plan.policy.prior_drift_pct_per_sqrt_h)
@@ -160,7 +167,6 @@ def build(state: SweepState, now: float) -> Board:
     full = [step_variance(r.steady) for r in runs if r.state is RunState.FINISHED and len(r.steady) >= 3
             and r.role is not Role.EVIDENCE and r.role is not Role.WINNER_EVIDENCE]
     step_var = sum(full) / len(full) if full else 0.0
-    board = Board(plan, pts, stats.pooled_noise([]), stats.pooled_noise([]), floor, step_var, ())
     by_key: dict[Key, list[Sample]] = {}
     ended: set[Key] = set()
     for run in runs:
@@ -168,7 +174,8 @@ def build(state: SweepState, now: float) -> Board:
             continue
         ended.add(run.key)
         if run.measured and run.key != baseline_key:
-            in_job = board.stopped_var(len(run.steady)) if run.state is RunState.STOPPED else 0.0
+            in_job = (_stopped_var(step_var, len(run.steady), plan.steady_steps)
+                      if run.state is RunState.STOPPED else 0.0)
             by_key.setdefault(run.key, []).append((run.run, run.value or 1.0, run.midpoint(now), in_job))
     clusters = [_values(runs, p) for p in pts if p.n >= 2]
     successive = [[math.exp(a.level), math.exp(b.level)] for a, b in zip(pts, pts[1:]) if a.n == b.n == 1]

@@ -17,7 +17,7 @@ from statistics import NormalDist
 from .judge import Board, Estimate, step_variance, item_of, quantile
 from .model import Observation, RunState, StopEarly, StopKind
 
-Signature = tuple[int, int, int, int, int, int]
+Signature = tuple[int, int, int, int, int]
 
 
 def _versus(a: Estimate, b: Estimate) -> tuple[float, float]:
@@ -33,12 +33,12 @@ def _beats(a: Estimate, b: Estimate) -> bool:
 
 
 def signature(est: Estimate, board: Board) -> Signature:
-    """Every decision one key's value feeds, as a tuple whose every entry is monotone in its Δ
-    (so two values with the same signature agree on everything in between): direction vs the
-    baseline (worse / within / better), undecided (a repeat is due), standing vs the leader if
-    better (clearly below / undecided / clearly ahead), a confirming run is due, a confirmed win,
+    """Every decision one key's value feeds, as entries each monotone in its Δ (so two values
+    with the same signature agree on everything in between): its standing vs the baseline
+    (worse / within the noise / undecided, a repeat is due / better), vs the leader if better
+    (clearly below / undecided / clearly ahead), a confirming run is due, a confirmed win,
     above bounded_pct."""
-    direction = 0 if est.worse else 2 if est.better else 1
+    standing = 0 if est.worse else 3 if est.better else 2 if undecided(est, board) is not None else 1
     versus = 0
     if est.better:
         versus = 2
@@ -46,8 +46,7 @@ def signature(est: Estimate, board: Board) -> Signature:
         if leader is not None:
             d, half = _versus(est, leader)
             versus = 1 if d + half < 0 else 3 if d - half > 0 else 2
-    return (direction, int(undecided(est, board) is not None), versus,
-            int(confirmation(est, board) is not None), int(confirmed_win(est, board)),
+    return (standing, versus, int(confirmation(est, board) is not None), int(confirmed_win(est, board)),
             int(above_bounded(est, board)))
 
 
@@ -140,10 +139,10 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
     if low is None or high is None or now_stopped is None:
         return None
     sig = signature(low, board)
-    if sig != signature(high, board) or sig != signature(now_stopped, board) or sig[1] == 1:
+    if sig != signature(high, board) or sig != signature(now_stopped, board) or sig[0] == 2:
         return None
     mid = now_stopped
-    kind = StopKind.LOSER if sig[0] == 0 else StopKind.WINNER if sig[0] == 2 else StopKind.SETTLED
+    kind = StopKind.LOSER if sig[0] == 0 else StopKind.WINNER if sig[0] == 3 else StopKind.SETTLED
     return StopEarly(run.run, kind, f"{kind.value} after {n} of {total} steady steps: {mid.text()}; "
                                     f"the remaining steps cannot change a decision "
                                     f"({policy.stop_confidence:.0%})")
