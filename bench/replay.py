@@ -162,9 +162,9 @@ def judge_adaptive(state: SweepState, now: float, out: Outcome) -> None:
         if estimate is not None and estimate.better:
             out.better.add(item.name)
     chosen = rules.recipe(board)
-    item = judge.item_of(state.plan, chosen.key) if chosen else None
-    out.recipe = item.name if item else None
-    out.drift_flagged = board.drift().significant
+    recipe = judge.item_of(state.plan, chosen.key) if chosen else None
+    out.recipe = recipe.name if recipe else None
+    out.drift_flagged = board.drift_report().significant
 
 
 def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:

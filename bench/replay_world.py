@@ -73,6 +73,7 @@ class Sweep:
 
 
 DRIFT_DT = 60.0
+Profile = tuple[str, tuple[str, ...], float, str]  # name, XLA flags, true effect (%), failure
 
 
 def _cell() -> Cell:
@@ -99,7 +100,7 @@ def _other_effect(rng: random.Random) -> float:
 def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None = None) -> Sweep:
     """One sweep: 2 baselines, restore_default, evidence, 22-34 profiles, the winner's evidence."""
     n = rng.randint(*world.profiles)
-    profiles: list[tuple[str, tuple[str, ...], float, str]] = []  # name, flags, effect, failure
+    profiles: list[Profile] = []
     for i in range(n):
         profiles.append((f"p{i:02d}", (f"--xla_gpu_sim_flag{i}=true",), _other_effect(rng), ""))
     for j in rng.sample(range(n), _pick(rng, {0: 0.3, 1: 0.35, 2: 0.25, 3: 0.1})):
@@ -116,17 +117,17 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
     for lever in range(_pick(rng, {1: 0.65, 2: 0.35})):  # the dominant lever; then a weaker one
         best = rng.uniform(3.0, 12.0) if lever == 0 else rng.uniform(3.0, 5.0)
         count = _pick(rng, {1: 0.35, 2: 0.3, 3: 0.2, 4: 0.15})
-        effects = [best] + [best * rng.uniform(0.5, 0.97) for _ in range(count - 1)]
-        rng.shuffle(effects)
+        sizes = [best] + [best * rng.uniform(0.5, 0.97) for _ in range(count - 1)]
+        rng.shuffle(sizes)
         at = rng.randrange(len(profiles) + 1)
-        block = [(f"lever{lever}_v{v}", (f"--xla_gpu_sim_lever{lever}={v}",), e, "")
-                 for v, e in enumerate(effects)]
+        block: list[Profile] = [(f"lever{lever}_v{v}", (f"--xla_gpu_sim_lever{lever}={v}",), e, "")
+                                for v, e in enumerate(sizes)]
         profiles[at:at] = block
     # Duplicates the effective-settings key must catch: the image default appended after the env
     # file's value (= restore_default), a copy with a redundant earlier value (last wins), and
     # the env file's own value (= the baseline).
     restore = _other_effect(rng)
-    extra = [("sim_env_default", (f"{ENV_FLAG}={ENV_DEFAULT}",), restore, "")]
+    extra: list[Profile] = [("sim_env_default", (f"{ENV_FLAG}={ENV_DEFAULT}",), restore, "")]
     if rng.random() < 0.5:
         name, flags, effect, failure = profiles[rng.randrange(len(profiles))]
         value = flags[0].split("=", 1)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_xlatune.adaptive import (Action, Conclude, Control, Observation, Plan, PlanItem, Policy, Repeat,
                                      Role, RunState, Share, StopEarly, Submit, SweepState)
-from pytest_xlatune.adaptive.model import Budget
+from pytest_xlatune.adaptive.model import Budget, Key
+
+A = TypeVar("A")
 
 BASE = 1000.0
 RUN_S = 600.0  # every scripted job: 100 s of start-up, then 10 steady steps of 50 s
@@ -30,7 +33,7 @@ def plan(*profiles: str | tuple[str, str], budget: Budget | None = None, policy:
     return Plan(tuple(items), Thresholds(**thresholds), policy or Policy(), budget or Budget(queue_hours=None))  # type: ignore[arg-type]
 
 
-def observation(run: str, item: str, key: str, role: Role, start: float, values: Sequence[float],
+def observation(run: str, item: str, key: Key, role: Role, start: float, values: Sequence[float],
                 state: RunState = RunState.FINISHED) -> Observation:
     end = start + RUN_S if state is not RunState.RUNNING else None
     return Observation(run, item, key, role, start, start, end, tuple(values), state, nodes=8)
@@ -48,12 +51,12 @@ class Drive:
     state: SweepState
     actions: list[tuple[float, Action]] = field(default_factory=list)
 
-    def of(self, kind: type) -> list[Action]:
+    def of(self, kind: type[A]) -> list[A]:
         return [a for _, a in self.actions if isinstance(a, kind)]
 
     @property
     def conclusion(self) -> Conclude:
-        return next(a for a in self.of(Conclude) if isinstance(a, Conclude))
+        return self.of(Conclude)[0]
 
     def submitted(self) -> list[str]:
         """Items in the order their runs started (controls as 'control')."""

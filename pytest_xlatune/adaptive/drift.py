@@ -8,8 +8,8 @@ of the level at its own time (kriging with the random walk's covariance). With n
 that estimate is the straight line between the two controls bracketing the run (and the last
 control's level after it); with noisy points it is a local weighted mean of the controls nearest
 in time, narrower the faster the level walks. Its error variance — the points' noise and the
-walk between them — is part of every verdict's interval. The walk's rate is what the successive
-points' differences show beyond the noise, never below the policy's prior.
+walk between them — is part of every verdict's interval. The walk's rate is the policy's prior
+unless successive points differ beyond the noise (χ²), then the excess they show.
 """
 
 from __future__ import annotations

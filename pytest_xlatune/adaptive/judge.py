@@ -98,7 +98,7 @@ class Board:
     def get(self, key: Key) -> Estimate | None:
         return next((e for e in self.estimates if e.key == key), None)
 
-    def drift(self) -> drift.DriftReport:
+    def drift_report(self) -> drift.DriftReport:
         return drift.report(self.points, self.drift_noise.cv_pct)
 
     def stopped_var(self, steps: int) -> float:

@@ -100,7 +100,7 @@ class Policy:
     """The adaptive rule's knobs; the defaults are what the replay simulator was calibrated with."""
 
     confidence: float = 0.95  # the verdict interval (as stats.compare): "better" = its low end > 0
-    interest_pct: float = 3.0  # the smallest effect the sweep is designed to find (80 % power)
+    interest_pct: float = 3.0  # the smallest effect the sweep is designed to find
     interest_confidence: float = 0.8  # a run is repeated while this bound still reaches interest_pct
     repeat_cap: int = 3  # runs of one key at most
     race_cap: int = 2  # runs each of the leader and the runner-up when their order is undecided
@@ -110,7 +110,7 @@ class Policy:
     min_steady: int = 2  # steady steps before a running job can be judged
     stop_confidence: float = 0.95  # the remaining steps must not change a decision at this level
     finish_variants: bool = True  # a win stops the search only after the recipe's variants ran
-    prior_drift_pct_per_sqrt_h: float = 0.25  # drift assumed between controls before any is seen
+    prior_drift_pct_per_sqrt_h: float = 0.25  # drift assumed unless the controls show more
     max_in_flight: int = 1  # the sweep runs serially (one pinned nodelist)
 
     def __post_init__(self) -> None:

@@ -3,22 +3,25 @@
 `decide(state, now)` is called by the engine whenever something changed (a run started, a steady
 step arrived, a run ended) and returns the actions to take now, in order. It keeps no memory:
 everything it knows is in the state, so a resumed session decides exactly as the killed one
-would have. The order it works through:
+would have. What it works through:
 
-1. the planned baselines and the evidence run (list order);
+1. the planned baselines and the evidence run, in list order;
 2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
-3. a key whose verdict is undecided is repeated (rules.needs_repeat), up to the cap;
-4. a control is run first when one is due (every `control_every` candidate runs, or when the last
-   control is older than `control_max_age_s`; twice as often once the controls show drift);
-5. the next candidate in list order, unless a stop condition holds: a confirmed win at or above
-   thresholds.win_pct (its variants — items setting the same names — still run first), or
-   thresholds.bounded_profiles tested with none above thresholds.bounded_pct; a candidate with
-   the effective settings of an earlier item is shared, never run (Share);
-6. then the leader and the runner-up are raced while undecided (rules.race), a closing control
-   brackets the last candidate runs, the recipe gets its evidence run, and the sweep concludes.
+3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation);
+4. the next candidate in list order, unless a stop condition holds — a confirmed win (then only
+   the recipe's variants, items setting the same names, still run) or thresholds.bounded_profiles
+   tested with none above thresholds.bounded_pct; an item with the effective settings of an
+   earlier one is shared (Share), never run;
+5. then undecided keys are repeated (rules.undecided) and the leader and runner-up raced
+   (rules.race), each up to its cap;
+6. a control goes first whenever one is due (every `control_every` candidate runs, or when the
+   last is older than `control_max_age_s`); at the end a closing control brackets the last runs
+   if the controls drifted or the last is that old, the recipe (else the best run) gets its
+   evidence run, and Conclude names what was skipped.
 
-The budget ends the search when less than `budget.reserve_s` is left, and concludes at once when
-nothing is left. Phase B adds the cross-config check of a win (thresholds.regression_pct).
+The budget ends the search when less than `budget.reserve_s` is left and concludes at once when
+nothing is; the engine does not start runs after a Conclude. Phase B adds the cross-config check
+of a win (thresholds.regression_pct) and the image gate's same-window controls.
 """
 
 from __future__ import annotations
@@ -60,19 +63,19 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
         if item.role in (Role.BASELINE, Role.EVIDENCE) and not _ran(state, item):
             return [Submit(item.name, f"planned {item.role.value} run")]
     searching = left > plan.budget.reserve_s
-    control = _control_due(state, board, now)
+    control = _control_due(state, now)
     if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
         return [control or repeat]
     stop = _stop(board)
-    shares, candidate = _cursor(state, board, stop)
+    shares, candidate = _cursor(state, stop)
     if searching and candidate is not None:
         return [*shares, control or Submit(candidate.name, "next candidate in list order")]
     if searching and (repeat := _repeat(state, board, rules.undecided)) is not None:
         return [*shares, control or repeat]
     if searching and (raced := rules.race(board)) is not None:
-        item = item_of(plan, raced[0].key)
-        if item is not None:
-            return [*shares, control or Repeat(item.name, raced[1])]
+        racer = item_of(plan, raced[0].key)
+        if racer is not None:
+            return [*shares, control or Repeat(racer.name, raced[1])]
     closing = _closing_control(state, board, now)
     if closing is not None:
         return [*shares, closing]
@@ -113,11 +116,11 @@ def _stop(board: Board) -> tuple[Conclusion, str, PlanItem | None] | None:
     return None
 
 
-def _cursor(state: SweepState, board: Board,
+def _cursor(state: SweepState,
             stop: tuple[Conclusion, str, PlanItem | None] | None) -> tuple[list[Action], PlanItem | None]:
     """Shares for the duplicates reached, and the next candidate to run (None: the search is
     over). After a confirmed win only the recipe's variants are candidates."""
-    plan, shares = state.plan, []
+    plan, shares = state.plan, list[Action]()
     for item in plan.items:
         if item.role is not Role.PROFILE or _ran(state, item) or item.name in state.shared:
             continue
@@ -139,7 +142,7 @@ def _share(item: PlanItem, source: PlanItem) -> Share:
     return Share(item.name, source.name, f"same effective settings as {source.name}: its runs are this item's")
 
 
-def _control_due(state: SweepState, board: Board, now: float) -> Control | None:
+def _control_due(state: SweepState, now: float) -> Control | None:
     policy = state.plan.policy
     since = _since_control(state)
     if not since:
@@ -163,7 +166,7 @@ def _closing_control(state: SweepState, board: Board, now: float) -> Control | N
         return None
     last = max((r for r in state.runs if r.role.is_control), key=lambda r: r.submitted_at)
     age = now - (last.ended_at if last.ended_at is not None else now)
-    if board.drift().significant:
+    if board.drift_report().significant:
         why = "the controls moved beyond the noise"
     elif age >= state.plan.policy.control_max_age_s:
         why = f"the last control ended {age / 60:.0f} min ago"
@@ -194,7 +197,7 @@ def _winner_evidence(state: SweepState, board: Board) -> Submit | None:
 
 
 def _conclude(state: SweepState, why: Conclusion, reason: str) -> list[Action]:
-    plan, actions = state.plan, []
+    plan, actions = state.plan, list[Action]()
     for item in plan.items:
         source = plan.source_of(item)
         if (source is not None and item.name not in state.shared and not _ran(state, item)

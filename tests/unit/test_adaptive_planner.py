@@ -73,7 +73,7 @@ def test_controls_are_interleaved_every_k_candidate_runs() -> None:
 def test_a_control_is_due_when_the_last_one_is_older_than_its_age_limit() -> None:
     the_plan = plan("p1", "p2", policy=Policy(control_every=100, control_max_age_s=700.0))
     result = drive(the_plan, planner.decide, effects())
-    assert result.of(Control) and "min ago" in result.of(Control)[0].reason  # type: ignore[attr-defined]
+    assert result.of(Control) and "min ago" in result.of(Control)[0].reason
 
 
 def test_a_confirmed_win_concludes_and_skips_the_rest_but_not_its_variants() -> None:
@@ -85,7 +85,7 @@ def test_a_confirmed_win_concludes_and_skips_the_rest_but_not_its_variants() -> 
     ran = {r.item for r in result.state.runs}
     assert {"lever_a", "lever_b"} <= ran and not {"p3", "p4"} & ran
     assert set(conclusion.skipped) == {"p3", "p4"}
-    confirmations = [a for a in result.of(Repeat) if "confirming" in a.reason]  # type: ignore[attr-defined]
+    confirmations = [a for a in result.of(Repeat) if "confirming" in a.reason]
     assert confirmations  # a win counts once it was measured twice
     winner = next(a for a in result.of(Submit) if isinstance(a, Submit) and a.item == "winner")
     assert winner.source == "lever_b"
