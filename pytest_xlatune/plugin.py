@@ -185,3 +185,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"{nodeid}: {text}")
     for output in getattr(runtime, "outputs", []):
         terminalreporter.write_line(output.line(config.invocation_params.dir))
+    for cell, spent in runtime.costs() if runtime is not None else ():
+        terminalreporter.write_line(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")

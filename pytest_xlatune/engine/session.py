@@ -14,6 +14,7 @@ from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_cha
 from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_results
 from ..report.files import Output, write_atomic, write_reports
+from ..results import Spent
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
 from ..launch.preflight import PreflightError
@@ -74,6 +75,11 @@ class Runtime:
         """The cells with at least one item run this session: only their outputs are written."""
         return [cell for path, cell in self.cells.items() if self.ran.get(path)]
 
+    def costs(self) -> list[tuple[Cell, Spent]]:
+        """What each cell that ran this session has cost so far (every job of its store)."""
+        return [(cell, Spent.of(sweep.store.jobs())) for cell in self.cells_that_ran()
+                if (sweep := self.sweep_if_stored(cell)) is not None]
+
     def sweep_for(self, cell: Cell) -> Sweep:
         """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
         if cell.path in self.failed:
@@ -111,7 +117,7 @@ class Runtime:
             self.report(f"{cell.path.name}: other jobs on the partition:\n{backend.other_jobs.rstrip()}")
         sweep = Sweep(
             cell=cell, specs=specs, store=store, launcher=launcher,
-            nodelist=nodelist, poll_interval=self.settings.poll_interval,
+            nodelist=nodelist, nodes=backend.nodes, poll_interval=self.settings.poll_interval,
             remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
             queue_depth=launcher.queue_depth, log_source=launcher.log_source,
             image=self.cell_settings(cell).image,
@@ -193,7 +199,8 @@ class Runtime:
         for cell in self.cells.values() if cells is None else cells:
             sweep = self.sweep_if_stored(cell)
             if sweep is not None:
-                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist))
+                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist,
+                                            Spent.of(sweep.store.jobs())))
         return reports
 
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:

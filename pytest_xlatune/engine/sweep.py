@@ -23,7 +23,7 @@ from ..judge.steady import last_loss, steady_state
 from ..cell.model import Cell
 from ..plan.resolve import current_results, resolution
 from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
-from ..results import JobResult, Verdict
+from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
 from ..judge.triage import Diagnosis, Evidence, diagnose
 
@@ -53,6 +53,7 @@ class Sweep:
     store: ResultStore
     launcher: Launcher
     nodelist: str
+    nodes: int = 1  # the nodes every job holds (the frozen nodelist's): node-minutes accounting
     poll_interval: float = 0.5
     remeasure: bool = False
     report: Report = lambda text: None  # progress
@@ -336,6 +337,8 @@ class Sweep:
                 f" ({len(seen.log.steps)} steps completed; their lines carry no seconds either)"
                 if steady is None else f" (mean step {steady.step_seconds:.3f} s; tokens per device "
                 "per step unknown: set pdbs and overrides.max_target_length to derive TGS)")
+        ended = seen.ended_at if seen.ended_at is not None else self.clock()
+        started = seen.started_at if seen.started_at is not None else ended
         artifacts = self.launcher.artifacts(job)
         losses, extra_losses = numerics.trajectories(seen.log.steps)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
@@ -359,6 +362,8 @@ class Sweep:
             artifacts=tuple(sorted(artifacts.items())),
             resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
             submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
+            nodes=self.nodes, started_at=started, ended_at=ended,
+            node_minutes=node_minutes(self.nodes, started, ended),
         )
 
 

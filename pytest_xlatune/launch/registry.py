@@ -197,6 +197,7 @@ class Backend:
 
     launcher: Launcher
     nodelist: str
+    nodes: int = 1  # how many nodes each job holds (node-minutes accounting)
     other_jobs: str = ""  # other jobs on the partition (shown with -v)
     busy: str = ""  # other jobs on the pinned nodes (id|user|state|nodes|name lines)
     fetch_artifacts: Fetch | None = None  # remote clusters: copy an evidence run's artifacts here
@@ -221,7 +222,7 @@ def _slurm(ctx: LaunchContext) -> Backend:
     if isinstance(transport, SSHTransport):  # over SSH: artifacts are copied into the store
         paths = ctx.paths
         fetch = lambda artifacts, job_id: fetch_evidence(transport, artifacts, paths.evidence_dir(job_id))  # noqa: E731
-    return Backend(launcher, frozen.nodelist, frozen.other_jobs, frozen.busy, fetch)
+    return Backend(launcher, frozen.nodelist, frozen.nodes, frozen.other_jobs, frozen.busy, fetch)
 
 
 FACTORIES: Mapping[BackendKind, Factory] = MappingProxyType({
