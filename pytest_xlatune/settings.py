@@ -221,14 +221,17 @@ class Settings:
         image, source = (self.image, "--xlatune-image") if self.image else (cell.image, "image")
         base = self.base_policy()
         policy = policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
+        return CellSettings(image=image, image_source=source, python=self.python_for(cell, image),
+                            policy=policy, hang=self.hang_settings())
+
+    def python_for(self, cell: Cell, image: str) -> str:
+        """The local interpreter of a cell's jobs on `image` (a Python path there; "" = none)."""
         # --xlatune-python (CLI or ini; its default is this interpreter) > the cell's backend.python.
         given = self.python if self.python != sys.executable else ""
         own = cell.backend.option("python") or ""
         if "/" in own and not own.startswith("/"):  # relative to the cell file, like other paths
             own = str((cell.path.parent / own).resolve())
-        python = image or given or own or self.python
-        return CellSettings(image=image, image_source=source, python=python,
-                            policy=policy, hang=self.hang_settings())
+        return image or given or own or self.python
 
     def hang_settings(self) -> HangSettings:
         """--xlatune-hang parsed; a bad value is a usage error naming the option."""

@@ -102,7 +102,8 @@ class Runtime:
             self.warn(note)
         self._held.append(store)
         backend = self.make_backend(LaunchContext(cell, self.settings, self.cell_settings(cell),
-                                                  self.paths(cell), store, self.transport, self.warn))
+                                                  self.paths(cell), store, self.transport, self.warn,
+                                                  other_images=gate_images(cell, self.settings)))
         launcher, nodelist = backend.launcher, backend.nodelist
         self._warn_busy(cell, store, nodelist, backend.busy)
         specs = specs_for(cell, self.settings)
@@ -279,12 +280,18 @@ class _NoLauncher:
 
 
 def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
-    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes."""
+    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes (and each
+    run's control on the lock's image, just before it)."""
     if not settings.gate:
         return expand(cell)
     lock = load_lock(lock_path(cell.path))
     return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
-                              for r in lock.recipes})
+                              for r in lock.recipes}, old_image=lock.image)
+
+
+def gate_images(cell: Cell, settings: Settings) -> tuple[str, ...]:
+    """The images a session's runs use besides its own: under --xlatune-gate, the lock's."""
+    return (load_lock(lock_path(cell.path)).image,) if settings.gate else ()
 
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()

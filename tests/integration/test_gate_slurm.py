@@ -2,14 +2,20 @@
 
 The deployed env file pins -O0 (tuned "for another parallelism"); the sweep finds that appending
 -O2 wins, locks it, and the gate replays it on three "images" (Python interpreters): the same one,
-one whose XLA no longer knows the locked flag, and one where the recipe got slower.
+one whose XLA no longer knows the locked flag, and one where the recipe got slower. Between the
+lock and the gate a CPU hog loads the machine differently than when the lock was written: the
+gate compares each new-image run with its control on the lock's image in the same time window,
+so the hog alone fails nothing.
 """
 
 from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,6 +55,17 @@ def image(tmp: Path, name: str, body: str = "") -> str:
     return str(path)
 
 
+@contextmanager
+def cpu_hog() -> Iterator[None]:
+    """One busy process for the length of the block (this machine's load, unlike the lock's)."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
 def test_lock_then_gate_passes_fails_on_removed_flag_and_on_slower_recipe(
         pytester: pytest.Pytester, local_slurm: None) -> None:
     cell = pytester.makefile(".yml", gate=CELL)
@@ -60,19 +77,19 @@ def test_lock_then_gate_passes_fails_on_removed_flag_and_on_slower_recipe(
         ("opt_o2", ["--xla_backend_optimization_level=2"])]
     assert lock["recipes"][0]["ci_low_pct"] > 0  # better than -O0 beyond the noise
 
-    same = pytester.runpytest(str(cell), "--xlatune-gate",
-                              f"--xlatune-image={image(pytester.path, 'same')}", *common)
-    same.assert_outcomes(passed=2)
-
-    renamed = image(pytester.path, "noflag", 'export XLA_FLAGS="${XLA_FLAGS//'
-                    '--xla_backend_optimization_level=2/--xla_backend_optimization_level_v2=2}"')
-    gone = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={renamed}", *common)
-    gone.assert_outcomes(passed=1, failed=1)
+    with cpu_hog():
+        same = pytester.runpytest(str(cell), "--xlatune-gate",
+                                  f"--xlatune-image={image(pytester.path, 'same')}", *common)
+        renamed = image(pytester.path, "noflag", 'export XLA_FLAGS="${XLA_FLAGS//'
+                        '--xla_backend_optimization_level=2/--xla_backend_optimization_level_v2=2}"')
+        gone = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={renamed}", *common)
+        slower = image(pytester.path, "slower", 'case "$XLA_FLAGS" in *level=2*) '
+                       'export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac')
+        slow = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *common)
+    same.assert_outcomes(passed=4)  # the baseline and the recipe, each after its control on the lock's image
+    gone.assert_outcomes(passed=3, failed=1)
     gone.stdout.fnmatch_lines(["*a locked flag no longer exists in image*noflag*Unknown flag in "
                                "XLA_FLAGS: --xla_backend_optimization_level_v2=2*"])
-
-    slower = image(pytester.path, "slower", 'case "$XLA_FLAGS" in *level=2*) '
-                   'export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac')
-    slow = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *common)
-    slow.assert_outcomes(passed=1, failed=1)
-    slow.stdout.fnmatch_lines(["*recipe 'opt_o2' [[]default[]] regressed vs the lock*"])
+    slow.assert_outcomes(passed=3, failed=1)
+    slow.stdout.fnmatch_lines(["*recipe 'opt_o2' [[]default[]] regressed vs the lock*"
+                               "on the lock's image (default) in this session*"])
