@@ -154,6 +154,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])
+    if props.get("xlatune_shared"):
+        text += f" (same effective settings as {props['xlatune_shared']}: shared)"
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
     markup = {"yellow": True} if props.get("xlatune_numerics") else {"green": True}
     return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)

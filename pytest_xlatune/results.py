@@ -79,6 +79,8 @@ class JobResult:
     started_at: float = 0.0
     ended_at: float = 0.0
     node_minutes: float | None = None
+    # A duplicate never run: the item whose job (same effective settings) this record shares.
+    shared_from: str = ""
 
     @property
     def measured(self) -> bool:

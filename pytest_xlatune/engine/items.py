@@ -174,6 +174,7 @@ class CellItem(pytest.Item):
             ("xlatune_direction", comparison.verdict.value if comparison else None),
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
+            ("xlatune_shared", result.shared_from),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),
             ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)

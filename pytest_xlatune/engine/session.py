@@ -124,7 +124,7 @@ class Runtime:
             image=self.cell_settings(cell).image,
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
             numerics=self.settings.numerics,
-            fetch_artifacts=backend.fetch_artifacts,
+            fetch_artifacts=backend.fetch_artifacts, fixed_protocol=self.settings.fixed_protocol,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         sweep.adopt_orphans()
