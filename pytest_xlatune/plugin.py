@@ -154,6 +154,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])
+    if props.get("xlatune_shared"):
+        text += f" (same effective settings as {props['xlatune_shared']}: shared)"
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
     markup = {"yellow": True} if props.get("xlatune_numerics") else {"green": True}
     return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)
@@ -185,3 +187,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(f"{nodeid}: {text}")
     for output in getattr(runtime, "outputs", []):
         terminalreporter.write_line(output.line(config.invocation_params.dir))
+    for cell, spent in runtime.costs() if runtime is not None else ():
+        terminalreporter.write_line(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")

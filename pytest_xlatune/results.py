@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -72,6 +73,14 @@ class JobResult:
     submitted_at: float = 0.0
     finished_at: float = 0.0
     retries: tuple[str, ...] = field(default_factory=tuple)
+    # Accounting: the nodes the job held and from when to when the scheduler ran it (as the
+    # poller saw it: first RUNNING, then finished); None in records written before it was kept.
+    nodes: int = 0
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    node_minutes: float | None = None
+    # A duplicate never run: the item whose job (same effective settings) this record shares.
+    shared_from: str = ""
 
     @property
     def measured(self) -> bool:
@@ -106,6 +115,37 @@ class JobResult:
 
 def _trajectory(pairs: Any) -> tuple[tuple[int, float], ...]:
     return tuple((int(step), float(loss)) for step, loss in pairs or ())
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a sweep's jobs cost: node-minutes summed over the jobs that recorded them."""
+
+    node_minutes: float
+    jobs: int  # jobs with a recorded cost
+    unknown: int = 0  # jobs stored before their cost was kept
+
+    @property
+    def node_hours(self) -> float:
+        return self.node_minutes / 60.0
+
+    def text(self) -> str:
+        """One line: `1.25 node-hours (75.0 node-minutes) over 6 jobs` (and the jobs it leaves out)."""
+        line = (f"{self.node_hours:.2f} node-hours ({self.node_minutes:.1f} node-minutes) over "
+                f"{self.jobs} job{'s' if self.jobs != 1 else ''}")
+        return line + (f" ({self.unknown} older job(s) without a recorded cost)" if self.unknown else "")
+
+    @classmethod
+    def of(cls, jobs: Iterable[JobResult]) -> Spent:
+        """The cost of these jobs (every attempt counts once: by job id, the last record wins)."""
+        by_job = {(r.backend, r.job_id): r for r in jobs}
+        known = [r.node_minutes for r in by_job.values() if r.node_minutes is not None]
+        return cls(sum(known), len(known), len(by_job) - len(known))
+
+
+def node_minutes(nodes: int, started_at: float, ended_at: float) -> float:
+    """Nodes × the time the job ran, in minutes (never negative: clocks of two polls)."""
+    return nodes * max(0.0, ended_at - started_at) / 60.0
 
 
 def delta_pct(value: float | None, reference: float | None) -> float | None:

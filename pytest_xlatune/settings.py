@@ -113,6 +113,8 @@ OPTIONS = (
     Option("numerics", "what a run whose loss trajectory left the baseline's is: 'fail' (never "
            "the recipe, the stack or the lock) or 'warn' (marked, and may still win: numerics "
            "changed on purpose, e.g. fp8)", "fail", parse=numerics_mode, metavar="fail|warn"),
+    Option("fixed-protocol", "run every selected item as listed, each in its own job: no sharing of "
+           "a job between items with the same effective settings", False, "bool"),
     Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "
            "it already exists)", False, "bool"),
 )
@@ -182,6 +184,7 @@ class Settings:
     export_dir: Path | None = None
     write_zh: bool = False
     numerics: Mode = Mode.FAIL
+    fixed_protocol: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -212,6 +215,7 @@ class Settings:
             hang=str(values["hang"]),
             export_dir=root / values["export"] if values["export"] else None,
             write_zh=bool(values["zh"]),
+            fixed_protocol=bool(values["fixed-protocol"]),
             numerics=values["numerics"] if isinstance(values["numerics"], Mode)
             else numerics_mode(str(values["numerics"])),
         )
@@ -221,14 +225,17 @@ class Settings:
         image, source = (self.image, "--xlatune-image") if self.image else (cell.image, "image")
         base = self.base_policy()
         policy = policy_from_text(cell.policy, base=base, source="policy") if cell.policy else base
+        return CellSettings(image=image, image_source=source, python=self.python_for(cell, image),
+                            policy=policy, hang=self.hang_settings())
+
+    def python_for(self, cell: Cell, image: str) -> str:
+        """The local interpreter of a cell's jobs on `image` (a Python path there; "" = none)."""
         # --xlatune-python (CLI or ini; its default is this interpreter) > the cell's backend.python.
         given = self.python if self.python != sys.executable else ""
         own = cell.backend.option("python") or ""
         if "/" in own and not own.startswith("/"):  # relative to the cell file, like other paths
             own = str((cell.path.parent / own).resolve())
-        python = image or given or own or self.python
-        return CellSettings(image=image, image_source=source, python=python,
-                            policy=policy, hang=self.hang_settings())
+        return image or given or own or self.python
 
     def hang_settings(self) -> HangSettings:
         """--xlatune-hang parsed; a bad value is a usage error naming the option."""

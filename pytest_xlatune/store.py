@@ -235,6 +235,10 @@ class ResultStore:
         """Every stored result, latest last."""
         return [JobResult.from_dict(r) for r in self.events() if r["event"] == "result"]
 
+    def jobs(self) -> list[JobResult]:
+        """Every job the cell ran, as stored: results and the retried attempts (for accounting)."""
+        return [JobResult.from_dict(r) for r in self.events() if r["event"] in ("result", "attempt")]
+
     def latest_by_key(self) -> dict[str, JobResult]:
         latest: dict[str, JobResult] = {}
         for result in self.results():

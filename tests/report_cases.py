@@ -16,7 +16,7 @@ from pytest_xlatune.evidence.profile import summarize
 from pytest_xlatune.cell.model import (Backend, BackendKind, Cell, ClusterSlot, ConfigTag, EnvFileEntry,
                                   Parallelism, PipelineShape)
 from pytest_xlatune.report.data import ReportData, build
-from pytest_xlatune.results import JobResult, Verdict
+from pytest_xlatune.results import JobResult, Spent, Verdict
 
 DATE = dt.date(2026, 5, 1)
 T0 = 1_777_600_000.0  # 2026-05-01T01:46:40Z
@@ -77,6 +77,9 @@ class Jobs:
             losses=(LOSSES if tgs is not None else LOSSES[:2]) if losses is None else losses,
             exit_code=0 if verdict.measured else 1,
             submitted_at=T0 + 600 * (self.next - 14600), finished_at=T0 + 600 * (self.next - 14600) + 540,
+            # 4 nodes for the 480 s the scheduler ran it (after 60 s in the queue): 32 node-minutes
+            nodes=4, started_at=T0 + 600 * (self.next - 14600) + 60,
+            ended_at=T0 + 600 * (self.next - 14600) + 540, node_minutes=32.0,
         )
         self.results.append(result)
         return result
@@ -96,8 +99,9 @@ class Jobs:
         return self.add(f"wave{wave}::{name}", "profile", name, tgs, flags=flags, **kwargs)  # type: ignore[arg-type]
 
 
-def data(the_cell: Cell, jobs: Jobs) -> ReportData:
-    return build(the_cell, jobs.results, "chi[2766,2800,2810,2832]", "maxtext-slurm", today=DATE)
+def data(the_cell: Cell, jobs: Jobs, spent: Spent | None = None) -> ReportData:
+    return build(the_cell, jobs.results, "chi[2766,2800,2810,2832]", "maxtext-slurm", today=DATE,
+                 spent=spent)
 
 
 # ---- scenarios ------------------------------------------------------------------------------
@@ -118,7 +122,7 @@ def winner() -> ReportData:
     jobs.add("wave6::best", "cross_config", "ag256m", 940.0, config_tag="dense",
              flags=("--xla_gpu_all_gather_combine_threshold_bytes=268435456",),
              resolved_from="ag256m")
-    return data(cell(), jobs)
+    return data(cell(), jobs, Spent.of(jobs.results))
 
 
 def within_noise() -> ReportData:

@@ -28,6 +28,9 @@ from ..launch.base import LauncherError
 from ..judge.lock import LockError
 from .session import RUNTIME_KEY, Runtime, specs_for
 
+# Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
+# controls (a Δ vs the new image's baseline would say nothing about them).
+UNCOMPARED = (RunKind.BASELINE, RunKind.GATE_OLD_BASELINE, RunKind.GATE_OLD_RECIPE)
 PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
                  "xlatune_verdict", "xlatune_reused")
 
@@ -159,7 +162,7 @@ class CellItem(pytest.Item):
         outcome = sweep.run(spec)
         result = outcome.result
         comparison, departed = None, ""
-        if spec.kind is not RunKind.BASELINE and result.tgs is not None:
+        if spec.kind not in UNCOMPARED and result.tgs is not None:
             comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
             departed = verdicts.numerics_check(result, sweep.results()).where()
         if needs:
@@ -171,6 +174,7 @@ class CellItem(pytest.Item):
             ("xlatune_direction", comparison.verdict.value if comparison else None),
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
+            ("xlatune_shared", result.shared_from),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),
             ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)
@@ -205,7 +209,7 @@ class CellItem(pytest.Item):
         if spec.catalog and sweep.stored(evidence_spec(self.cell)) is None:
             needs.append("catalog order and relevance need the wave1.5 evidence run, and the store "
                          f"has none: pytest {ids(RunKind.EVIDENCE)}")
-        if spec.kind not in (RunKind.BASELINE, RunKind.GATE_RECIPE) and \
+        if spec.kind not in (RunKind.GATE_RECIPE, *UNCOMPARED) and \
                 not verdicts.baseline_values(sweep.results(), spec.config_tag):
             needs.append(f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
                          f"store has none: pytest {ids(RunKind.BASELINE)}")
@@ -231,18 +235,30 @@ class CellItem(pytest.Item):
             runs.append(again)
 
     def _gate_image(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
-        """Fail when the new image broke the locked recipe, with confidence; while the answer is
-        ambiguous, measure the recipe and the baseline once more each (thresholds.remeasure
-        times at most)."""
+        """Fail when the new image broke the locked recipe, with confidence, judged against the
+        same runs on the lock's image in this session; while the answer is ambiguous, measure
+        the recipe and the baseline once more each, each after its old-image control
+        (thresholds.remeasure times at most)."""
         lock = self.config.stash[RUNTIME_KEY].lock_for(self.cell)
-        baselines = [r for r in sweep.results()
-                     if r.kind == RunKind.BASELINE.value and r.config_tag == spec.config_tag]
-        baseline_spec = next(s for s in sweep.specs
-                             if s.kind is RunKind.BASELINE and s.config_tag == spec.config_tag)
+        tag = spec.config_tag
+
+        def measured(kind: RunKind) -> tuple[RunSpec, list[JobResult]]:
+            """The first run of a kind on this tag, and its results; a control the selection
+            left out (-k) is measured now, so the comparison stays in this time window."""
+            first = next(s for s in sweep.specs if s.kind is kind and s.config_tag == tag)
+            found = [r for r in sweep.results() if r.kind == kind.value and r.config_tag == tag]
+            if not found:
+                found = [sweep.run(first).result]
+            return first, found
+
+        baseline_spec, baselines = measured(RunKind.BASELINE)
+        old_recipe_spec, old_recipes = measured(RunKind.GATE_OLD_RECIPE)
+        old_baseline_spec, old_baselines = measured(RunKind.GATE_OLD_BASELINE)
         while True:
             final = len(runs) > self.cell.thresholds.remeasure
             gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
-                                       final=final, mode=sweep.numerics)
+                              final=final, mode=sweep.numerics,
+                              old_recipe_runs=old_recipes, old_baseline_runs=old_baselines)
             for warning in gate.warnings:
                 self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")
             if gate.problems:
@@ -250,7 +266,8 @@ class CellItem(pytest.Item):
             if not gate.ambiguous:
                 return
             repeat = len(runs)
-            for again_spec, into in ((spec, runs), (baseline_spec, baselines)):
+            for again_spec, into in ((old_recipe_spec, old_recipes), (spec, runs),
+                                     (old_baseline_spec, old_baselines), (baseline_spec, baselines)):
                 again = sweep.run(again_spec.remeasured(repeat)).result
                 if not again.measured:
                     raise RunFailed(again)

@@ -29,6 +29,7 @@ class Poller:
         self.down_since: float | None = None
         self._tracked: set[str] = set()
         self._known: dict[str, JobProgress] = {}
+        self._ran: dict[str, tuple[float | None, float | None]] = {}  # first RUNNING, finished
         self._next_poll = -math.inf
 
     def track(self, job_id: str) -> None:
@@ -39,6 +40,12 @@ class Poller:
     def forget(self, job_id: str) -> None:
         self._tracked.discard(job_id)
         self._known.pop(job_id, None)
+        self._ran.pop(job_id, None)
+
+    def ran(self, job_id: str) -> tuple[float | None, float | None]:
+        """When an answer first said the job ran and when one first said it had finished (None:
+        not seen). A job seen finished but never running started at the finish (a lower bound)."""
+        return self._ran.get(job_id, (None, None))
 
     def finished(self, job_id: str) -> bool:
         """Whether the last answer said this job had ended."""
@@ -72,6 +79,14 @@ class Poller:
         self.failures = 0
         self.down_since = None
         self._known.update(answer)
+        for job_id, progress in answer.items():
+            started, ended = self._ran.get(job_id, (None, None))
+            if progress.phase is JobPhase.RUNNING and started is None:
+                started = now
+            if progress.phase is JobPhase.FINISHED and ended is None:
+                ended = now
+                started = now if started is None else started
+            self._ran[job_id] = (started, ended)
         # An interval after the call started (a steady cadence), but never sooner than half an
         # interval after a slow answer arrived: otherwise every caller would ask again at once.
         self._next_poll = max(now + self.interval, self.clock() + self.interval / 2)

@@ -14,6 +14,7 @@ from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_cha
 from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_results
 from ..report.files import Output, write_atomic, write_reports
+from ..results import Spent
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
 from ..launch.preflight import PreflightError
@@ -74,6 +75,11 @@ class Runtime:
         """The cells with at least one item run this session: only their outputs are written."""
         return [cell for path, cell in self.cells.items() if self.ran.get(path)]
 
+    def costs(self) -> list[tuple[Cell, Spent]]:
+        """What each cell that ran this session has cost so far (every job of its store)."""
+        return [(cell, Spent.of(sweep.store.jobs())) for cell in self.cells_that_ran()
+                if (sweep := self.sweep_if_stored(cell)) is not None]
+
     def sweep_for(self, cell: Cell) -> Sweep:
         """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
         if cell.path in self.failed:
@@ -96,7 +102,8 @@ class Runtime:
             self.warn(note)
         self._held.append(store)
         backend = self.make_backend(LaunchContext(cell, self.settings, self.cell_settings(cell),
-                                                  self.paths(cell), store, self.transport, self.warn))
+                                                  self.paths(cell), store, self.transport, self.warn,
+                                                  other_images=gate_images(cell, self.settings)))
         launcher, nodelist = backend.launcher, backend.nodelist
         self._warn_busy(cell, store, nodelist, backend.busy)
         specs = specs_for(cell, self.settings)
@@ -111,13 +118,13 @@ class Runtime:
             self.report(f"{cell.path.name}: other jobs on the partition:\n{backend.other_jobs.rstrip()}")
         sweep = Sweep(
             cell=cell, specs=specs, store=store, launcher=launcher,
-            nodelist=nodelist, poll_interval=self.settings.poll_interval,
+            nodelist=nodelist, nodes=backend.nodes, poll_interval=self.settings.poll_interval,
             remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
             queue_depth=launcher.queue_depth, log_source=launcher.log_source,
             image=self.cell_settings(cell).image,
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
             numerics=self.settings.numerics,
-            fetch_artifacts=backend.fetch_artifacts,
+            fetch_artifacts=backend.fetch_artifacts, fixed_protocol=self.settings.fixed_protocol,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         sweep.adopt_orphans()
@@ -193,7 +200,8 @@ class Runtime:
         for cell in self.cells.values() if cells is None else cells:
             sweep = self.sweep_if_stored(cell)
             if sweep is not None:
-                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist))
+                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist,
+                                            Spent.of(sweep.store.jobs())))
         return reports
 
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
@@ -272,12 +280,18 @@ class _NoLauncher:
 
 
 def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
-    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes."""
+    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes (and each
+    run's control on the lock's image, just before it)."""
     if not settings.gate:
         return expand(cell)
     lock = load_lock(lock_path(cell.path))
     return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
-                              for r in lock.recipes})
+                              for r in lock.recipes}, old_image=lock.image)
+
+
+def gate_images(cell: Cell, settings: Settings) -> tuple[str, ...]:
+    """The images a session's runs use besides its own: under --xlatune-gate, the lock's."""
+    return (load_lock(lock_path(cell.path)).image,) if settings.gate else ()
 
 
 RUNTIME_KEY = pytest.StashKey[Runtime]()

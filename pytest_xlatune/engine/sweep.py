@@ -23,7 +23,8 @@ from ..judge.steady import last_loss, steady_state
 from ..cell.model import Cell
 from ..plan.resolve import current_results, resolution
 from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
-from ..results import JobResult, Verdict
+from ..adaptive.keys import EffectiveKey, effective_key
+from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
 from ..judge.triage import Diagnosis, Evidence, diagnose
 
@@ -32,6 +33,12 @@ Report = Callable[[str], None]
 # Verdicts worth running again on a rerun; everything else is a finished measurement. A full
 # disk stopped the session: once space is freed the run is as good as never tried.
 RERUN_VERDICTS = (Verdict.CANCELLED, Verdict.DISK_FULL)
+
+
+# Runs that share an earlier run's job when their effective settings are the same (a baseline
+# repeat or an evidence run never does: they are repeated or profiled on purpose).
+SHAREABLE = (RunKind.PROFILE, RunKind.RESTORE_DEFAULT, RunKind.PIPELINE_SHAPE)
+SHARE_SOURCES = (RunKind.BASELINE, *SHAREABLE)
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class Sweep:
     store: ResultStore
     launcher: Launcher
     nodelist: str
+    nodes: int = 1  # the nodes every job holds (the frozen nodelist's): node-minutes accounting
     poll_interval: float = 0.5
     remeasure: bool = False
     report: Report = lambda text: None  # progress
@@ -69,6 +77,7 @@ class Sweep:
     # The launcher's Launcher.log_source (Runtime passes it); None: the path known at submission.
     log_source: Callable[[SubmittedJob], str] | None = None
     choices: SweepChoices = field(default_factory=PlanOrder)  # which runs are queued next
+    fixed_protocol: bool = False  # every item its own job (no sharing of duplicates)
     counters: SweepCounters = field(default_factory=SweepCounters)
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
@@ -78,6 +87,7 @@ class Sweep:
     _jobs: dict[str, tuple[str, SubmittedJob]] = field(default_factory=dict)  # job id → (item, job)
     _seen_ahead: dict[str, Watched] = field(default_factory=dict)  # watched while a retry waited
     _facts: tuple[str, EvidenceFacts | None] | None = None  # (evidence job id, facts)
+    _effective: dict[RunSpec, EffectiveKey] = field(default_factory=dict)
     poller: Poller = field(init=False)
     watcher: Watcher = field(init=False)
 
@@ -134,6 +144,42 @@ class Sweep:
         return resolution(self.cell, self.specs, spec, results, self.numerics)
 
 
+    # ---- duplicates -------------------------------------------------------------------
+
+    def duplicate_of(self, spec: RunSpec) -> RunSpec | None:
+        """The first run before `spec` in the cell with the same effective settings (resolved as
+        XLA and the scripts do: adaptive.keys), whose job `spec` shares; None under the fixed protocol."""
+        if self.fixed_protocol or spec.kind not in SHAREABLE or spec.needs_resolution:
+            return None
+        for other in self.specs:
+            if other == spec:
+                return None
+            if other.kind in SHARE_SOURCES and not other.needs_resolution and \
+                    other.config_tag == spec.config_tag and self._key_of(other) == self._key_of(spec):
+                return other
+        return None
+
+    def _key_of(self, spec: RunSpec) -> EffectiveKey:
+        if spec not in self._effective:
+            self._effective[spec] = effective_key(self.cell, spec, self.image)
+        return self._effective[spec]
+
+    def _share(self, spec: RunSpec, key: str) -> JobResult | None:
+        """Store and return `spec`'s share of its duplicate's measured result (None: not measured)."""
+        source_spec = self.duplicate_of(spec)
+        if source_spec is None:
+            return None
+        source_key = self.key(source_spec)
+        source = self.store.latest_by_key().get(source_key)
+        if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
+            return None
+        shared = replace(source, key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
+                         kind=spec.kind.value, xla_flags=spec.xla_flags, env=spec.env,
+                         overrides=spec.overrides, resolved_from=spec.resolved_from,
+                         shared_from=source.item, retries=())
+        self.store.add_result(shared)
+        return shared
+
     # ---- evidence ---------------------------------------------------------------------
 
     def evidence_facts(self) -> EvidenceFacts | None:
@@ -162,6 +208,8 @@ class Sweep:
         ):
             return RunOutcome(stored, reused=True)
         self._ran_this_session.add(key)
+        if (shared := self._share(spec, key)) is not None:
+            return RunOutcome(shared, reused=False)
         self._check_nodes()
         history: list[Diagnosis] = []
         retries: list[str] = []
@@ -275,8 +323,8 @@ class Sweep:
                 break
             if spec.catalog and self.stored(evidence_spec(self.cell)) is None:
                 break
-            if self.skip_reason(spec):
-                continue  # skipped at run time: never submitted
+            if self.skip_reason(spec) or self.duplicate_of(spec) is not None:
+                continue  # skipped or shared at run time: never submitted
             key = self.key(spec)
             if not self.remeasure and key in self.store.latest_by_key():
                 continue  # reused, never submitted
@@ -344,6 +392,8 @@ class Sweep:
                 f" ({len(seen.log.steps)} steps completed; their lines carry no seconds either)"
                 if steady is None else f" (mean step {steady.step_seconds:.3f} s; tokens per device "
                 "per step unknown: set pdbs and overrides.max_target_length to derive TGS)")
+        ended = seen.ended_at if seen.ended_at is not None else self.clock()
+        started = seen.started_at if seen.started_at is not None else ended
         artifacts = self.launcher.artifacts(job)
         losses, extra_losses = numerics.trajectories(seen.log.steps)
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
@@ -355,7 +405,8 @@ class Sweep:
             config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
-            nodelist=self.nodelist, image=self.image, backend=self.launcher.name,
+            nodelist=self.nodelist, image=self.image if spec.image is None else spec.image,
+            backend=self.launcher.name,
             tgs=steady.tgs if steady else None, tgs_derived=bool(steady and steady.derived),
             step_seconds=steady.step_seconds if steady else None,
             last_loss=last_loss(seen.log.steps),
@@ -367,6 +418,8 @@ class Sweep:
             artifacts=tuple(sorted(artifacts.items())),
             resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
             submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
+            nodes=self.nodes, started_at=started, ended_at=ended,
+            node_minutes=node_minutes(self.nodes, started, ended),
         )
 
 

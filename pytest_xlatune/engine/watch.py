@@ -38,6 +38,8 @@ class Watched:
     progress: JobProgress
     cancelled_for: str = ""  # "" | "unknown_flag" | "hang"
     hang_phase: HangPhase | None = None
+    started_at: float | None = None  # the poller's first RUNNING answer
+    ended_at: float | None = None  # the poller's first finished answer (or when we stopped watching)
 
 
 @dataclass
@@ -92,7 +94,7 @@ class Watcher:
                     offset += len(chunk)
                     seen.log.feed(chunk)
                 seen.log.flush()
-                return seen
+                return self._timed(job, seen)
             if self.poller.down_since is not None:
                 fresh_since = None
             elif fresh_since is None:
@@ -115,7 +117,7 @@ class Watcher:
                     seen.log.feed(self.launcher.read_log(job, offset, READ_CHUNK, ended=True))
                     seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
                     seen.log.flush()
-                    return seen
+                    return self._timed(job, seen)
             # Silence counts only while Slurm answers: after an outage slurmctld may call a job
             # RUNNING that ended meanwhile, until the job's completion reaches it.
             trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
@@ -136,6 +138,13 @@ class Watcher:
             if tick <= self.clock():  # this round took longer than a period: skip the missed ticks
                 tick = self.clock() + period
             self.sleep(tick - self.clock())
+
+    def _timed(self, job: SubmittedJob, seen: Watched) -> Watched:
+        """Note when the job ran, as the poller saw it (a job cancelled on sight: until now)."""
+        started, ended = self.poller.ran(job.job_id)
+        seen.ended_at = ended if ended is not None else self.clock()
+        seen.started_at = started if started is not None else seen.ended_at
+        return seen
 
     def _never_retried(self, why: str) -> bool:
         if why == "unknown_flag":

@@ -1,4 +1,5 @@
-"""The image-upgrade gate (pure): a locked recipe and the baseline replayed on a new image."""
+"""The image-upgrade gate (pure): a locked recipe and the baseline replayed on a new image, judged
+against the same runs on the lock's image in the same session (never the lock's stored TGS alone)."""
 
 from __future__ import annotations
 
@@ -22,23 +23,30 @@ class ImageGate:
 
 
 def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResult], lock: Lock,
-               tolerance_pct: float, final: bool, mode: Mode = Mode.FAIL) -> ImageGate:
-    """Judge a locked recipe on a new image, with all its runs and the new baseline's runs.
+               tolerance_pct: float, final: bool, mode: Mode = Mode.FAIL, *,
+               old_recipe_runs: Sequence[JobResult] = (),
+               old_baseline_runs: Sequence[JobResult] = ()) -> ImageGate:
+    """Judge a locked recipe on a new image, with all its runs and the new baseline's runs, each
+    against its control: the same run on the lock's (old) image in this session's time window.
 
     The recipe must still beat or match the new image's baseline, and neither the recipe nor the
-    baseline may regress beyond the tolerance vs the lock, with confidence. Until `final`, a
-    likely regression whose interval still reaches inside the tolerance makes the outcome
-    ambiguous (confirm it with more runs) instead of failing. The numerics guard holds the
-    recipe's loss trajectory to the new baseline's: a departure is a problem (a warning in
-    WARN mode), whatever the speed.
+    baseline may regress beyond the tolerance vs its old-image control, with confidence: a
+    cluster that drifted since the lock moves both sides alike, so the lock's stored TGS is
+    shown for context only. Until `final`, a likely regression whose interval still reaches
+    inside the tolerance makes the outcome ambiguous (measure again) instead of failing. The
+    numerics guard holds the recipe's loss trajectory to the new baseline's: a departure is a
+    problem (a warning in WARN mode), whatever the speed.
     """
-    recipe = [r.tgs for r in recipe_runs if r.measured and r.tgs is not None]
-    baseline = [r.tgs for r in baseline_runs if r.measured and r.tgs is not None]
+    recipe, baseline = _tgs(recipe_runs), _tgs(baseline_runs)
+    old_recipe, old_baseline = _tgs(old_recipe_runs), _tgs(old_baseline_runs)
     tag = recipe_runs[0].config_tag if recipe_runs else ""
     locked = lock.recipe(tag)
     if locked is None or not recipe or not baseline:
         return ImageGate((), False)
-    tag_noise = stats.run_noise(baseline)
+    if not old_recipe or not old_baseline:  # never judged from the lock's stored TGS alone
+        return ImageGate((f"recipe {locked.profile!r} [{tag}]: no run on the lock's image "
+                          f"{lock.image or '(default)'} measured in this session to compare with",), False)
+    tag_noise = stats.pooled_noise([baseline, old_baseline, recipe, old_recipe])
     recipe_ids = " ".join(r.job_id for r in recipe_runs)
     base_ids = " ".join(r.job_id for r in baseline_runs)
     problems, ambiguous, warnings = [], False, []
@@ -54,28 +62,35 @@ def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResu
         problems.append(_line(f"recipe {locked.profile!r} [{tag}] no longer beats or matches the "
                               "baseline on the new image", vs_base, 0.0,
                               f"{recipe_ids} vs {base_ids}"))
+    old = f"the lock's image {lock.image or '(default)'}"
     checks = ((f"recipe {locked.profile!r} [{tag}] regressed vs the lock ({lock.date})",
-               recipe, locked.tgs, recipe_ids),
+               recipe, old_recipe, recipe_ids, old_recipe_runs, locked.tgs),
               (f"baseline [{tag}] regressed vs the lock ({lock.date})",
-               baseline, locked.baseline_tgs, base_ids))
-    for what, values, reference, ids in checks:
-        decision = _confirmed(values, reference, tag_noise, tolerance_pct, final)
+               baseline, old_baseline, base_ids, old_baseline_runs, locked.baseline_tgs))
+    for what, values, controls, ids, control_runs, stored in checks:
+        decision = _confirmed(values, controls, tag_noise, tolerance_pct, final)
         if decision is stats.Decision.FAIL:
-            problems.append(_line(what, stats.compare(values, [reference], tag_noise),
-                                  tolerance_pct, f"{ids} vs locked {reference:.1f}"))
+            control_ids = " ".join(r.job_id for r in control_runs)
+            problems.append(_line(what, stats.compare(values, controls, tag_noise), tolerance_pct,
+                                  f"{ids} vs {control_ids} on {old} in this session "
+                                  f"(locked {stored:.1f}, for context)"))
         ambiguous |= decision is stats.Decision.AMBIGUOUS
     return ImageGate(tuple(problems), ambiguous and not problems, tuple(warnings))
 
 
-def _confirmed(values: Sequence[float], reference: float, noise: stats.Noise,
+def _tgs(runs: Sequence[JobResult]) -> list[float]:
+    return [r.tgs for r in runs if r.measured and r.tgs is not None]
+
+
+def _confirmed(values: Sequence[float], controls: Sequence[float], noise: stats.Noise,
                tolerance_pct: float, final: bool) -> stats.Decision:
-    """A regression vs a locked figure: FAIL at once only when the whole interval is past the
-    tolerance; a likely but unconfirmed one is AMBIGUOUS (measure again) until `final`. A gate
-    that looks fine passes without extra jobs."""
-    decision = stats.decide_after_remeasure(values, [reference], noise, tolerance_pct)
+    """A regression vs the same-window controls: FAIL at once only when the whole interval is
+    past the tolerance; a likely but unconfirmed one is AMBIGUOUS (measure again) until `final`.
+    A gate that looks fine passes without extra jobs."""
+    decision = stats.decide_after_remeasure(values, controls, noise, tolerance_pct)
     if final or decision is stats.Decision.PASS:
         return decision
-    clear = stats.regression_check(values, [reference], noise, tolerance_pct)
+    clear = stats.regression_check(values, controls, noise, tolerance_pct)
     return stats.Decision.FAIL if clear is stats.Decision.FAIL else stats.Decision.AMBIGUOUS
 
 

@@ -2,7 +2,8 @@
 
 `<cell>.lock.json` holds, per config tag, the winning recipe (flags, env, overrides), its TGS
 and 95 % interval, the baseline it beat, the image, the nodelist and the date. A gate run
-(`--xlatune-gate --xlatune-image NEW`) re-runs only the baselines and the locked recipes.
+(`--xlatune-gate --xlatune-image NEW`) re-runs only the baselines and the locked recipes, each
+after the same run on the lock's image (its same-window control).
 The lock changes only when a whole sweep ran in the session and found a recipe other than the
 one on file (`lock_change`): never from a `-k`/`--lf` subset, a stopped session or an empty store.
 """

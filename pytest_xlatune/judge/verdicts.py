@@ -41,7 +41,9 @@ def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list
     controls, re-measurements), the baseline's group first."""
     groups: dict[tuple[object, ...], list[JobResult]] = {}
     for r in results:
-        if r.config_tag == config_tag and r.measured and r.tgs is not None and r.kind not in _UNPOOLED:
+        # A shared duplicate's record is its source's job again: no second measurement.
+        if r.config_tag == config_tag and r.measured and r.tgs is not None and r.kind not in _UNPOOLED \
+                and not r.shared_from:
             groups.setdefault(settings_key(r), []).append(r)
     return sorted(groups.values(), key=lambda g: all(r.kind != RunKind.BASELINE.value for r in g))
 

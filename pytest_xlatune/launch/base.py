@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 Pairs = tuple[tuple[str, str], ...]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class JobRequest:
     evidence: bool = False
     config_tag: str = ""
     resolved_from: str = ""  # the profile a winner/cross-config run took its flags from
+    image: str | None = None  # another image than the launcher's (the gate's old-image controls; "" = none)
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,17 @@ class Launcher(Protocol):
 
 class LauncherError(Exception):
     """A scheduler or transport call failed; the message is one line and names the command."""
+
+
+def for_image(own: T, others: Mapping[str, T], request: JobRequest) -> T:
+    """What a launcher runs a request with: its own, or what it was given for the request's other
+    image (the gate's old-image controls); an image it was given nothing for is refused."""
+    if request.image is None:
+        return own
+    if request.image not in others:
+        raise LauncherError(f"{request.job_name}: image: expected one of the images this session "
+                            f"was started for ({', '.join(map(repr, others)) or 'none'}), found {request.image!r}")
+    return others[request.image]
 
 
 class CommandRefused(LauncherError):

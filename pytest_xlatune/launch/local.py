@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
+from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob, for_image
 
 EXIT_SIGTERM = 143
 
@@ -38,9 +38,10 @@ class LocalLauncher:
     queue_depth = 0  # one CPU-bound job at a time: queued local jobs would run concurrently
 
     def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable,
-                 module: str = "pytest_xlatune.workload") -> None:
+                 module: str = "pytest_xlatune.workload", pythons: Mapping[str, str] | None = None) -> None:
         self.jobs_dir = jobs_dir
         self.python = python
+        self.pythons = dict(pythons or {})  # image → interpreter, for requests on another image
         self.module = module
         self._next_number = first_job_number
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -60,7 +61,7 @@ class LocalLauncher:
         job_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.jobs_dir / f"{job_id}-{request.job_name}.log"
         dump_dir = job_dir / "xla_dump" if request.evidence else None
-        argv = [self.python, "-m", self.module, *request.passthrough,
+        argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
         env = compose_environment(os.environ, request, dump_dir)
         with log_path.open("wb") as log:

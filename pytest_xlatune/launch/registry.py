@@ -59,7 +59,8 @@ def remote_dir(transport: Transport, settings: Settings, store_dir: Path, relati
 
 
 def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir: str,
-                  store: ResultStore | None = None) -> tuple[Launcher, FrozenSlot]:
+                  store: ResultStore | None = None,
+                  other_images: tuple[str, ...] = ()) -> tuple[Launcher, FrozenSlot]:
     """Pre-flight on the cluster, then the launcher pinned to the frozen nodelist.
 
     `store` is the cell's results store (default: the one Runtime.store_for gives the cell).
@@ -80,10 +81,12 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
                                partition=cell.backend.option("partition") or cell.slot.partition,
                                time_limit=cell.backend.option("time"))
     if cell.backend.kind is BackendKind.SBATCH:
-        python = settings.for_cell(cell).python or sys.executable
-        default = f"{shlex.quote(python)} -m {settings.workload}"
-        command = shlex.split(cell.backend.option("command") or default)
-        return SbatchLauncher(transport, client, workdir, placement, command), frozen
+        def command(image: str | None) -> list[str]:
+            python = (settings.for_cell(cell).python if image is None else settings.python_for(cell, image)) \
+                or sys.executable
+            return shlex.split(cell.backend.option("command") or f"{shlex.quote(python)} -m {settings.workload}")
+        return SbatchLauncher(transport, client, workdir, placement, command(None),
+                              {image: command(image) for image in other_images}), frozen
     if cell.backend.kind is BackendKind.MAXTEXT_SLURM:
         # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
         refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
@@ -157,10 +160,13 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
     return launcher
 
 
-def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int) -> LocalLauncher:
-    """Local jobs run under the image's interpreter (--xlatune-image or the cell's image)."""
+def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int,
+                  other_images: tuple[str, ...] = ()) -> LocalLauncher:
+    """Local jobs run under the image's interpreter (--xlatune-image or the cell's image); a run
+    on one of `other_images` under that image's."""
     python = settings.for_cell(cell).python
-    return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload)
+    return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload,
+                         pythons={image: settings.python_for(cell, image) for image in other_images})
 
 
 def bridge_preflight(cell: Cell, transport: Transport) -> str | None:
@@ -189,6 +195,7 @@ class LaunchContext:
     store: ResultStore
     transport: Callable[[], Transport]  # the session's one transport, opened on first use
     warn: Callable[[str], None]
+    other_images: tuple[str, ...] = ()  # images some runs use instead of the session's (the gate's lock image)
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,7 @@ class Backend:
 
     launcher: Launcher
     nodelist: str
+    nodes: int = 1  # how many nodes each job holds (node-minutes accounting)
     other_jobs: str = ""  # other jobs on the partition (shown with -v)
     busy: str = ""  # other jobs on the pinned nodes (id|user|state|nodes|name lines)
     fetch_artifacts: Fetch | None = None  # remote clusters: copy an evidence run's artifacts here
@@ -206,7 +214,8 @@ Factory = Callable[[LaunchContext], Backend]
 
 
 def _local(ctx: LaunchContext) -> Backend:
-    launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1)
+    launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1,
+                             ctx.other_images)
     return Backend(launcher, LOCAL_NODELIST)
 
 
@@ -216,12 +225,12 @@ def _slurm(ctx: LaunchContext) -> Backend:
         ctx.warn(reached)  # once per session, before Slurm is asked anything
     workdir = remote_dir(transport, ctx.settings, ctx.settings.store_dir,
                          ctx.paths.workdir(ctx.settings.workdir))
-    launcher, frozen = slurm_backend(ctx.cell, ctx.settings, transport, workdir, ctx.store)
+    launcher, frozen = slurm_backend(ctx.cell, ctx.settings, transport, workdir, ctx.store, ctx.other_images)
     fetch: Fetch | None = None
     if isinstance(transport, SSHTransport):  # over SSH: artifacts are copied into the store
         paths = ctx.paths
         fetch = lambda artifacts, job_id: fetch_evidence(transport, artifacts, paths.evidence_dir(job_id))  # noqa: E731
-    return Backend(launcher, frozen.nodelist, frozen.other_jobs, frozen.busy, fetch)
+    return Backend(launcher, frozen.nodelist, frozen.nodes, frozen.other_jobs, frozen.busy, fetch)
 
 
 FACTORIES: Mapping[BackendKind, Factory] = MappingProxyType({

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import jinja2
 
@@ -17,7 +17,7 @@ from ..slurm import commands
 from ..slurm.client import SlurmClient
 from ..transport.base import Transport, TransportError
 from ..transport.hostcmd import file_commands
-from .base import JobRequest, LauncherError, SubmittedJob
+from .base import JobRequest, LauncherError, SubmittedJob, for_image
 from .slurm_jobs import SlurmJobs, SlurmPlacement
 
 __all__ = ["SbatchLauncher", "SlurmPlacement", "render_script"]
@@ -41,8 +41,10 @@ class SbatchLauncher(SlurmJobs):
     queue_depth = 2  # jobs submitted ahead; Slurm serialises them on the pinned nodelist
 
     def __init__(self, transport: Transport, client: SlurmClient, workdir: str,
-                 placement: SlurmPlacement, command: Sequence[str]) -> None:
+                 placement: SlurmPlacement, command: Sequence[str],
+                 commands_by_image: Mapping[str, Sequence[str]] | None = None) -> None:
         self.transport = transport
+        self.commands_by_image = {image: list(c) for image, c in (commands_by_image or {}).items()}
         self.client = client
         self.workdir = workdir
         self.placement = placement
@@ -53,7 +55,7 @@ class SbatchLauncher(SlurmJobs):
         script_path = posixpath.join(self.workdir, "scripts", f"{request.job_name}.sbatch")
         outputs = posixpath.join(self.workdir, "outputs")
         log_pattern = posixpath.join(outputs, f"%j-{request.job_name}.log")
-        script = render_script(request, self.command, outputs)
+        script = render_script(request, for_image(self.command, self.commands_by_image, request), outputs)
         try:
             file_commands(self.transport).run(["mkdir", "-p", posixpath.dirname(script_path),
                                 posixpath.dirname(log_pattern)], timeout=60).check()

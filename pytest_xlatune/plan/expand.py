@@ -30,6 +30,8 @@ class RunKind(Enum):
     PIPELINE_SHAPE = "pipeline_shape"
     CROSS_CONFIG = "cross_config"
     GATE_RECIPE = "gate_recipe"
+    GATE_OLD_BASELINE = "gate_old_baseline"  # the gate's baseline control on the lock's image
+    GATE_OLD_RECIPE = "gate_old_recipe"  # the gate's locked-recipe control on the lock's image
     STACK = "stack"  # the top-k winning profiles combined
     WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
 
@@ -65,6 +67,7 @@ class RunSpec:
     catalog: str = ""
     mechanism: str = ""
     top: int = 0  # STACK: how many winners to combine
+    image: str | None = None  # the gate's old-image controls: the lock's image ("" = none), not the session's
 
     @property
     def overrides(self) -> Pairs:
@@ -145,7 +148,9 @@ def run_key(cell: Cell, spec: RunSpec, nodelist: str, image: str = "") -> str:
     }
     if spec.repeat:
         payload["repeat"] = spec.repeat
-    if image:
+    if spec.image is not None:  # an old-image control belongs to the gate of one new image
+        payload["image"], payload["control_for"] = spec.image, image
+    elif image:
         payload["image"] = image
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
@@ -260,20 +265,37 @@ def predicted_bubble(stages: int, microbatches: int, virtual_stages: int = 1) ->
     return (stages - 1) / (microbatches * virtual_stages + stages - 1)
 
 
-def expand_gate(cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]]) -> list[RunSpec]:
+OLD_IMAGE_SUFFIX = "-oldimage"
+
+
+def expand_gate(cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]],
+                old_image: str | None = None) -> list[RunSpec]:
     """Image-upgrade gate: per locked config tag, the baseline repeats then the locked recipe.
 
     `recipes` maps config tag → (profile name, xla flags, env, profile overrides) from the lock.
+    With `old_image` (the lock's image; "" = none) each run is preceded by the same run on the
+    old image (`<profile>-oldimage`): old, new, old, new…, so every new-image run has its
+    control next to it in time.
     """
     specs: list[RunSpec] = []
     for tag in cell.config_tags:
         if tag.name not in recipes:
             continue
         profile, flags, env, overrides = recipes[tag.name]
-        specs.append(RunSpec("gate", BASELINE, tag.name, RunKind.BASELINE, config_overrides=tag.overrides))
-        specs += [RunSpec("gate", f"{BASELINE}-r{n}", tag.name, RunKind.BASELINE,
-                          config_overrides=tag.overrides)
-                  for n in range(2, cell.baseline_repeats + 1)]
-        specs.append(RunSpec("gate", profile, tag.name, RunKind.GATE_RECIPE, xla_flags=flags, env=env,
-                             config_overrides=tag.overrides, profile_overrides=overrides))
+        runs = [RunSpec("gate", BASELINE, tag.name, RunKind.BASELINE, config_overrides=tag.overrides)]
+        runs += [RunSpec("gate", f"{BASELINE}-r{n}", tag.name, RunKind.BASELINE,
+                         config_overrides=tag.overrides)
+                 for n in range(2, cell.baseline_repeats + 1)]
+        runs.append(RunSpec("gate", profile, tag.name, RunKind.GATE_RECIPE, xla_flags=flags, env=env,
+                            config_overrides=tag.overrides, profile_overrides=overrides))
+        for run in runs:
+            if old_image is not None:
+                specs.append(old_image_control(run, old_image))
+            specs.append(run)
     return specs
+
+
+def old_image_control(run: RunSpec, old_image: str) -> RunSpec:
+    """The gate run `run` on the lock's image: its same-window control."""
+    kind = RunKind.GATE_OLD_RECIPE if run.kind is RunKind.GATE_RECIPE else RunKind.GATE_OLD_BASELINE
+    return replace(run, profile=run.profile + OLD_IMAGE_SUFFIX, kind=kind, image=old_image)

@@ -50,6 +50,7 @@ def job_request(cell: Cell, spec: RunSpec) -> JobRequest:
         evidence=spec.evidence,
         config_tag=spec.config_tag,
         resolved_from=spec.resolved_from,
+        image=spec.image,
     )
 
 

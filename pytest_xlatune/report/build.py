@@ -11,7 +11,7 @@ from ..judge.numerics import Mode
 from ..paths import CellPaths
 from ..plan.expand import RunKind, RunSpec, run_key
 from ..plan.resolve import current_results
-from ..results import JobResult
+from ..results import JobResult, Spent
 from ..store import ResultStore
 from .data import ReportData, build
 
@@ -25,6 +25,7 @@ class CellReport:
     slug: str  # its file-system name (exports)
     results: tuple[JobResult, ...]
     nodelist: str
+    spent: Spent | None = None  # what every job of the cell's store cost (attempts included)
 
 
 def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path, image: str,
@@ -36,12 +37,13 @@ def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path,
     nodelist = str(info["nodelist"])
     results = current_results(cell, specs, store.latest_by_key(),
                               lambda spec: run_key(cell, spec, nodelist, image), mode)
-    return from_results(cell, root, results, nodelist)
+    return from_results(cell, root, results, nodelist, Spent.of(store.jobs()))
 
 
-def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str) -> CellReport:
+def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str,
+                 spent: Spent | None = None) -> CellReport:
     paths = CellPaths(cell.path, root, Path())
-    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist)
+    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist, spent)
 
 
 def report_data(report: CellReport, mode: Mode) -> ReportData:
@@ -50,4 +52,4 @@ def report_data(report: CellReport, mode: Mode) -> ReportData:
     loaded = {r.job_id: artifacts.load(r) for r in results
               if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
     return build(report.cell, results, report.nodelist, report.cell.backend.kind.value,
-                 loaded=loaded, mode=mode)
+                 loaded=loaded, mode=mode, spent=report.spent)

@@ -12,7 +12,7 @@ from ..cell.model import Cell
 from ..plan.expand import RunKind
 from ..judge import numerics, stats, verdicts
 from ..judge.numerics import Mode
-from ..results import JobResult, delta_pct
+from ..results import JobResult, Spent, delta_pct
 from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
 
 TOP_ROWS = 8
@@ -95,6 +95,7 @@ class ReportData:
     power: Power | None = None
     noise: stats.Noise | None = None  # what the intervals use
     disagreements: tuple[str, ...] = ()  # identical-settings runs beyond the prior
+    spent: Spent | None = None  # the sweep's node-hours (every job of the store, attempts too)
 
     @property
     def primary(self) -> str:
@@ -118,7 +119,8 @@ def _measured_on(results: list[JobResult]) -> dt.date:
 
 def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
           today: dt.date | None = None,
-          loaded: Mapping[str, RunEvidence] | None = None, mode: Mode = Mode.FAIL) -> ReportData:
+          loaded: Mapping[str, RunEvidence] | None = None, mode: Mode = Mode.FAIL,
+          spent: Spent | None = None) -> ReportData:
     """Everything the tuning report needs, computed from the latest result of each run;
     `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
@@ -209,6 +211,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         tie=_tie(choice) if choice and len(choice.tied) > 1 else None,
         power=power, noise=tag_noise,
         disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
+        spent=spent,
     )
 
 

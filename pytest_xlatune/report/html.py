@@ -120,8 +120,9 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
 def cell_html(data: ReportData) -> str:
     """A cell's heading, chart and leaderboard table."""
     title = f"{data.cell.model_tag} {data.cell.parallelism.text} leaderboard ({data.primary})"
+    cost = f'<p class="xlatune-cost">Cost: {escape(data.spent.text())}</p>' if data.spent else ""
     return (f'<div class="xlatune-cell"><h2 class="xlatune-leaderboard">{escape(title)}</h2>'
-            f"{chart.render(data)}{leaderboard_html(data)}</div>")
+            f"{cost}{chart.render(data)}{leaderboard_html(data)}</div>")
 
 
 def leaderboard_html(data: ReportData) -> str:

@@ -1,4 +1,5 @@
-"""The benchmark's CI smoke run: `bench/run.py --quick` ends cleanly with every section measured.
+"""The benchmark's CI smoke runs: `bench/run.py --quick` ends cleanly with every section measured,
+and `bench/replay.py` (the adaptive planner's simulator) writes its figures for a few sweeps.
 
 No timing thresholds: the machine is shared, so targets are reported by the benchmark, not
 asserted here. This pins only that every section ran and produced numbers.
@@ -17,11 +18,11 @@ import pytest
 
 from tests.integration.fixtures_infra import REPO, LocalSlurm, unavailable
 
-pytestmark = [pytest.mark.slurm, pytest.mark.sshd]
-
 SECTIONS = ("queue_gap", "scheduler_load", "time_to_verdict", "log_ingest", "demo")
 
 
+@pytest.mark.slurm
+@pytest.mark.sshd
 def test_quick_benchmark_measures_every_section(local_slurm: LocalSlurm, tmp_path: Path) -> None:
     if os.geteuid() != 0:
         unavailable("bench/run.py starts a loopback sshd (scripts/local-sshd.sh): needs root")
@@ -40,3 +41,22 @@ def test_quick_benchmark_measures_every_section(local_slurm: LocalSlurm, tmp_pat
                        or math.isnan(value)}
         assert not not_numbers, (name, not_numbers)
         assert set(section["targets"]) <= set(section["figures"]), name
+
+
+def test_replay_simulator_writes_every_figure_for_both_policies(tmp_path: Path) -> None:
+    out = tmp_path / "replay.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "replay.py"), "--sweeps", "6", "--seed", "3",
+                           "--json", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    data = json.loads(out.read_text())
+    assert data["meta"]["sweeps"] == 6 and data["meta"]["seed"] == 3
+    assert 0.0 < data["node_hours_ratio"] < 2.0
+    for metric in ("best_found", "false_better", "power_3pct", "power_3pct_all"):
+        assert set(data[metric]) == {"adaptive", "fixed"}, metric
+        assert all(0.0 <= value <= 1.0 for value in data[metric].values()), (metric, data[metric])
+    for policy in ("adaptive", "fixed"):
+        per = data["per_sweep"][policy]
+        assert per["node_hours"] > 0 and per["jobs"] >= 4, (policy, per)  # baselines, evidence, a candidate
+    fixed = data["per_sweep"]["fixed"]
+    assert fixed.get("controls", 0) == fixed.get("repeats", 0) == fixed.get("shares", 0) == 0
+    assert "node-hours ratio adaptive/fixed" in proc.stdout and "6 sweeps, seed 3" in proc.stdout

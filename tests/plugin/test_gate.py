@@ -1,7 +1,8 @@
 """Image-upgrade gate with the fake trainer: lock written by a sweep, then replayed on new images.
 
 An "image" of the local backend is a Python interpreter; the new images here are wrappers around
-this one that change what the trainer sees, as a new XLA build would.
+this one that change what the trainer sees, as a new XLA build would. The lock's image (none
+here: this interpreter) runs each gate run's control just before it, in the same session.
 """
 
 from __future__ import annotations
@@ -59,13 +60,22 @@ def test_sweep_writes_a_lock_with_the_winner_per_config_tag(swept: Path) -> None
 def test_gate_runs_only_baselines_and_locked_recipes_and_passes_on_the_same_image(
         pytester: pytest.Pytester, swept: Path) -> None:
     result = pytester.runpytest(str(swept), "--xlatune-gate", "--collect-only", "-q", *FAKE)
-    result.stdout.fnmatch_lines(["gated.yml::gate::baseline[[]sparse[]]",
+    result.stdout.fnmatch_lines(["gated.yml::gate::baseline-oldimage[[]sparse[]]",
+                                 "gated.yml::gate::baseline[[]sparse[]]",
+                                 "gated.yml::gate::baseline-r2-oldimage[[]sparse[]]",
                                  "gated.yml::gate::baseline-r2[[]sparse[]]",
+                                 "gated.yml::gate::fast-oldimage[[]sparse[]]",
                                  "gated.yml::gate::fast[[]sparse[]]",
-                                 "gated.yml::gate::fast[[]dense[]]", "6 tests collected*"])
+                                 "gated.yml::gate::fast-oldimage[[]dense[]]",
+                                 "gated.yml::gate::fast[[]dense[]]", "12 tests collected*"])
     same = image(pytester.path, "same-python", "")
     pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE
-                       ).assert_outcomes(passed=6)
+                       ).assert_outcomes(passed=12)
+    # Interleaved in time: each run on the new image right after its control on the lock's.
+    gate_runs = [e for e in events(pytester) if e["event"] == "result" and e["wave"] == "gate"]
+    assert [e["image"].endswith("same-python") for e in gate_runs] == [False, True] * 6
+    assert [e["profile"] for e in gate_runs[:2]] == ["baseline-oldimage", "baseline"]
+    assert {e["image"] for e in gate_runs[::2]} == {""}  # the lock's image: none
 
 
 def test_gate_fails_clearly_when_a_locked_flag_is_gone(pytester: pytest.Pytester, swept: Path) -> None:
@@ -74,7 +84,7 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=*)
   echo "F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100"; exit 1;;
 esac""")
     result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={gone}", *FAKE)
-    result.assert_outcomes(passed=4, failed=2)
+    result.assert_outcomes(passed=10, failed=2)  # the old-image controls and new baselines pass
     result.stdout.fnmatch_lines(["*locked recipe 'fast' [[]sparse[]]: a locked flag no longer exists in "
                                  "image*noflag-python*Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100*"
                                  "not a performance regression*"])
@@ -84,9 +94,10 @@ def test_gate_fails_when_the_recipe_got_slower(pytester: pytest.Pytester, swept:
     slower = image(pytester.path, "slow-python", """
 case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
     result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", *FAKE)
-    result.assert_outcomes(passed=4, failed=2)
+    result.assert_outcomes(passed=10, failed=2)
     result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*TGS 1030.* vs 1100.*"
-                                 "-6.3* %*tolerance -1 %*"])
+                                 "-6.3* %*tolerance -1 %*on the lock's image (default) in this session "
+                                 "(locked 1100.*, for context)"])
     assert "no longer beats" not in result.stdout.str()  # 1030 still beats the baseline (1000)
 
 
@@ -101,17 +112,37 @@ def test_gate_without_a_lock_is_one_clear_line(pytester: pytest.Pytester, fake_t
 def test_a_likely_regression_is_measured_again_before_the_gate_fails(
         pytester: pytest.Pytester, swept: Path) -> None:
     # -2.5 % on one run is probably past the 1 % tolerance, but not surely: the gate measures the
-    # recipe and the baseline twice more (thresholds.remeasure) and then fails on the odds.
+    # recipe and the baseline again, each after its old-image control (at most
+    # thresholds.remeasure times), and fails once the interval is past the tolerance.
     slower = image(pytester.path, "bit-slower-python", """
 case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1072.5";; esac""")
     result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}",
                                 "-k", "sparse", *FAKE)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*"
-                                 "TGS 1072.* vs 1100.* (-2.50 %*jobs * * * vs locked 1100.*"])
-    events = [json.loads(line) for line in
-              (pytester.path / ".xlatune" / "gated.jsonl").read_text().splitlines()]
-    on_new_image = [e["profile"] for e in events
-                    if e["event"] == "result" and e["image"].endswith("bit-slower-python")]
-    assert sorted(on_new_image) == ["baseline", "baseline", "baseline", "baseline-r2",
-                                    "fast", "fast", "fast"]
+                                 "TGS 1072.* vs 1100.* (-2.50 %*jobs * * vs * * on the lock's image"
+                                 " (default) in this session (locked 1100.*, for context)"])
+    gate_runs = [e for e in events(pytester) if e["event"] == "result" and e["wave"] == "gate"]
+    on_new_image = [e["profile"] for e in gate_runs if e["image"].endswith("bit-slower-python")]
+    assert sorted(on_new_image) == ["baseline", "baseline", "baseline-r2", "fast", "fast"]
+    # Every new-image run, the re-measurements too, came right after its old-image control.
+    assert [e["profile"] for e in gate_runs] == [
+        p for name in ["baseline", "baseline-r2", "fast", "fast", "baseline"] for p in (f"{name}-oldimage", name)]
+
+
+def test_a_lock_written_on_a_faster_cluster_does_not_fail_the_same_image(
+        pytester: pytest.Pytester, swept: Path) -> None:
+    # The lock's TGS are 60 % above what this machine measures today (it drifted, or got busier):
+    # compared with the stored numbers the gate would fail; old vs new in this session it passes.
+    path = swept.with_suffix(".lock.json")
+    lock = json.loads(path.read_text())
+    for recipe in lock["recipes"]:
+        recipe["tgs"], recipe["baseline_tgs"] = recipe["tgs"] * 1.6, recipe["baseline_tgs"] * 1.6
+    path.write_text(json.dumps(lock))
+    same = image(pytester.path, "same-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE
+                       ).assert_outcomes(passed=12)
+
+
+def events(pytester: pytest.Pytester) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (pytester.path / ".xlatune" / "gated.jsonl").read_text().splitlines()]

@@ -109,3 +109,24 @@ def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest
     fsdp_section = text.split("<!-- xlatune:cell PP=2")[0]
     assert "**Sign flip:** the same flags are worse on PP=2 `sparse` (-6.50 %)" in fsdp_section
     assert 'if [[ "$_xlatune_v" -le 1 ]]; then' in fsdp_section
+
+
+def test_summary_and_report_show_the_sweeps_node_hours_from_the_stored_jobs(
+        pytester: pytest.Pytester, fsdp: Path) -> None:
+    result = pytester.runpytest(str(fsdp), *FAKE)
+    result.assert_outcomes(passed=7)
+    [store] = [p for p in pytester.path.rglob("*.jsonl") if "fsdp8" in p.name]
+    jobs = [json.loads(line) for line in store.read_text().splitlines()]
+    jobs = [r for r in jobs if r["event"] == "result"]
+    assert len(jobs) == 7 and all(r["nodes"] == 1 for r in jobs)
+    for r in jobs:  # one local node for the time the job ran
+        assert r["node_minutes"] == pytest.approx((r["ended_at"] - r["started_at"]) / 60)
+        assert r["submitted_at"] - 1 <= r["started_at"] <= r["ended_at"] <= r["finished_at"]
+    total = sum(r["node_minutes"] for r in jobs)
+    hours = f"{total / 60:.2f} node-hours ({total:.1f} node-minutes)"
+    result.stdout.fnmatch_lines([f"xlatune: fsdp8.yml: sweep cost {hours} over 7 jobs"])
+    [report] = pytester.path.rglob("fake-tuning.md")
+    assert f"- **Cost:** {hours} over 7 jobs" in report.read_text()
+    # A rerun reuses every result: it adds no job and no cost.
+    again = pytester.runpytest(str(fsdp), *FAKE)
+    again.stdout.fnmatch_lines([f"xlatune: fsdp8.yml: sweep cost {hours} over 7 jobs"])

@@ -1,4 +1,5 @@
-"""gate.image_gate: a locked recipe replayed on a new image — pass, fail, or measure again."""
+"""gate.image_gate: a locked recipe replayed on a new image against its same-window controls on the
+lock's image — pass, fail, or measure again."""
 
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ def runs(kind: str, values: Sequence[float], first_job: int) -> list[JobResult]:
                       verdict=Verdict.SUCCESS, tgs=tgs) for n, tgs in enumerate(values)]
 
 
-def gate(recipe: Sequence[float], baseline: Sequence[float], final: bool = False):
+def gate(recipe: Sequence[float], baseline: Sequence[float], final: bool = False, *,
+         old_recipe: Sequence[float] = (1100.0,), old_baseline: Sequence[float] = (1000.0, 1000.0)):
     return image_gate(runs("gate_recipe", recipe, 100), runs("baseline", baseline, 200), LOCK,
-                      tolerance_pct=1.0, final=final)
+                      tolerance_pct=1.0, final=final,
+                      old_recipe_runs=runs("gate_old_recipe", old_recipe, 300),
+                      old_baseline_runs=runs("gate_old_baseline", old_baseline, 400))
 
 
 def test_same_speed_passes_without_measuring_again() -> None:
@@ -39,25 +43,46 @@ def test_a_clear_regression_fails_at_once_naming_jobs_and_the_lock() -> None:
     [problem] = outcome.problems
     assert problem.startswith("recipe 'fast' [default] regressed vs the lock (2026-11-30): "
                               "TGS 1030.0 vs 1100.0 (-6.36 %")
-    assert problem.endswith("tolerance -1 %), jobs 100 vs locked 1100.0")
+    assert problem.endswith("tolerance -1 %), jobs 100 vs 300 on the lock's image old in this session "
+                            "(locked 1100.0, for context)")
 
 
 def test_a_likely_but_unconfirmed_regression_is_measured_again_then_decided() -> None:
     # -2.5 % with one run: probably past -1 %, but the interval still reaches inside it.
     first = gate([1072.5], [1000.0, 1000.0])
     assert first.ambiguous and first.problems == ()
-    last = gate([1072.5] * 3, [1000.0] * 4, final=True)
+    last = gate([1072.5] * 3, [1000.0] * 4, final=True, old_recipe=[1100.0] * 3, old_baseline=[1000.0] * 4)
     assert not last.ambiguous
     assert [p.split(":")[0] for p in last.problems] == [
         "recipe 'fast' [default] regressed vs the lock (2026-11-30)"]
 
 
-def test_a_noisy_baseline_drift_is_confirmed_before_failing() -> None:
-    # The CI flake of 2026-12-01: one baseline 3.6 % under the lock on a noisy machine.
-    assert gate([1100.0], [964.0]).ambiguous
-    # Re-measured, the drift was noise: the new runs sit on the lock and the gate passes.
-    settled = gate([1100.0, 1105.0, 1096.0], [964.0, 1004.0, 998.0], final=True)
+def test_a_noisy_baseline_is_confirmed_before_failing() -> None:
+    # One new-image baseline 3.6 % under its old-image control on a noisy machine.
+    assert gate([1100.0], [964.0], old_baseline=[1000.0]).ambiguous
+    # Re-measured, it was noise: the new runs sit on their controls and the gate passes.
+    settled = gate([1100.0, 1105.0, 1096.0], [964.0, 1004.0, 998.0], final=True,
+                   old_recipe=[1100.0, 1098.0, 1102.0], old_baseline=[1000.0, 996.0, 1003.0])
     assert settled.problems == () and not settled.ambiguous
+
+
+def test_a_cluster_slower_since_the_lock_passes_when_old_and_new_image_are_alike_today() -> None:
+    # The issue's flake: a busier machine than when the lock was written (-37.8 % on both images).
+    outcome = gate([684.0], [622.0, 622.0], old_recipe=[684.0], old_baseline=[622.0, 622.0])
+    assert outcome.problems == () and not outcome.ambiguous
+
+
+def test_the_regression_is_measured_against_todays_controls_not_the_lock() -> None:
+    # The new image matches the lock's stored TGS, but the old image runs 8 % faster today.
+    [problem] = gate([1100.0], [1000.0, 1000.0], old_recipe=[1188.0], old_baseline=[1000.0, 1000.0]).problems
+    assert problem.startswith("recipe 'fast' [default] regressed vs the lock (2026-11-30): "
+                              "TGS 1100.0 vs 1188.0 (-7.41 %")
+
+
+def test_without_a_control_measured_in_this_session_the_gate_fails_rather_than_use_the_lock() -> None:
+    [problem] = gate([1100.0], [1000.0], old_recipe=[]).problems
+    assert problem == ("recipe 'fast' [default]: no run on the lock's image old measured in this "
+                       "session to compare with")
 
 
 def test_a_recipe_below_the_new_baseline_fails_even_within_the_lock_tolerance() -> None:

@@ -111,10 +111,13 @@ LOCK = Lock(model_tag="m", parallelism="FSDP=8", image="old", nodelist="n[1-2]",
 @pytest.mark.parametrize("mode", list(Mode))
 def test_the_image_gate_holds_the_recipe_to_the_new_baseline_loss(mode: Mode) -> None:
     baselines = [result("baseline", "200", LOSSES), result("baseline", "201", LOSSES)]
-    same = image_gate([result("gate_recipe", "100", LOSSES, 1100.0)], baselines, LOCK, 1.0, False, mode)
+    controls = {"old_recipe_runs": [result("gate_old_recipe", "300", LOSSES, 1100.0)],
+                "old_baseline_runs": [result("gate_old_baseline", "400", LOSSES)]}
+    same = image_gate([result("gate_recipe", "100", LOSSES, 1100.0)], baselines, LOCK, 1.0, False, mode,
+                      **controls)
     assert same.problems == () and same.warnings == ()
     moved = image_gate([result("gate_recipe", "100", BF16_LOSSES, 1100.0)], baselines, LOCK, 1.0,
-                       False, mode)
+                       False, mode, **controls)
     line = ("recipe 'fast' [default] changes numerics on the new image: loss left the baseline's at "
             "step 2: 4.475 vs 4.481, baseline job 200, job 100 (tolerance 0.003)")
     assert (moved.problems, moved.warnings) == (((line,), ()) if mode is Mode.FAIL else ((), (line,)))

@@ -294,7 +294,8 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
                                   p.partition, env_args, self.ray, arm=arm)
         except ValueError as error:
             raise LauncherError(f"{request.job_name}: " + " | ".join(str(error).splitlines())) from None
-        return ["env", f"DOCKER_IMAGE={self.image}", *argv] if self.image else argv
+        image = self.image if request.image is None else request.image  # the gate's old-image controls
+        return ["env", f"DOCKER_IMAGE={image}", *argv] if image else argv
 
     def submit(self, request: JobRequest) -> SubmittedJob:
         if not self._prepared or self._closed:

@@ -1,0 +1,310 @@
+"""Replay simulator: the adaptive planner vs the fixed protocol on seeded simulated clusters.
+
+    python bench/replay.py --sweeps 500 --seed 1 --json replay.json
+
+Both policies are the package's own decision code (pytest_xlatune.adaptive.planner.decide and
+.fixed.decide) driven through the same interface; the fixed protocol's verdicts and recipe come
+from pytest_xlatune.verdicts (what the tool reports today), the adaptive ones from the planner's
+judge. The clusters are bench/replay_world.py. Printed and written per policy:
+
+- node-hours (8 nodes × run time of every job), and their ratio adaptive / fixed;
+- best_found: the recipe's true effect is within 0.5 % of the best profile's (no recipe = 0 %);
+- false_better: profiles with no effect at all (exact no-ops) called better, per judged no-op;
+- power_3pct: the +3 % profile (half the sweeps have one) called better, per such profile the
+  sweep judged (as false_better counts judged no-ops); `power_3pct_all` counts one the stop
+  conditions skipped as missed, `reach_3pct` is how often it was judged at all;
+- stop flips: early stops after which the job's remaining steps (the simulator knows them) would
+  have changed a decision of its key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replay_world import Job, Sweep, World, draw, job  # noqa: E402
+
+from pytest_xlatune.judge import stats, verdicts  # noqa: E402
+from pytest_xlatune.adaptive import (Action, Conclude, Control, Observation, Policy, Repeat, Role, RunState,  # noqa: E402
+                                     Share, StopEarly, Submit, SweepState, fixed, judge, planner, rules)
+from pytest_xlatune.results import JobResult, Verdict  # noqa: E402
+
+Decide = Callable[[SweepState, float], tuple[Action, ...]]
+POLICIES: dict[str, Decide] = {"adaptive": planner.decide, "fixed": fixed.decide}
+REPEATS = {"undecided": "undecided", "confirming": "confirming", "leader": "race"}  # reason's first word → kind
+
+
+@dataclass
+class Outcome:
+    """One policy on one sweep."""
+
+    node_hours: float = 0.0
+    queue_hours: float = 0.0
+    jobs: int = 0
+    stops: Counter[str] = field(default_factory=Counter)
+    shares: int = 0
+    controls: int = 0
+    repeats: Counter[str] = field(default_factory=Counter)  # by why: undecided, confirming, race
+    conclusion: str = ""
+    drift_flagged: bool = False
+    flips: int = 0  # early stops after which the full run would have changed a decision
+    better: set[str] = field(default_factory=set)
+    judged: set[str] = field(default_factory=set)
+    recipe: str | None = None
+
+
+def run(sweep: Sweep, decide: Decide, world: World, rng: random.Random) -> tuple[SweepState, float, Outcome]:
+    """Drive one policy through one sweep; decide() is asked after every steady step of a
+    candidate's job and after every job's end."""
+    plan, out = sweep.plan, Outcome()
+    state, now, seq = SweepState(plan), 0.0, 0
+    current: tuple[Observation, Job] | None = None
+    while True:
+        actions = decide(state, now)
+        for action in actions:
+            if isinstance(action, Share):
+                state, out.shares = state.with_share(action.item), out.shares + 1
+            elif isinstance(action, StopEarly):
+                assert current is not None and current[0].run == action.run, action
+                obs = current[0]
+                out.flips += _flipped(state, obs, current[1], now)
+                ended = now + world.cancel_s
+                state = state.with_run(Observation(obs.run, obs.item, obs.key, obs.role, obs.submitted_at,
+                                                   obs.started_at, ended, obs.steady, RunState.STOPPED, obs.nodes))
+                out.stops[action.kind.value] += 1
+                current, now = None, ended
+            elif isinstance(action, Conclude):
+                out.conclusion = action.why.value
+                return state, now, out
+            else:
+                assert current is None, f"in flight and asked to run more: {action}"
+                seq += 1
+                current = _start(sweep, world, rng, state, action, now, seq, out)
+                state = state.with_run(current[0])
+        if current is None:
+            if any(isinstance(a, StopEarly) for a in actions):
+                continue  # the stopped run's result is in: decide again
+            raise RuntimeError(f"the policy neither ran nor concluded anything at t={now:.0f}: {actions}")
+        state, now, current = _advance(state, current, plan.policy.min_steady)
+
+
+def _flipped(state: SweepState, obs: Observation, timeline: Job, now: float) -> int:
+    """Whether the steps a stopped run never ran would have changed its key's decisions."""
+    board = judge.build(SweepState(state.plan, tuple(r for r in state.runs if not r.state.active)), now)
+    full = timeline.tgs[timeline.steady_from:]
+    stopped = board.with_value(obs, obs.value or 1.0, now, steps=len(obs.steady))
+    finished = board.with_value(obs, sum(full) / len(full), now)
+    if stopped is None or finished is None:
+        return 0
+    return int(rules.signature(stopped, board) != rules.signature(finished, board))
+
+
+def _start(sweep: Sweep, world: World, rng: random.Random, state: SweepState, action: Action, now: float,
+           seq: int, out: Outcome) -> tuple[Observation, Job]:
+    plan = sweep.plan
+    if isinstance(action, Control):
+        item, role, source = plan.baseline, Role.CONTROL, plan.baseline.name
+        out.controls += 1
+    elif isinstance(action, Repeat):
+        item, role, source = plan.item(action.item), Role.PROFILE, action.item
+        out.repeats[REPEATS.get(action.reason.split()[0].rstrip(":"), "other")] += 1
+    else:
+        assert isinstance(action, Submit)
+        item, role = plan.item(action.item), plan.item(action.item).role
+        source = action.source or action.item
+    key = plan.item(source).key if role is Role.WINNER_EVIDENCE else item.key
+    cached = any(r.key == key for r in state.runs)
+    timeline = job(rng, world, sweep, item, source, role, cached, now)
+    out.jobs += 1
+    obs = Observation(str(seq), item.name, key, role, now, timeline.start, None, (), RunState.RUNNING, world.nodes)
+    return obs, timeline
+
+
+def _advance(state: SweepState, current: tuple[Observation, Job],
+             min_steady: int) -> tuple[SweepState, float, tuple[Observation, Job] | None]:
+    """Move to the running job's next event: a steady step the policy may act on, or its end."""
+    obs, timeline = current
+    n = len(obs.steady)
+    watch = obs.role is Role.PROFILE
+    steps = len(timeline.tgs)
+    if watch and timeline.tgs and timeline.steady_from + max(n, min_steady - 1) < steps - 1:
+        index = timeline.steady_from + max(n, min_steady - 1)
+        seen = tuple(timeline.tgs[timeline.steady_from:index + 1])
+        obs = Observation(obs.run, obs.item, obs.key, obs.role, obs.submitted_at, obs.started_at, None, seen,
+                          RunState.RUNNING, obs.nodes)
+        return state.with_run(obs), timeline.step_ends[index], (obs, timeline)
+    steady = tuple(timeline.tgs[timeline.steady_from:])
+    final = RunState.FAILED if timeline.failure else RunState.FINISHED
+    obs = Observation(obs.run, obs.item, obs.key, obs.role, obs.submitted_at, obs.started_at, timeline.end,
+                      steady, final, obs.nodes, timeline.failure)
+    return state.with_run(obs), timeline.end, None
+
+
+def judge_adaptive(state: SweepState, now: float, out: Outcome) -> None:
+    board = judge.build(state, now)
+    baseline = state.plan.baseline.key
+    for item in state.plan.items:
+        if item.role is not Role.PROFILE:
+            continue
+        estimate = board.get(item.key)
+        if estimate is not None or item.key == baseline:
+            out.judged.add(item.name)
+        if estimate is not None and estimate.better:
+            out.better.add(item.name)
+    chosen = rules.recipe(board)
+    recipe = judge.item_of(state.plan, chosen.key) if chosen else None
+    out.recipe = recipe.name if recipe else None
+    out.drift_flagged = board.drift_report().significant
+
+
+def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
+    """The tool's verdicts today: each run vs the wave-1 baselines (verdicts.compare), the recipe
+    by verdicts.choose, the noise pooled over identical settings (verdicts.noise)."""
+    kinds = {Role.BASELINE: "baseline", Role.PROFILE: "profile", Role.EVIDENCE: "evidence",
+             Role.WINNER_EVIDENCE: "winner_evidence", Role.CONTROL: "baseline"}
+    results = []
+    for obs in state.runs:
+        spec_flags = sweep.flags.get(obs.item, ()) if obs.role is Role.PROFILE else ()
+        verdict = Verdict.SUCCESS if obs.measured else Verdict.OOM
+        results.append(JobResult(key=obs.run, item=obs.item, wave="wave2" if obs.role is Role.PROFILE else "wave1",
+                                 profile=obs.item, config_tag="default", kind=kinds[obs.role], job_id=obs.run,
+                                 verdict=verdict, xla_flags=spec_flags, tgs=obs.value if obs.measured else None))
+    for r in results:
+        if r.kind == "profile" and r.measured:
+            out.judged.add(r.item)
+            comparison = verdicts.compare([r.tgs or 0.0], results, "default")
+            if comparison is not None and comparison.verdict is stats.Direction.BETTER:
+                out.better.add(r.item)
+    chosen = verdicts.choose(results, "default")
+    out.recipe = chosen.recipe.item if chosen else None
+
+
+def score(sweep: Sweep, out: Outcome) -> dict[str, float]:
+    profiles = [i.name for i in sweep.plan.items if i.role is Role.PROFILE]
+    working = [sweep.effects.get(p, 0.0) for p in profiles if p not in sweep.failures]
+    best = max([0.0, *working])
+    found = (sweep.effects.get(out.recipe, 0.0) if out.recipe else 0.0) >= best - 0.5
+    nulls = [p for p in profiles if sweep.effects.get(p) == 0.0 and p not in sweep.failures]
+    judged_nulls = [p for p in nulls if p in out.judged]
+    return {"found": float(found), "nulls": len(judged_nulls),
+            "false": sum(p in out.better for p in judged_nulls),
+            "probes": float(bool(sweep.probe)), "probe_judged": float(sweep.probe in out.judged),
+            "probe_better": float(sweep.probe in out.better)}
+
+
+def simulate(sweeps: int, seed: int, world: World, policy: Policy | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    totals: dict[str, dict[str, Any]] = {p: Counter() for p in POLICIES}
+    conclusions: dict[str, Counter[str]] = {p: Counter() for p in POLICIES}
+    ratios = []
+    for index in range(sweeps):
+        sweep = draw(random.Random(f"{seed}:{index}:world"), world, {"policy": policy} if policy else None)
+        hours = {}
+        for name, decide in POLICIES.items():
+            rng = random.Random(f"{seed}:{index}:{name}")  # each policy its own luck, the same cluster
+            state, now, out = run(sweep, decide, world, rng)
+            out.node_hours = sum(r.node_seconds(now) for r in state.runs) / 3600
+            out.queue_hours = now / 3600
+            judge_adaptive(state, now, out) if name == "adaptive" else judge_fixed(sweep, state, out)
+            totals[name].update({"node_hours": out.node_hours, "queue_hours": out.queue_hours, "jobs": out.jobs,
+                                 "shares": out.shares, "controls": out.controls,
+                                 "repeats": sum(out.repeats.values()),
+                                 **{f"repeats_{k}": v for k, v in out.repeats.items()},
+                                 "drift_flagged": float(out.drift_flagged), "flips": out.flips,
+                                 **score(sweep, out),
+                                 **{f"stop_{k}": v for k, v in out.stops.items()}})
+            conclusions[name][out.conclusion] += 1
+            hours[name] = out.node_hours
+        ratios.append(hours["adaptive"] / hours["fixed"])
+    return _figures(sweeps, seed, world, totals, conclusions, ratios, time.perf_counter() - started)
+
+
+def _figures(sweeps: int, seed: int, world: World, totals: dict[str, dict[str, Any]],
+             conclusions: dict[str, Counter[str]], ratios: list[float], seconds: float) -> dict[str, Any]:
+    def rate(policy: str, hit: str, of: str) -> float:
+        return totals[policy][hit] / totals[policy][of] if totals[policy][of] else 0.0
+
+    data: dict[str, Any] = {
+        "meta": {"sweeps": sweeps, "seed": seed, "seconds": round(seconds, 1), "world": asdict(world)},
+        "node_hours_ratio": totals["adaptive"]["node_hours"] / totals["fixed"]["node_hours"],
+    }
+    for metric, hit, of in (("best_found", "found", None), ("false_better", "false", "nulls"),
+                            ("power_3pct", "probe_better", "probe_judged"),
+                            ("power_3pct_all", "probe_better", "probes"), ("reach_3pct", "probe_judged", "probes")):
+        data[metric] = {p: (totals[p][hit] / sweeps if of is None else rate(p, hit, of)) for p in POLICIES}
+    data["per_sweep"] = {p: {k: v / sweeps for k, v in sorted(totals[p].items())} for p in POLICIES}
+    data["per_sweep"]["node_hours_ratio_median"] = sorted(ratios)[len(ratios) // 2]
+    data["conclusions"] = {p: dict(conclusions[p]) for p in POLICIES}
+    a, f = "adaptive", "fixed"
+    data["met"] = {
+        "node_hours_ratio <= 0.6": data["node_hours_ratio"] <= 0.6,
+        "best_found adaptive >= fixed": data["best_found"][a] >= data["best_found"][f],
+        "false_better adaptive <= fixed and <= 5 %": data["false_better"][a] <= min(data["false_better"][f], 0.05),
+        "power_3pct adaptive >= fixed": data["power_3pct"][a] >= data["power_3pct"][f],
+    }
+    data["not_targets"] = {  # reported, not the acceptance: a profile the stop conditions skipped counts as missed
+        "power_3pct_all adaptive >= fixed": data["power_3pct_all"][a] >= data["power_3pct_all"][f],
+    }
+    return data
+
+
+def table(data: dict[str, Any]) -> str:
+    per = data["per_sweep"]
+    rows = [("node-hours per sweep", "{:.1f}", per["adaptive"]["node_hours"], per["fixed"]["node_hours"]),
+            ("queue hours per sweep", "{:.2f}", per["adaptive"]["queue_hours"], per["fixed"]["queue_hours"]),
+            ("jobs per sweep", "{:.1f}", per["adaptive"]["jobs"], per["fixed"]["jobs"]),
+            ("best found (within 0.5 %)", "{:.1%}", data["best_found"]["adaptive"], data["best_found"]["fixed"]),
+            ("no-op profiles called better", "{:.2%}", data["false_better"]["adaptive"], data["false_better"]["fixed"]),
+            ("+3 % profile called better", "{:.1%}", data["power_3pct"]["adaptive"], data["power_3pct"]["fixed"]),
+            ("  … of all, skipped = missed", "{:.1%}", data["power_3pct_all"]["adaptive"],
+             data["power_3pct_all"]["fixed"]),
+            ("  … judged at all", "{:.1%}", data["reach_3pct"]["adaptive"], data["reach_3pct"]["fixed"])]
+    lines = [f"{'':34}{'adaptive':>10}{'fixed':>10}"]
+    lines += [f"{name:34}{fmt.format(a):>10}{fmt.format(f):>10}" for name, fmt, a, f in rows]
+    ad = per["adaptive"]
+    lines.append(f"node-hours ratio adaptive/fixed: {data['node_hours_ratio']:.3f} "
+                 f"(median per sweep {per['node_hours_ratio_median']:.3f})")
+    lines.append("adaptive per sweep: " + ", ".join(
+        f"{ad.get(k, 0.0):.2f} {label}" for k, label in (
+            ("stop_loser", "losers stopped"), ("stop_settled", "settled stopped"), ("stop_winner", "winners stopped"),
+            ("shares", "duplicates shared"), ("controls", "controls"), ("repeats_undecided", "undecided repeats"),
+            ("repeats_confirming", "confirming runs"), ("repeats_race", "leader races"))))
+    stops = sum(ad.get(f"stop_{k}", 0.0) for k in ("loser", "settled", "winner"))
+    lines.append(f"early stops after which the full run would have changed a decision: "
+                 f"{ad.get('flips', 0.0) / stops if stops else 0.0:.2%} of {stops:.1f} per sweep")
+    lines.append(f"adaptive drift beyond the noise in {ad['drift_flagged']:.0%} of sweeps; conclusions: "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(data["conclusions"]["adaptive"].items())))
+    lines += [f"target {name}: {'met' if ok else 'NOT met'}" for name, ok in data["met"].items()]
+    lines += [f"(not a target) {name}: {'yes' if ok else 'no'}" for name, ok in data["not_targets"].items()]
+    lines.append(f"{data['meta']['sweeps']} sweeps, seed {data['meta']['seed']}, {data['meta']['seconds']} s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweeps", type=int, default=500, help="seeded sweeps to simulate (default: 500)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the first sweep (default: 1)")
+    parser.add_argument("--noise", type=float, default=World.noise_pct, help="run-to-run CV in %% (default: 0.8)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if args.sweeps < 1:
+        parser.error(f"--sweeps: expected an integer >= 1, found {args.sweeps}")
+    data = simulate(args.sweeps, args.seed, World(noise_pct=args.noise))
+    print(table(data))
+    if args.json:
+        args.json.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,13 @@
+"""The adaptive sweep's decisions (pure; no IO, no pytest, time passed in): what to run next,
+when a running job may stop, which runs are shared, and when the sweep concludes.
+
+The engine feeds a `SweepState` (the `Plan` and an `Observation` per run) to `planner.decide`
+(or `fixed.decide` for the fixed protocol) and carries out the actions it returns; the replay
+simulator (`bench/replay.py`) drives the same functions against simulated clusters.
+"""
+
+from .model import (Action, Budget, Conclude, Conclusion, Control, Observation, Plan, PlanItem, Policy,
+                    Repeat, Role, RunState, Share, StopEarly, StopKind, Submit, SweepState)
+
+__all__ = ["Action", "Budget", "Conclude", "Conclusion", "Control", "Observation", "Plan", "PlanItem",
+           "Policy", "Repeat", "Role", "RunState", "Share", "StopEarly", "StopKind", "Submit", "SweepState"]

@@ -1,0 +1,198 @@
+"""Verdicts against the controls nearest in time (pure): per settings key, its Δ vs the drift
+model with its interval, on a `Board` holding every judged key of the sweep at one moment.
+
+Each run is compared with the baseline's level at its own time (drift.Model.reference). For m
+runs of a key, Δ = mean of log(run / reference); its variance is CV²/m + the error variance of
+the references' mean (the controls' noise and the drift between them) + what stopped runs miss
+of their steps — `stats.compare`'s CV²·(1/m + 1/k) when every run sees the same k baselines and
+nothing drifts. The interval is Student-t at the noise's degrees of freedom, as in
+`stats.compare`; the noise is `stats.pooled_noise` (see `build`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from scipy import stats as _st
+
+from ..judge import stats
+from . import drift
+from .model import Key, Observation, Plan, PlanItem, Role, RunState, SweepState
+
+
+@functools.lru_cache(maxsize=4096)
+def quantile(probability: float, df: float) -> float:
+    """Student-t quantile (cached: the same few degrees of freedom recur all sweep long)."""
+    return float(_st.t.ppf(probability, df))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One key's Δ vs the drift model (log units) and the interval quantities."""
+
+    key: Key
+    runs: tuple[str, ...]
+    log_delta: float
+    se: float
+    df: float
+    confidence: float
+
+    @property
+    def m(self) -> int:
+        return len(self.runs)
+
+    @property
+    def half(self) -> float:
+        return quantile((1 + self.confidence) / 2, self.df) * self.se
+
+    @property
+    def delta_pct(self) -> float:
+        return math.expm1(self.log_delta) * 100
+
+    @property
+    def low_pct(self) -> float:
+        return math.expm1(self.log_delta - self.half) * 100
+
+    @property
+    def high_pct(self) -> float:
+        return math.expm1(self.log_delta + self.half) * 100
+
+    @property
+    def better(self) -> bool:
+        return self.log_delta - self.half > 0
+
+    @property
+    def worse(self) -> bool:
+        return self.log_delta + self.half < 0
+
+    def upper(self, probability: float) -> float:
+        """One-sided upper bound of Δ (log units) at `probability`."""
+        return self.log_delta + quantile(probability, self.df) * self.se
+
+    def text(self) -> str:
+        runs = f"{self.m} run{'s' if self.m > 1 else ''}"
+        return f"{self.delta_pct:+.2f} % [{self.low_pct:+.2f}, {self.high_pct:+.2f}] vs the controls ({runs})"
+
+
+Sample = tuple[str, float, float, float]  # (run id, steady mean, midpoint time, in-job variance left)
+
+
+@dataclass(frozen=True)
+class Board:
+    """Every judged key of a sweep at one moment, and what the judging used."""
+
+    plan: Plan
+    points: tuple[drift.Point, ...]
+    noise: stats.Noise  # of the verdicts
+    drift_noise: stats.Noise  # of back-to-back identical runs: what the controls' movement is tested against
+    walk_rate: float
+    step_var: float  # relative variance of one steady step's TGS (AR(1)-inflated), pooled over runs
+    samples: tuple[tuple[Key, tuple[Sample, ...]], ...]  # measured candidate runs per key
+    estimates: tuple[Estimate, ...] = ()
+    failed: frozenset[Key] = frozenset()  # candidate keys whose every ended run failed
+    tested: int = 0  # distinct candidate keys with an ended run
+
+    def get(self, key: Key) -> Estimate | None:
+        return next((e for e in self.estimates if e.key == key), None)
+
+    def drift_report(self) -> drift.DriftReport:
+        return drift.report(self.points, self.drift_noise.cv_pct)
+
+    def stopped_var(self, steps: int) -> float:
+        """What a run stopped after `steps` steady steps adds to its value's variance (relative²)."""
+        return _stopped_var(self.step_var, steps, self.plan.steady_steps)
+
+    @functools.cached_property
+    def model(self) -> drift.Model:
+        return drift.Model(self.points, self.walk_rate, self.noise.cv_pct / 100)
+
+    def estimate(self, key: Key, runs: Sequence[Sample]) -> Estimate | None:
+        """Δ of `key` from its runs against this board's drift model (None before any control):
+        CV²/m for the runs' own noise, the drift model's error of their references, and what
+        stopped runs miss of their steps."""
+        reference = self.model.reference([t for _, _, t, _ in runs])
+        if reference is None:
+            return None
+        levels, ref_var = reference
+        m = len(runs)
+        delta = sum(math.log(value) - level for (_, value, _, _), level in zip(runs, levels)) / m
+        var = (self.noise.cv_pct / 100) ** 2 / m + ref_var + sum(r[3] for r in runs) / m**2
+        return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(var), self.noise.df,
+                        self.plan.policy.confidence)
+
+    def with_value(self, run: Observation, value: float, now: float, steps: int | None = None) -> Estimate | None:
+        """The run's key as it would stand if the running `run` ended now at `value` (`steps`:
+        after that many steady steps; None: after all of them)."""
+        own = [s for s in dict(self.samples).get(run.key, ()) if s[0] != run.run]
+        in_job = self.stopped_var(steps) if steps is not None else 0.0
+        return self.estimate(run.key, [*own, (run.run, value, run.midpoint(now), in_job)])
+
+    def leader(self, excluding: Key = None) -> Estimate | None:
+        """The fastest key better than the baseline beyond the noise (other than `excluding`)."""
+        winners = [e for e in self.estimates if e.better and e.key != excluding]
+        return max(winners, key=lambda e: e.log_delta, default=None)
+
+    def ranked(self) -> list[Estimate]:
+        """Keys better than the baseline, fastest first."""
+        return sorted((e for e in self.estimates if e.better), key=lambda e: -e.log_delta)
+
+
+def _stopped_var(step_var: float, steps: int, total: int) -> float:
+    return step_var * max(0.0, 1 / steps - 1 / total)
+
+
+@functools.lru_cache(maxsize=8192)
+def step_variance(steady: tuple[float, ...]) -> float:
+    """One run's relative per-step variance, AR(1)-inflated as stats.job_estimate does."""
+    job = stats.job_estimate(steady)
+    return job.stderr**2 * job.n / job.mean**2
+
+
+def build(state: SweepState, now: float) -> Board:
+    """Judge every ended run of the sweep as of `now` (running runs are left out).
+
+    The verdicts' noise: control runs back to back (the wave-1 pair) and successive single
+    controls, pooled with the prior (drift between successive controls counts as noise here as
+    well as in the drift model: wider intervals, never narrower). The drift is tested against
+    the back-to-back runs alone. Repeats are left out on purpose: a repeat runs *because* its
+    first run looked good, so the pair disagrees by more than the noise (regression to the
+    mean); shared duplicates never run twice."""
+    plan, runs = state.plan, state.runs
+    pts = drift.points(runs, now)
+    floor = drift.prior_rate(plan.policy.prior_drift_pct_per_sqrt_h)
+    baseline_key = plan.baseline.key
+    full = [step_variance(r.steady) for r in runs if r.state is RunState.FINISHED and len(r.steady) >= 3
+            and r.role is not Role.EVIDENCE and r.role is not Role.WINNER_EVIDENCE]
+    step_var = sum(full) / len(full) if full else 0.0
+    by_key: dict[Key, list[Sample]] = {}
+    ended: set[Key] = set()
+    for run in runs:
+        if run.role is not Role.PROFILE or run.state.active:
+            continue
+        ended.add(run.key)
+        if run.measured and run.key != baseline_key:
+            in_job = (_stopped_var(step_var, len(run.steady), plan.steady_steps)
+                      if run.state is RunState.STOPPED else 0.0)
+            by_key.setdefault(run.key, []).append((run.run, run.value or 1.0, run.midpoint(now), in_job))
+    clusters = [_values(runs, p) for p in pts if p.n >= 2]
+    successive = [[math.exp(a.level), math.exp(b.level)] for a, b in zip(pts, pts[1:]) if a.n == b.n == 1]
+    back_to_back = stats.pooled_noise(clusters)
+    walk = drift.rate(pts, back_to_back.cv_pct, floor)
+    board = Board(plan, pts, stats.pooled_noise(clusters + successive), back_to_back, walk, step_var,
+                  tuple((k, tuple(v)) for k, v in by_key.items()), (),
+                  frozenset(ended - set(by_key) - {baseline_key}), len(ended - {baseline_key}))
+    estimates = tuple(e for k, v in by_key.items() if (e := board.estimate(k, v)) is not None)
+    return replace(board, estimates=estimates)
+
+
+def _values(runs: Sequence[Observation], point: drift.Point) -> list[float]:
+    wanted = set(point.runs)
+    return [r.value or 1.0 for r in runs if r.run in wanted]
+
+
+def item_of(plan: Plan, key: Key) -> PlanItem | None:
+    """The first candidate item with these settings (the one repeats and shares run as)."""
+    return next((i for i in plan.items if i.key == key and i.role is Role.PROFILE), None)

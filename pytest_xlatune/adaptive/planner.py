@@ -1,0 +1,209 @@
+"""The adaptive sweep's policy (pure): from the plan and every run so far, what to do next.
+
+`decide(state, now)` is called by the engine whenever something changed (a run started, a steady
+step arrived, a run ended) and returns the actions to take now, in order. It keeps no memory:
+everything it knows is in the state, so a resumed session decides exactly as the killed one
+would have. What it works through:
+
+1. the planned baselines and the evidence run, in list order;
+2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
+3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation);
+4. the next candidate in list order, unless a stop condition holds — a confirmed win (then only
+   the recipe's variants, items setting the same names, still run) or thresholds.bounded_profiles
+   tested with none above thresholds.bounded_pct; an item with the effective settings of an
+   earlier one is shared (Share), never run;
+5. then undecided keys are repeated (rules.undecided) and the leader and runner-up raced
+   (rules.race), each up to its cap;
+6. a control goes first whenever one is due (every `control_every` candidate runs, or when the
+   last is older than `control_max_age_s`); at the end a closing control brackets the last runs
+   if the controls drifted or the last is that old, the recipe (else the best run) gets its
+   evidence run, and Conclude names what was skipped.
+
+The budget ends the search when less than `budget.reserve_s` is left and concludes at once when
+nothing is; the engine does not start runs after a Conclude. Phase B adds the cross-config check
+of a win (thresholds.regression_pct) and the image gate's same-window controls.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from . import judge, rules
+from .judge import Board, Estimate, item_of
+from .model import (Action, Conclude, Conclusion, Control, Observation, Plan, PlanItem, Repeat, Role,
+                    Share, Submit, SweepState)
+
+
+def decide(state: SweepState, now: float) -> tuple[Action, ...]:
+    """The actions to take now (empty: wait for the runs in flight)."""
+    board = _board(state.plan, tuple(r for r in state.runs if not r.state.active))
+    stops = tuple(s for r in state.active if (s := rules.stop_early(r, board, now)) is not None)
+    if stops or len(state.active) >= state.plan.policy.max_in_flight:
+        return stops
+    return tuple(_next(state, board, now))
+
+
+@functools.lru_cache(maxsize=16)
+def _board(plan: Plan, ended: tuple[Observation, ...]) -> Board:
+    # Ended runs have fixed times, so the board does not depend on `now`: one per ended set.
+    return judge.build(SweepState(plan, ended), now=0.0)
+
+
+def _ran(state: SweepState, item: PlanItem) -> bool:
+    return any(r.item == item.name for r in state.runs)
+
+
+def _next(state: SweepState, board: Board, now: float) -> list[Action]:
+    plan = state.plan
+    left = plan.budget.left(state, now)
+    if left <= 0:
+        return _conclude(state, Conclusion.BUDGET, "the budget is spent")
+    for item in plan.items:
+        if item.role in (Role.BASELINE, Role.EVIDENCE) and not _ran(state, item):
+            return [Submit(item.name, f"planned {item.role.value} run")]
+    searching = left > plan.budget.reserve_s
+    control = _control_due(state, now)
+    if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
+        return [control or repeat]
+    stop = _stop(board)
+    shares, candidate = _cursor(state, stop)
+    if searching and candidate is not None:
+        return [*shares, control or Submit(candidate.name, "next candidate in list order")]
+    if searching and (repeat := _repeat(state, board, rules.undecided)) is not None:
+        return [*shares, control or repeat]
+    if searching and (raced := rules.race(board)) is not None:
+        racer = item_of(plan, raced[0].key)
+        if racer is not None:
+            return [*shares, control or Repeat(racer.name, raced[1])]
+    closing = _closing_control(state, board, now)
+    if closing is not None:
+        return [*shares, closing]
+    evidence = _winner_evidence(state, board)
+    if evidence is not None:
+        return [*shares, evidence]
+    if stop is not None:
+        return _conclude(state, stop[0], stop[1])
+    if not searching:
+        return _conclude(state, Conclusion.BUDGET, f"less than {plan.budget.reserve_s / 60:.0f} min of budget left")
+    return _conclude(state, Conclusion.EXHAUSTED, "every planned candidate ran")
+
+
+def _repeat(state: SweepState, board: Board, rule: Callable[[Estimate, Board], str | None]) -> Repeat | None:
+    """A repeat `rule` asks for, of the key run most recently, as its first item."""
+    latest = {r.key: r.submitted_at for r in state.runs}
+    pending = [(e, why) for e in board.estimates if (why := rule(e, board)) is not None]
+    if not pending:
+        return None
+    est, why = max(pending, key=lambda p: latest.get(p[0].key, 0.0))
+    item = item_of(state.plan, est.key)
+    return Repeat(item.name, why) if item is not None else None
+
+
+def _stop(board: Board) -> tuple[Conclusion, str, PlanItem | None] | None:
+    thresholds = board.plan.thresholds
+    wins = [e for e in board.estimates if rules.confirmed_win(e, board)]
+    if wins:
+        best = max(wins, key=lambda e: e.log_delta)
+        item = item_of(board.plan, best.key)
+        name = item.name if item else "?"
+        return (Conclusion.WIN, f"confirmed win: {name} {best.text()}, at or above +{thresholds.win_pct:g} %",
+                item)
+    if board.tested >= thresholds.bounded_profiles and not any(rules.above_bounded(e, board)
+                                                             for e in board.estimates):
+        return (Conclusion.BOUNDED, f"{board.tested} candidates tested, none better than the baseline "
+                                    f"by more than +{thresholds.bounded_pct:g} %", None)
+    return None
+
+
+def _cursor(state: SweepState,
+            stop: tuple[Conclusion, str, PlanItem | None] | None) -> tuple[list[Action], PlanItem | None]:
+    """Shares for the duplicates reached, and the next candidate to run (None: the search is
+    over). After a confirmed win only the recipe's variants are candidates."""
+    plan, shares = state.plan, list[Action]()
+    for item in plan.items:
+        if item.role is not Role.PROFILE or _ran(state, item) or item.name in state.shared:
+            continue
+        source = plan.source_of(item)
+        if source is not None:
+            if state.runs_of(item.key):
+                shares.append(_share(item, source))
+            continue
+        if stop is None:
+            return shares, item
+        recipe = stop[2]
+        if (stop[0] is Conclusion.WIN and plan.policy.finish_variants and recipe is not None
+                and item.settings & recipe.settings):
+            return shares, item
+    return shares, None
+
+
+def _share(item: PlanItem, source: PlanItem) -> Share:
+    return Share(item.name, source.name, f"same effective settings as {source.name}: its runs are this item's")
+
+
+def _control_due(state: SweepState, now: float) -> Control | None:
+    policy = state.plan.policy
+    since = _since_control(state)
+    if not since:
+        return None
+    every = policy.control_every
+    if len(since) >= every:
+        return Control(f"{len(since)} candidate runs since the last control (one every {every})")
+    last = max((r for r in state.runs if r.role.is_control), key=lambda r: r.submitted_at)
+    end = last.ended_at if last.ended_at is not None else now
+    if now - end >= policy.control_max_age_s:
+        return Control(f"the last control ended {(now - end) / 60:.0f} min ago "
+                       f"(one at least every {policy.control_max_age_s / 60:.0f} min)")
+    return None
+
+
+def _closing_control(state: SweepState, board: Board, now: float) -> Control | None:
+    """Bracket the last candidate runs when extrapolating past the last control is not safe:
+    the controls moved beyond the noise, or the last one is older than control_max_age_s."""
+    since = _since_control(state)
+    if not since:
+        return None
+    last = max((r for r in state.runs if r.role.is_control), key=lambda r: r.submitted_at)
+    age = now - (last.ended_at if last.ended_at is not None else now)
+    if board.drift_report().significant:
+        why = "the controls moved beyond the noise"
+    elif age >= state.plan.policy.control_max_age_s:
+        why = f"the last control ended {age / 60:.0f} min ago"
+    else:
+        return None
+    return Control(f"closing control: brackets the {len(since)} candidate run(s) since the last one ({why})")
+
+
+def _since_control(state: SweepState) -> list[Observation]:
+    """Candidate runs that measured (or are running) since the last control was submitted."""
+    controls = [r.submitted_at for r in state.runs if r.role.is_control]
+    if not controls:
+        return []
+    last = max(controls)
+    return [r for r in state.runs if r.role is Role.PROFILE and r.submitted_at > last
+            and (r.steady or r.state.active)]
+
+
+def _winner_evidence(state: SweepState, board: Board) -> Submit | None:
+    item = next((i for i in state.plan.items if i.role is Role.WINNER_EVIDENCE and not _ran(state, i)), None)
+    if item is None:
+        return None
+    best = rules.recipe(board) or max(board.estimates, key=lambda e: e.log_delta, default=None)
+    source = item_of(state.plan, best.key) if best is not None else None
+    if source is None:
+        return None
+    return Submit(item.name, f"the recipe's evidence run: {source.name} with the profiler", source=source.name)
+
+
+def _conclude(state: SweepState, why: Conclusion, reason: str) -> list[Action]:
+    plan, actions = state.plan, list[Action]()
+    for item in plan.items:
+        source = plan.source_of(item)
+        if (source is not None and item.name not in state.shared and not _ran(state, item)
+                and state.runs_of(item.key)):
+            actions.append(_share(item, source))
+    shared = state.shared | {a.item for a in actions if isinstance(a, Share)}
+    skipped = tuple(i.name for i in plan.items if i.role in (Role.PROFILE, Role.WINNER_EVIDENCE)
+                    and not _ran(state, i) and i.name not in shared)
+    return [*actions, Conclude(why, reason, skipped)]

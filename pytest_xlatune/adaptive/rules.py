@@ -1,0 +1,151 @@
+"""The decision rules (pure): which runs a verdict still needs, when a running job may stop, when
+the search ends, and which measured settings are the recipe.
+
+Error rates the rules are built for (bench/replay.py measures them; README Performance): a
+profile with no effect is called better with at most 2.5 % odds per look (the low end of the 95 %
+interval above 0, as `stats.compare`), over at most `repeat_cap` looks, and a no-op gets a second
+look only when its first leaves it undecided (1 in 180 in the simulator); a profile of
++`interest_pct` % (3 %) that one run leaves undecided — not better, but its one-sided
+`interest_confidence` (80 %) bound still reaches +3 % — is run again, so it is called better more
+often than one run would (≈ 60 % at 0.8 % noise; 74 % measured). A running job is stopped only
+when its remaining steps cannot change a decision at `stop_confidence` (95 %; 0.46 % of stops
+did in the simulator).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+from .judge import Board, Estimate, step_variance, item_of, quantile
+from .model import Observation, RunState, StopEarly, StopKind
+
+Signature = tuple[int, int, int, int, int]
+
+
+def _versus(a: Estimate, b: Estimate) -> tuple[float, float]:
+    """a − b in log units and the half-width of its interval (independent errors: conservative,
+    the two share control points)."""
+    half = quantile((1 + a.confidence) / 2, min(a.df, b.df)) * math.hypot(a.se, b.se)
+    return a.log_delta - b.log_delta, half
+
+
+def _beats(a: Estimate, b: Estimate) -> bool:
+    d, half = _versus(a, b)
+    return d - half > 0
+
+
+def signature(est: Estimate, board: Board) -> Signature:
+    """Every decision one key's value feeds, as entries each monotone in its Δ (so two values
+    with the same signature agree on everything in between): its standing vs the baseline
+    (worse / within the noise / undecided, a repeat is due / better), vs the leader if better
+    (clearly below / undecided / clearly ahead), a confirming run is due, a confirmed win,
+    above bounded_pct."""
+    standing = 0 if est.worse else 3 if est.better else 2 if undecided(est, board) is not None else 1
+    versus = 0
+    if est.better:
+        versus = 2
+        leader = board.leader(excluding=est.key)
+        if leader is not None:
+            d, half = _versus(est, leader)
+            versus = 1 if d + half < 0 else 3 if d - half > 0 else 2
+    return (standing, versus, int(confirmation(est, board) is not None), int(confirmed_win(est, board)),
+            int(above_bounded(est, board)))
+
+
+def _settled_by_leader(est: Estimate, board: Board) -> bool:
+    """Clearly below a confirmed leader: no run of it can change the recipe."""
+    leader = board.leader(excluding=est.key)
+    return leader is not None and leader.m >= 2 and _beats(leader, est)
+
+
+def confirmation(est: Estimate, board: Board) -> str | None:
+    """Why a first win at or above win_pct needs its confirming run (None: it does not)."""
+    if (est.better and est.delta_pct >= board.plan.thresholds.win_pct and est.m < 2
+            and not _settled_by_leader(est, board)):
+        return f"confirming a win at or above +{board.plan.thresholds.win_pct:g} %: {est.text()}"
+    return None
+
+
+def undecided(est: Estimate, board: Board) -> str | None:
+    """Why a key needs another run: not better beyond the noise, but its one-sided
+    interest_confidence bound still reaches interest_pct (None: decided, capped, or clearly
+    below a confirmed leader)."""
+    policy = board.plan.policy
+    if (est.m >= policy.repeat_cap or est.better or _settled_by_leader(est, board)
+            or est.upper(policy.interest_confidence) <= math.log1p(policy.interest_pct / 100)):
+        return None
+    return (f"undecided: {est.text()}, not better beyond the noise but could still be "
+            f"≥ +{policy.interest_pct:g} % ({policy.interest_confidence:.0%} bound)")
+
+
+def confirmed_win(est: Estimate, board: Board) -> bool:
+    """Better beyond the noise, at or above win_pct, on at least two runs."""
+    return est.better and est.m >= 2 and est.delta_pct >= board.plan.thresholds.win_pct
+
+
+def above_bounded(est: Estimate, board: Board) -> bool:
+    """Beats the baseline beyond the noise by more than bounded_pct (ends a "bounded" search)."""
+    return est.better and est.delta_pct > board.plan.thresholds.bounded_pct
+
+
+def race(board: Board) -> tuple[Estimate, str] | None:
+    """The leader or runner-up to run again: while the runner-up could still be more than
+    tie_pct faster than the leader, the one with fewer runs, up to race_cap runs each."""
+    ranked = board.ranked()
+    if len(ranked) < 2:
+        return None
+    leader, runner = ranked[0], ranked[1]
+    policy = board.plan.policy
+    d, half = _versus(runner, leader)
+    if d + half <= math.log1p(policy.tie_pct / 100):
+        return None
+    pick = runner if runner.m < leader.m else leader
+    if pick.m >= policy.race_cap:
+        return None
+    return pick, (f"leader vs runner-up undecided: {leader.delta_pct:+.2f} % ({leader.m} run(s)) vs "
+                  f"{runner.delta_pct:+.2f} % ({runner.m}), the runner-up could be up to "
+                  f"{math.expm1(d + half) * 100:+.2f} % faster")
+
+
+def recipe(board: Board) -> Estimate | None:
+    """The simplest of the tied winners (verdicts.choose's rule on this board): among the keys
+    better than the baseline that the fastest does not beat beyond the noise, the fewest
+    settings, then the fastest."""
+    ranked = board.ranked()
+    if not ranked:
+        return None
+    top = ranked[0]
+    tied = [e for e in ranked if not _beats(top, e)]
+
+    def rank(e: Estimate) -> tuple[int, float]:
+        item = item_of(board.plan, e.key)
+        return (item.settings_count if item else 0, -e.log_delta)
+
+    return min(tied, key=rank)
+
+
+def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
+    """Stop a running candidate when its remaining steps cannot change any decision: its key's
+    signature is the same at both ends of where its final mean can still land (the in-job
+    scatter of the steps left, at stop_confidence), and it is not an undecided run whose repeat
+    will need its best value. Baselines, controls and evidence runs are never stopped."""
+    policy, total = board.plan.policy, board.plan.steady_steps
+    n = len(run.steady)
+    if not run.role.stoppable or run.state is not RunState.RUNNING or not policy.min_steady <= n < total:
+        return None
+    mean = sum(run.steady) / n
+    step_var = board.step_var or step_variance(run.steady)
+    spread = NormalDist().inv_cdf((1 + policy.stop_confidence) / 2) * math.sqrt(step_var * (1 / n - 1 / total))
+    low, high = (board.with_value(run, mean * math.exp(s * spread), now) for s in (-1, 1))
+    now_stopped = board.with_value(run, mean, now, steps=n)
+    if low is None or high is None or now_stopped is None:
+        return None
+    sig = signature(low, board)
+    if sig != signature(high, board) or sig != signature(now_stopped, board) or sig[0] == 2:
+        return None
+    mid = now_stopped
+    kind = StopKind.LOSER if sig[0] == 0 else StopKind.WINNER if sig[0] == 3 else StopKind.SETTLED
+    return StopEarly(run.run, kind, f"{kind.value} after {n} of {total} steady steps: {mid.text()}; "
+                                    f"the remaining steps cannot change a decision "
+                                    f"({policy.stop_confidence:.0%})")

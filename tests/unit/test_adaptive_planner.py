@@ -1,0 +1,170 @@
+"""adaptive.planner / adaptive.fixed: whole scripted sweeps through decide(), one steady step at a time."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_xlatune.adaptive import (Conclude, Conclusion, Control, Policy, Repeat, Role, RunState, Share,
+                                     StopEarly, StopKind, Submit, SweepState, fixed, planner)
+from pytest_xlatune.adaptive.model import Budget
+
+from tests.adaptive_driver import BASE, drive, observation, plan
+
+
+def effects(**pct: float):  # type: ignore[no-untyped-def]
+    """A cluster where each named profile is pct % faster than the baseline, the rest no-ops."""
+    def tgs(item: str, role: Role, index: int) -> float:
+        if role is not Role.PROFILE and role is not Role.WINNER_EVIDENCE:
+            return BASE
+        return BASE * (1 + pct.get(item, 0.0) / 100)
+    return tgs
+
+
+def test_a_clear_loser_is_stopped_after_the_warm_up_and_no_baseline_control_or_evidence_run_ever_is() -> None:
+    result = drive(plan("slow", "p1"), planner.decide, effects(slow=-12.0))
+    stops = result.of(StopEarly)
+    slow = next(r for r in result.state.runs if r.item == "slow")
+    assert slow.state is RunState.STOPPED and len(slow.steady) == Policy().min_steady
+    assert any(isinstance(s, StopEarly) and s.run == slow.run and s.kind is StopKind.LOSER for s in stops)
+    never = [r for r in result.state.runs if r.role is not Role.PROFILE]
+    assert never and all(r.state is RunState.FINISHED and len(r.steady) == 10 for r in never)
+
+
+def test_a_run_whose_remaining_steps_could_change_its_verdict_runs_to_the_end() -> None:
+    # +2.2 % sits between "within the noise" and the 3 % the sweep is designed to find: undecided.
+    result = drive(plan("edge", winner=False), planner.decide, effects(edge=2.2))
+    first = next(r for r in result.state.runs if r.item == "edge")
+    assert first.state is RunState.FINISHED and len(first.steady) == 10
+
+
+def test_an_undecided_profile_is_repeated_and_a_clear_null_is_not() -> None:
+    result = drive(plan("null", "edge", winner=False), planner.decide, effects(edge=2.2))
+    repeats = [a.item for a in result.of(Repeat)]
+    assert "edge" in repeats and "null" not in repeats
+    assert repeats.count("edge") <= Policy().repeat_cap - 1
+    assert any("undecided" in a.reason for a in result.of(Repeat))
+
+
+def test_a_duplicate_key_is_shared_never_submitted() -> None:
+    the_plan = plan("p1", "p2", ("p2_again", "p2"), "p3")
+    result = drive(the_plan, planner.decide, effects(p2=1.0))
+    submitted = [a.item for a in result.of(Submit)]
+    assert "p2_again" not in submitted and submitted.count("p2") == 1
+    shares = result.of(Share)
+    assert [(s.item, s.source) for s in shares if isinstance(s, Share)] == [("p2_again", "p2")]
+    assert "p2_again" not in result.conclusion.skipped
+
+
+def test_a_profile_with_the_baselines_settings_shares_the_baseline() -> None:
+    result = drive(plan("p1", ("deployed", "B")), planner.decide, effects())
+    assert [(s.item, s.source) for s in result.of(Share) if isinstance(s, Share)] == [("deployed", "baseline")]
+
+
+def test_controls_are_interleaved_every_k_candidate_runs() -> None:
+    names = [f"p{i}" for i in range(9)]
+    result = drive(plan(*names, policy=Policy(control_every=4, control_max_age_s=1e9)), planner.decide, effects())
+    order = result.submitted()
+    first = order.index("control")
+    assert order[first - 4:first] == ["p0", "p1", "p2", "p3"]
+    assert order.count("control") >= 2
+    assert all("candidate runs since the last control" in a.reason for a in result.of(Control)[:2])
+
+
+def test_a_control_is_due_when_the_last_one_is_older_than_its_age_limit() -> None:
+    the_plan = plan("p1", "p2", policy=Policy(control_every=100, control_max_age_s=700.0))
+    result = drive(the_plan, planner.decide, effects())
+    assert result.of(Control) and "min ago" in result.of(Control)[0].reason
+
+
+def test_a_confirmed_win_concludes_and_skips_the_rest_but_not_its_variants() -> None:
+    # lever_a and lever_b set the same flag (variants); p3 and p4 are other levers.
+    the_plan = plan("p1", ("lever_a", "lever=1"), ("lever_b", "lever=2"), "p3", "p4")
+    result = drive(the_plan, planner.decide, effects(lever_a=9.0, lever_b=10.0))
+    conclusion = result.conclusion
+    assert conclusion.why is Conclusion.WIN
+    ran = {r.item for r in result.state.runs}
+    assert {"lever_a", "lever_b"} <= ran and not {"p3", "p4"} & ran
+    assert set(conclusion.skipped) == {"p3", "p4"}
+    confirmations = [a for a in result.of(Repeat) if "confirming" in a.reason]
+    assert confirmations  # a win counts once it was measured twice
+    winner = next(a for a in result.of(Submit) if isinstance(a, Submit) and a.item == "winner")
+    assert winner.source == "lever_b"
+
+
+def test_a_win_stops_the_search_only_after_the_variants_that_come_later() -> None:
+    the_plan = plan(("lever_a", "lever=1"), "p2", ("lever_b", "lever=2"), "p3")
+    result = drive(the_plan, planner.decide, effects(lever_a=9.0))
+    ran = [r.item for r in result.state.runs]
+    assert "lever_b" in ran and "p2" not in ran and "p3" not in ran
+
+
+def test_bounded_concludes_after_enough_profiles_with_none_above_the_bound() -> None:
+    names = [f"p{i:02d}" for i in range(8)]
+    result = drive(plan(*names, bounded_profiles=5), planner.decide, effects())
+    assert result.conclusion.why is Conclusion.BOUNDED
+    assert result.conclusion.skipped == ("p05", "p06", "p07")
+    assert "winner" in result.submitted()  # the best run's evidence, as the tool runs it without a winner
+
+
+def test_a_profile_above_the_bound_keeps_the_search_going() -> None:
+    names = [f"p{i:02d}" for i in range(8)]
+    result = drive(plan(*names, bounded_profiles=5), planner.decide, effects(p01=4.0))
+    assert result.conclusion.why is Conclusion.EXHAUSTED
+
+
+def test_the_queue_budget_concludes_with_the_rest_skipped() -> None:
+    names = [f"p{i}" for i in range(12)]
+    budget = Budget(queue_hours=2.0, reserve_s=0.0)
+    result = drive(plan(*names, budget=budget), planner.decide, effects())
+    assert result.conclusion.why is Conclusion.BUDGET
+    last_start = max(r.submitted_at for r in result.state.runs)
+    assert last_start < 2.0 * 3600
+    assert result.conclusion.skipped and "p11" in result.conclusion.skipped
+
+
+def test_the_node_hour_budget_concludes_too() -> None:
+    names = [f"p{i}" for i in range(12)]
+    budget = Budget(queue_hours=None, node_hours=8.0, reserve_s=0.0)  # 8 nodes: one wall hour
+    result = drive(plan(*names, budget=budget), planner.decide, effects())
+    assert result.conclusion.why is Conclusion.BUDGET
+    spent = sum(r.node_seconds(1e12) for r in result.state.runs) / 3600
+    assert spent < 8.0 + 8 * 600 / 3600  # at most the run that was in flight on top
+
+
+def test_decide_returns_nothing_while_a_run_is_in_flight_and_undecided() -> None:
+    the_plan = plan("p1")
+    state = SweepState(the_plan, (observation("1", "baseline", "B", Role.BASELINE, 0.0, [BASE] * 10),
+                                  observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [BASE] * 10),
+                                  observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [BASE] * 6),
+                                  observation("4", "p1", "p1", Role.PROFILE, 1800.0, [BASE * 1.02],
+                                              RunState.RUNNING)))
+    assert planner.decide(state, 1900.0) == ()
+
+
+def test_decide_is_a_pure_function_of_the_state() -> None:
+    the_plan = plan("p1", ("p1b", "p1"), "p2")
+    state = SweepState(the_plan, (observation("1", "baseline", "B", Role.BASELINE, 0.0, [BASE] * 10),
+                                  observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [BASE] * 10),
+                                  observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [BASE] * 6),
+                                  observation("4", "p1", "p1", Role.PROFILE, 1800.0, [BASE] * 10)))
+    first = planner.decide(state, 2400.0)
+    assert first == planner.decide(state, 2400.0)
+    assert [type(a) for a in first] == [Share, Submit]
+    assert planner.decide(state.with_share("p1b"), 2400.0) == first[1:]  # an acknowledged share is not repeated
+
+
+@pytest.mark.parametrize("decide", [planner.decide, fixed.decide], ids=["adaptive", "fixed"])
+def test_every_policy_ends_with_one_conclude(decide) -> None:  # type: ignore[no-untyped-def]
+    result = drive(plan("p1", "p2"), decide, effects(p2=-20.0))
+    assert len(result.of(Conclude)) == 1
+
+
+def test_the_fixed_protocol_runs_every_item_once_to_the_end_in_list_order() -> None:
+    the_plan = plan("p1", ("p1_again", "p1"), "slow", "p3")
+    result = drive(the_plan, fixed.decide, effects(slow=-25.0, p3=6.0))
+    assert result.submitted() == ["baseline", "baseline-r2", "evidence", "p1", "p1_again", "slow", "p3", "winner"]
+    assert all(r.state is RunState.FINISHED and len(r.steady) == 10 for r in result.state.runs)
+    assert not result.of(StopEarly) and not result.of(Share) and not result.of(Control) and not result.of(Repeat)
+    assert result.conclusion.why is Conclusion.EXHAUSTED
+    winner = next(a for a in result.of(Submit) if isinstance(a, Submit) and a.item == "winner")
+    assert winner.source == "p3"

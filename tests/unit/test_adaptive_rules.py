@@ -1,0 +1,136 @@
+"""adaptive.judge + adaptive.rules: verdicts vs the controls nearest in time, and each decision rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_xlatune.judge import stats
+from pytest_xlatune.adaptive import (Plan, PlanItem, Policy, Role, RunState, StopEarly, StopKind, SweepState, judge,
+                                     rules)
+from pytest_xlatune.adaptive.judge import Board, Estimate
+from pytest_xlatune.cell.model import Thresholds
+from tests.adaptive_driver import BASE, flat, observation, plan
+
+H = 3600.0
+
+
+def board_of(the_plan: Plan, *runs: tuple[str, float, float, int], controls: tuple[tuple[float, float], ...] = (),
+             now: float = 10 * H) -> Board:
+    """A wave-1 pair at 1000 TGS, controls (time, TGS), candidate runs (item, time, TGS, steady steps)."""
+    obs = [observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE)),
+           observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(BASE))]
+    obs += [observation(f"c{i}", "baseline", "B", Role.CONTROL, t, flat(v)) for i, (t, v) in enumerate(controls)]
+    for i, (item, t, v, n) in enumerate(runs):
+        state = RunState.FINISHED if n == 10 else RunState.STOPPED
+        obs.append(observation(f"r{i}", item, the_plan.item(item).key, Role.PROFILE, t, flat(v, n), state))
+    return judge.build(SweepState(the_plan, tuple(obs)), now)
+
+
+def est(board: Board, key: str) -> Estimate:
+    found = board.get(key)
+    assert found is not None, f"{key} is not judged"
+    return found
+
+
+def test_a_run_between_two_controls_is_judged_against_the_drift_not_the_start() -> None:
+    # The cluster drifted up 6 % between the wave-1 pair and the control 4 h later; a no-op
+    # profile measured half-way reads +3 % against the start, which the fixed protocol calls better.
+    the_plan = plan("noop")
+    board = board_of(the_plan, ("noop", 2 * H - 300, 1030.0, 10), controls=((4 * H - 300, 1060.0),))
+    estimate = board.get("noop")
+    assert estimate is not None and abs(estimate.delta_pct) < 0.5 and not estimate.better
+    fixed = stats.compare([1030.0], [BASE, BASE], stats.run_noise([BASE, BASE]))
+    assert fixed.verdict is stats.Direction.BETTER
+    assert board.drift_report().significant and "beyond the run-to-run noise" in board.drift_report().text()
+
+
+def test_undecided_asks_for_a_repeat_only_while_the_interest_threshold_is_in_reach() -> None:
+    the_plan = plan("edge", "null", "lead")
+    board = board_of(the_plan, ("edge", 2 * H, 1022.0, 10), ("null", 3 * H, 1000.0, 10))
+    edge, null = board.get("edge"), board.get("null")
+    assert edge is not None and null is not None
+    assert rules.undecided(edge, board) is not None and "could still be ≥ +3 %" in (rules.undecided(edge, board) or "")
+    assert rules.undecided(null, board) is None
+    capped_plan = plan("edge", "null", "lead", policy=Policy(repeat_cap=1))
+    capped = board_of(capped_plan, ("edge", 2 * H, 1022.0, 10), ("null", 3 * H, 1000.0, 10))
+    assert rules.undecided(est(capped, "edge"), capped) is None  # at the cap
+    led = board_of(the_plan, ("edge", 2 * H, 1022.0, 10), ("lead", 3 * H, 1100.0, 10), ("lead", 4 * H, 1100.0, 10))
+    assert rules.undecided(est(led, "edge"), led) is None  # clearly below a confirmed +10 %
+
+
+def test_a_first_win_needs_its_confirming_run_and_then_counts() -> None:
+    the_plan = plan("win")
+    once = board_of(the_plan, ("win", 2 * H, 1080.0, 10))
+    twice = board_of(the_plan, ("win", 2 * H, 1080.0, 10), ("win", 2.2 * H, 1082.0, 10))
+    assert rules.confirmation(est(once, "win"), once) is not None
+    assert not rules.confirmed_win(est(once, "win"), once)
+    assert rules.confirmation(est(twice, "win"), twice) is None
+    assert rules.confirmed_win(est(twice, "win"), twice)
+    small = board_of(the_plan, ("win", 2 * H, 1040.0, 10), ("win", 2.2 * H, 1040.0, 10))
+    assert not rules.confirmed_win(est(small, "win"), small)  # better, but below +5 %
+
+
+def test_the_leader_and_runner_up_race_only_while_their_order_matters() -> None:
+    the_plan = plan("a", "b")
+    close = board_of(the_plan, ("a", 2 * H, 1100.0, 10), ("a", 2.2 * H, 1100.0, 10), ("b", 3 * H, 1098.0, 10))
+    raced = rules.race(close)
+    assert raced is not None and raced[0].key == "b" and "runner-up" in raced[1]  # the one with fewer runs
+    apart = board_of(the_plan, ("a", 2 * H, 1150.0, 10), ("b", 3 * H, 1040.0, 10))
+    assert rules.race(apart) is None
+
+
+def test_the_recipe_is_the_simplest_of_the_tied_winners() -> None:
+    items = (PlanItem("baseline", "B", Role.BASELINE), PlanItem("baseline-r2", "B", Role.BASELINE),
+             PlanItem("one", "one", Role.PROFILE, frozenset({"--xla_a"}), 1),
+             PlanItem("three", "three", Role.PROFILE, frozenset({"--xla_b", "--xla_c", "env:D"}), 3))
+    the_plan = Plan(items, Thresholds())
+    tied = board_of(the_plan, ("one", 2 * H, 1100.0, 10), ("three", 3 * H, 1105.0, 10))
+    assert getattr(rules.recipe(tied), "key", None) == "one"
+    ahead = board_of(the_plan, ("one", 2 * H, 1100.0, 10), ("three", 3 * H, 1200.0, 10))
+    assert getattr(rules.recipe(ahead), "key", None) == "three"
+
+
+def running(the_plan: Plan, item: str, tgs: float, steps: int, role: Role = Role.PROFILE) -> StopEarly | None:
+    """What stop_early says about a run of `item` at `tgs` after `steps` steady steps."""
+    run = observation("x", item, the_plan.item(item).key if role is Role.PROFILE else "B", role, 2 * H,
+                      flat(tgs, steps), RunState.RUNNING)
+    return rules.stop_early(run, board_of(the_plan), 2 * H + 100 + 50 * steps)
+
+
+@pytest.mark.parametrize("tgs, kind", [(900.0, StopKind.LOSER), (1000.0, StopKind.SETTLED), (1150.0, StopKind.WINNER)])
+def test_a_run_is_stopped_once_its_remaining_steps_cannot_change_a_decision(tgs: float, kind: StopKind) -> None:
+    stop = running(plan("p"), "p", tgs, Policy().min_steady)
+    assert stop is not None and stop.kind is kind
+    assert f"{kind.value} after {Policy().min_steady} of 10 steady steps" in stop.reason
+
+
+def test_no_stop_before_the_minimum_steady_steps() -> None:
+    assert running(plan("p"), "p", 900.0, Policy().min_steady - 1) is None
+
+
+@pytest.mark.parametrize("role", [Role.BASELINE, Role.CONTROL, Role.EVIDENCE, Role.WINNER_EVIDENCE])
+def test_baselines_controls_and_evidence_runs_are_never_stopped(role: Role) -> None:
+    assert running(plan("p"), "p", 700.0, 5, role=role) is None
+
+
+def test_an_undecided_run_and_one_near_a_boundary_run_on() -> None:
+    assert running(plan("p"), "p", 1022.0, 5) is None  # undecided: its repeat is judged with it
+    boundary = next(v for v in range(1000, 1100) if running(plan("p"), "p", float(v), 9) is None
+                    and running(plan("p"), "p", float(v) - 3, 9) is not None)
+    assert 1005 < boundary < 1040
+
+
+def test_every_entry_of_the_signature_is_monotone_in_the_runs_value() -> None:
+    # Monotone entries are what make "same signature at both ends" mean "same decisions in between".
+    the_plan = plan("p", "lead")
+    board = board_of(the_plan, ("lead", 1 * H, 1060.0, 10))
+    run = observation("x", "p", "p", Role.PROFILE, 2 * H, flat(1000.0), RunState.RUNNING)
+    estimates = [board.with_value(run, BASE * math.exp(d / 1000), 3 * H) for d in range(-150, 200)]
+    signatures = [rules.signature(e, board) for e in estimates if e is not None]
+    assert len(signatures) == len(estimates)
+    for entry in range(len(signatures[0])):
+        column = [s[entry] for s in signatures]
+        assert column == sorted(column), entry
+    assert len(set(signatures)) >= 5
