@@ -57,6 +57,13 @@ OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*")
 OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
 NODELIST = Grammar("a Slurm nodelist", r"[A-Za-z0-9_.,\[\]-]+")
 PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
+# sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+# "days-hours:minutes", "days-hours:minutes:seconds" (man sbatch); minutes and seconds after a
+# colon are two digits 00-59. Launchers pass the text through as written.
+SLURM_TIME = Grammar("a Slurm time limit",
+                     r"[0-9]+(:[0-5][0-9]){0,2}|[0-9]+-[0-9]{1,2}(:[0-5][0-9]){0,2}")
+SLURM_TIME_FORMS = "HH:MM:SS, MM:SS or minutes, or D-HH, D-HH:MM, D-HH:MM:SS"
+SLURM_TIME_EXPECTED = f"a Slurm time limit {SLURM_TIME_FORMS}"
 CONTAINER_IMAGE = Grammar("a container image (registry/name:tag, or the absolute path of a .tar)",
                           r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*", max_len=512)
 

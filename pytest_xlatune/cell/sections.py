@@ -52,15 +52,8 @@ BACKEND_OPTIONS: dict[str, dict[str, str]] = {
     "maxtext-slurm": {"checkout": "path", "time": "time", "ray": "bool", "partition": "partition"},
     "sbatch": {"command": "text", "time": "time", "partition": "partition"},
 }
-TIME_EXPECTED = "a Slurm time limit HH:MM:SS, MM:SS or minutes"
-_TIME = re.compile(r"[0-9]+|[0-9]+:[0-5][0-9]|[0-9]+:[0-5][0-9]:[0-5][0-9]")
 
 PARALLELISM_EXPECTED = "AXIS=N[,AXIS=N...] with AXIS in FSDP|PP|TP and N an integer >= 1"
-
-
-def is_slurm_time(text: str) -> bool:
-    """Tell whether `text` is a time limit this tool passes to --time."""
-    return _TIME.fullmatch(text) is not None
 
 
 def parse_parallelism(text: str) -> tuple[tuple[str, int], ...]:
@@ -229,8 +222,8 @@ def option(r: N.Ctx, node: Node, key: str, kind: str) -> str:
         return "true" if N.construct(r, node, key, "true or false") else "false"
     if kind == "time":
         # Unquoted 45:00 is a YAML 1.1 base-60 integer (2700); the text as written is wanted.
-        if kind_of(node) not in ("str", "int") or not is_slurm_time(str(node.value)):
-            r.fail(node, key, TIME_EXPECTED)
+        if kind_of(node) not in ("str", "int") or not G.SLURM_TIME.matches(str(node.value)):
+            r.fail(node, key, G.SLURM_TIME_EXPECTED)
         return str(node.value)
     if kind == "partition":
         return N.string(r, node, key, G.PARTITION)
