@@ -83,6 +83,16 @@ def _exp_tag_part(arg: str) -> str:
     return arg.replace("=", "_")
 
 
+# The one passthrough arg of a maxtext-slurm submission (launch/maxtext/submit.py): it names the
+# TUNE_PROFILE case arm that holds the run's settings, so it is part of every JOB_NAME.
+TUNE_PROFILE_ARG = "_env_TUNE_PROFILE="
+
+
+def maxtext_job_name(model_tag: str, exp_tag: str, arm: str, env_args: Sequence[str] = ()) -> str:
+    """The JOB_NAME of `./submit.sh <model>:<exp tag> … -- [env args] _env_TUNE_PROFILE=<arm>`."""
+    return job_name(model_tag, exp_tag, [*env_args, TUNE_PROFILE_ARG + arm])
+
+
 def job_name(model_tag: str, exp_tag: str, passthrough: Sequence[str]) -> str:
     """Return the JOB_NAME maxtext-slurm's submit.sh derives (utils/parse_job_args.sh)."""
     # split_script_args drops empty passthrough args before they reach the exp tag.

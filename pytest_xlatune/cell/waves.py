@@ -12,7 +12,7 @@ from yaml.nodes import Node
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell import sections
-from pytest_xlatune.cell.model import CatalogWave, Profile, Stack
+from pytest_xlatune.cell.model import RESERVED_NAMES, STACK_PREFIX, CatalogWave, Profile, Stack
 from pytest_xlatune.cell.nodes import Fields, kind_of, line_of, show, sub_key
 from pytest_xlatune.plan import catalog as C
 
@@ -24,9 +24,7 @@ WAVE_KEYS = ("profiles", "catalog", "max", "stack")
 WAVE_EXPECTED = "a list of profiles, or a mapping of profiles, catalog, max, stack"
 STACK_EXPECTED = "true or an integer >= 2 (how many winning profiles to combine)"
 
-# Run names plan.py gives to the jobs it adds itself; a profile may not take one.
-RESERVED_NAMES = ("baseline", "restore_default", "evidence", "best", "winner")
-RESERVED_PATTERN = re.compile(r"stack_top[0-9]+")  # the stack run's name
+RESERVED_PATTERN = re.compile(re.escape(STACK_PREFIX) + "[0-9]+")  # the stack run's name
 
 
 def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
@@ -38,7 +36,7 @@ def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
     if name in RESERVED_NAMES or RESERVED_PATTERN.fullmatch(name):
         reserved = ", ".join(RESERVED_NAMES)
         r.fail(name_node, name_key,
-               f"a name other than {reserved}, stack_topN (xlatune's own runs)", show(name))
+               f"a name other than {reserved}, {STACK_PREFIX}N (xlatune's own runs)", show(name))
     claim(r, name, name_key, name_node)
 
     def read(field: str, reader: Callable[[N.Ctx, Node, str], Any]) -> Any:

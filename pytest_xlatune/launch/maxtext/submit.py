@@ -9,12 +9,12 @@ from typing import Any
 
 import yaml
 
-from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, PARTITION, SLURM_TIME, job_name,
-                             job_name_bytes)
+from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, PARTITION, SLURM_TIME,
+                             TUNE_PROFILE_ARG, job_name, job_name_bytes)
 from .files import ARM, check_passthrough
 
 XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
-TUNE_ENV_ARG = "_env_TUNE_PROFILE="
+TUNE_ENV_ARG = TUNE_PROFILE_ARG
 
 
 # ---- submit.sh -------------------------------------------------------------------------------
