@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import textwrap
 from pathlib import Path
 
@@ -378,3 +379,13 @@ def test_the_load_time_job_name_check_counts_what_submit_sh_is_given(tmp_path: P
             f"waves:\n  2:\n    - name: {name}\n      xla_flags: [--xla_a=1]\n")
     with pytest.raises(CellError, match=f"{size} bytes for profile '{name}'.*shorten it by 5"):
         load_cell(_cell(tmp_path, text))
+
+
+def test_every_key_of_the_schema_table_is_in_the_readme_cell() -> None:
+    """schema.KEYS is the one list of top-level keys; README's "A cell" example shows each."""
+    from pytest_xlatune.cell.schema import KEYS, TOP_KEYS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("## A cell", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    assert TOP_KEYS == tuple(key.name for key in KEYS)
+    assert [k for k in TOP_KEYS if not re.search(rf"(^|[#|] *){k}:", example, re.M)] == []
