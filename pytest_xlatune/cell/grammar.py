@@ -57,6 +57,13 @@ OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*")
 OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
 NODELIST = Grammar("a Slurm nodelist", r"[A-Za-z0-9_.,\[\]-]+")
 PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
+# sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
+# "days-hours:minutes", "days-hours:minutes:seconds" (man sbatch); minutes and seconds after a
+# colon are two digits 00-59. Launchers pass the text through as written.
+SLURM_TIME = Grammar("a Slurm time limit",
+                     r"[0-9]+(:[0-5][0-9]){0,2}|[0-9]+-[0-9]{1,2}(:[0-5][0-9]){0,2}")
+SLURM_TIME_FORMS = "HH:MM:SS, MM:SS or minutes, or D-HH, D-HH:MM, D-HH:MM:SS"
+SLURM_TIME_EXPECTED = f"a Slurm time limit {SLURM_TIME_FORMS}"
 CONTAINER_IMAGE = Grammar("a container image (registry/name:tag, or the absolute path of a .tar)",
                           r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*", max_len=512)
 
@@ -74,6 +81,16 @@ def _exp_tag_part(arg: str) -> str:
     elif arg.startswith("-"):
         arg = arg[1:]
     return arg.replace("=", "_")
+
+
+# The one passthrough arg of a maxtext-slurm submission (launch/maxtext/submit.py): it names the
+# TUNE_PROFILE case arm that holds the run's settings, so it is part of every JOB_NAME.
+TUNE_PROFILE_ARG = "_env_TUNE_PROFILE="
+
+
+def maxtext_job_name(model_tag: str, exp_tag: str, arm: str, env_args: Sequence[str] = ()) -> str:
+    """The JOB_NAME of `./submit.sh <model>:<exp tag> … -- [env args] _env_TUNE_PROFILE=<arm>`."""
+    return job_name(model_tag, exp_tag, [*env_args, TUNE_PROFILE_ARG + arm])
 
 
 def job_name(model_tag: str, exp_tag: str, passthrough: Sequence[str]) -> str:

@@ -21,6 +21,11 @@ AXIS_KEYS: dict[str, str] = {
 
 DEFAULT_STEPS = 15
 
+# Names of the runs plan.expand adds itself; a profile may not take one (nor stack_topN).
+BASELINE, RESTORE_DEFAULT, EVIDENCE, BEST, WINNER = "baseline", "restore_default", "evidence", "best", "winner"
+RESERVED_NAMES = (BASELINE, RESTORE_DEFAULT, EVIDENCE, BEST, WINNER)
+STACK_PREFIX = "stack_top"  # + the number of winners combined
+
 
 class BackendKind(Enum):
     """Where a cell's jobs run."""
@@ -122,7 +127,7 @@ class Stack:
 
     @property
     def name(self) -> str:
-        return f"stack_top{self.top}"
+        return f"{STACK_PREFIX}{self.top}"
 
 
 @dataclass(frozen=True)

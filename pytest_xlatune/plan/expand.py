@@ -8,15 +8,10 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from . import catalog
-from ..cell.model import Cell, ConfigTag, EnvFileEntry
+from ..cell.model import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
 
 Pairs = tuple[tuple[str, str], ...]
 
-BASELINE = "baseline"
-RESTORE_DEFAULT = "restore_default"
-EVIDENCE = "evidence"
-BEST = "best"
-WINNER = "winner"
 WINNER_EVIDENCE_WAVE = "evidence2"
 
 

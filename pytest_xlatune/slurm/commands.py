@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from ..cell.grammar import SLURM_TIME, SLURM_TIME_FORMS
 from .parsers import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 
 __all__ = [
@@ -19,7 +20,6 @@ _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?(?:\+[0-9]+)?")
 _NODELIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,\-]+\][A-Za-z0-9._-]*)*"
                        r"(?:,[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,\-]+\][A-Za-z0-9._-]*)*)*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@%=,\-]*")  # job/partition names, no spaces
-_TIME = re.compile(r"(?:\d+-)?\d+(?::\d{1,2}){0,2}|UNLIMITED|INFINITE", re.I)
 _NODE_STATES = ("RESUME", "DRAIN", "DOWN", "UNDRAIN", "IDLE")
 
 
@@ -101,8 +101,8 @@ def sbatch(
     if exclude is not None:
         argv.append(f"--exclude={validate_nodelist(exclude)}")
     if time_limit is not None:
-        if not _TIME.fullmatch(time_limit):
-            raise ValueError(f"invalid time limit {time_limit!r} (want MM, HH:MM:SS or D-HH:MM:SS)")
+        if not SLURM_TIME.matches(time_limit):
+            raise ValueError(f"invalid time limit {time_limit!r} (want {SLURM_TIME_FORMS})")
         argv.append(f"--time={time_limit}")
     for flag, value in (("--output", output), ("--error", error), ("--chdir", chdir)):
         if value is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 import textwrap
 from pathlib import Path
 
@@ -362,3 +363,29 @@ def test_job_name_strips_one_leading_dash_and_drops_empty_args() -> None:
 ])
 def test_grammar(rule: grammar.Grammar, text: str, ok: bool) -> None:
     assert rule.matches(text) is ok
+
+
+def test_the_load_time_job_name_check_counts_what_submit_sh_is_given(tmp_path: Path) -> None:
+    """cell.load's JOB_NAME check and submit_argv build the name from one rule (maxtext_job_name)."""
+    from pytest_xlatune.launch.maxtext.submit import submit_argv
+
+    name = "p" * 48
+    model = "m" * (grammar.JOB_NAME_MAX - len(grammar.maxtext_job_name("", name, f"{name}.default")) + 5)
+    size = len(grammar.maxtext_job_name(model, name, f"{name}.default"))
+    assert size == grammar.JOB_NAME_MAX + 5
+    with pytest.raises(ValueError, match=f"JOB_NAME would be {size} bytes"):
+        submit_argv(model, name, 1, None, "45:00", None, [], False, arm=f"{name}.default")
+    text = (f"model_tag: {model}\nnodes: 1\nparallelism: FSDP=8\nbackend: {{kind: maxtext-slurm, checkout: /x}}\n"
+            f"waves:\n  2:\n    - name: {name}\n      xla_flags: [--xla_a=1]\n")
+    with pytest.raises(CellError, match=f"{size} bytes for profile '{name}'.*shorten it by 5"):
+        load_cell(_cell(tmp_path, text))
+
+
+def test_every_key_of_the_schema_table_is_in_the_readme_cell() -> None:
+    """schema.KEYS is the one list of top-level keys; README's "A cell" example shows each."""
+    from pytest_xlatune.cell.schema import KEYS, TOP_KEYS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("## A cell", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    assert TOP_KEYS == tuple(key.name for key in KEYS)
+    assert [k for k in TOP_KEYS if not re.search(rf"(^|[#|] *){k}:", example, re.M)] == []

@@ -9,14 +9,12 @@ from typing import Any
 
 import yaml
 
-from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, PARTITION, Grammar, job_name,
-                             job_name_bytes)
+from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, PARTITION, SLURM_TIME,
+                             TUNE_PROFILE_ARG, job_name, job_name_bytes)
 from .files import ARM, check_passthrough
 
-# Slurm --time: minutes, min:sec, h:min:sec, d-h, d-h:min, d-h:min:sec.
-SLURM_TIME = Grammar("a Slurm time limit", r"[0-9]+(-[0-9]+)?(:[0-9]+){0,2}|UNLIMITED|INFINITE")
 XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
-TUNE_ENV_ARG = "_env_TUNE_PROFILE="
+TUNE_ENV_ARG = TUNE_PROFILE_ARG
 
 
 # ---- submit.sh -------------------------------------------------------------------------------
