@@ -1,7 +1,7 @@
 """Effective-settings keys and plan items from a cell's runs (pure): what a run really runs,
 resolved the way XLA and the scripts do, so identical runs are recognised before they run.
 
-The request is built by `compose.job_request` (the code that builds every job), then resolved:
+The request is built by `plan.request.job_request` (the code that builds every job), then resolved:
 XLA flags last-wins over the env file's deployed flags followed by the run's own (for local and
 sbatch jobs the request already starts with the env file's flags, and repeating them changes
 nothing under last-wins; maxtext-slurm jobs inherit them from configs/<MODEL_TAG>.env.sh); env
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..plan import request as compose
+from ..plan.request import job_request
 from ..cell.model import Cell
 from ..plan.expand import RunKind, RunSpec
 from .model import PlanItem, Role
@@ -56,7 +56,7 @@ def last_wins(assignments: Iterable[str]) -> dict[str, str]:
 
 def effective_key(cell: Cell, spec: RunSpec, image: str = "") -> EffectiveKey:
     """The settings `spec` runs with on `cell` (see the module docstring for the order)."""
-    request = compose.job_request(cell, spec)
+    request = job_request(cell, spec)
     deployed = tuple(e.deployed for e in cell.env_file if e.kind == "xla")
     flags = last_wins(deployed + request.xla_flags)
     env = {e.name: e.value for e in cell.env_file if e.kind == "env"}
