@@ -37,7 +37,7 @@ _EVIDENCE_WIDTH = 2000
 _OOM_CONTEXT, _OOM_CONTEXT_LINES = 2048, 12  # what follows an OOM line: its memory figures
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLE = b"completed step:"
-_OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
+OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
 _UNKNOWN_NEEDLE = b"Unknown flag"  # "Unknown flag in XLA_FLAGS:", "Unknown flags in XLA_FLAGS:"
 _MEMSTATS_NEEDLE = b"Memstats"
 _SUMMARY_NEEDLE = b"JOB SUMMARY"
@@ -174,7 +174,7 @@ class StepLog:
             self._take_context(buf, start, end, base)
         wanted: _Needles = [(_STEP_NEEDLE, None)]
         if self._ooms < _MAX_OOM_SIGNALS:
-            wanted += [(needle, SignalKind.OOM) for needle in _OOM_NEEDLES]
+            wanted += [(needle, SignalKind.OOM) for needle in OOM_NEEDLES]
         if len(self.evidence) < MAX_EVIDENCE_LINES:
             wanted += self._evidence_needles
         hits = _lines_with(buf, start, end, wanted)

@@ -100,7 +100,10 @@ SIGNATURES: tuple[Signature, ...] = (
          r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort|(?P<cuda>CUDA_ERROR_(?:ILLEGAL_ADDRESS"
          r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION))"
          r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"
-         r"|Memory access fault by GPU node|unspecified launch failure"),
+         r"|Memory access fault by GPU node|unspecified launch failure"
+         # CUDA's cudaErrorECCUncorrectable text; the kernel's Xid report (a job log holds dmesg in
+         # maxtext-slurm's post-mortem) and the GPU dropping off PCIe.
+         r"|\buncorrectable ECC error\b|NVRM: Xid \(|\bfallen off the bus\b"),
     # AMD's ionic RDMA driver; NCCL's own `NET/IB : Got completion from peer … with error` stays an
     # NCCL error (the collective fails; tests/data/triage/nccl_timeout.log).
     _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error"),
@@ -108,7 +111,8 @@ SIGNATURES: tuple[Signature, ...] = (
          r"|\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<on>\S+) )?CANCELLED AT \S+ DUE TO NODE FAIL"),
     # The assembler's exit or the fusion it failed on is the evidence, "Failed to compile" or not.
     _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"Failed to compile\b|XLA compilation failed"
-         r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|Failure occurr?ed when "
+         r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|\bptxas returned an error\b"
+         r"|Failure occurr?ed when "
          r"compiling fusion|LLVM (?:Fatal Error|ERROR)\b|Error during compilation of ptx"
          r"|CUDA_ERROR_INVALID_PTX|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
          r"|\bnvlink exited with non-zero error code\b"),
@@ -165,7 +169,8 @@ def harmless(line: str) -> bool:
     return is_noise(line) or _EXTRA_NOISE_RE.search(line) is not None
 
 
-# Byte needles for StepLog: every streamed signature's lines hold one (tests/unit/test_logs_real.py).
+# Byte needles for StepLog: every streamed signature's lines hold one of these or of logs.OOM_NEEDLES
+# (tests/unit/test_logs_real.py).
 EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     # None occurs in a known-noise line, so noise costs no per-line work; each needle is one
     # memmem pass per block, so there are as few as the streamed signatures allow (StepLog also
@@ -174,7 +179,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"have crashed", b"coordination service", b"HSA_STATUS_ERROR", b"CUDA_ERROR_", b"cqe with",
     b"Node failure", b"ptxas", b"Failed to compile", b"compiling fusion", b"LLVM",
     b"completion from peer", b"may be stuck", b"CANCELLED AT", b"Unknown flag",
-    b") failed", b"NCCL error", b"access fault", b"illegal memory",
+    b") failed", b"NCCL error", b"access fault", b"illegal memory", b"ECC error", b"NVRM: ",
 )
 
 

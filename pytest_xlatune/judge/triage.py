@@ -171,12 +171,26 @@ def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
         if "completed step:" in line:
             after_step = True
             continue
-        if index and _FRAME_FILE in lines[index - 1] and _FRAME_FILE not in line:
+        if index and _source_line(lines[index - 1], line):
             continue  # the source line of a traceback frame (`raise RuntimeError(f"NCCL error…")`)
         found = match_line(line, steps_done=steps_done, after_step=after_step)
         if found is not None:
             hits.append(Hit(index, found[0], line, found[1]))
     return hits
+
+
+def _source_line(previous: str, line: str) -> bool:
+    """Whether `line` is the source line printed under the frame `previous` (`  File "…", line 3`):
+    indented deeper than the frame, after the same log prefix (srun `0: `, Ray `(pid=1) `). A frame
+    without source (Ray, Cython) is followed directly by the exception line, indented no deeper."""
+    at = previous.find(_FRAME_FILE)
+    if at < 0 or _FRAME_FILE in line:
+        return False
+    prefix = previous[:at].rstrip()
+    if not line.startswith(prefix):
+        return True  # another task's line between a frame and its source: skipped, as before
+    rest = line[len(prefix):]
+    return len(rest) - len(rest.lstrip()) > at - len(prefix)
 
 
 def _independent(hit: Hit, lines: list[str]) -> bool:
@@ -204,7 +218,7 @@ def _lines(e: Evidence) -> list[str]:
 def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], exit_code: int | None,
               also: tuple[FailureClass, ...], phase: HangPhase | None = None) -> Diagnosis:
     line = hit.line.strip()
-    quoted = _short(line)
+    quoted = _quote(hit.match)
     rank_m = RANK_RE.match(hit.line)
     rank = int(rank_m.group(1)) if rank_m else None
     groups = hit.match.groupdict()
@@ -248,6 +262,7 @@ _REASONS = {
     FailureClass.DISK_FULL: "disk full or failing (not an OOM): free space where this line says",
     FailureClass.RCCL_INIT_FLAKE: "RCCL init failure before any completed step",
     FailureClass.NCCL_TIMEOUT: "RCCL/NCCL collective error during training",
+    FailureClass.CANCELLED: "Slurm cancelled the job",
 }
 
 
@@ -311,6 +326,16 @@ def _exit_words(state: JobState | None, exit_code: int | None) -> str:
 def _progress(e: Evidence) -> str:
     return ("before any completed step" if e.last_step is None
             else f"after step {e.last_step} of {e.expected_steps}")
+
+
+def _quote(match: re.Match[str]) -> str:
+    """The matched line; one too long to quote whole from the clause that holds the match on (the
+    text after the last `: ` before it), so that the evidence is in the reason, not cut off."""
+    line = match.string
+    if len(line.strip()) <= _LINE_MAX:
+        return _short(line)
+    cut = line.rfind(": ", 0, match.start())
+    return _short("…" + line[cut + 2 if cut >= 0 else match.start():])
 
 
 def _short(line: str) -> str:

@@ -380,3 +380,22 @@ def test_disk_full_quota_and_io_errors_are_disk_full_never_oom(line: str) -> Non
                                   oom_line=line if "RESOURCE_EXHAUSTED" in line else None))
     assert diagnosis.failure is F.DISK_FULL and diagnosis.verdict is Verdict.DISK_FULL
     assert line.split(": ", 1)[1][:30] in diagnosis.reason
+
+
+@pytest.mark.parametrize("prefix", ["", "0: ", "(RayTrainWorker pid=77, ip=10.0.0.2) "])
+def test_an_exception_right_under_a_frame_without_source_is_the_exception(prefix: str) -> None:
+    """Ray and Cython frames print no source line: the exception line follows the frame directly,
+    and is the exception, while a deeper-indented line under a frame is the frame's source."""
+    frame = f'{prefix}  File "/opt/maxtext/train.py", line 24, in run\n'
+    source = diagnose(Evidence(None, 10, exit_code=1, log_text=frame + f'{prefix}    raise ValueError(x)\n'))
+    assert source.failure is FailureClass.UNKNOWN
+    got = diagnose(Evidence(None, 10, exit_code=1, log_text=frame + f"{prefix}TypeError: bad 'loops'\n"))
+    assert got.failure is FailureClass.PYTHON_EXCEPTION and "TypeError: bad 'loops'" in got.reason
+
+
+def test_a_long_line_is_quoted_from_the_clause_that_holds_the_evidence() -> None:
+    head = "2023-04-16 15:44:18.280050: E pjrt_stream_executor_client.cc:2432] " + "x" * 300
+    line = f"{head}: nccl_all_reduce_thunk.cc:244: NCCL operation ncclGroupEnd() failed: unhandled cuda error."
+    got = diagnose(Evidence(None, 10, exit_code=1, log_text=line))
+    assert got.failure is FailureClass.RCCL_INIT_FLAKE
+    assert got.reason.endswith("…NCCL operation ncclGroupEnd() failed: unhandled cuda error.")
