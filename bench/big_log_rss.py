@@ -44,7 +44,7 @@ def sweep(workdir: Path, junk: int, long: int = 0) -> dict[str, float]:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "cell.yml").write_text(CELL.format(junk=junk, long=long))
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"}
-    argv = [sys.executable, "-c", CHILD, "cell.yml", "-q", "-k", "wave1::baseline", "-p",
+    argv = [sys.executable, "-c", CHILD, "cell.yml::wave1::baseline[default]", "-q", "-p",
             "no:cacheprovider", "--xlatune-workload=fake_trainer", "--xlatune-no-report",
             "--xlatune-poll-interval=0.5"]
     done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=3600)

@@ -87,8 +87,10 @@ SIGNATURES: tuple[Signature, ...] = (
     # or a checkpoint fills the disk; that is no memory problem and never an OOM.
     _sig(F.DISK_FULL, "disk-full", r"No space left on device|Disk quota exceeded|\bENOSPC\b"
          r"|\bEDQUOT\b|Input/output error|\[Errno (?:5|28|122)\]"),
-    _sig(F.OOM, "oom-host", r"\boom-kill\b|\boom_kill_process\b|Out of memory: Killed process"
-         r"|Memory cgroup out of memory"),
+    # The kernel's and Slurm's words (`Detected 1 oom-kill event(s)`, newer `2 oom_kill events`, srun's
+    # `task 0: Out Of Memory`).
+    _sig(F.OOM, "oom-host", r"\boom[-_]kill\b|\boom_kill_process\b|Out of memory: Killed process"
+         r"|Memory cgroup out of memory|\btasks? [\d,-]+: Out Of Memory\b|\bOOM Killed\b"),
     # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below).
     _sig(F.OOM, "oom-gpu", r"RESOURCE_EXHAUSTED|\b[Oo]ut of memory\b|\bOUT_OF_MEMORY\b"
          r"|\bResourceExhausted|hipErrorOutOfMemory"),
@@ -180,6 +182,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"Node failure", b"ptxas", b"Failed to compile", b"compiling fusion", b"LLVM",
     b"completion from peer", b"may be stuck", b"CANCELLED AT", b"Unknown flag",
     b") failed", b"NCCL error", b"access fault", b"illegal memory", b"ECC error", b"NVRM: ",
+    b"oom", b"Out Of Memory",  # `oom-kill`, `oom_kill`: one needle, one pass
 )
 
 
