@@ -177,6 +177,10 @@ def test_sigterm_and_sighup_cancel_the_running_job_store_it_and_write_the_report
 
 
 def test_ctrl_c_after_reattach_cancels_the_reattached_job(tmp_path: Path, cell: Path) -> None:
+    # Steps long enough that the orphan is still running when the SIGINT comes: at 0.15 s a step
+    # it could end between the re-attach line and the signal (then the next item's job was the
+    # one cancelled, seen on an idle machine).
+    (tmp_path / "cell.yml").write_text(CELL.replace("fake_step_sleep: 0.15", "fake_step_sleep: 1.0"))
     first = start(tmp_path)
     wait_for("a job in flight", lambda: in_flight(cell))
     os.kill(first.pid, signal.SIGKILL)
