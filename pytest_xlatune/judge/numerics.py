@@ -55,9 +55,10 @@ class Tolerance:
         return f"{self.abs:g}" + (f" + {self.rel * 100:g} % of the loss" if self.rel else "")
 
 
-# From bench/numerics.py on the demo model (README): identical settings and six reordering-only
-# flags moved no printed loss (3 decimals: |Δ| < 0.0005 at all 15 steps, 2 runs each), bfloat16
-# compute moved it by 0.006 at steps 2-3. The line sits at 3 units of the printed last digit.
+# From bench/numerics.py on the demo model (README): identical settings and seven reordering-only
+# flags moved no printed loss (3 decimals) at any of 15 steps, 2 runs each — at full precision by
+# at most 4.8e-7 (-O1/-O2), so rounding can show at most 0.001 — while bfloat16 compute moved it
+# by 0.006 at step 2 (5.8e-3 unrounded). The line sits at 3 units of the printed last digit.
 DEFAULT_TOLERANCE = Tolerance(abs=0.003, rel=0.0)
 
 
