@@ -13,6 +13,7 @@ calls per interval: the all-ask count divided by N is the ratio to that.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -126,6 +127,11 @@ def run(tmp: Path, quick: bool) -> Section:
         section.figures["hostcmd_round_trip_s"] = bridge["round_trip_s"]
         section.figures["hostcmd_round_trip_min_s"] = bridge["round_trip_min_s"]
         section.figures["hostcmd_round_trip_max_s"] = bridge["round_trip_max_s"]
+        section.figures["hostcmd_round_trip_median_s"] = bridge["round_trip_median_s"]
+        section.figures["hostcmd_round_trip_p90_s"] = bridge["round_trip_p90_s"]
+        section.figures["local_squeue_median_s"] = bridge["local_median_s"]
+        section.figures["hostcmd_round_trip_vs_local_squeue"] = \
+            bridge["round_trip_median_s"] / bridge["local_median_s"]
         section.figures["hostcmd_preflight_s"] = bridge["ping_s"]
         if "slow" in ssh:
             slow = ssh["slow"]
@@ -207,8 +213,14 @@ def hostcmd_session(tmp: Path, job_ids: list[str], polls: int) -> dict[str, Any]
         found = steady(timed, job_ids, polls, POLL_INTERVAL,  # type: ignore[arg-type]
                        log=SubmittedJob("0", str(log_path), str(bridge.checkout)))
         trips = transport.calls - before_calls
+        # The baseline, same window: the same polls run as local subprocesses, each timed.
+        local = _Timed(LocalTransport())
+        steady(local, job_ids, polls, POLL_INTERVAL)  # type: ignore[arg-type]
         found.update(round_trips=trips, round_trip_s=(transport.busy_s - before_s) / max(trips, 1),
                      round_trip_min_s=min(timed.seconds), round_trip_max_s=max(timed.seconds),
+                     round_trip_median_s=_quantile(timed.seconds, 0.5), round_trip_p90_s=_quantile(timed.seconds, 0.9),
+                     round_trip_n=len(timed.seconds), local_median_s=_quantile(local.seconds, 0.5),
+                     local_p90_s=_quantile(local.seconds, 0.9),
                      ping_s=ping_s, results_left=len(bridge.results()),
                      server_poll_interval_s=0.5)  # host-cmd-ctl.sh starts the server with its default
         return found
@@ -217,10 +229,16 @@ def hostcmd_session(tmp: Path, job_ids: list[str], polls: int) -> dict[str, Any]
         bridge.stop()
 
 
+def _quantile(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
 class _Timed:
     """A transport whose run() calls are timed one by one (everything else passes through)."""
 
-    def __init__(self, inner: HostCmdTransport) -> None:
+    def __init__(self, inner: Transport) -> None:
         self.inner = inner
         self.seconds: list[float] = []
 

@@ -7,14 +7,21 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/venv.sh"
 cd "$repo"
 # The real upstream maxtext-slurm checkout of the conformance tests (copied per test, never edited):
-# $XLATUNE_MAXTEXT_SLURM, else the snapshot beside the repo (CI copies shared/ next to the clone).
+# $XLATUNE_MAXTEXT_SLURM, else the snapshot beside the repo (CI copies shared/ next to the clone),
+# else a clone of the public repository at f64d93f under .upstream/ (made once).
+UPSTREAM_URL=${XLATUNE_MAXTEXT_SLURM_URL:-https://github.com/AMD-AGI/maxtext-slurm.git}
 if [[ -z "${XLATUNE_MAXTEXT_SLURM:-}" ]]; then
     snapshot="$repo/../shared/upstream/maxtext-slurm-f64d93f"
+    clone="$repo/.upstream/maxtext-slurm-f64d93f"
     if [[ -f "$snapshot/submit.sh" ]]; then
         XLATUNE_MAXTEXT_SLURM="$(cd "$snapshot" && pwd)"
+    elif [[ -f "$clone/submit.sh" ]] || { rm -rf "$clone" && git clone -q "$UPSTREAM_URL" "$clone" \
+            && git -C "$clone" checkout -q f64d93f; }; then
+        XLATUNE_MAXTEXT_SLURM="$clone"
     else
+        rm -rf "$clone"
         echo "scripts/test.sh: no upstream maxtext-slurm checkout: set XLATUNE_MAXTEXT_SLURM to a clone of the" \
-             "public maxtext-slurm repository at f64d93f, or put it at $snapshot" >&2
+             "public maxtext-slurm repository at f64d93f, or put it at $snapshot (cloning $UPSTREAM_URL failed)" >&2
         exit 1
     fi
 fi

@@ -64,14 +64,34 @@ class Bridge:
     def results(self) -> list[Path]:
         return sorted((self.dir / "results").rglob("*.json"))
 
+    def commands(self, prefix: str = "") -> list[str]:
+        """The commands the server started (its `START [id] cwd=… <cmd>` log lines, `cd … && `
+        dropped, cut at 120 characters as the server logs them) that begin with `prefix`."""
+        found = []
+        root = f"cwd={self.checkout.resolve()}"
+        for line in self.log().splitlines():
+            _, start, rest = line.partition("START  [")
+            if not start:
+                continue
+            where = rest.split("] ", 1)[1]
+            assert where.startswith(root), line  # the server's cwd: the checkout or under it
+            cmd = where[len(root):].split(" ", 1)[1]
+            if cmd.startswith("cd ") and " && " in cmd:
+                cmd = cmd.split(" && ", 1)[1]
+            if cmd.startswith(prefix):
+                found.append(cmd)
+        return found
+
     def log(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.dir.glob("host_cmd_server.*.log")))
 
 
 def install_bridge(checkout: Path, shim_dir: Path) -> Bridge:
-    """Copy upstream's .host-cmd into `checkout` (writable, as a git clone would be)."""
+    """Copy upstream's .host-cmd into `checkout` (writable, as a git clone would be); a copy of
+    the whole snapshot (conformance_checkout) has it already."""
     target = checkout / ".host-cmd"
-    shutil.copytree(upstream_snapshot() / ".host-cmd", target)
+    if not target.is_dir():
+        shutil.copytree(upstream_snapshot() / ".host-cmd", target)
     for path in [target, *target.iterdir()]:
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
     shim_dir.mkdir(parents=True, exist_ok=True)

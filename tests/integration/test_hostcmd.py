@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,21 +16,22 @@ import pytest
 
 from pytest_xlatune.transport.hostcmd import START_HINT, HostCmdTransport
 from pytest_xlatune.notify import Notifier
+from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
 from tests.conftest import FAKE
-from tests.integration.fixtures_infra import LocalSlurm, placement, unavailable
+from tests.integration.fixtures_infra import LocalSlurm, placement
 from tests.integration.hostcmd_bridge import Bridge, install_bridge
-from tests.integration.upstream import upstream_snapshot
+from tests.integration.test_maxtext_upstream import tree
+from tests.integration.upstream import (HOST_ONLY_ENV, conformance_checkout, fake_runtime_env,
+                                        require_gpu_gres, upstream_snapshot)
 from tests.integration.test_transport import awkward_args, echo_argv
-
-STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
-
 
 @pytest.fixture(autouse=True)
 def upstream_bridge() -> None:
-    """The upstream snapshot's .host-cmd is here (a skip outside CI, a failure in CI)."""
+    """The upstream snapshot's .host-cmd is here (else a failure, never a skip)."""
     if not (upstream_snapshot() / ".host-cmd" / "host_cmd_server.py").is_file():
-        unavailable(f"the upstream maxtext-slurm snapshot {upstream_snapshot()} has no .host-cmd bridge")
+        pytest.fail(f"the upstream maxtext-slurm checkout {upstream_snapshot()} has no .host-cmd bridge: "
+                    "use a clone of the public repository at f64d93f", pytrace=False)
 
 
 @pytest.fixture
@@ -132,6 +131,19 @@ def test_a_notification_reaches_the_host_as_one_argument_in_the_checkout(bridge:
     assert (bridge.checkout / "notified.txt").read_text() == message and not warned
 
 
+@pytest.mark.slurm
+def test_a_node_resume_goes_through_the_bridge_as_one_request(bridge: Bridge, local_slurm: LocalSlurm) -> None:
+    """RESUME of a node in no state to resume (an idle one: nothing changes on the shared
+    cluster) reaches Slurm on the host and Slurm's refusal is the harmless one, not a bridge error."""
+    t = HostCmdTransport(str(bridge.checkout))
+    client = SlurmClient(t)
+    client.resume(local_slurm.nodes[-1], reason="xlatune host-cmd test")
+    assert bridge.commands("scontrol update") == [
+        f"scontrol update NodeName={local_slurm.nodes[-1]} State=RESUME 'Reason=xlatune host-cmd test'"]
+    assert bridge.results() == []
+    t.close()
+
+
 SBATCH_CELL = """\
 model_tag: hc
 nodelist: node[03-04]
@@ -201,60 +213,75 @@ def test_policy_refusal_and_stopped_server_each_fail_the_cell_with_one_line(
 
 
 MAXTEXT_CELL = """\
-model_tag: demo
+model_tag: deepseek3
 nodelist: node[01-02]
 parallelism: FSDP=2
 pdbs: 2
-steps: 12
+steps: 10
 baseline_repeats: 1
-env_file:
-  - {flag: --xla_cpu_enable_fast_math=true, image_default: "false"}
+config_tags:
+  moe: {sparse_matmul: true, use_turbo_grouped_gemm: true, use_deepep_dispatch: true}
+env_file:                        # what upstream configs/deepseek3-671b.env.sh deploys on FSDP
+  - {flag: --xla_gpu_all_gather_combine_threshold_bytes=1073741824, image_default: "8589934592"}
 waves:
   2:
     - {name: no_eigen_mt, xla_flags: [--xla_cpu_multi_thread_eigen=false], env: {NCCL_NCHANNELS_PER_NET_PEER: "8"}}
 backend:
   kind: maxtext-slurm
   partition: debug
-  time: "5:00"
+  time: "10:00"
 """
+
+
+def checkout_files(root: Path) -> dict[str, tuple[bytes, int]]:
+    """tree() without .host-cmd/ (the server's queue, results, log and pid files live there)."""
+    return {path: item for path, item in tree(root).items() if not path.startswith(".host-cmd/")}
 
 
 @pytest.mark.slurm
 @pytest.mark.jax
 def test_maxtext_slurm_sweep_through_the_bridge_from_a_container_path(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path) -> None:
-    host = tmp_path / "host" / "maxtext-slurm"
-    shutil.copytree(STANDIN, host, symlinks=True, ignore=shutil.ignore_patterns("outputs"))
-    # A checkout is a git clone (pre-flight checks: upstream otherwise copies its parent).
-    subprocess.run(["git", "init", "-q", str(host)], check=True, capture_output=True, timeout=60)
-    (host / "container_env.local.sh").write_text(f"export XLATUNE_PYTHON={sys.executable}\n")
-    managed = {name: (host / name).read_bytes() for name in ("train_env.sh", "configs/demo.env.sh")}
+        pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unmodified upstream checkout (utils/preflight.sh aside) and its own bridge: submit.sh,
+    squeue, sacct and scancel run on the "host" (the server), the session in the "container"."""
+    require_gpu_gres(local_slurm.partition)
+    host = conformance_checkout(tmp_path / "host")
+    before = checkout_files(host)
+    # The server is started in the host's environment: the fake container runtime on its PATH.
+    server_env = {k: v for k, v in os.environ.items() if k not in HOST_ONLY_ENV}
+    server_env.update(fake_runtime_env(tmp_path / "fake-docker"))
+    for name in HOST_ONLY_ENV:
+        monkeypatch.delenv(name, raising=False)
     bridge = install_bridge(host, tmp_path / "shim")
     view = container_view(tmp_path, host)  # the session sees the checkout where the container mounts it
-    bridge.start()
+    bridge.start(env=server_env)
     try:
-        cell = pytester.makefile(".yml", demo=MAXTEXT_CELL)  # no `checkout`: the bridge's own
+        cell = pytester.makefile(".yml", ds=MAXTEXT_CELL)  # no `checkout`: the bridge's own
         start = time.monotonic()
-        result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=0.3",
+        result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
                                     f"--xlatune-host-cmd={view}")
         wall = time.monotonic() - start
     finally:
         bridge.stop()
     result.assert_outcomes(passed=5)  # baseline, restore_default, evidence, no_eigen_mt, winner evidence
     result.stdout.fnmatch_lines([f"*host-cmd bridge reached *checkout {host} on the host*",
-                                 "*wave2::no_eigen_mt[[]default[]] PASSED*"])
-    events = [json.loads(line) for line in (pytester.path / ".xlatune" / "demo.jsonl").read_text().splitlines()]
+                                 "*wave2::no_eigen_mt[[]moe[]] PASSED*"])
+    events = [json.loads(line) for line in (pytester.path / ".xlatune" / "ds.jsonl").read_text().splitlines()]
     jobs = [e["job_id"] for e in events if e["event"] == "submitted"]
     results = {e["profile"]: e for e in events if e["event"] == "result"}
-    print(f"maxtext-slurm through host-cmd: {len(jobs)} jobs in {wall:.1f} s")
+    polls = bridge.commands("squeue")
+    print(f"maxtext-slurm through host-cmd: {len(jobs)} jobs in {wall:.1f} s at a 1 s poll interval; bridge "
+          f"requests: {len(bridge.commands())} ({len(polls)} squeue, {len(bridge.commands('./submit.sh'))} "
+          f"submit.sh, {len(bridge.commands('sacct'))} sacct, {len(bridge.commands('scontrol'))} scontrol)")
     assert all(placement(job_id)[0] == "node[01-02]" for job_id in jobs)
     # submit.sh ran in the host's path; the session reads logs under the container's path.
-    assert f"cd {host} && ./submit.sh demo:" in bridge.log()
+    assert f"cd {host} && ./submit.sh deepseek3-671b:" in bridge.log()
     assert all(r["log_path"].startswith(f"{view}/outputs/") for r in results.values())
     assert dict(results["evidence"]["artifacts"])["hlo_dump"].startswith(f"{view}/outputs/")
     log = Path(results["no_eigen_mt"]["log_path"]).read_text()
-    assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in log and "--xla_cpu_multi_thread_eigen=false" in log
+    assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in log.splitlines() and "--xla_cpu_multi_thread_eigen=false" in log
+    assert polls and all(p.startswith("squeue ") for p in polls)
     # The TUNE_PROFILE block went in and out locally, byte-exact; no result file left behind.
-    assert {name: (host / name).read_bytes() for name in managed} == managed
+    assert checkout_files(host) == before
     assert bridge.results() == []
     assert not os.path.exists(pytester.path / "xlatune-jobs")

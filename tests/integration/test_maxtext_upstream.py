@@ -11,9 +11,6 @@ pip has no network) and `utils/preflight.sh` (it cleans the host it runs on).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,11 +24,11 @@ from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.fixtures_infra import LocalSlurm
-from tests.integration.upstream import upstream_checkout
+from tests.integration.upstream import (HOST_ONLY_ENV, conformance_checkout, fake_runtime_env,
+                                        require_gpu_gres)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.jax]
 
-FAKE = Path(__file__).resolve().parents[1] / "fake_container"
 DEEPSEEK = """\
 model_tag: {model}
 nodelist: node01
@@ -68,18 +65,11 @@ def events(store: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def upstream(pytester: pytest.Pytester, local_slurm: LocalSlurm, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the snapshot with only utils/preflight.sh replaced; the fake runtime on PATH."""
-    gres = subprocess.run(["sinfo", "-h", "-N", "-p", local_slurm.partition, "-o", "%N %G"],
-                          capture_output=True, text=True, timeout=30).stdout.split()
-    if "gpu:8" not in gres:
-        pytest.fail(f"the local Slurm nodes declare no 8 GPUs (sinfo %G: {' '.join(gres)}); upstream _job.sbatch "
-                    "asks --gpus-per-task=8: run this branch's scripts/local-slurm.sh up", pytrace=False)
-    root = upstream_checkout(pytester.path)
-    (root / "utils" / "preflight.sh").write_bytes((FAKE / "preflight.sh").read_bytes())
-    monkeypatch.setenv("PATH", f"{FAKE / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("XLATUNE_FAKE_DOCKER_STATE", str(pytester.path / "fake-docker"))
-    monkeypatch.setenv("XLATUNE_FAKE_IMAGE", str(FAKE / "image"))
-    monkeypatch.setenv("XLATUNE_IMAGE_PYTHON", sys.executable)
-    for name in ("RAY", "JOB_WORKSPACE", "XLA_FLAGS", "DOCKER_IMAGE"):
+    require_gpu_gres(local_slurm.partition)
+    root = conformance_checkout(pytester.path)
+    for name, value in fake_runtime_env(pytester.path / "fake-docker").items():
+        monkeypatch.setenv(name, value)
+    for name in HOST_ONLY_ENV:
         monkeypatch.delenv(name, raising=False)
     return root
 
