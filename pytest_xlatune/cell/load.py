@@ -13,7 +13,7 @@ from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell.model import BackendKind, Cell, ClusterSlot, Parallelism
 from pytest_xlatune.cell.nodes import CellError, Fields, kind_of, line_of
 from pytest_xlatune.cell.schema import BY_NAME, KEYS, TOP_KEYS
-from pytest_xlatune.plan import catalog as C
+from . import catalog as C
 
 __all__ = ["CellError", "load_cell"]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from . import catalog
+from ..cell import catalog as table
 from ..cell.model import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
 
 Pairs = tuple[tuple[str, str], ...]
@@ -195,7 +196,7 @@ def _flag_wave(cell: Cell, primary: ConfigTag, wave: int) -> list[RunSpec]:
         runs += [RunSpec(f"wave{wave}", c.name, primary.name, RunKind.PROFILE, xla_flags=c.xla_flags,
                          env=c.env, config_overrides=primary.overrides, line=group.line,
                          catalog=group.catalog, mechanism=c.mechanism)
-                 for c in catalog.get(group.catalog).candidates]
+                 for c in table.get(group.catalog).candidates]
     runs += [RunSpec(f"wave{wave}", s.name, primary.name, RunKind.STACK,
                      config_overrides=primary.overrides, line=s.line, top=s.top)
              for s in cell.stacks if s.wave == wave]
