@@ -107,7 +107,7 @@ def _check_job_names(r: N.Ctx, cell: Cell) -> None:
     tag = max((t.name for t in cell.config_tags), key=len)
 
     def size(name: str) -> int:
-        return G.job_name_bytes(G.maxtext_job_name(cell.model_tag, name, f"{name}.{tag}"))
+        return G.job_name_bytes(G.maxtext_job_name(cell.model_tag, name, G.arm_name(name, tag)))
 
     expected = f"a JOB_NAME of at most {G.JOB_NAME_MAX} bytes (maxtext-slurm's limit)"
     names = [p.name for p in cell.profiles]
