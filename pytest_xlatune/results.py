@@ -33,6 +33,22 @@ class FailureClass(Enum):
     CONTROLLER_UNREACHABLE = "controller_unreachable"
 
 
+class RunKind(Enum):
+    """What a run measures; decides how its result is judged (JobResult.kind is its value)."""
+
+    BASELINE = "baseline"
+    RESTORE_DEFAULT = "restore_default"
+    EVIDENCE = "evidence"
+    PROFILE = "profile"
+    PIPELINE_SHAPE = "pipeline_shape"
+    CROSS_CONFIG = "cross_config"
+    GATE_RECIPE = "gate_recipe"
+    GATE_OLD_BASELINE = "gate_old_baseline"  # the gate's baseline control on the lock's image
+    GATE_OLD_RECIPE = "gate_old_recipe"  # the gate's locked-recipe control on the lock's image
+    STACK = "stack"  # the top-k winning profiles combined
+    WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
+
+
 # The failure classes that are never a job's verdict: an UNKNOWN failure is FAILED or NO_STEPS
 # (triage), and the incidents are not jobs.
 _NOT_VERDICTS = (FailureClass.UNKNOWN, FailureClass.NODE_DOWN, FailureClass.CONTROLLER_UNREACHABLE)

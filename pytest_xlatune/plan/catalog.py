@@ -14,23 +14,9 @@ statically from the catalog. Which of them run, and in what order, follows the e
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..cell.catalog import ALWAYS, ANY_COLLECTIVE, KINDS
-
-
-@dataclass(frozen=True)
-class EvidenceFacts:
-    """What ordering needs from an evidence run: collective bytes by kind, and time split."""
-
-    job_id: str
-    bytes_by_kind: tuple[tuple[str, int], ...]  # kinds present in the train-step HLO
-    compute_ms: float | None = None
-    collective_ms: float | None = None
-
-    @property
-    def kinds_by_bytes(self) -> list[str]:
-        return [k for k, _ in sorted(self.bytes_by_kind, key=lambda kv: -kv[1])]
+from ..evidence.artifacts import EvidenceFacts
 
 
 def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:
