@@ -46,7 +46,7 @@ OWNED_ENV: dict[str, str] = {
     "TUNE_PROFILE": "xlatune sets it to the profile name",
 }
 
-BACKEND_KINDS = ("local", "maxtext-slurm", "sbatch")
+BACKEND_KINDS = tuple(kind.value for kind in BackendKind)  # local, maxtext-slurm, sbatch
 # Option -> kind of value: "path", "text", "time", "bool", "partition".
 BACKEND_OPTIONS: dict[str, dict[str, str]] = {
     "local": {"python": "path"},

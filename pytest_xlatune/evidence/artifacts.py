@@ -1,4 +1,4 @@
-"""Read an evidence run's artifacts from disk (the only IO of the evidence package).
+"""Read an evidence run's artifacts from disk into RunEvidence and EvidenceFacts (the evidence package's only IO).
 
 An evidence run's JobResult names its HLO dump directory (``hlo_dump``) and its profile
 directory (``profile``). Paths are read on this machine: for a remote cluster they must be on a
