@@ -14,7 +14,7 @@ from .engine.items import CellFile, CellItem
 from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
 from .engine.stopsignals import StopSignals
-from .launch.registry import Backend, LaunchContext, make_backend
+from .launch.registry import Backend, LaunchContext, make_backend, register_kind, unregister_kinds
 
 CELL_SUFFIXES = (".yml", ".yaml")
 
@@ -40,6 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
+    for added in config.hook.pytest_xlatune_backend_kinds():
+        for backend_plugin in added:
+            register_kind(backend_plugin)
     settings = Settings.from_config(config)
     settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
     settings.check_store()
@@ -75,6 +78,7 @@ _STOP_SIGNALS = StopSignals()
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _STOP_SIGNALS.restore()
+    unregister_kinds()
 
 
 class CellsSeen:

@@ -1,4 +1,4 @@
-"""What one finished job produced, as a frozen value that round-trips through the store."""
+"""What one finished job produced (JobResult) and why it ended (FailureClass, Verdict: names defined once)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,14 @@ from enum import Enum
 from typing import Any
 
 
-class Verdict(Enum):
-    """How a job ended, as far as the sweep is concerned."""
+class FailureClass(Enum):
+    """Why a job ended as it did: job-log-triage's classes, at the grain the playbook acts on."""
 
     SUCCESS = "success"
-    SOFT_SUCCESS = "soft_success"  # exit 143 after the last step: data intact, counts
-    UNKNOWN_FLAG = "unknown_flag"
+    SOFT_SUCCESS = "soft_success"  # FAILED / exit 143 with `completed step: T-1`: data intact
     OOM = "oom"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    NO_STEPS = "no_steps"
-    # The failure classes of triage.FailureClass that have no verdict above.
+    DISK_FULL = "disk_full"  # no space, quota, I/O error: the next job fails the same way
+    UNKNOWN_FLAG = "unknown_flag"
     RCCL_INIT_FLAKE = "rccl_init_flake"
     COORDINATION_TIMEOUT = "coordination_timeout"
     HEARTBEAT_TIMEOUT = "heartbeat_timeout"
@@ -29,12 +26,50 @@ class Verdict(Enum):
     GPU_RUNTIME_ERROR = "gpu_runtime_error"
     NIC_FAULT = "nic_fault"
     HANG = "hang"
-    DISK_FULL = "disk_full"
-    INFRA_FLAKE = "infra_flake"  # dropped by the policy after repeated RCCL init flakes
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+    # Seen by the poller or sinfo, never in a job's log; members so that the playbook is one table.
+    NODE_DOWN = "node_down"
+    CONTROLLER_UNREACHABLE = "controller_unreachable"
 
+
+class RunKind(Enum):
+    """What a run measures; decides how its result is judged (JobResult.kind is its value)."""
+
+    BASELINE = "baseline"
+    RESTORE_DEFAULT = "restore_default"
+    EVIDENCE = "evidence"
+    PROFILE = "profile"
+    PIPELINE_SHAPE = "pipeline_shape"
+    CROSS_CONFIG = "cross_config"
+    GATE_RECIPE = "gate_recipe"
+    GATE_OLD_BASELINE = "gate_old_baseline"  # the gate's baseline control on the lock's image
+    GATE_OLD_RECIPE = "gate_old_recipe"  # the gate's locked-recipe control on the lock's image
+    STACK = "stack"  # the top-k winning profiles combined
+    WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
+
+
+# The failure classes that are never a job's verdict: an UNKNOWN failure is FAILED or NO_STEPS
+# (triage), and the incidents are not jobs.
+_NOT_VERDICTS = (FailureClass.UNKNOWN, FailureClass.NODE_DOWN, FailureClass.CONTROLLER_UNREACHABLE)
+# The verdicts that are no failure class (the sweep's words for how a job ended).
+_SWEEP_VERDICTS = (
+    ("FAILED", "failed"),  # a failure of no known class, after at least one step
+    ("NO_STEPS", "no_steps"),  # no known class, and no step (or no TGS in the steady window)
+    ("INFRA_FLAKE", "infra_flake"),  # dropped by the policy after repeated RCCL init flakes
+)
+
+
+class _Verdict(Enum):
     @property
     def measured(self) -> bool:
-        return self in (Verdict.SUCCESS, Verdict.SOFT_SUCCESS)
+        return self.name in ("SUCCESS", "SOFT_SUCCESS")
+
+
+# How a job ended, as far as the sweep is concerned: every failure class that a job can end with
+# (same name, same stored value), and the sweep's own words. A new FailureClass is a new Verdict.
+Verdict = _Verdict("Verdict", [(c.name, c.value) for c in FailureClass if c not in _NOT_VERDICTS]
+                   + list(_SWEEP_VERDICTS), module=__name__, qualname="Verdict")
 
 
 @dataclass(frozen=True)

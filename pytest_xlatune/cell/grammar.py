@@ -93,6 +93,14 @@ def maxtext_job_name(model_tag: str, exp_tag: str, arm: str, env_args: Sequence[
     return job_name(model_tag, exp_tag, [*env_args, TUNE_PROFILE_ARG + arm])
 
 
+def arm_name(profile: str, config_tag: str, n: int = 1) -> str:
+    """A TUNE_PROFILE arm for a profile under a config tag: `<profile>.<tag>`, the n-th `<profile>.<tag>.<n>`.
+
+    The launcher takes the profile itself first, then these (n = 1, 2, ...), the first one free;
+    the cell loader sizes `<profile>.<tag>` against the JOB_NAME limit."""
+    return f"{profile}.{config_tag}" if n == 1 else f"{profile}.{config_tag}.{n}"
+
+
 def job_name(model_tag: str, exp_tag: str, passthrough: Sequence[str]) -> str:
     """Return the JOB_NAME maxtext-slurm's submit.sh derives (utils/parse_job_args.sh)."""
     # split_script_args drops empty passthrough args before they reach the exp tag.

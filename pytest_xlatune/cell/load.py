@@ -13,7 +13,7 @@ from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell.model import BackendKind, Cell, ClusterSlot, Parallelism
 from pytest_xlatune.cell.nodes import CellError, Fields, kind_of, line_of
 from pytest_xlatune.cell.schema import BY_NAME, KEYS, TOP_KEYS
-from pytest_xlatune.plan import catalog as C
+from . import catalog as C
 
 __all__ = ["CellError", "load_cell"]
 
@@ -107,7 +107,7 @@ def _check_job_names(r: N.Ctx, cell: Cell) -> None:
     tag = max((t.name for t in cell.config_tags), key=len)
 
     def size(name: str) -> int:
-        return G.job_name_bytes(G.maxtext_job_name(cell.model_tag, name, f"{name}.{tag}"))
+        return G.job_name_bytes(G.maxtext_job_name(cell.model_tag, name, G.arm_name(name, tag)))
 
     expected = f"a JOB_NAME of at most {G.JOB_NAME_MAX} bytes (maxtext-slurm's limit)"
     names = [p.name for p in cell.profiles]

@@ -36,6 +36,13 @@ class BackendKind(Enum):
 
 
 @dataclass(frozen=True)
+class PluginKind:
+    """A backend kind a plugin added (hook pytest_xlatune_backend_kinds): `.value` is its name."""
+
+    value: str
+
+
+@dataclass(frozen=True)
 class Parallelism:
     """Axes in the order written, e.g. (("PP", 4), ("FSDP", 2))."""
 
@@ -162,9 +169,9 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Backend:
-    """How jobs run. `options` holds launcher-specific settings (validated by the launcher)."""
+    """How jobs run. `options`: the kind's keys (a plugin kind's as written, checked by its plugin)."""
 
-    kind: BackendKind = BackendKind.LOCAL
+    kind: BackendKind | PluginKind = BackendKind.LOCAL
     options: tuple[tuple[str, str], ...] = ()
 
     def option(self, key: str, default: str | None = None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -13,7 +14,7 @@ from yaml.nodes import Node
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell.model import (
-    AXIS_KEYS, Backend, BackendKind, ConfigTag, EnvFileEntry, Parallelism, PipelineShape, Thresholds,
+    AXIS_KEYS, Backend, BackendKind, ConfigTag, PluginKind, EnvFileEntry, Parallelism, PipelineShape, Thresholds,
 )
 from pytest_xlatune.cell.nodes import kind_of, line_of, show, sub_key
 from pytest_xlatune.judge.policy import PolicyError, policy_from_mapping
@@ -45,13 +46,17 @@ OWNED_ENV: dict[str, str] = {
     "TUNE_PROFILE": "xlatune sets it to the profile name",
 }
 
-BACKEND_KINDS = ("local", "maxtext-slurm", "sbatch")
+BACKEND_KINDS = tuple(kind.value for kind in BackendKind)  # local, maxtext-slurm, sbatch
 # Option -> kind of value: "path", "text", "time", "bool", "partition".
 BACKEND_OPTIONS: dict[str, dict[str, str]] = {
     "local": {"python": "path"},
     "maxtext-slurm": {"checkout": "path", "time": "time", "ray": "bool", "partition": "partition"},
     "sbatch": {"command": "text", "time": "time", "partition": "partition"},
 }
+
+# Backend kinds plugins added (launch.registry.register_kind): kind → the check of one of its
+# keys, (key, value as written) → None when fine, else what was expected (the error says where).
+PLUGIN_KINDS: dict[str, Callable[[str, str], str | None]] = {}
 
 PARALLELISM_EXPECTED = "AXIS=N[,AXIS=N...] with AXIS in FSDP|PP|TP and N an integer >= 1"
 
@@ -196,11 +201,14 @@ def backend(r: N.Ctx, node: Node, key: str) -> Backend:
     fields = N.mapping(r, node, key)
     kind = "local"
     if "kind" in fields:
-        kind_node, kinds = fields["kind"][1], f"one of {', '.join(BACKEND_KINDS)}"
+        known = (*BACKEND_KINDS, *sorted(PLUGIN_KINDS))
+        kind_node, kinds = fields["kind"][1], f"one of {', '.join(known)}"
         kind = N.string(r, kind_node, "backend.kind", expected=kinds)
-        if kind not in BACKEND_KINDS:
-            close = difflib.get_close_matches(kind, BACKEND_KINDS, n=1)
+        if kind not in known:
+            close = difflib.get_close_matches(kind, known, n=1)
             r.fail(kind_node, "backend.kind", kinds, suggestion=close[0] if close else None)
+    if kind in PLUGIN_KINDS:
+        return plugin_backend(r, fields, key, kind, PLUGIN_KINDS[kind])
     allowed = BACKEND_OPTIONS[kind]
     options = []
     for name, (knode, vnode) in fields.items():
@@ -213,6 +221,24 @@ def backend(r: N.Ctx, node: Node, key: str) -> Backend:
                    f"unknown option {name!r}", close[0] if close else None)
         options.append((name, option(r, vnode, sub, allowed[name])))
     return Backend(BackendKind(kind), tuple(sorted(options)))
+
+
+def plugin_backend(r: N.Ctx, fields: N.Fields, key: str, kind: str,
+                   check: Callable[[str, str], str | None]) -> Backend:
+    """A plugin kind's keys, one-line scalars as written, each checked by the plugin."""
+    options = []
+    for name, (_, vnode) in fields.items():
+        if name == "kind":
+            continue
+        sub = sub_key(key, name)
+        if kind_of(vnode) not in ("str", "int", "float", "bool"):
+            r.fail(vnode, sub, f"a value on one line (backend kind {kind})")
+        value = N.string(r, vnode, sub, expected="a value on one line") if kind_of(vnode) == "str" \
+            else str(vnode.value)
+        if (expected := check(name, value)) is not None:
+            r.fail(vnode, sub, expected, f"{value!r} (checked by the plugin of backend kind {kind})")
+        options.append((name, value))
+    return Backend(PluginKind(kind), tuple(sorted(options)))
 
 
 def option(r: N.Ctx, node: Node, key: str, kind: str) -> str:

@@ -14,7 +14,7 @@ from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell import sections
 from pytest_xlatune.cell.model import RESERVED_NAMES, STACK_PREFIX, CatalogWave, Profile, Stack
 from pytest_xlatune.cell.nodes import Fields, kind_of, line_of, show, sub_key
-from pytest_xlatune.plan import catalog as C
+from . import catalog as C
 
 PROFILE_KEYS = ("name", "xla_flags", "env", "overrides")
 WAVES = (2, 3, 4)

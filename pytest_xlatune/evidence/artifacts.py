@@ -1,4 +1,4 @@
-"""Read an evidence run's artifacts from disk (the only IO of the evidence package).
+"""Read an evidence run's artifacts from disk into RunEvidence and EvidenceFacts (the evidence package's only IO).
 
 An evidence run's JobResult names its HLO dump directory (``hlo_dump``) and its profile
 directory (``profile``). Paths are read on this machine: for a remote cluster they must be on a
@@ -12,17 +12,30 @@ import functools
 import os
 from dataclasses import dataclass
 
-from ..plan.catalog import EvidenceFacts
 from ..results import JobResult
 from . import hlo
 from .collective_table import InventoryRow, inventory
 from .profile import ProfileError, ProfileSummary, summarize
 
-__all__ = ["RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds",
+__all__ = ["EvidenceFacts", "RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds",
            "pick_trace"]
 
 # Preference order: xprof's per-host trace (what profile-drill reads), then the Perfetto one.
 _TRACE_SUFFIXES = (".trace.json.gz", ".trace.json", "perfetto_trace.json.gz", "perfetto_trace.json")
+
+
+@dataclass(frozen=True)
+class EvidenceFacts:
+    """What ordering needs from an evidence run: collective bytes by kind, and time split."""
+
+    job_id: str
+    bytes_by_kind: tuple[tuple[str, int], ...]  # kinds present in the train-step HLO
+    compute_ms: float | None = None
+    collective_ms: float | None = None
+
+    @property
+    def kinds_by_bytes(self) -> list[str]:
+        return [k for k, _ in sorted(self.bytes_by_kind, key=lambda kv: -kv[1])]
 
 
 @dataclass(frozen=True)

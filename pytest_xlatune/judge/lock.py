@@ -20,8 +20,7 @@ from ..cell import grammar
 from . import verdicts
 from ..cell.model import Cell
 from .numerics import Mode
-from ..plan.expand import RunKind
-from ..results import JobResult
+from ..results import JobResult, RunKind
 
 LOCK_SCHEMA = 1
 

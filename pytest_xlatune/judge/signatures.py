@@ -6,32 +6,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ..results import FailureClass  # noqa: F401  (defined with Verdict, read here)
 from .lines import is_noise
-
-
-class FailureClass(Enum):
-    """Why a job ended as it did: job-log-triage's classes, at the grain the playbook acts on."""
-
-    SUCCESS = "success"
-    SOFT_SUCCESS = "soft_success"  # FAILED / exit 143 with `completed step: T-1`: data intact
-    OOM = "oom"
-    DISK_FULL = "disk_full"  # no space, quota, I/O error: the next job fails the same way
-    UNKNOWN_FLAG = "unknown_flag"
-    RCCL_INIT_FLAKE = "rccl_init_flake"
-    COORDINATION_TIMEOUT = "coordination_timeout"
-    HEARTBEAT_TIMEOUT = "heartbeat_timeout"
-    NCCL_TIMEOUT = "nccl_timeout"
-    XLA_COMPILE_FAIL = "xla_compile_fail"
-    PYTHON_EXCEPTION = "python_exception"
-    NODE_FAIL = "node_fail"
-    GPU_RUNTIME_ERROR = "gpu_runtime_error"
-    NIC_FAULT = "nic_fault"
-    HANG = "hang"
-    CANCELLED = "cancelled"
-    UNKNOWN = "unknown"
-    # Seen by the poller or sinfo, never in a job's log; members so that the playbook is one table.
-    NODE_DOWN = "node_down"
-    CONTROLLER_UNREACHABLE = "controller_unreachable"
 
 
 class Tier(Enum):

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 from . import verdicts
 from ..cell.model import Cell
-from ..plan.expand import RunKind
-from ..results import JobResult
+from ..results import JobResult, RunKind
 
 
 def stop_message(cell: Cell, reason: str, nodelist: str, results: Sequence[JobResult],

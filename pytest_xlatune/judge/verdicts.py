@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from . import numerics, stats
 from .numerics import Mode, Numerics
-from ..plan.expand import RunKind
-from ..results import JobResult
+from ..results import JobResult, RunKind
 
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:

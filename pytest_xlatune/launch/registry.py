@@ -1,4 +1,4 @@
-"""Backend kind → factory: a cell's backend section into a launcher and a frozen nodelist (pre-flight included)."""
+"""Backend kind → factory (built in, or registered by a plugin): a cell's backend into a launcher and a nodelist."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .local import LocalLauncher
 from .maxtext.launcher import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .sbatch import SbatchLauncher
 from .slurm_jobs import SlurmPlacement
+from ..cell import sections as cell_sections
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import restore_default_changes
 from .preflight import FrozenSlot, PreflightError, resolve_slot
@@ -238,6 +239,43 @@ FACTORIES: Mapping[BackendKind, Factory] = MappingProxyType({
 })
 
 
+def _accept_any(key: str, value: str) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class BackendPlugin:
+    """A backend kind from outside the package (hook pytest_xlatune_backend_kinds).
+
+    `kind` is accepted as `backend.kind`; the backend section's other keys reach `check` one at
+    a time as written (return None, or what was expected: the cell error names file, line and
+    key) and then the factory as `context.cell.backend.option(key)`."""
+
+    kind: str
+    factory: Factory
+    check: Callable[[str, str], str | None] = _accept_any
+
+
+_PLUGIN_FACTORIES: dict[str, Factory] = {}
+
+
+def register_kind(plugin: BackendPlugin) -> None:
+    """Add a backend kind: the cell schema accepts it, make_backend starts it."""
+    if plugin.kind in {k.value for k in BackendKind}:
+        raise ValueError(f"backend kind {plugin.kind!r} is built in; take it over with "
+                         "pytest_xlatune_make_launcher instead")
+    cell_sections.PLUGIN_KINDS[plugin.kind] = plugin.check
+    _PLUGIN_FACTORIES[plugin.kind] = plugin.factory
+
+
+def unregister_kinds() -> None:
+    """Forget every added kind (the end of a pytest session)."""
+    cell_sections.PLUGIN_KINDS.clear()
+    _PLUGIN_FACTORIES.clear()
+
+
 def make_backend(ctx: LaunchContext) -> Backend:
-    """The built-in backends by `backend.kind` (plugins come first: pytest_xlatune_make_launcher)."""
-    return FACTORIES[ctx.cell.backend.kind](ctx)
+    """The backends by `backend.kind`: built in, or added by a plugin (register_kind); a plugin
+    can take over any kind first through pytest_xlatune_make_launcher."""
+    kind = ctx.cell.backend.kind
+    return FACTORIES[kind](ctx) if isinstance(kind, BackendKind) else _PLUGIN_FACTORIES[kind.value](ctx)

@@ -1,4 +1,4 @@
-"""Flag catalogs (catalog.yml) as candidate profiles, and their order from Wave 1.5 evidence (pure).
+"""Which candidates of a flag catalog (cell/catalog.py) run, and their order from Wave 1.5 evidence (pure).
 
 A catalog wave (`waves: {2: {catalog: fsdp, max: 6}}`) becomes one item per candidate, named
 statically from the catalog. Which of them run, and in what order, follows the evidence run:
@@ -13,105 +13,10 @@ statically from the catalog. Which of them run, and in what order, follows the e
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from importlib import resources
-from typing import Any
+from collections.abc import Sequence
 
-import yaml
-
-from ..cell import grammar as G
-
-KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
-ANY_COLLECTIVE = "collectives"
-ALWAYS = ("compute", "memory")
-MECHANISMS = KINDS + (ANY_COLLECTIVE,) + ALWAYS
-
-
-class CatalogError(ValueError):
-    """catalog.yml is malformed (a packaging bug, not a cell error)."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One value of one catalog entry: a profile the plan can run."""
-
-    name: str
-    entry: str
-    xla_flags: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    mechanism: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Catalog:
-    name: str
-    title: str
-    candidates: tuple[Candidate, ...]
-
-
-@dataclass(frozen=True)
-class EvidenceFacts:
-    """What ordering needs from an evidence run: collective bytes by kind, and time split."""
-
-    job_id: str
-    bytes_by_kind: tuple[tuple[str, int], ...]  # kinds present in the train-step HLO
-    compute_ms: float | None = None
-    collective_ms: float | None = None
-
-    @property
-    def kinds_by_bytes(self) -> list[str]:
-        return [k for k, _ in sorted(self.bytes_by_kind, key=lambda kv: -kv[1])]
-
-
-def _candidates(entry: Mapping[str, Any]) -> list[Candidate]:
-    name, mechanism = str(entry["name"]), str(entry["mechanism"])
-    if mechanism not in MECHANISMS:
-        raise CatalogError(f"{name}: mechanism {mechanism!r} is not one of {', '.join(MECHANISMS)}")
-    if "value" in entry:
-        values = {"": str(entry["value"])}
-    else:
-        values = {str(label): str(value) for label, value in entry["values"].items()}
-    out = []
-    for label, value in values.items():
-        flags = tuple(f"{flag}={value}" for flag in entry.get("flags", ()))
-        env = ((str(entry["env"]), value),) if "env" in entry else ()
-        profile = f"{name}_{label}" if label else name
-        for flag in flags:
-            G.XLA_FLAG.check(flag)
-        for env_name, env_value in env:
-            G.ENV_NAME.check(env_name)
-            G.ENV_VALUE.check(env_value)
-        G.NAME.check(profile)
-        out.append(Candidate(profile, name, flags, env, mechanism, str(entry.get("why", ""))))
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def catalogs() -> dict[str, Catalog]:
-    """Every catalog of the package data, by name."""
-    raw = yaml.safe_load(resources.files("pytest_xlatune.plan").joinpath("catalog.yml").read_text("utf-8"))
-    out: dict[str, Catalog] = {}
-    for name, body in raw.items():  # includes name catalogs defined above them
-        cands: list[Candidate] = []
-        for included in body.get("include", ()):
-            cands += [c for c in out[included].candidates if c.name not in {x.name for x in cands}]
-        for entry in body.get("entries", ()):
-            cands += _candidates(entry)
-        if len({c.name for c in cands}) != len(cands):
-            raise CatalogError(f"{name}: a candidate name is used twice")
-        out[name] = Catalog(name, str(body["title"]), tuple(cands))
-    return out
-
-
-def names() -> tuple[str, ...]:
-    return tuple(catalogs())
-
-
-def get(name: str) -> Catalog:
-    return catalogs()[name]
+from ..cell.catalog import ALWAYS, ANY_COLLECTIVE, KINDS
+from ..evidence.artifacts import EvidenceFacts
 
 
 def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:

@@ -5,30 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from enum import Enum
 
 from . import catalog
+from ..cell import catalog as table
+from ..results import RunKind
 from ..cell.model import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
 
 Pairs = tuple[tuple[str, str], ...]
 
 WINNER_EVIDENCE_WAVE = "evidence2"
-
-
-class RunKind(Enum):
-    """What a run measures; decides how its result is judged."""
-
-    BASELINE = "baseline"
-    RESTORE_DEFAULT = "restore_default"
-    EVIDENCE = "evidence"
-    PROFILE = "profile"
-    PIPELINE_SHAPE = "pipeline_shape"
-    CROSS_CONFIG = "cross_config"
-    GATE_RECIPE = "gate_recipe"
-    GATE_OLD_BASELINE = "gate_old_baseline"  # the gate's baseline control on the lock's image
-    GATE_OLD_RECIPE = "gate_old_recipe"  # the gate's locked-recipe control on the lock's image
-    STACK = "stack"  # the top-k winning profiles combined
-    WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
 
 
 # Runs whose flags come from other runs' results, at run time; resolved in this order.
@@ -195,7 +180,7 @@ def _flag_wave(cell: Cell, primary: ConfigTag, wave: int) -> list[RunSpec]:
         runs += [RunSpec(f"wave{wave}", c.name, primary.name, RunKind.PROFILE, xla_flags=c.xla_flags,
                          env=c.env, config_overrides=primary.overrides, line=group.line,
                          catalog=group.catalog, mechanism=c.mechanism)
-                 for c in catalog.get(group.catalog).candidates]
+                 for c in table.get(group.catalog).candidates]
     runs += [RunSpec(f"wave{wave}", s.name, primary.name, RunKind.STACK,
                      config_overrides=primary.overrides, line=s.line, top=s.top)
              for s in cell.stacks if s.wave == wave]

@@ -60,6 +60,8 @@ class CommandResult:
 class Transport(Protocol):
     """Where commands run and files live: this host, a login node, or the host of a container."""
 
+    connections_opened: int  # network (re)connections so far, jump hosts included; 0 when none
+
     def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
             env: Mapping[str, str] | None = None) -> CommandResult: ...
 
@@ -103,6 +105,8 @@ def _tmp_name(path: str) -> str:
 
 class LocalTransport:
     """Run commands with subprocess (an argv list, never a shell) and use local files."""
+
+    connections_opened = 0  # no connection: this host
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
             env: Mapping[str, str] | None = None) -> CommandResult:

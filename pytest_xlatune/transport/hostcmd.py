@@ -119,6 +119,8 @@ def load_client(host_cmd_dir: Path) -> ModuleType:
 class HostCmdTransport:
     """Run commands on the host through the checkout's `.host-cmd` bridge; files are local (shared)."""
 
+    connections_opened = 0  # the bridge is files in the shared checkout, no connection
+
     def __init__(self, checkout: str = DEFAULT_CHECKOUT, *, default_timeout: float = 300.0) -> None:
         self.checkout = os.path.normpath(checkout)
         self.dir = Path(self.checkout) / ".host-cmd"

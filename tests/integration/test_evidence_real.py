@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.plan import catalog
+from pytest_xlatune.cell import catalog
 from pytest_xlatune.plan.expand import predicted_bubble
 
 pytestmark = pytest.mark.jax

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_xlatune.cell import catalog as table
 from pytest_xlatune.plan import catalog
 from pytest_xlatune.plan.catalog import EvidenceFacts
 from pytest_xlatune.cell.load import CellError, load_cell
@@ -18,18 +19,18 @@ FSDP_CPU = EvidenceFacts("3", (("all-gather", 2 << 20), ("all-reduce", 1 << 20),
 
 
 def names(cat: str) -> list[str]:
-    return [c.name for c in catalog.get(cat).candidates]
+    return [c.name for c in table.get(cat).candidates]
 
 
 def test_every_catalog_loads_with_valid_unique_names_and_known_mechanisms() -> None:
-    assert set(catalog.names()) == {"fsdp", "pp", "tp", "hybrid", "cpu"}
-    for cat in catalog.catalogs().values():
+    assert set(table.names()) == {"fsdp", "pp", "tp", "hybrid", "cpu"}
+    for cat in table.catalogs().values():
         assert len(set(names(cat.name))) == len(cat.candidates) > 0
-        assert all(c.mechanism in catalog.MECHANISMS and (c.xla_flags or c.env) for c in cat.candidates)
+        assert all(c.mechanism in table.MECHANISMS and (c.xla_flags or c.env) for c in cat.candidates)
 
 
 def test_cpu_catalog_is_the_measured_cpu_flags() -> None:
-    flags = {c.name: c.xla_flags for c in catalog.get("cpu").candidates}
+    flags = {c.name: c.xla_flags for c in table.get("cpu").candidates}
     assert flags == {
         "ar_combiner_off": ("--xla_disable_hlo_passes=cpu-all-reduce-combiner",),
         "opt_o0": ("--xla_backend_optimization_level=0",),
@@ -38,11 +39,11 @@ def test_cpu_catalog_is_the_measured_cpu_flags() -> None:
         "fast_math_on": ("--xla_cpu_enable_fast_math=true",),
         "fast_math_off": ("--xla_cpu_enable_fast_math=false",),
     }
-    assert {c.mechanism for c in catalog.get("cpu").candidates} == {"all-reduce", "compute"}
+    assert {c.mechanism for c in table.get("cpu").candidates} == {"all-reduce", "compute"}
 
 
 def test_values_become_one_profile_each_and_multi_flag_entries_set_every_flag() -> None:
-    cands = {c.name: c for c in catalog.get("fsdp").candidates}
+    cands = {c.name: c for c in table.get("fsdp").candidates}
     assert [n for n in cands if n.startswith("ag_combine_")] == [
         "ag_combine_256m", "ag_combine_512m", "ag_combine_1g", "ag_combine_2g"]
     assert cands["agrs_combine_1g"].xla_flags == (
@@ -60,7 +61,7 @@ def test_hybrid_holds_the_three_gpu_catalogs_once_each() -> None:
 # --- order and skips -----------------------------------------------------------------------------
 
 def decide(cat: str, limit: int | None, facts: EvidenceFacts | None) -> list[tuple[str, str]]:
-    cands = catalog.get(cat).candidates
+    cands = table.get(cat).candidates
     return [(cands[i].name, reason) for i, reason in
             catalog.decide([c.mechanism for c in cands], cat, limit, facts)]
 

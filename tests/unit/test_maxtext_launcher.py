@@ -683,3 +683,17 @@ def test_hostile_checkout_paths_load_as_written_except_newlines(tmp_path: Path, 
             load_cell(path)
     else:
         assert load_cell(path).backend.option("checkout") == f"/srv/{value}"
+
+
+def test_a_third_setting_of_one_profile_and_tag_gets_the_numbered_arm(cell_path: Path) -> None:
+    cell = load_cell(cell_path)
+    transport = FakeTransport(checkout_files())
+    launcher = make(transport, cell_path)
+    requests = list(possible_requests(cell, expand(cell)))
+    launcher.check_requests(requests)
+    # "winner" and "winner.default" are taken (two evidence runs); other flags under that tag: the next.
+    third = replace(next(r for r in requests if r.profile == "winner"), xla_flags=("--xla_third=1",))
+    assert launcher.arm_for(third) == ("winner.default.2", True)
+    launcher.check_requests([third])
+    assert launcher.arm_for(third) == ("winner.default.2", False)
+    launcher.close()

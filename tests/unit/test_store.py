@@ -204,3 +204,26 @@ def test_a_cancel_the_full_store_cannot_take_is_noted_and_recorded_by_the_next_o
     assert [e["job_id"] for e in second.events() if e["event"] == "cancelled"] == ["7"]
     second.release()
     assert ResultStore(path).acquire("three") == []  # recorded once: the new owner's note is clean
+
+
+# Every verdict value a store written before Verdict was built from FailureClass can hold
+# (results.py at d7e056f): each must still load, and be written back byte for byte.
+STORED_VERDICTS = ("success", "soft_success", "unknown_flag", "oom", "failed", "cancelled", "no_steps",
+                   "rccl_init_flake", "coordination_timeout", "heartbeat_timeout", "nccl_timeout",
+                   "xla_compile_fail", "python_exception", "node_fail", "gpu_runtime_error", "nic_fault",
+                   "hang", "disk_full", "infra_flake")
+
+
+def test_a_store_of_every_earlier_verdict_loads_and_writes_the_same_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    records = [{**result(value, str(n)).to_dict(), "verdict": value, "event": "result", "schema": 1}
+               for n, value in enumerate(STORED_VERDICTS, 1)]
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    latest = ResultStore(path).latest_by_key()
+    assert {key: r.verdict.value for key, r in latest.items()} == {v: v for v in STORED_VERDICTS}
+    assert {v.value for v in Verdict} >= set(STORED_VERDICTS)  # none lost (a new class adds one)
+    again = ResultStore(tmp_path / "new.jsonl")
+    for value in STORED_VERDICTS:
+        again.add_result(latest[value])
+    written = [json.loads(line) for line in (tmp_path / "new.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in written if r.get("event") == "result"] == list(STORED_VERDICTS)

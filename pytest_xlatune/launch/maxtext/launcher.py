@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...cell.grammar import CONTAINER_IMAGE, job_name
+from ...cell.grammar import CONTAINER_IMAGE, arm_name, job_name
 from ...cell.model import HEARTBEAT_ARG, HEARTBEAT_KEY
 from ..preflight import PreflightError
 from ...slurm.client import SlurmClient
@@ -193,7 +193,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
             print(f"xlatune: {self.cell}: could not remove the TUNE_PROFILE block from {path} (sweep "
                   f"{self.sweep_id}; the next session of this cell removes it): {error}", file=sys.stderr)
         self.record("cleanup", restored=[f for f in files if f not in errors], errors=errors,
-                    ssh_connections=getattr(self.transport, "connections_opened", None))
+                    ssh_connections=self.transport.connections_opened)
 
     # ---- inventory (the skill's Step 2) ----------------------------------------------------
 
@@ -243,8 +243,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
             if arm.same_run(wanted):
                 return name, False
         tag = request.config_tag or "run"
-        names = [request.profile, f"{request.profile}.{tag}"]
-        names += [f"{request.profile}.{tag}.{n}" for n in range(2, len(self.arms) + 3)]
+        names = [request.profile] + [arm_name(request.profile, tag, n) for n in range(1, len(self.arms) + 3)]
         return next(n for n in names if n not in self.arms), True
 
     def check_requests(self, requests: Iterable[JobRequest]) -> None:

@@ -1,0 +1,94 @@
+"""The flag catalogs (catalog.yml): every candidate profile by catalog name, checked by the cell grammars.
+
+A catalog wave (`waves: {2: {catalog: fsdp, max: 6}}`) names a catalog of this table; the cell
+loader checks the name and sizes each candidate's JOB_NAME. Which candidates run, and in what
+order, is the plan's (plan/catalog.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from . import grammar as G
+
+KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
+ANY_COLLECTIVE = "collectives"
+ALWAYS = ("compute", "memory")
+MECHANISMS = KINDS + (ANY_COLLECTIVE,) + ALWAYS
+
+
+class CatalogError(ValueError):
+    """catalog.yml is malformed (a packaging bug, not a cell error)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One value of one catalog entry: a profile the plan can run."""
+
+    name: str
+    entry: str
+    xla_flags: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    mechanism: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    name: str
+    title: str
+    candidates: tuple[Candidate, ...]
+
+
+def _candidates(entry: Mapping[str, Any]) -> list[Candidate]:
+    name, mechanism = str(entry["name"]), str(entry["mechanism"])
+    if mechanism not in MECHANISMS:
+        raise CatalogError(f"{name}: mechanism {mechanism!r} is not one of {', '.join(MECHANISMS)}")
+    if "value" in entry:
+        values = {"": str(entry["value"])}
+    else:
+        values = {str(label): str(value) for label, value in entry["values"].items()}
+    out = []
+    for label, value in values.items():
+        flags = tuple(f"{flag}={value}" for flag in entry.get("flags", ()))
+        env = ((str(entry["env"]), value),) if "env" in entry else ()
+        profile = f"{name}_{label}" if label else name
+        for flag in flags:
+            G.XLA_FLAG.check(flag)
+        for env_name, env_value in env:
+            G.ENV_NAME.check(env_name)
+            G.ENV_VALUE.check(env_value)
+        G.NAME.check(profile)
+        out.append(Candidate(profile, name, flags, env, mechanism, str(entry.get("why", ""))))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def catalogs() -> dict[str, Catalog]:
+    """Every catalog of the package data, by name."""
+    raw = yaml.safe_load(resources.files("pytest_xlatune.cell").joinpath("catalog.yml").read_text("utf-8"))
+    out: dict[str, Catalog] = {}
+    for name, body in raw.items():  # includes name catalogs defined above them
+        cands: list[Candidate] = []
+        for included in body.get("include", ()):
+            cands += [c for c in out[included].candidates if c.name not in {x.name for x in cands}]
+        for entry in body.get("entries", ()):
+            cands += _candidates(entry)
+        if len({c.name for c in cands}) != len(cands):
+            raise CatalogError(f"{name}: a candidate name is used twice")
+        out[name] = Catalog(name, str(body["title"]), tuple(cands))
+    return out
+
+
+def names() -> tuple[str, ...]:
+    return tuple(catalogs())
+
+
+def get(name: str) -> Catalog:
+    return catalogs()[name]
