@@ -3,19 +3,43 @@ utils/monkey_patch_maxtext.py calls it, running pytest_xlatune.workload instead 
 
 From the config file only the mesh (`dcn_/ici_<axis>_parallelism` ≥ 1 for the axes the toy model
 has) is taken, so the toy model keeps its small size; every key=value after it wins, as in MaxText.
+With XLATUNE_FAKE_MAXTEXT_LOG=absl every line goes, as current MaxText logs through absl, to
+stderr with absl's prefix (`I1202 06:11:28.123456 4242 metric_logger.py:196] completed step: 0, …`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import time
 
 from pytest_xlatune.workload import main as workload_main
 
 _MESH = re.compile(r"^((dcn|ici)_(data|fsdp|pipeline|tensor)_parallelism)\s*:\s*([0-9]+)\s*(#.*)?$")
 
 
+class _AbslStderr:
+    """A text stream whose every line is written to stderr as an absl INFO line."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            now = time.time()
+            stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+            sys.__stderr__.write(f"I{stamp} {os.getpid()} metric_logger.py:196] {line}\n")
+        return len(text)
+
+    def flush(self) -> None:
+        sys.__stderr__.flush()
+
+
 def main(argv: list[str]) -> None:
+    if os.environ.get("XLATUNE_FAKE_MAXTEXT_LOG") == "absl":
+        sys.stdout = _AbslStderr()
     config, args = argv[1], list(argv[2:])
     mesh = []
     with open(config) as handle:
