@@ -159,6 +159,8 @@ def test_ray_starts_and_the_absl_step_lines_are_read_from_the_ray_worker_stderr(
     steps = StepLog()
     steps.feed(log.read_bytes())
     assert len(steps.steps) == 10 and " metric_logger.py:196] completed step: 9, " in log.read_text()
+    out = log.with_suffix(".out")  # the same worker's stdout: absl wrote no step line there
+    assert out.is_file() and "completed step" not in out.read_text()
     job_dir = log.parent.parent.parent
     (slurm_log,) = job_dir.parent.glob(f"{baseline['job_id']}-*.log")
     text = slurm_log.read_text(errors="replace")
@@ -167,6 +169,9 @@ def test_ray_starts_and_the_absl_step_lines_are_read_from_the_ray_worker_stderr(
     ray_port = next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("RAY_PORT="))
     assert any("ray start --address=" in line and line.endswith(f":{ray_port}'") for line in text.splitlines())
     assert "0: Launching via Ray actor..." in text
+    # Ray also streams the actor's lines into the Slurm log (log_to_driver), behind its prefix;
+    # the 10 steps above come from one file, not both
+    assert sum("(MaxTextTrainerActor pid=" in line and "] completed step: " in line for line in text.splitlines()) == 10
     assert (job_dir / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
     assert tree(upstream) == before
 
