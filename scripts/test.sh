@@ -26,6 +26,9 @@ if [[ -z "${XLATUNE_MAXTEXT_SLURM:-}" ]]; then
     fi
 fi
 export XLATUNE_MAXTEXT_SLURM
+# Ray for the fake container image only (the conformance test in which upstream's Ray cluster
+# starts), in a cache dir outside the venv; installed once, a stamp makes re-runs instant.
+scripts/image-ray.sh python >/dev/null
 # Debian packages the real-part tests need (Slurm and sshd are installed by their own scripts).
 if ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null

@@ -5,7 +5,9 @@ GPUs per node), `_container.sh`, `_train.sh`, `_train_with_ray.sh`, `train_env.s
 `container_env.sh` and `configs/` run as they are. Stand-ins, only for what cannot exist here:
 `tests/fake_container/bin/docker` (a container runtime on PATH), its image
 (`tests/fake_container/image`: python3 = this venv, `MaxText.train` runs the embedded JAX workload,
-pip has no network) and `utils/preflight.sh` (it cleans the host it runs on).
+pip has no network) and `utils/preflight.sh` (it cleans the host it runs on). For `ray: true`
+both ways: an image without Ray (upstream falls back to non-Ray mode), and one with Ray installed
+by scripts/image-ray.sh (a real `ray start --head`, training in upstream's Ray actor).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.fixtures_infra import LocalSlurm
-from tests.integration.upstream import (HOST_ONLY_ENV, conformance_checkout, fake_runtime_env,
+from tests.integration.upstream import (HOST_ONLY_ENV, conformance_checkout, fake_runtime_env, image_ray,
                                         require_gpu_gres)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.jax]
@@ -133,6 +135,44 @@ def test_ray_fallback_with_a_model_named_by_a_unique_substring_keeps_its_result(
     assert log.name.startswith(f"{baseline['job_id']}-JAX-deepseek3-671b-baseline-_env_TUNE_PROFILE_baseline")
     assert not (log.with_suffix("") / "ray_logs").exists()
     assert (log.with_suffix("") / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
+    assert tree(upstream) == before
+
+
+def test_ray_starts_and_the_absl_step_lines_are_read_from_the_ray_worker_stderr(
+        pytester: pytest.Pytester, upstream: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAY=1 on an image with Ray whose MaxText logs through absl to stderr, as current MaxText
+    does: upstream's _train_with_ray.sh starts a real Ray head (`ray start --head` on the RAY_PORT
+    _job.sbatch picked), _ray_actor.py trains in a Ray actor, and the step lines land in
+    ray_logs/<host>/worker-*.err. They are found there, and that file is the stored log_path."""
+    monkeypatch.setenv("XLATUNE_FAKE_IMAGE_RAY", image_ray())
+    monkeypatch.setenv("XLATUNE_FAKE_MAXTEXT_LOG", "absl")
+    before = tree(upstream)
+    cell = pytester.makefile(".yml", raystarts=DEEPSEEK.format(model="deepseek3-671b", ray="true",
+                                                               checkout=json.dumps(str(upstream))))
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "-k", "baseline",
+                                "--xlatune-poll-interval=1")
+    result.assert_outcomes(passed=1)
+    (baseline,) = [e for e in events(pytester.path / ".xlatune" / "raystarts.jsonl") if e["event"] == "result"]
+    assert baseline["step_count"] == 10 and baseline["tgs"] > 0
+    log = Path(baseline["log_path"])
+    assert log.parent.parent.name == "ray_logs" and log.name.startswith("worker-") and log.suffix == ".err", log
+    steps = StepLog()
+    steps.feed(log.read_bytes())
+    assert len(steps.steps) == 10 and " metric_logger.py:196] completed step: 9, " in log.read_text()
+    out = log.with_suffix(".out")  # the same worker's stdout: absl wrote no step line there
+    assert out.is_file() and "completed step" not in out.read_text()
+    job_dir = log.parent.parent.parent
+    (slurm_log,) = job_dir.parent.glob(f"{baseline['job_id']}-*.log")
+    text = slurm_log.read_text(errors="replace")
+    assert "[!] Ray cluster failed" not in text
+    assert f"[Ray] Starting HEAD on {log.parent.name}:" in text and "Ray runtime started." in text
+    ray_port = next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("RAY_PORT="))
+    assert any("ray start --address=" in line and line.endswith(f":{ray_port}'") for line in text.splitlines())
+    assert "0: Launching via Ray actor..." in text
+    # Ray also streams the actor's lines into the Slurm log (log_to_driver), behind its prefix;
+    # the 10 steps above come from one file, not both
+    assert sum("(MaxTextTrainerActor pid=" in line and "] completed step: " in line for line in text.splitlines()) == 10
+    assert (job_dir / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
     assert tree(upstream) == before
 
 

@@ -5,7 +5,8 @@ next to the repository (in CI the repo is a fresh clone with shared/ copied besi
 else the clone of the public repository scripts/test.sh makes in `.upstream/`.
 None there: the tests fail with that message, never skip. Also the stand-ins the conformance
 tests run it with (`tests/fake_container/`): a container runtime on PATH, its image, and
-`utils/preflight.sh` replaced in the copy (it cleans the host it runs on).
+`utils/preflight.sh` replaced in the copy (it cleans the host it runs on); for the image with Ray,
+the dir scripts/image-ray.sh installs Ray into (outside the venv, which the image's python3 is).
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ def fake_runtime_env(state: Path) -> dict[str, str]:
     in: itself first on PATH, its state dir, the image dir and the image's python3 (this venv)."""
     return {"PATH": f"{FAKE / 'bin'}:{os.environ['PATH']}", "XLATUNE_FAKE_DOCKER_STATE": str(state),
             "XLATUNE_FAKE_IMAGE": str(FAKE / "image"), "XLATUNE_IMAGE_PYTHON": sys.executable}
+
+
+def image_ray() -> str:
+    """The dir with Ray (and py-spy) for the fake image's python only, installed once by
+    scripts/image-ray.sh (scripts/test.sh runs it first; here a re-run finds its stamp at once).
+    Given as XLATUNE_FAKE_IMAGE_RAY, it makes the fake image one with Ray."""
+    run = subprocess.run([str(ROOT / "scripts" / "image-ray.sh"), sys.executable],
+                         capture_output=True, text=True, timeout=1800)
+    if run.returncode != 0:
+        pytest.fail(f"scripts/image-ray.sh {sys.executable} exited {run.returncode}: cannot give the fake image "
+                    f"Ray:\n{run.stderr[-2000:]}", pytrace=False)
+    return run.stdout.strip().splitlines()[-1]
 
 
 # Set on a host where maxtext-slurm runs; never wanted in a conformance job's environment.

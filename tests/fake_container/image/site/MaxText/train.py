@@ -8,6 +8,9 @@ Every "node" of the local cluster is this one host, so all ranks would write the
 the same `<run>/tensorboard/plugins/profile/<second>/` and jax's perfetto writer, which expects
 exactly one trace file there, fails on one of them (a race; distinct hosts never share a folder).
 So only NODE_RANK 0 profiles here: ranks > 0 run with `profiler=` appended (last wins).
+
+With XLATUNE_FAKE_MAXTEXT_LOG=absl every line goes, as current MaxText logs through absl, to
+stderr with absl's prefix (`I1202 06:11:28.123456 4242 metric_logger.py:196] completed step: 0, …`).
 """
 
 from __future__ import annotations
@@ -15,13 +18,34 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 
 from pytest_xlatune.workload import main as workload_main
 
 _MESH = re.compile(r"^((dcn|ici)_(data|fsdp|pipeline|tensor)_parallelism)\s*:\s*([0-9]+)\s*(#.*)?$")
 
 
+class _AbslStderr:
+    """A text stream whose every line is written to stderr as an absl INFO line."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            now = time.time()
+            stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+            sys.__stderr__.write(f"I{stamp} {os.getpid()} metric_logger.py:196] {line}\n")
+        return len(text)
+
+    def flush(self) -> None:
+        sys.__stderr__.flush()
+
+
 def main(argv: list[str]) -> None:
+    if os.environ.get("XLATUNE_FAKE_MAXTEXT_LOG") == "absl":
+        sys.stdout = _AbslStderr()
     config, args = argv[1], list(argv[2:])
     mesh = []
     with open(config) as handle:
