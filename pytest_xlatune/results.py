@@ -31,10 +31,13 @@ class Verdict(Enum):
     HANG = "hang"
     DISK_FULL = "disk_full"
     INFRA_FLAKE = "infra_flake"  # dropped by the policy after repeated RCCL init flakes
+    # Cancelled by the adaptive sweep once its steady steps so far decided it: a measured
+    # partial steady state (its TGS is the mean of those steps), never a failure.
+    STOPPED_EARLY = "stopped_early"
 
     @property
     def measured(self) -> bool:
-        return self in (Verdict.SUCCESS, Verdict.SOFT_SUCCESS)
+        return self in (Verdict.SUCCESS, Verdict.SOFT_SUCCESS, Verdict.STOPPED_EARLY)
 
 
 @dataclass(frozen=True)
