@@ -128,13 +128,13 @@ class Driver:
             elif isinstance(action, Conclude):
                 self._note(action)
                 if current is not None and current in action.skipped:
-                    return self._skipped(state, f"{action.reason} ({action.why.value})")
+                    return self._skipped(current, f"{action.reason} ({action.why.value})")
                 return ""
             elif isinstance(action, Submit) and current is not None and action.item != current \
                     and self.plan.item(current).role is Role.PROFILE \
                     and not any(r.item == current for r in state.runs) \
                     and (why := planner.search_over(state, now)):
-                return self._skipped(state, why)  # past a stop condition: only variants still run
+                return self._skipped(current, why)  # past a stop condition: only variants still run
             else:  # the current item (or a share, a baseline, a stop of a job not ours): run it
                 return ""
         return ""
@@ -159,7 +159,10 @@ class Driver:
         if last is None or {k: last.get(k) for k in record} != record:
             self.sweep.store.append("conclude", **record)
 
-    def _skipped(self, state: SweepState, why: str) -> str:
+    def _skipped(self, current: str, why: str) -> str:
+        """The skip reason of `current`, recorded once (for the summary of what was saved)."""
+        if not any(e["event"] == "skipped" and e.get("item") == current for e in self.sweep.store.events()):
+            self.sweep.store.append("skipped", item=current, reason=why)
         full = full_run_minutes(self.sweep.store.results())
         saves = f"; saves ≈ {full:.2f} node-minutes (a full run's)" if full else ""
         return f"not run: the adaptive sweep concluded: {why}{saves}"
@@ -258,15 +261,17 @@ def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -
     """One line: what early stops, shared duplicates and skipped items saved ("" for nothing)."""
     full = full_run_minutes(results)
     latest = {r.key: r for r in results}.values()
-    stopped = [r for r in latest if r.verdict is Verdict.STOPPED_EARLY]
+    stopped = [r for r in latest if r.verdict is Verdict.STOPPED_EARLY and not r.shared_from]
     shared = [r for r in latest if r.shared_from]
     conclude = next((e for e in reversed(events) if e.get("event") == "conclude"), None)
-    skipped = list(conclude.get("skipped", [])) if conclude else []
+    skipped = {str(e.get("item")) for e in events if e.get("event") == "skipped"}
+    skipped |= set(conclude.get("skipped", [])) if conclude else set()
     if not (stopped or shared or skipped):
         return ""
     stop_saved = sum(max(0.0, full - (r.node_minutes or 0.0)) for r in stopped)
     parts = [f"{len(stopped)} early stop(s) {stop_saved:.2f}",
              f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
              f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}"]
-    why = f" ({conclude['reason']})" if conclude else ""
+    last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
+    why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
     return "saved node-minutes: " + ", ".join(parts) + why
