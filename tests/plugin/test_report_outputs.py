@@ -128,5 +128,5 @@ def test_summary_and_report_show_the_sweeps_node_hours_from_the_stored_jobs(
     [report] = pytester.path.rglob("fake-tuning.md")
     assert f"- **Cost:** {hours} over 7 jobs" in report.read_text()
     # A rerun reuses every result: it adds no job and no cost.
-    again = pytester.runpytest(str(fsdp), *FAKE)
+    again = pytester.runpytest(str(fsdp), *FIXED)
     again.stdout.fnmatch_lines([f"xlatune: fsdp8.yml: sweep cost {hours} over 7 jobs"])
