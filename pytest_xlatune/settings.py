@@ -136,7 +136,7 @@ OPTIONS = (
            "job: no sharing of duplicates, no controls, repeats, early stops, stop conditions or "
            "budget", False, "bool"),
     Option("budget", "when an adaptive sweep concludes: node-hours (2.5nh), queue hours (8h) or "
-           "none", "8h", parse=budget_value, metavar="NNh|NNnh|none"),
+           "none", "8h", parse=budget_value, metavar="SPEC"),
     Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "
            "it already exists)", False, "bool"),
 )

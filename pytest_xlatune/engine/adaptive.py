@@ -275,3 +275,14 @@ def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -
     last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
     why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
     return "saved node-minutes: " + ", ".join(parts) + why
+
+
+def pool_stored(cell: Any, specs: Sequence[RunSpec], latest: Mapping[str, JobResult], key: Any,
+                image: str, found: list[JobResult]) -> list[JobResult]:
+    """`Driver.pooled` for a reader of the store alone (python -m pytest_xlatune.report), so its
+    report is the session's."""
+    from types import SimpleNamespace
+
+    from ..adaptive.model import Budget
+    driver = Driver.plan_for(SimpleNamespace(cell=cell, image=image, key=key, budget=Budget()), list(specs))
+    return driver.pooled(found, latest) if driver is not None else found

@@ -68,6 +68,7 @@ class Sweep(JobRunner):
     fixed_protocol: bool = False  # today's protocol: no sharing, no controls, repeats, early stops
     budget: Budget = field(default_factory=Budget)  # --xlatune-budget (adaptive sweeps only)
     adaptive: Driver | None = None  # set by set_upcoming unless fixed_protocol
+    _pool: Driver | None = None  # the whole cell's plan: which stored runs are controls and repeats
     counters: SweepCounters = field(default_factory=SweepCounters)
     _ran_this_session: set[str] = field(default_factory=set)
     _upcoming: list[RunSpec] = field(default_factory=list)
@@ -88,6 +89,9 @@ class Sweep(JobRunner):
                                self.clock, self.sleep, self.report, self.hang, self.policy,
                                warn=self.warn,
                                controller_down_limit_s=_controller_limit_s(self.policy))
+        # Whatever the selection or the protocol, stored controls count as baseline runs and
+        # repeats pool into their item (so the report never depends on what was selected).
+        self._pool = Driver.plan_for(self, self.specs)
 
     def set_upcoming(self, specs: list[RunSpec]) -> None:
         """The selected runs of this cell in execution order (for keeping the queue full)."""
@@ -108,7 +112,7 @@ class Sweep(JobRunner):
         from other runs (stack, winner evidence, cross-config) are found under their resolution."""
         latest = self.store.latest_by_key()
         found = current_results(self.cell, self.specs, latest, self.key, self.numerics)
-        return self.adaptive.pooled(found, latest) if self.adaptive is not None else found
+        return self._pool.pooled(found, latest) if self._pool is not None else found
 
     def _direct_results(self, latest: dict[str, JobResult]) -> list[JobResult]:
         return [latest[key] for spec in self.specs if not spec.needs_resolution
