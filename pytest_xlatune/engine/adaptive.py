@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..adaptive import planner
 from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
+from ..adaptive.stored import CONTROL_BASE, RERUN, pooled, run_roles
 from ..adaptive.model import (Conclude, Control, Observation, Plan, PlanItem, Repeat, Role, RunState,
                               Share, StopEarly, Submit, SweepState)
 from ..judge.steady import steady_state
@@ -22,9 +23,6 @@ from ..plan.request import tokens_per_device_step
 from ..results import JobResult, Verdict
 from .watch import Judge, Watched
 
-CONTROL_BASE = 1000  # control n is the baseline's run remeasured(CONTROL_BASE + n): its own key
-MAX_CONTROLS = 100
-RERUN = (Verdict.CANCELLED, Verdict.DISK_FULL)  # runner.RERUN_VERDICTS: run again, not yet a run
 MAX_STEPS_PER_ITEM = 64  # actions carried out before one item at most (a guard, never reached)
 
 
@@ -52,16 +50,7 @@ class Driver:
         plan = Plan(items, thresholds=sweep.cell.thresholds, budget=sweep.budget,
                     steady_steps=max(3, sweep.cell.steps - 5))
         specs = {item.name: spec for item, spec in zip(items, planned)}
-        roles: dict[str, tuple[str, Role]] = {}
-        policy = plan.policy
-        for item, spec in zip(items, planned):
-            roles[sweep.key(spec)] = (item.name, item.role)
-            if item.role is Role.PROFILE:
-                for n in range(1, policy.repeat_cap + policy.race_cap + 1):
-                    roles[sweep.key(spec.remeasured(n))] = (item.name, Role.PROFILE)
-        base = specs[plan.baseline.name]
-        for n in range(MAX_CONTROLS):
-            roles[sweep.key(base.remeasured(CONTROL_BASE + n))] = (plan.baseline.name, Role.CONTROL)
+        roles = run_roles(plan, planned, sweep.key)
         return cls(sweep, plan, specs, roles, planned[-1].name)
 
     # ---- the state, from the store ---------------------------------------------------------
@@ -200,25 +189,8 @@ class Driver:
     # ---- what the report and the summary see -------------------------------------------------
 
     def pooled(self, found: list[JobResult], latest: Mapping[str, JobResult]) -> list[JobResult]:
-        """The current results with the controls added (baseline runs: the report pools them with
-        the baseline) and each candidate's repeats pooled into its result (mean of the runs)."""
-        extra: dict[str, list[JobResult]] = {}
-        controls = []
-        for key, result in latest.items():
-            found_role = self.roles.get(key)
-            if found_role is None or result.verdict in RERUN or key in {r.key for r in found}:
-                continue
-            name, role = found_role
-            if role is Role.CONTROL:
-                controls.append(result)
-            elif result.measured:
-                extra.setdefault(name, []).append(result)
-        out = []
-        for result in found:
-            repeats = extra.get(result.item, [])
-            out.append(_pool([result, *repeats]) if repeats and result.measured and not result.shared_from
-                       else result)
-        return out + sorted(controls, key=lambda r: r.submitted_at)
+        """The current results with the controls and repeats (adaptive.stored.pooled)."""
+        return pooled(found, latest, self.roles)
 
     def drift(self) -> str:
         """What the controls saw (README: how the adaptive sweep decides)."""
@@ -236,17 +208,6 @@ def _observation(result: JobResult, item: PlanItem, role: Role) -> Observation:
                        result.started_at or None, result.ended_at or result.finished_at or None,
                        tuple(steady), state, max(1, result.nodes),
                        "" if result.measured else result.verdict.value)
-
-
-def _pool(runs: list[JobResult]) -> JobResult:
-    measured = [r for r in runs if r.measured and r.tgs is not None]
-    steps = [r.step_seconds for r in measured if r.step_seconds is not None]
-    jobs = ", ".join(r.job_id for r in measured)
-    return replace(runs[0], tgs=statistics.fmean(r.tgs or 0.0 for r in measured),
-                   tgs_values=tuple(v for r in measured for v in r.tgs_values),
-                   step_seconds=statistics.fmean(steps) if steps else runs[0].step_seconds,
-                   reason=(runs[0].reason + "; " if runs[0].reason else "")
-                   + f"mean of {len(measured)} runs (jobs {jobs})")
 
 
 def full_run_minutes(results: Sequence[JobResult]) -> float:
@@ -276,13 +237,3 @@ def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -
     why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
     return "saved node-minutes: " + ", ".join(parts) + why
 
-
-def pool_stored(cell: Any, specs: Sequence[RunSpec], latest: Mapping[str, JobResult], key: Any,
-                image: str, found: list[JobResult]) -> list[JobResult]:
-    """`Driver.pooled` for a reader of the store alone (python -m pytest_xlatune.report), so its
-    report is the session's."""
-    from types import SimpleNamespace
-
-    from ..adaptive.model import Budget
-    driver = Driver.plan_for(SimpleNamespace(cell=cell, image=image, key=key, budget=Budget()), list(specs))
-    return driver.pooled(found, latest) if driver is not None else found

@@ -19,7 +19,7 @@ from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
 from .nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
-from .watch import Judge, SweepStopped, Watched, Watcher
+from .watch import SweepStopped, Watched, Watcher
 
 # Verdicts worth running again on a rerun; everything else is a finished measurement. A full
 # disk stopped the session: once space is freed the run is as good as never tried.

@@ -23,7 +23,7 @@ from ..store import ResultStore
 from .adaptive import Driver
 from .choices import PlanOrder, SweepChoices
 from .poller import Poller
-from .runner import RERUN_VERDICTS, JobRunner, RunOutcome, _controller_limit_s
+from .runner import JobRunner, _controller_limit_s
 from .watch import Judge, Watched, Watcher
 
 Report = Callable[[str], None]

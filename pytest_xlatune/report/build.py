@@ -13,7 +13,7 @@ from ..plan.expand import RunKind, RunSpec, run_key
 from ..plan.resolve import current_results
 from ..results import JobResult, Spent
 from ..store import ResultStore
-from ..engine.adaptive import pool_stored  # controls and repeats, as the session reports them
+from ..adaptive.stored import pool_stored  # controls and repeats, as the session reports them
 from .data import ReportData, build
 
 
