@@ -106,3 +106,14 @@ def test_kill_9_during_an_early_stop_loses_nothing(tmp_path: Path, fake_trainer_
     assert [r["verdict"] for r in results] == ["stopped_early"], results  # never no_steps or cancelled
     assert results[0]["job_id"] == stop["job_id"] and results[0]["tgs_values"]
     assert "wave2::slow[default] PASSED 7" in output and "stopped early: loser" in output, output
+
+
+def test_a_spent_budget_skips_the_candidates_naming_it(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    cell = pytester.makefile(".yml", stop=CELL)
+    # 0.01 h = 36 s of queue time: less than the 25 min kept for the closing runs, so the search
+    # is over once the planned baselines and the evidence run have run.
+    result = pytester.runpytest(str(cell), "-rs", "--xlatune-budget=0.01h", *FAKE)
+    result.assert_outcomes(passed=3, skipped=3)
+    result.stdout.fnmatch_lines(["SKIPPED * not run: the adaptive sweep concluded: less than 25 min of "
+                                 "budget left*"])
+    assert "stopped early" not in result.stdout.str()
