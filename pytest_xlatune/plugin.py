@@ -160,6 +160,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
         text += " — numerics changed: " + str(props["xlatune_numerics"])
     if props.get("xlatune_shared"):
         text += f" (same effective settings as {props['xlatune_shared']}: shared)"
+    if props.get("xlatune_stopped"):
+        text += f" ({props['xlatune_stopped']})"
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
     markup = {"yellow": True} if props.get("xlatune_numerics") else {"green": True}
     return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)
@@ -193,3 +195,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(output.line(config.invocation_params.dir))
     for cell, spent in runtime.costs() if runtime is not None else ():
         terminalreporter.write_line(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
+    for cell, line in runtime.adaptive_lines() if runtime is not None else ():
+        terminalreporter.write_line(f"xlatune: {cell.path.name}: {line}")

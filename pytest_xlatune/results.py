@@ -57,13 +57,16 @@ _SWEEP_VERDICTS = (
     ("FAILED", "failed"),  # a failure of no known class, after at least one step
     ("NO_STEPS", "no_steps"),  # no known class, and no step (or no TGS in the steady window)
     ("INFRA_FLAKE", "infra_flake"),  # dropped by the policy after repeated RCCL init flakes
+    # Cancelled by the adaptive sweep once its steady steps so far decided it: a measured
+    # partial steady state (its TGS is the mean of those steps), never a failure.
+    ("STOPPED_EARLY", "stopped_early"),
 )
 
 
 class _Verdict(Enum):
     @property
     def measured(self) -> bool:
-        return self.name in ("SUCCESS", "SOFT_SUCCESS")
+        return self.name in ("SUCCESS", "SOFT_SUCCESS", "STOPPED_EARLY")
 
 
 # How a job ended, as far as the sweep is concerned: every failure class that a job can end with

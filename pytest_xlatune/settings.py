@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
+from .adaptive.model import Budget
 from .judge.hang import HangSettings
 from .judge.numerics import Mode
 from .judge.policy import DEFAULT_POLICY, Policy, PolicyError, policy_from_text
@@ -45,6 +46,24 @@ def numerics_mode(text: str) -> Mode:
         return Mode(text.strip().lower())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected fail or warn, found {text!r}") from None
+
+
+def budget_value(text: str) -> Budget:
+    """argparse type: node-hours `2.5nh` (the skill's 8 h of queue time still applies), queue
+    hours `8h`, or `none`."""
+    value = text.strip().lower()
+    if value == "none":
+        return Budget(queue_hours=None)
+    number, unit = (value[:-2], "nh") if value.endswith("nh") else (value[:-1], "h") \
+        if value.endswith("h") else (value, "")
+    try:
+        hours = float(number)
+    except ValueError:
+        hours = math.nan
+    if not unit or not (math.isfinite(hours) and hours > 0):
+        raise argparse.ArgumentTypeError(f"expected node-hours like 2.5nh, queue hours like 8h, or "
+                                         f"none, found {text!r}")
+    return Budget(node_hours=hours) if unit == "nh" else Budget(queue_hours=hours)
 
 
 @dataclass(frozen=True)
@@ -113,8 +132,11 @@ OPTIONS = (
     Option("numerics", "what a run whose loss trajectory left the baseline's is: 'fail' (never "
            "the recipe, the stack or the lock) or 'warn' (marked, and may still win: numerics "
            "changed on purpose, e.g. fp8)", "fail", parse=numerics_mode, metavar="fail|warn"),
-    Option("fixed-protocol", "run every selected item as listed, each in its own job: no sharing of "
-           "a job between items with the same effective settings", False, "bool"),
+    Option("fixed-protocol", "run every selected item once, as listed, each to its end in its own "
+           "job: no sharing of duplicates, no controls, repeats, early stops, stop conditions or "
+           "budget", False, "bool"),
+    Option("budget", "when an adaptive sweep concludes: node-hours (2.5nh), queue hours (8h) or "
+           "none", "8h", parse=budget_value, metavar="SPEC"),
     Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "
            "it already exists)", False, "bool"),
 )
@@ -185,6 +207,7 @@ class Settings:
     write_zh: bool = False
     numerics: Mode = Mode.FAIL
     fixed_protocol: bool = False
+    budget: Budget = Budget()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -216,6 +239,8 @@ class Settings:
             export_dir=root / values["export"] if values["export"] else None,
             write_zh=bool(values["zh"]),
             fixed_protocol=bool(values["fixed-protocol"]),
+            budget=values["budget"] if isinstance(values["budget"], Budget)
+            else budget_value(str(values["budget"])),
             numerics=values["numerics"] if isinstance(values["numerics"], Mode)
             else numerics_mode(str(values["numerics"])),
         )

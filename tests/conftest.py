@@ -20,3 +20,6 @@ def fake_trainer_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p", "no:cacheprovider"]
+# For tests of mechanics that count on every selected item running once, to its end, in list
+# order (signals, selection, resume counts, stacks): the fixed protocol, not the adaptive sweep.
+FIXED = [*FAKE, "--xlatune-fixed-protocol"]

@@ -7,6 +7,8 @@ Speed comes from XLA_FLAGS so tests know the true answer:
                          | coord_timeout_hang | hang_before_memstats | hang_before_step0
                          | hang_after_step0 | disk_full (XLA's HLO-dump line on a full disk)
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
+fake_noise=SIGMA (a run's level × (1 + N(0, SIGMA)): run-to-run noise, seeded by the job's
+output directory and fake_seed=N, so a sequence of jobs is reproducible),
 fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens),
 fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
 first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
@@ -19,6 +21,7 @@ can measure the time from the fault to the sweep's verdict (no signature matches
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 import sys
@@ -52,6 +55,10 @@ def main(argv: list[str]) -> int:
     penalized = args.get("fake_penalize")
     if penalized and penalized in flags:
         tgs *= float(args.get("fake_penalty", "0.8"))  # this config tag dislikes that flag
+    noise = float(args.get("fake_noise", "0"))
+    if noise:
+        seed = f"{os.path.basename(args.get('base_output_directory', ''))}/{args.get('fake_seed', '0')}"
+        tgs *= 1 + random.Random(seed).gauss(0.0, noise)
     drift = float(flags.get("--xla_fake_loss_drift", "0"))
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")

@@ -44,6 +44,19 @@ def decide(state: SweepState, now: float) -> tuple[Action, ...]:
     return tuple(_next(state, board, now))
 
 
+def search_over(state: SweepState, now: float) -> str | None:
+    """Why the search for new candidates is over — the budget (short of its reserve) or a stop
+    condition (a confirmed win: only the recipe's variants still run; bounded) — None while it
+    goes on. The engine names it when it skips a candidate the planner passes over."""
+    plan = state.plan
+    left = plan.budget.left(state, now)
+    if left <= plan.budget.reserve_s:
+        return ("the budget is spent" if left <= 0
+                else f"less than {plan.budget.reserve_s / 60:.0f} min of budget left")
+    stop = _stop(_board(plan, tuple(r for r in state.runs if not r.state.active)))
+    return stop[1] if stop is not None else None
+
+
 @functools.lru_cache(maxsize=16)
 def _board(plan: Plan, ended: tuple[Observation, ...]) -> Board:
     # Ended runs have fixed times, so the board does not depend on `now`: one per ended set.

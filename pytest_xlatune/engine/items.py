@@ -152,6 +152,8 @@ class CellItem(pytest.Item):
         sweep = runtime.sweep_for(self.cell)
         if reason := sweep.skip_reason(self.spec):
             _skip(reason)
+        if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):
+            _skip(reason)  # a stop condition or the budget ended the search before this item
         spec, reason = sweep.resolution(self.spec)
         if spec is None:
             _skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
@@ -160,7 +162,9 @@ class CellItem(pytest.Item):
         if spec.kind is RunKind.CROSS_CONFIG and needs:
             _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
         outcome = sweep.run(spec)
-        result = outcome.result
+        if sweep.adaptive is not None:
+            sweep.adaptive.after(self.spec)
+        result = next((r for r in sweep.results() if r.key == outcome.result.key), outcome.result)
         comparison, departed = None, ""
         if spec.kind not in UNCOMPARED and result.tgs is not None:
             comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
@@ -175,6 +179,7 @@ class CellItem(pytest.Item):
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_shared", result.shared_from),
+            ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY else ""),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),
             ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)

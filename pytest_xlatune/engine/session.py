@@ -20,6 +20,7 @@ from ..notify import Notifier
 from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
+from .adaptive import savings
 from .sweep import Sweep
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
@@ -80,6 +81,18 @@ class Runtime:
         return [(cell, Spent.of(sweep.store.jobs())) for cell in self.cells_that_ran()
                 if (sweep := self.sweep_if_stored(cell)) is not None]
 
+    def adaptive_lines(self) -> list[tuple[Cell, str]]:
+        """What the adaptive sweeps of this session saved, and the drift their controls saw."""
+        lines = []
+        for cell in self.cells_that_ran():
+            sweep = self.sweeps.get(cell.path)
+            if sweep is None or sweep.adaptive is None:
+                continue
+            if saved := savings(sweep.store.results(), list(sweep.store.events())):
+                lines.append((cell, saved))
+            lines.append((cell, sweep.adaptive.drift()))
+        return lines
+
     def sweep_for(self, cell: Cell) -> Sweep:
         """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
         if cell.path in self.failed:
@@ -125,6 +138,7 @@ class Runtime:
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
             numerics=self.settings.numerics,
             fetch_artifacts=backend.fetch_artifacts, fixed_protocol=self.settings.fixed_protocol,
+            budget=self.settings.budget,
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         sweep.adopt_orphans()

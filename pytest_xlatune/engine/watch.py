@@ -1,4 +1,5 @@
-"""Watch one job to its end: incremental log tail, cancel on sight, hang detection, outage stop."""
+"""Watch one job to its end: incremental log tail, cancel on sight, hang detection, outage stop,
+and the adaptive sweep's early stop (a judge asked on each new step)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from ..judge.policy import DEFAULT_POLICY, Action, Policy
 from .poller import Poller
 from ..judge.signatures import FailureClass
 from ..judge.triage import Evidence, diagnose
+
+
+Judge = Callable[["Watched"], str]
 
 
 class SweepStopped(Exception):
@@ -36,7 +40,8 @@ class Watched:
 
     log: StepLog
     progress: JobProgress
-    cancelled_for: str = ""  # "" | "unknown_flag" | "hang"
+    cancelled_for: str = ""  # "" | "unknown_flag" | "hang" | "stopped_early" | a failure class
+    stop_reason: str = ""  # why the adaptive sweep stopped it early ("" = it was not)
     hang_phase: HangPhase | None = None
     started_at: float | None = None  # the poller's first RUNNING answer
     ended_at: float | None = None  # the poller's first finished answer (or when we stopped watching)
@@ -66,7 +71,9 @@ class Watcher:
         wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
         self.poller.max_backoff = max(wait, self.interval)
 
-    def watch(self, name: str, job: SubmittedJob) -> Watched:
+    def watch(self, name: str, job: SubmittedJob, judge: Judge | None = None) -> Watched:
+        """Follow `job` to its end; `judge(seen)` is asked on every new step while it runs and
+        returns why to stop it early ("" = let it run): it is cancelled and watched no further."""
         seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, "UNKNOWN"))
         detector = HangDetector(self.hang)
         offset, last_reported, was_running = 0, -1, False
@@ -108,6 +115,11 @@ class Watcher:
                             stuck_warnings=seen.log.stuck_warnings)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
+                if new_steps and judge is not None and not seen.cancelled_for and \
+                        progress.phase is JobPhase.RUNNING and (reason := judge(seen)):
+                    self.report(f"{name} job {job.job_id}: stopping early: {reason}")
+                    seen.stop_reason = reason
+                    self._cancel(job, seen, "stopped_early")
                 if seen.cancelled_for and not self._unsent_cancel and \
                         self._never_retried(seen.cancelled_for):
                     # Decided (an unknown flag fails the item, an OOM xfails it, whatever the
@@ -147,7 +159,7 @@ class Watcher:
         return seen
 
     def _never_retried(self, why: str) -> bool:
-        if why == "unknown_flag":
+        if why in ("unknown_flag", "stopped_early"):
             return True
         try:
             action = self.policy.rule(FailureClass(why)).action

@@ -13,6 +13,7 @@ from ..plan.expand import RunKind, RunSpec, run_key
 from ..plan.resolve import current_results
 from ..results import JobResult, Spent
 from ..store import ResultStore
+from ..adaptive.stored import pool_stored  # controls and repeats, as the session reports them
 from .data import ReportData, build
 
 
@@ -35,8 +36,9 @@ def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path,
     if info is None:
         return None
     nodelist = str(info["nodelist"])
-    results = current_results(cell, specs, store.latest_by_key(),
-                              lambda spec: run_key(cell, spec, nodelist, image), mode)
+    latest = store.latest_by_key()
+    key = lambda spec: run_key(cell, spec, nodelist, image)  # noqa: E731
+    results = pool_stored(cell, specs, latest, key, image, current_results(cell, specs, latest, key, mode))
     return from_results(cell, root, results, nodelist, Spent.of(store.jobs()))
 
 

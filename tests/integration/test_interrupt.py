@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FIXED as FAKE  # interrupt mechanics: every item once, in order (fixed protocol)
 
 pytestmark = pytest.mark.slurm
 

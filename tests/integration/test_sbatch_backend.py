@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FIXED as FAKE  # backend mechanics: one job per item (fixed protocol)
 from tests.integration.fixtures_infra import placement
 
 pytestmark = pytest.mark.slurm

@@ -54,7 +54,9 @@ def cell(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
 
 
 def test_a_conftest_backend_runs_every_job_of_the_cell(pytester: pytest.Pytester, cell: Path) -> None:
-    result = pytester.runpytest(str(cell), "-v", *FAKE)
+    # Every job of the cell goes through the hook: the fixed protocol's five (an adaptive sweep
+    # would add the +10 % win's confirming run).
+    result = pytester.runpytest(str(cell), "-v", "--xlatune-fixed-protocol", *FAKE)
     result.assert_outcomes(passed=5)
     submitted = (pytester.path / "submitted.txt").read_text().split()
     assert len(submitted) == 5 and any("fast" in name for name in submitted)

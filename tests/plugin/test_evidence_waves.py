@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FIXED as FAKE  # stacks need every winner measured (an adaptive sweep stops at the first confirmed win)
 
 EVIDENCE_FAKE = [arg.replace("fake_trainer", "fake_evidence_trainer") for arg in FAKE]
 

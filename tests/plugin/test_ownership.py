@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FIXED as FAKE  # job counts of the fixed protocol (no confirming runs)
 
 CELL = """\
 model_tag: own

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from pytest_xlatune.report.__main__ import main as rerender
-from tests.conftest import FAKE
+from tests.conftest import FAKE, FIXED
 
 CELL = """\
 model_tag: fake
@@ -113,7 +113,7 @@ def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest
 
 def test_summary_and_report_show_the_sweeps_node_hours_from_the_stored_jobs(
         pytester: pytest.Pytester, fsdp: Path) -> None:
-    result = pytester.runpytest(str(fsdp), *FAKE)
+    result = pytester.runpytest(str(fsdp), *FIXED)  # one result per item (no confirming runs)
     result.assert_outcomes(passed=7)
     [store] = [p for p in pytester.path.rglob("*.jsonl") if "fsdp8" in p.name]
     jobs = [json.loads(line) for line in store.read_text().splitlines()]
@@ -128,5 +128,5 @@ def test_summary_and_report_show_the_sweeps_node_hours_from_the_stored_jobs(
     [report] = pytester.path.rglob("fake-tuning.md")
     assert f"- **Cost:** {hours} over 7 jobs" in report.read_text()
     # A rerun reuses every result: it adds no job and no cost.
-    again = pytester.runpytest(str(fsdp), *FAKE)
+    again = pytester.runpytest(str(fsdp), *FIXED)
     again.stdout.fnmatch_lines([f"xlatune: fsdp8.yml: sweep cost {hours} over 7 jobs"])

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 # The scripted fake trainer, with the cache provider on (--lf/--ff/--sw need it).
-ARGS = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05"]
+# Selection mechanics count on every selected item running once, in order: the fixed protocol.
+ARGS = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "--xlatune-fixed-protocol"]
 
 CELL = """\
 model_tag: sel

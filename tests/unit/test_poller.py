@@ -125,12 +125,14 @@ def cell() -> Cell:
                 profiles=tuple(Profile(f"p{i}", 2, (f"--xla_a={i}",)) for i in range(4)))
 
 
+# The queue fill is the fixed protocol's: an adaptive sweep decides each next run after the last
+# one (policy max_in_flight = 1), so it queues none ahead.
 def test_queue_is_kept_full_and_nothing_is_submitted_twice(tmp_path: Path) -> None:
     clock = Clock()
     launcher = ScriptedLauncher(polls_to_finish=3)
     specs = expand(cell())
     sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=launcher, nodelist="node[01-04]", poll_interval=5, queue_depth=2,
+                  launcher=launcher, nodelist="node[01-04]", poll_interval=5, queue_depth=2, fixed_protocol=True,
                   sleep=clock.sleep, clock=clock)
     sweep.set_upcoming(specs)
     first = sweep.run(specs[0])
@@ -162,7 +164,7 @@ def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -
     store = ResultStore(tmp_path / "s.jsonl")
     store.append("submitted", key="other", item="x", job_id="7", log_path="", job_dir="")
     sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
     sweep.set_upcoming(specs)
     sweep.run(specs[0])
     sweep.cancel_all()
@@ -177,7 +179,7 @@ def test_cancel_all_leaves_a_queued_job_that_already_ended_to_the_rerun(tmp_path
     specs = expand(cell())
     store = ResultStore(tmp_path / "s.jsonl")
     sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
     sweep.set_upcoming(specs)
     sweep.run(specs[0])
     sweep.cancel_all()
@@ -197,7 +199,7 @@ def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) 
         store.append("submitted", key=key, item=spec.name, job_id=str(number),
                      log_path=f"/logs/{number}.log", job_dir="/jobs")
     sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, sleep=clock.sleep, clock=clock)
+                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
     sweep.set_upcoming(specs)
     sweep.adopt_orphans()
     sweep.cancel_all()

@@ -1,0 +1,239 @@
+"""The adaptive sweep's driver: the planner's Plan of one cell (built once from the selected runs),
+its SweepState rebuilt from the store on every call — no memory of its own, so a resumed session
+decides as the killed one would — and what `planner.decide` returns carried out: controls and
+repeats run in place, early stops through the watcher's judge, the conclusion as skipped items."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..adaptive import planner
+from ..adaptive.judge import build as build_board
+from ..adaptive.keys import ROLES, plan_items
+from ..adaptive.stored import CONTROL_BASE, RERUN, pooled, run_roles
+from ..adaptive.model import (Conclude, Control, Observation, Plan, PlanItem, Repeat, Role, RunState,
+                              Share, StopEarly, Submit, SweepState)
+from ..judge.steady import steady_state
+from ..launch.base import SubmittedJob
+from ..plan.expand import RunKind, RunSpec
+from ..plan.request import tokens_per_device_step
+from ..results import JobResult, Verdict
+from .watch import Judge, Watched
+
+MAX_STEPS_PER_ITEM = 64  # actions carried out before one item at most (a guard, never reached)
+
+
+@dataclass
+class Driver:
+    """Carries out the planner's decisions for one Sweep (`sweep`: the engine.sweep.Sweep)."""
+
+    sweep: Any
+    plan: Plan
+    specs: dict[str, RunSpec]  # plan item → its selected run
+    roles: dict[str, tuple[str, Role]]  # run key → (plan item, role): planned runs, repeats, controls
+    last: str  # the last planned item in execution order
+
+    @classmethod
+    def plan_for(cls, sweep: Any, upcoming: Sequence[RunSpec]) -> Driver | None:
+        """The driver of the selected runs of the primary config tag; None when there is nothing
+        to plan adaptively (no baseline selected, or a gate run)."""
+        primary = sweep.cell.primary_config.name
+        if any(s.kind.value.startswith("gate") for s in upcoming):
+            return None
+        planned = [s for s in upcoming if s.kind in ROLES and s.config_tag == primary]
+        if not any(s.kind is RunKind.BASELINE for s in planned):
+            return None
+        items = plan_items(sweep.cell, planned, sweep.image)
+        plan = Plan(items, thresholds=sweep.cell.thresholds, budget=sweep.budget,
+                    steady_steps=max(3, sweep.cell.steps - 5))
+        specs = {item.name: spec for item, spec in zip(items, planned)}
+        roles = run_roles(plan, planned, sweep.key)
+        return cls(sweep, plan, specs, roles, planned[-1].name)
+
+    # ---- the state, from the store ---------------------------------------------------------
+
+    def state(self, now: float, running: Observation | None = None) -> SweepState:
+        """Every stored run of the plan as the planner sees it (and the running one)."""
+        latest = self.sweep.store.latest_by_key()
+        runs, excluded = [], set()
+        for key, result in latest.items():
+            found = self.roles.get(key) or self._winner_evidence(result)
+            if found is None or result.verdict in RERUN:
+                continue
+            name, role = found
+            if result.shared_from:
+                excluded.add(name)
+                continue
+            runs.append(_observation(result, self.plan.item(name), role))
+        for name, spec in self.specs.items():  # candidates the catalog rule leaves out never run
+            if self.plan.item(name).role is Role.PROFILE and self.sweep.skip_reason(spec):
+                excluded.add(name)
+        if running is not None:
+            runs.append(running)
+        runs.sort(key=lambda r: r.submitted_at)
+        # Queue time so far: the runs' own (submitted to ended; the sweep is serial), so a sweep
+        # resumed days later is charged its runs, not the days between its sessions.
+        spent = sum((r.ended_at if r.ended_at is not None else now) - r.submitted_at for r in runs)
+        return SweepState(self.plan, tuple(runs), started_at=now - spent, shared=frozenset(excluded))
+
+    def _winner_evidence(self, result: JobResult) -> tuple[str, Role] | None:
+        if result.kind != RunKind.WINNER_EVIDENCE.value or result.item not in self.specs:
+            return None
+        return result.item, Role.WINNER_EVIDENCE
+
+    # ---- before and after an item ----------------------------------------------------------
+
+    def before(self, spec: RunSpec) -> str:
+        """Run the controls and repeats due before `spec`; why `spec` is skipped ("" = run it)."""
+        if spec.name not in self.specs:
+            return ""
+        return self._drive(spec.name)
+
+    def after(self, spec: RunSpec) -> None:
+        """After the last planned item: the repeats, races and closing control still due."""
+        if spec.name == self.last and self.plan.item(spec.name).role is not Role.WINNER_EVIDENCE:
+            self._drive(None)
+
+    def _drive(self, current: str | None) -> str:
+        seen = -1
+        for _ in range(MAX_STEPS_PER_ITEM):
+            now = self.sweep.clock()
+            state = self.state(now)
+            if len(state.runs) == seen:
+                return ""  # the last action added no run (e.g. it failed to resolve): go on
+            seen = len(state.runs)
+            # Shares are carried out by the shared item itself (Sweep.run stores its share).
+            actions = planner.decide(state, now)
+            if any(isinstance(a, Share) and a.item == current for a in actions):
+                return ""
+            action = next((a for a in actions if not isinstance(a, Share)), None)
+            if isinstance(action, Control):
+                self._control(state, action, current)
+            elif isinstance(action, Repeat):
+                self._repeat(state, action)
+            elif isinstance(action, Conclude):
+                self._note(action)
+                if current is not None and current in action.skipped:
+                    return self._skipped(current, f"{action.reason} ({action.why.value})")
+                return ""
+            elif isinstance(action, Submit) and current is not None and action.item != current \
+                    and self.plan.item(current).role is Role.PROFILE \
+                    and not any(r.item == current for r in state.runs) \
+                    and (why := planner.search_over(state, now)):
+                return self._skipped(current, why)  # past a stop condition: only variants still run
+            else:  # the current item (or a share, a baseline, a stop of a job not ours): run it
+                return ""
+        return ""
+
+    def _control(self, state: SweepState, action: Control, current: str | None) -> None:
+        n = sum(1 for r in state.runs if r.role is Role.CONTROL)
+        spec = self.specs[self.plan.baseline.name].remeasured(CONTROL_BASE + n)
+        where = f"before {current}" if current else "after the last item"
+        self.sweep.report(f"{spec.name}: control {n + 1} {where}: {action.reason}")
+        self.sweep.run(spec)
+
+    def _repeat(self, state: SweepState, action: Repeat) -> None:
+        n = sum(1 for r in state.runs if r.item == action.item and r.role is Role.PROFILE)
+        spec = self.specs[action.item].remeasured(n)
+        self.sweep.report(f"{action.item}: run {n + 1}: {action.reason}")
+        self.sweep.run(spec)
+
+    def _note(self, action: Conclude) -> None:
+        """Record the conclusion once (the summary and a rerun's reader see why items were skipped)."""
+        last = next((e for e in reversed(list(self.sweep.store.events())) if e["event"] == "conclude"), None)
+        record = {"why": action.why.value, "reason": action.reason, "skipped": list(action.skipped)}
+        if last is None or {k: last.get(k) for k in record} != record:
+            self.sweep.store.append("conclude", **record)
+
+    def _skipped(self, current: str, why: str) -> str:
+        """The skip reason of `current`, recorded once (for the summary of what was saved)."""
+        if not any(e["event"] == "skipped" and e.get("item") == current for e in self.sweep.store.events()):
+            self.sweep.store.append("skipped", item=current, reason=why)
+        full = full_run_minutes(self.sweep.store.results())
+        saves = f"; saves ≈ {full:.2f} node-minutes (a full run's)" if full else ""
+        return f"not run: the adaptive sweep concluded: {why}{saves}"
+
+    # ---- early stop -----------------------------------------------------------------------
+
+    def judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
+        """Whether the planner stops this candidate's job now; the stop is recorded before the
+        cancel is sent (a killed session's rerun stores it, never runs the job again)."""
+        found = self.roles.get(key)
+        if found is None or found[1] is not Role.PROFILE:
+            return None
+        item = self.plan.item(found[0])
+        recorded = self.sweep._stopped_early(job.job_id)
+        tokens = tokens_per_device_step(self.sweep.cell, spec)
+
+        def ask(seen: Watched) -> str:
+            if recorded:
+                return recorded
+            steady = steady_state(seen.log.steps, profiler_on=False, tokens_per_step=tokens)
+            if steady is None or len(steady.tgs_values) < self.plan.policy.min_steady:
+                return ""
+            now = self.sweep.clock()
+            started = self.sweep.poller.ran(job.job_id)[0] or now
+            run = Observation(job.job_id, item.name, item.key, Role.PROFILE, started, started, None,
+                              steady.tgs_values, RunState.RUNNING, max(1, self.sweep.nodes))
+            for action in planner.decide(self.state(now, running=run), now):
+                if isinstance(action, StopEarly) and action.run == job.job_id:
+                    self.sweep.store.append("early_stop", job_id=job.job_id, key=key, item=spec.name,
+                                            kind=action.kind.value, reason=action.reason)
+                    return action.reason
+            return ""
+        return ask
+
+    # ---- what the report and the summary see -------------------------------------------------
+
+    def pooled(self, found: list[JobResult], latest: Mapping[str, JobResult]) -> list[JobResult]:
+        """The current results with the controls and repeats (adaptive.stored.pooled)."""
+        return pooled(found, latest, self.roles)
+
+    def drift(self) -> str:
+        """What the controls saw (README: how the adaptive sweep decides)."""
+        now = self.sweep.clock()
+        return build_board(self.state(now), now).drift_report().text()
+
+
+def _observation(result: JobResult, item: PlanItem, role: Role) -> Observation:
+    if result.verdict is Verdict.STOPPED_EARLY:
+        state = RunState.STOPPED
+    else:
+        state = RunState.FINISHED if result.measured else RunState.FAILED
+    steady = (result.tgs_values or ((result.tgs,) if result.tgs else ())) if result.measured else ()
+    return Observation(result.job_id or result.key, item.name, item.key, role, result.submitted_at,
+                       result.started_at or None, result.ended_at or result.finished_at or None,
+                       tuple(steady), state, max(1, result.nodes),
+                       "" if result.measured else result.verdict.value)
+
+
+def full_run_minutes(results: Sequence[JobResult]) -> float:
+    """What one full run costs (the fixed plan's estimate): the median node-minutes of the runs
+    that ran to their end (0 before any did)."""
+    full = [r.node_minutes for r in results if r.node_minutes and r.verdict.measured
+            and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from]
+    return statistics.median(full) if full else 0.0
+
+
+def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -> str:
+    """One line: what early stops, shared duplicates and skipped items saved ("" for nothing)."""
+    full = full_run_minutes(results)
+    latest = {r.key: r for r in results}.values()
+    stopped = [r for r in latest if r.verdict is Verdict.STOPPED_EARLY and not r.shared_from]
+    shared = [r for r in latest if r.shared_from]
+    conclude = next((e for e in reversed(events) if e.get("event") == "conclude"), None)
+    skipped = {str(e.get("item")) for e in events if e.get("event") == "skipped"}
+    skipped |= set(conclude.get("skipped", [])) if conclude else set()
+    if not (stopped or shared or skipped):
+        return ""
+    stop_saved = sum(max(0.0, full - (r.node_minutes or 0.0)) for r in stopped)
+    parts = [f"{len(stopped)} early stop(s) {stop_saved:.2f}",
+             f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
+             f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}"]
+    last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
+    why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
+    return "saved node-minutes: " + ", ".join(parts) + why
+
