@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..cell.model import Cell
 from ..plan.expand import RunKind, RunSpec
@@ -86,3 +87,38 @@ def _pool(runs: list[JobResult]) -> JobResult:
                    step_seconds=statistics.fmean(steps) if steps else runs[0].step_seconds,
                    reason=(runs[0].reason + "; " if runs[0].reason else "")
                    + f"mean of {len(measured)} runs (jobs {jobs})")
+
+
+def full_run_minutes(results: Sequence[JobResult]) -> float:
+    """What one full run costs (the fixed plan's estimate): the median node-minutes of the runs
+    that ran to their end (0 before any did)."""
+    full = [r.node_minutes for r in results if r.node_minutes and r.verdict.measured
+            and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from]
+    return statistics.median(full) if full else 0.0
+
+
+def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -> str:
+    """One line: what early stops, shared duplicates and skipped items saved ("" for nothing)."""
+    full = full_run_minutes(results)
+    latest = {r.key: r for r in results}.values()
+    stopped = [r for r in latest if r.verdict is Verdict.STOPPED_EARLY and not r.shared_from]
+    shared = [r for r in latest if r.shared_from]
+    conclude = next((e for e in reversed(events) if e.get("event") == "conclude"), None)
+    skipped = {str(e.get("item")) for e in events if e.get("event") == "skipped"}
+    skipped |= set(conclude.get("skipped", [])) if conclude else set()
+    if not (stopped or shared or skipped):
+        return ""
+    stop_saved = sum(max(0.0, full - (r.node_minutes or 0.0)) for r in stopped)
+    parts = [f"{len(stopped)} early stop(s) {stop_saved:.2f}",
+             f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
+             f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}"]
+    last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
+    why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
+    return "saved node-minutes: " + ", ".join(parts) + why
+
+
+def summary_lines(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """What an adaptive sweep's summary and report say of it: what was saved, and the drift its
+    controls saw (the last `drift` record); () for a sweep that did neither."""
+    drift = next((str(e.get("text", "")) for e in reversed(events) if e.get("event") == "drift"), "")
+    return tuple(line for line in (savings(results, events), drift) if line)

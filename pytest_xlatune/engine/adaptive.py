@@ -5,7 +5,6 @@ repeats run in place, early stops through the watcher's judge, the conclusion as
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from ..adaptive import planner
 from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
-from ..adaptive.stored import CONTROL_BASE, RERUN, pooled, run_roles
+from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
 from ..adaptive.model import (Conclude, Control, Observation, Plan, PlanItem, Repeat, Role, RunState,
                               Share, StopEarly, Submit, SweepState)
 from ..judge.steady import steady_state
@@ -134,6 +133,8 @@ class Driver:
         where = f"before {current}" if current else "after the last item"
         self.sweep.report(f"{spec.name}: control {n + 1} {where}: {action.reason}")
         self.sweep.run(spec)
+        # What the controls have seen so far, for the report (built from the store alone).
+        self.sweep.store.append("drift", text=self.drift())
 
     def _repeat(self, state: SweepState, action: Repeat) -> None:
         n = sum(1 for r in state.runs if r.item == action.item and r.role is Role.PROFILE)
@@ -208,32 +209,3 @@ def _observation(result: JobResult, item: PlanItem, role: Role) -> Observation:
                        result.started_at or None, result.ended_at or result.finished_at or None,
                        tuple(steady), state, max(1, result.nodes),
                        "" if result.measured else result.verdict.value)
-
-
-def full_run_minutes(results: Sequence[JobResult]) -> float:
-    """What one full run costs (the fixed plan's estimate): the median node-minutes of the runs
-    that ran to their end (0 before any did)."""
-    full = [r.node_minutes for r in results if r.node_minutes and r.verdict.measured
-            and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from]
-    return statistics.median(full) if full else 0.0
-
-
-def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -> str:
-    """One line: what early stops, shared duplicates and skipped items saved ("" for nothing)."""
-    full = full_run_minutes(results)
-    latest = {r.key: r for r in results}.values()
-    stopped = [r for r in latest if r.verdict is Verdict.STOPPED_EARLY and not r.shared_from]
-    shared = [r for r in latest if r.shared_from]
-    conclude = next((e for e in reversed(events) if e.get("event") == "conclude"), None)
-    skipped = {str(e.get("item")) for e in events if e.get("event") == "skipped"}
-    skipped |= set(conclude.get("skipped", [])) if conclude else set()
-    if not (stopped or shared or skipped):
-        return ""
-    stop_saved = sum(max(0.0, full - (r.node_minutes or 0.0)) for r in stopped)
-    parts = [f"{len(stopped)} early stop(s) {stop_saved:.2f}",
-             f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
-             f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}"]
-    last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
-    why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
-    return "saved node-minutes: " + ", ".join(parts) + why
-

@@ -20,7 +20,7 @@ from ..notify import Notifier
 from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
-from .adaptive import savings
+from ..adaptive.stored import savings, summary_lines
 from .sweep import Sweep
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
@@ -215,7 +215,8 @@ class Runtime:
             sweep = self.sweep_if_stored(cell)
             if sweep is not None:
                 reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist,
-                                            Spent.of(sweep.store.jobs())))
+                                            Spent.of(sweep.store.jobs()),
+                                            summary_lines(sweep.store.results(), list(sweep.store.events()))))
         return reports
 
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:

@@ -13,7 +13,7 @@ from ..plan.expand import RunKind, RunSpec, run_key
 from ..plan.resolve import current_results
 from ..results import JobResult, Spent
 from ..store import ResultStore
-from ..adaptive.stored import pool_stored  # controls and repeats, as the session reports them
+from ..adaptive.stored import pool_stored, summary_lines  # controls and repeats, as the session reports them
 from .data import ReportData, build
 
 
@@ -27,6 +27,7 @@ class CellReport:
     results: tuple[JobResult, ...]
     nodelist: str
     spent: Spent | None = None  # what every job of the cell's store cost (attempts included)
+    adaptive: tuple[str, ...] = ()  # what the adaptive sweep saved, the drift its controls saw
 
 
 def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path, image: str,
@@ -39,13 +40,14 @@ def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path,
     latest = store.latest_by_key()
     key = lambda spec: run_key(cell, spec, nodelist, image)  # noqa: E731
     results = pool_stored(cell, specs, latest, key, image, current_results(cell, specs, latest, key, mode))
-    return from_results(cell, root, results, nodelist, Spent.of(store.jobs()))
+    return from_results(cell, root, results, nodelist, Spent.of(store.jobs()),
+                        summary_lines(store.results(), list(store.events())))
 
 
 def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str,
-                 spent: Spent | None = None) -> CellReport:
+                 spent: Spent | None = None, adaptive: tuple[str, ...] = ()) -> CellReport:
     paths = CellPaths(cell.path, root, Path())
-    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist, spent)
+    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist, spent, adaptive)
 
 
 def report_data(report: CellReport, mode: Mode) -> ReportData:
@@ -54,4 +56,4 @@ def report_data(report: CellReport, mode: Mode) -> ReportData:
     loaded = {r.job_id: artifacts.load(r) for r in results
               if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
     return build(report.cell, results, report.nodelist, report.cell.backend.kind.value,
-                 loaded=loaded, mode=mode, spent=report.spent)
+                 loaded=loaded, mode=mode, spent=report.spent, adaptive=report.adaptive)

@@ -96,6 +96,7 @@ class ReportData:
     noise: stats.Noise | None = None  # what the intervals use
     disagreements: tuple[str, ...] = ()  # identical-settings runs beyond the prior
     spent: Spent | None = None  # the sweep's node-hours (every job of the store, attempts too)
+    adaptive: tuple[str, ...] = ()  # what the adaptive sweep saved, the drift its controls saw
 
     @property
     def primary(self) -> str:
@@ -120,7 +121,7 @@ def _measured_on(results: list[JobResult]) -> dt.date:
 def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
           today: dt.date | None = None,
           loaded: Mapping[str, RunEvidence] | None = None, mode: Mode = Mode.FAIL,
-          spent: Spent | None = None) -> ReportData:
+          spent: Spent | None = None, adaptive: tuple[str, ...] = ()) -> ReportData:
     """Everything the tuning report needs, computed from the latest result of each run;
     `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
@@ -212,6 +213,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         power=power, noise=tag_noise,
         disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
         spent=spent,
+        adaptive=tuple(adaptive),
     )
 
 

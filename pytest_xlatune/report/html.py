@@ -121,6 +121,7 @@ def cell_html(data: ReportData) -> str:
     """A cell's heading, chart and leaderboard table."""
     title = f"{data.cell.model_tag} {data.cell.parallelism.text} leaderboard ({data.primary})"
     cost = f'<p class="xlatune-cost">Cost: {escape(data.spent.text())}</p>' if data.spent else ""
+    cost += "".join(f'<p class="xlatune-adaptive">Adaptive sweep: {escape(line)}</p>' for line in data.adaptive)
     return (f'<div class="xlatune-cell"><h2 class="xlatune-leaderboard">{escape(title)}</h2>'
             f"{cost}{chart.render(data)}{leaderboard_html(data)}</div>")
 

@@ -72,6 +72,8 @@ def test_a_clear_loser_is_stopped_early_and_measured(pytester: pytest.Pytester, 
     slow = next(e for e in stored if e["item"] == "wave2::slow[default]")
     assert slow["verdict"] == "stopped_early" and 2 <= len(slow["steps_used"]) < 10
     assert slow["step_count"] < 15 and abs(slow["tgs"] - 700) < 5
+    report = next(pytester.path.glob("*-tuning.md")).read_text()
+    assert "- **Adaptive sweep:** saved node-minutes: " in report  # the report says it too
     # Under the fixed protocol the same loser runs to its end.
     fixed = pytester.runpytest(str(cell), "-v", "--xlatune-fixed-protocol", "--xlatune-remeasure", *FAKE)
     fixed.assert_outcomes(passed=6)

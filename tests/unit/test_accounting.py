@@ -98,3 +98,30 @@ def test_the_markdown_and_html_reports_show_the_sweeps_node_hours() -> None:
     assert "- **Cost:** 6.93 node-hours (416.0 node-minutes) over 13 jobs" in render_tuning_md(data)
     assert "节点小时" in render_tuning_md(data, language="zh") and "6.93" in render_tuning_md(data, language="zh")
     assert "Cost: 6.93 node-hours (416.0 node-minutes) over 13 jobs" in cell_html(data)
+
+
+def test_what_the_adaptive_sweep_saved_and_the_drift_reach_the_report_from_the_store() -> None:
+    from pytest_xlatune.adaptive.stored import summary_lines
+    from pytest_xlatune.results import Verdict
+
+    jobs = cases.Jobs()
+    jobs.wave1()  # every job of report_cases costs 32 node-minutes
+    full = jobs.results
+    base = full[0]
+    stopped = replace(base, key="k-stop", item="wave2::slow", verdict=Verdict.STOPPED_EARLY, node_minutes=12.0)
+    shared = replace(base, key="k-share", item="wave2::same", shared_from=base.item)
+    events = [{"event": "skipped", "item": "wave2::late", "reason": "a confirmed win"},
+              {"event": "drift", "text": "drift: not measured (fewer than two control points)"},
+              {"event": "drift", "text": "drift: the controls moved 1.00 % over the sweep"}]
+    lines = summary_lines([*full, stopped, shared], events)
+    # A full run costs the median of the runs that ran to their end (32): the early stop saved
+    # 32 - 12, the share and the skip a full run each; the last drift record is the one shown.
+    assert lines == ("saved node-minutes: 1 early stop(s) 20.00, 1 shared duplicate(s) 32.00, "
+                     "1 skipped item(s) 32.00 (a confirmed win)",
+                     "drift: the controls moved 1.00 % over the sweep")
+    assert summary_lines(full, []) == ()  # the fixed protocol saves nothing and has no controls
+    data = replace(cases.winner(), adaptive=lines)
+    assert "- **Adaptive sweep:** saved node-minutes: 1 early stop(s) 20.00" in render_tuning_md(data)
+    assert "- **Adaptive sweep:** drift: the controls moved 1.00 %" in render_tuning_md(data)
+    assert "自适应扫描" in render_tuning_md(data, language="zh")
+    assert "Adaptive sweep: drift: the controls moved 1.00 %" in cell_html(data)
