@@ -119,3 +119,33 @@ def test_a_spent_budget_skips_the_candidates_naming_it(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(["SKIPPED * not run: the adaptive sweep concluded: less than 25 min of "
                                  "budget left*"])
     assert "stopped early" not in result.stdout.str()
+
+
+CONTROLS_CELL = """\
+model_tag: ctl
+nodes: 1
+parallelism: FSDP=8
+baseline_repeats: 2
+overrides: {fake_step_sleep: 0.03}
+waves:
+  2:
+""" + "".join(f"    - {{name: p{n}, xla_flags: [--xla_fake_tgs={1000 + n}]}}\n" for n in range(1, 11))
+
+
+def test_a_control_is_interleaved_after_every_eight_candidates_and_its_drift_reported(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    cell = pytester.makefile(".yml", ctl=CONTROLS_CELL)
+    result = pytester.runpytest(str(cell), "-v", *FAKE)
+    result.assert_outcomes(passed=14)  # baseline ×2, evidence, p1-p10, the best one's evidence run
+    out = result.stdout.str()
+    # Policy.control_every = 8 candidate runs: the baseline runs again before the 9th candidate.
+    result.stdout.fnmatch_lines(["*control 1 before wave2::p9[[]default[]]: *"])
+    stored = [e for e in events(pytester.path / ".xlatune" / "ctl.jsonl") if e["event"] == "result"]
+    baselines = [e for e in stored if e["kind"] == "baseline"]
+    assert len(baselines) >= 3, out  # the two planned repeats and the control, each its own job
+    assert len({e["job_id"] for e in baselines}) == len(baselines)
+    drift = [e for e in events(pytester.path / ".xlatune" / "ctl.jsonl") if e["event"] == "drift"]
+    assert drift and drift[-1]["text"].startswith("drift: the controls moved ")
+    report = next(pytester.path.glob("*-tuning.md")).read_text()
+    assert "- **Adaptive sweep:** drift: the controls moved " in report
+    result.stdout.fnmatch_lines(["xlatune: ctl.yml: drift: the controls moved *"])
