@@ -123,7 +123,10 @@ def through_plugin(cell: Path, recorder: SlurmRecorder, timeout: float) -> tuple
     # Runs whose flags wait for other results (the winner's evidence run) are never queued
     # ahead, by design; the hand-queued batch cannot have them either.
     later = [arg for spec in queued_specs(cell)[1] for arg in ("--deselect", f"{cell.name}::{spec.name}")]
+    # The fixed protocol: this measures the queue fill (an adaptive sweep queues nothing ahead:
+    # each next run waits for the planner's decision) against the same runs queued by hand.
     wall, proc = run_pytest(cell.parent, [cell.name, "--xlatune-workload=bench_trainer",
+                                          "--xlatune-fixed-protocol",
                                           f"--xlatune-poll-interval={POLL_INTERVAL}", *later],
                             timeout=timeout)
     if proc.returncode != 0:
