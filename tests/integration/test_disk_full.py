@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+# The fixed protocol: these pin what a full disk does to each job of the plan (one job per item,
+# queued ahead on Slurm), not the adaptive sweep's choices.
+from tests.conftest import FIXED
 from tests.integration.fixtures_infra import unavailable
 from tests.integration.test_ownership_slurm import active, wait_for
 
@@ -74,7 +76,7 @@ def test_a_store_on_a_full_disk_stops_the_session_naming_it_and_the_rerun_loses_
     (tmp_path / "cell.yml").write_text(cell)
     store_dir = tmpfs / "store"
     store = store_dir / "cell.jsonl"
-    first = run(tmp_path, *FAKE, f"--xlatune-store={store_dir}")
+    first = run(tmp_path, *FIXED, f"--xlatune-store={store_dir}")
     out = first.stdout + first.stderr
     assert first.returncode == pytest.ExitCode.INTERRUPTED, out  # stopped
     assert f"xlatune STOP: {store}: cannot write the results store (No space left on device)" in out
@@ -88,7 +90,7 @@ def test_a_store_on_a_full_disk_stops_the_session_naming_it_and_the_rerun_loses_
     assert passed and all(item.split("::", 1)[1] in stored for item in passed)  # passed ⇒ stored
 
     subprocess.run(["mount", "-o", "remount,size=50m", str(tmpfs)], check=True)  # space freed
-    second = run(tmp_path, *FAKE, f"--xlatune-store={store_dir}")
+    second = run(tmp_path, *FIXED, f"--xlatune-store={store_dir}")
     out2 = second.stdout + second.stderr
     assert second.returncode == 0, out2
     assert out2.count("REUSED") == len(stored)  # nothing finished was lost
@@ -166,7 +168,7 @@ def cancels_cell(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args], cwd=cwd,
+    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", "-v", *FIXED, *args], cwd=cwd,
                             stdout=(cwd / "out.txt").open("w"), stderr=subprocess.STDOUT, text=True)
 
 
@@ -239,7 +241,7 @@ def test_jobs_the_session_cancels_on_a_full_disk_run_again_on_the_rerun(
         wait_for("the cancels to land", lambda: not cancelled & active(), timeout=60)
 
     filler.unlink()  # space freed
-    second = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args],
+    second = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FIXED, *args],
                             cwd=tmp_path, capture_output=True, text=True, timeout=900)
     out2 = second.stdout + second.stderr
     assert second.returncode == 0, out2
