@@ -18,7 +18,7 @@ from pytest_xlatune.transport.hostcmd import START_HINT, HostCmdTransport
 from pytest_xlatune.notify import Notifier
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
-from tests.conftest import FAKE
+from tests.conftest import FAKE, FIXED
 from tests.integration.fixtures_infra import LocalSlurm, placement
 from tests.integration.hostcmd_bridge import Bridge, install_bridge
 from tests.integration.test_maxtext_upstream import tree
@@ -169,7 +169,8 @@ def test_sbatch_sweep_through_the_bridge(pytester: pytest.Pytester, local_slurm:
     bridge.start()  # after fake_trainer_env: the jobs get the server's environment, as on a host
     try:
         cell = pytester.makefile(".yml", hc=SBATCH_CELL)
-        result = pytester.runpytest(str(cell), "-v", *FAKE, "--xlatune-poll-interval=0.3",
+        # The fixed protocol: every item its own job (fast's confirmed win would skip env8).
+        result = pytester.runpytest(str(cell), "-v", *FIXED, "--xlatune-poll-interval=0.3",
                                     f"--xlatune-host-cmd={bridge.checkout}")
     finally:
         bridge.stop()

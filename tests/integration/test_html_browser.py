@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FIXED  # the full leaderboard: every item runs, the failures too
 
 pytestmark = pytest.mark.browser
 
@@ -125,7 +125,7 @@ def run_chromium(binary: Path, profile: Path, *args: str) -> subprocess.Complete
 @pytest.fixture
 def report_html(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
     cell = pytester.makefile(".yml", demo_cell=CELL)
-    result = pytester.runpytest(str(cell), "--html=report.html", "--self-contained-html", *FAKE)
+    result = pytester.runpytest(str(cell), "--html=report.html", "--self-contained-html", *FIXED)
     # baseline ×2, restore_default, evidence, fast, slow, winner evidence pass; stale fails;
     # oom is an xfail.
     result.assert_outcomes(passed=7, failed=1, xfailed=1)

@@ -96,7 +96,9 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     cell = pytester.makefile(".yml", demo=CELL.format(checkout=json.dumps(str(root))))
     logins = accepted_logins(sshd_server)
     start = time.monotonic()
+    # The fixed protocol: one job per item, each to its end (the counts below are the plan's).
     result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=0.3",
+                                "--xlatune-fixed-protocol",
                                 "--xlatune-ssh-host=xlatune-test", f"--xlatune-ssh-config={sshd_server.ssh_config}")
     wall = time.monotonic() - start
     result.assert_outcomes(passed=8)  # 7 runs + the winner-evidence run

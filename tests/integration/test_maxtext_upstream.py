@@ -80,7 +80,10 @@ def test_deepseek3_fsdp8_with_pdbs_and_moe_tags_through_every_wave(pytester: pyt
     before = tree(upstream)
     cell = pytester.makefile(".yml", ds=DEEPSEEK.format(model="deepseek3-671b", checkout=json.dumps(str(upstream)),
                                                         ray="false"))
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1")
+    # The fixed protocol: every wave's job runs to its end (the 10 steps of each log are checked;
+    # an adaptive sweep may stop opt1 early once its remaining steps cannot change a decision).
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
+                                "--xlatune-fixed-protocol")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["*wave1::baseline[[]moe[]] PASSED*", "*wave1::restore_default[[]moe[]] PASSED*",
                                  "*wave1.5::evidence[[]moe[]] PASSED*", "*wave2::opt1[[]moe[]] PASSED*",

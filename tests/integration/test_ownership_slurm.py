@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FIXED
 from tests.integration.fixtures_infra import LocalSlurm, unavailable
 
 pytestmark = pytest.mark.slurm
@@ -69,7 +69,8 @@ def scheduler_jobs(tag: str) -> Counter[str]:
 
 
 def start(cwd: Path, *args: str, out: str = "out.txt") -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", *FAKE,
+    # The fixed protocol: one job per item, queued ahead (what ownership and re-attach act on).
+    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", *FIXED,
                              "--xlatune-poll-interval=0.2", *args],
                             cwd=cwd, stdout=(cwd / out).open("w"), stderr=subprocess.STDOUT, text=True)
 

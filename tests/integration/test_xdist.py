@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FAKE, FIXED
 from tests.integration.fixtures_infra import placement
 
 pytestmark = pytest.mark.slurm
@@ -41,8 +41,9 @@ def test_two_cells_on_disjoint_nodelists_run_in_parallel(
         pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
     pytester.makefile(".yml", left=CELL.format(tag="left", nodes="node[01-02]"),
                       right=CELL.format(tag="right", nodes="node[03-04]"))
+    # The fixed protocol: every item its own job (a's confirmed win would skip b adaptively).
     result = pytester.runpytest("left.yml", "right.yml", "-n", "2", "--dist", "loadgroup", "-v",
-                                *FAKE, "--xlatune-poll-interval=0.2")
+                                *FIXED, "--xlatune-poll-interval=0.2")
     result.assert_outcomes(passed=10)  # 5 per cell, winner evidence included
     workers = {cell: {line.split("]")[0] for line in result.stdout.lines
                       if line.startswith("[gw") and f"{cell}.yml::" in line}
