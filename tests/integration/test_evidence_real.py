@@ -102,7 +102,9 @@ baseline_repeats: 1
   - {{microbatches: 8}}
   - {{microbatches: 4}}
 """)
-    result = pytester.runpytest("pp.yml", *ARGS)
+    # The fixed protocol: each shape is one run to its end, so the report's TGS is that run's
+    # (adaptively a repeated shape shows the mean of its runs).
+    result = pytester.runpytest("pp.yml", *ARGS, "--xlatune-fixed-protocol")
     result.assert_outcomes(passed=5)  # baseline, evidence, three shapes
     stored = results(pytester.path / ".xlatune")
     tgs = {m: float(stored[f"wave5::mb{m}_v1[default]"]["tgs"]) for m in (2, 4, 8)}
