@@ -12,7 +12,7 @@ from ..plan.request import possible_requests
 from ..cell.model import Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
 from ..paths import CellPaths, lock_path
-from ..report.build import CellReport, from_results
+from ..report.build import CellReport, from_store
 from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
 from ..plan.expand import RunSpec, expand, expand_gate
@@ -20,7 +20,7 @@ from ..notify import Notifier
 from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
-from ..adaptive.stored import savings, summary_lines
+from ..adaptive.stored import savings
 from .sweep import Sweep
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
@@ -78,8 +78,8 @@ class Runtime:
 
     def costs(self) -> list[tuple[Cell, Spent]]:
         """What each cell that ran this session has cost so far (every job of its store)."""
-        return [(cell, Spent.of(sweep.store.jobs())) for cell in self.cells_that_ran()
-                if (sweep := self.sweep_if_stored(cell)) is not None]
+        return [(cell, stored.spent or Spent.of(())) for cell in self.cells_that_ran()
+                if (stored := self.stored(cell)) is not None]
 
     def adaptive_lines(self) -> list[tuple[Cell, str]]:
         """What the adaptive sweeps of this session saved, and the drift their controls saw."""
@@ -210,14 +210,8 @@ class Runtime:
 
     def report_inputs(self, cells: list[Cell] | None = None) -> list[CellReport]:
         """The stored results of these cells (default: all the session knows), as report inputs."""
-        reports = []
-        for cell in self.cells.values() if cells is None else cells:
-            sweep = self.sweep_if_stored(cell)
-            if sweep is not None:
-                reports.append(from_results(cell, self.root, sweep.results(), sweep.nodelist,
-                                            Spent.of(sweep.store.jobs()),
-                                            summary_lines(sweep.store.results(), list(sweep.store.events()))))
-        return reports
+        return [stored for cell in (self.cells.values() if cells is None else cells)
+                if (stored := self.stored(cell)) is not None]
 
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
         """The tuning reports (and exports) of these cells, from their stored results."""
@@ -234,18 +228,18 @@ class Runtime:
         recipe differs from the lock on file (`lock.lock_change` says why, or why not)."""
         outputs = []
         for cell in self.cells_that_ran():
-            sweep = self.sweep_if_stored(cell)
-            if sweep is None or self.settings.gate:
+            stored = self.stored(cell)
+            if stored is None or self.settings.gate:
                 continue
             path = lock_path(cell.path)
             ran = self.ran.get(cell.path, set())
-            not_run = [spec.name for spec in sweep.specs if spec.name not in ran]
+            not_run = [spec.name for spec in self.specs_of(cell) if spec.name not in ran]
             try:
                 existing: Lock | None = load_lock(path) if path.exists() else None
             except LockError:
                 existing = None  # unreadable: a whole sweep replaces it
-            built = None if not_run else build_lock(cell, sweep.results(), sweep.nodelist,
-                                                     sweep.image, mode=self.settings.numerics)
+            built = None if not_run else build_lock(cell, list(stored.results), stored.nodelist,
+                                                     self.cell_settings(cell).image, mode=self.settings.numerics)
             change, why = lock_change(existing, built, not_run)
             if change and built is not None:
                 write_atomic(path, dumps(built))
@@ -258,19 +252,17 @@ class Runtime:
             self._transport = open_transport(self.settings)
         return self._transport
 
-    def sweep_if_stored(self, cell: Cell) -> Sweep | None:
-        """A read-only sweep over stored results (for reports), without starting a launcher."""
-        if cell.path in self.sweeps:
-            return self.sweeps[cell.path]
+    def specs_of(self, cell: Cell) -> list[RunSpec]:
+        """The cell's runs: its live sweep's, else the plan's (specs_for)."""
+        return self.sweeps[cell.path].specs if cell.path in self.sweeps else specs_for(cell, self.settings)
+
+    def stored(self, cell: Cell) -> CellReport | None:
+        """The cell's results as the report reads them, from its store alone (no launcher, no
+        sweep); None for a cell whose store this session was refused or that never began."""
         if cell.path in self.refused:
             return None
-        store = self.store_for(cell)
-        info = store.sweep_info()
-        if info is None:
-            return None
-        return Sweep(cell=cell, specs=specs_for(cell, self.settings), store=store,
-                     launcher=_NoLauncher(), nodelist=info["nodelist"],
-                     image=self.cell_settings(cell).image, numerics=self.settings.numerics)
+        return from_store(cell, self.store_for(cell), self.specs_of(cell), self.root,
+                          self.cell_settings(cell).image, self.settings.numerics)
 
     def close(self) -> None:
         try:
@@ -282,16 +274,6 @@ class Runtime:
         finally:
             for store in self._held:
                 store.release()
-
-
-class _NoLauncher:
-    """Stands in for a launcher when only stored results are read."""
-
-    name = "none"
-    queue_depth = 0
-
-    def close(self) -> None:
-        pass
 
 
 def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
