@@ -113,7 +113,10 @@ def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -
              f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
              f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}"]
     last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
-    why = f" ({conclude['reason']})" if conclude else f" ({last_skip['reason']})" if last_skip else ""
+    # Why items were skipped, as recorded when they were (a Conclude noted later, e.g. by a rerun
+    # that ran nothing, must not change the line); nothing skipped, no reason.
+    reason = last_skip["reason"] if last_skip else conclude["reason"] if conclude and skipped else ""
+    why = f" ({reason})" if reason else ""
     return "saved node-minutes: " + ", ".join(parts) + why
 
 
