@@ -249,7 +249,9 @@ def test_demo_cell_loads_to_the_expected_values() -> None:
         ("o2_no_fastmath", 4, 46), ("stale_flag", 4, 48)]
     assert cell.profile("o1_bf16").overrides == (("dtype", "bfloat16"),)
     assert cell.profile("stale_flag") == Profile(
-        "stale_flag", 4, xla_flags=("--xla_gpu_enable_obsolete_thing=true",), line=48)
+        # -O2 too: a variant of the recipe's lever, so the adaptive demo still runs it after the win
+        "stale_flag", 4, xla_flags=("--xla_backend_optimization_level=2",
+                                    "--xla_gpu_enable_obsolete_thing=true"), line=48)
     assert cell.backend == Backend(BackendKind.LOCAL)
     assert cell.thresholds == Thresholds()
 
