@@ -20,7 +20,7 @@ from ..notify import Notifier
 from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
-from ..adaptive.stored import savings
+from ..adaptive.stored import summary_lines
 from .sweep import Sweep
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
@@ -88,9 +88,10 @@ class Runtime:
             sweep = self.sweeps.get(cell.path)
             if sweep is None or sweep.adaptive is None:
                 continue
-            if saved := savings(sweep.store.results(), list(sweep.store.events())):
-                lines.append((cell, saved))
-            lines.append((cell, sweep.adaptive.drift()))
+            stored = summary_lines(sweep.store.results(), list(sweep.store.events()))
+            lines += [(cell, line) for line in stored]
+            if not any(line.startswith("drift: ") for line in stored):  # no control recorded one
+                lines.append((cell, sweep.adaptive.drift()))
         return lines
 
     def sweep_for(self, cell: Cell) -> Sweep:
