@@ -122,7 +122,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(F.HANG, "rendezvous-stuck", r"This thread has been waiting for .* and may be stuck"
          r"|Termination timeout for .* exceeded", Tier.WEAK),
     _sig(F.HEARTBEAT_TIMEOUT, "coordination-death", r"Terminating process because the JAX distributed "
-         r"service detected fatal errors|Polled error from coordination service", Tier.WEAK),
+         r"service detected fatal errors|Polled (?:an )?error from coordination service", Tier.WEAK),
     _sig(F.HANG, "slurm-time-limit", r"CANCELLED AT \S+ DUE TO TIME LIMIT", Tier.WEAK),
     _sig(F.CANCELLED, "slurm-cancelled", r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+ (?:DUE TO "
          r"PREEMPTION )?\*\*\*", Tier.WEAK),

@@ -202,6 +202,17 @@ def test_a_traceback_that_ends_in_the_coordination_timeout_is_that_timeout() -> 
     assert run(named("coordination_timeout")).also == (F.PYTHON_EXCEPTION, F.NODE_FAIL)
 
 
+@pytest.mark.parametrize("line", [
+    # JAX's own wording (docs/…/fault-tolerance.rst) and the older one of the maxtext-slurm postmortem.
+    "E0929 17:42:48.594192 1044529 coordination_service_agent.cc:332] Polled an error from coordination"
+    " service (this can be an error from this or another task).",
+    "E0212 19:58:10 coordination_service_agent.cc:310] Polled error from coordination service",
+])
+def test_a_task_that_polled_the_coordination_error_hints_at_a_heartbeat_death(line: str) -> None:
+    d = diagnose(Evidence(last_step=3, expected_steps=15, exit_code=1, log_text=line))
+    assert (d.failure, d.label) == (F.HEARTBEAT_TIMEOUT, "coordination-death")
+
+
 def test_nccl_timeout_outranked_by_scheduler_node_fail() -> None:
     plain = diagnose(Evidence(last_step=2, expected_steps=15, exit_code=1, log_text=(
         "0: gpu-a07:4736:5098 [3] enqueue.cc:1622 NCCL WARN Timeout waiting for peer rank 9\n")))
