@@ -6,7 +6,7 @@ repeats run in place, early stops through the watcher's judge, the conclusion as
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..adaptive import planner
@@ -15,6 +15,8 @@ from ..adaptive.keys import ROLES, plan_items
 from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
 from ..adaptive.model import (Conclude, Control, Observation, Plan, PlanItem, Repeat, Role, RunState,
                               Share, StopEarly, Submit, SweepState)
+from ..judge import numerics, verdicts
+from ..judge.numerics import Numerics
 from ..judge.steady import steady_state
 from ..launch.base import SubmittedJob
 from ..plan.expand import RunKind, RunSpec
@@ -66,7 +68,10 @@ class Driver:
             if result.shared_from:
                 excluded.add(name)
                 continue
-            runs.append(_observation(result, self.plan.item(name), role))
+            run = _observation(result, self.plan.item(name), role)
+            if role is Role.PROFILE and self._never_the_recipe(result, latest):
+                run = replace(run, steady=(), state=RunState.FAILED, failure="numerics_changed")
+            runs.append(run)
         for name, spec in self.specs.items():  # candidates the catalog rule leaves out never run
             if self.plan.item(name).role is Role.PROFILE and self.sweep.skip_reason(spec):
                 excluded.add(name)
@@ -77,6 +82,12 @@ class Driver:
         # resumed days later is charged its runs, not the days between its sessions.
         spent = sum((r.ended_at if r.ended_at is not None else now) - r.submitted_at for r in runs)
         return SweepState(self.plan, tuple(runs), started_at=now - spent, shared=frozenset(excluded))
+
+    def _never_the_recipe(self, result: JobResult, latest: Mapping[str, JobResult]) -> bool:
+        """A measured candidate whose loss left the baseline's (fail mode): no repeat, no
+        confirmation and no recipe are spent on it, as if it had failed."""
+        return (self.sweep.numerics is numerics.Mode.FAIL and result.measured
+                and verdicts.numerics_changed(result, list(latest.values())))
 
     def _winner_evidence(self, result: JobResult) -> tuple[str, Role] | None:
         if result.kind != RunKind.WINNER_EVIDENCE.value or result.item not in self.specs:
@@ -175,6 +186,10 @@ class Driver:
             steady = steady_state(seen.log.steps, profiler_on=False, tokens_per_step=tokens)
             if steady is None or len(steady.tgs_values) < self.plan.policy.min_steady:
                 return ""
+            if (why := self._numerics_changed(spec, key, seen)):
+                self.sweep.store.append("early_stop", job_id=job.job_id, key=key, item=spec.name,
+                                        kind="numerics", reason=why)
+                return why
             now = self.sweep.clock()
             started = self.sweep.poller.ran(job.job_id)[0] or now
             run = Observation(job.job_id, item.name, item.key, Role.PROFILE, started, started, None,
@@ -186,6 +201,17 @@ class Driver:
                     return action.reason
             return ""
         return ask
+
+    def _numerics_changed(self, spec: RunSpec, key: str, seen: Watched) -> str:
+        """Why a running candidate cannot be the recipe whatever its speed: its loss left every
+        baseline repeat's (the guard in fail mode); "" while it follows them or in warn mode."""
+        if self.sweep.numerics is not numerics.Mode.FAIL:
+            return ""
+        main, extra = numerics.trajectories(seen.log.steps)
+        losses = {numerics.MAIN: main, **dict(extra)} if main else {}
+        check = verdicts.trajectory_check(losses, spec.config_tag, self.sweep.image,
+                                          list(self.sweep.store.latest_by_key().values()), key)
+        return "numerics changed: it cannot be the recipe" if check.verdict is Numerics.CHANGED else ""
 
     # ---- what the report and the summary see -------------------------------------------------
 

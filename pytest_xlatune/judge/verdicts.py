@@ -3,7 +3,7 @@ recipe (simplest of the tied winners), power, and the regression gate."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import numerics, stats
@@ -89,10 +89,19 @@ def detectable_effect(results: Sequence[JobResult], config_tag: str, m: int = 1)
 def numerics_check(result: JobResult, results: Sequence[JobResult],
                    tolerance: numerics.Tolerance = numerics.DEFAULT_TOLERANCE) -> numerics.Check:
     """The run's loss trajectory against every baseline-deployed repeat of its tag and image."""
+    return trajectory_check(result.loss_fields(), result.config_tag, result.image, results,
+                            result.key, tolerance)
+
+
+def trajectory_check(losses: Mapping[str, numerics.Trajectory], config_tag: str, image: str,
+                     results: Sequence[JobResult], key: str = "",
+                     tolerance: numerics.Tolerance = numerics.DEFAULT_TOLERANCE) -> numerics.Check:
+    """Loss trajectories (a finished run's, or a running job's so far) against every stored
+    baseline-deployed repeat of `config_tag` and `image` other than run `key`."""
     references = [(r.job_id, r.loss_fields()) for r in results
-                  if r.kind == RunKind.BASELINE.value and r.config_tag == result.config_tag
-                  and r.image == result.image and r.losses and r.key != result.key]
-    return numerics.guard(result.loss_fields(), references, numerics.widened(tolerance, references))
+                  if r.kind == RunKind.BASELINE.value and r.config_tag == config_tag
+                  and r.image == image and r.losses and r.key != key]
+    return numerics.guard(losses, references, numerics.widened(tolerance, references))
 
 
 def numerics_changed(result: JobResult, results: Sequence[JobResult]) -> bool:

@@ -39,6 +39,11 @@ def test_a_faster_run_whose_loss_drifts_is_marked_and_never_the_recipe(
     ])
     fast_line = next(line for line in result.stdout.lines if "wave2::fast[" in line and "PASSED" in line)
     assert "numerics" not in fast_line
+    # The adaptive sweep spends nothing more on it: stopped once its steady state is known, no
+    # confirming run (the +30 % would earn one), and the confirmation goes to the recipe instead.
+    result.stdout.fnmatch_lines(["*wave2::drifts*PASSED*(stopped early: numerics changed: it cannot be the recipe)*",
+                                 "*wave2::fast[[]default[]]: run 2: confirming a win*"])
+    assert not [line for line in result.stdout.lines if "wave2::drifts[default]: run 2" in line]
     lock = json.loads((pytester.path / "num.lock.json").read_text())
     assert [r["profile"] for r in lock["recipes"]] == ["fast"]
     report = (pytester.path / "num-tuning.md").read_text()
@@ -51,6 +56,7 @@ def test_warn_mode_marks_the_run_and_lets_it_win(pytester: pytest.Pytester, cell
     result = pytester.runpytest(str(cell), "-v", *FAKE)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*wave2::drifts[[]default[]] PASSED 1300.* — numerics changed: *"])
+    assert not [line for line in result.stdout.lines if "stopping early: numerics changed" in line]
     lock = json.loads((pytester.path / "num.lock.json").read_text())
     assert [r["profile"] for r in lock["recipes"]] == ["drifts"]
     report = (pytester.path / "num-tuning.md").read_text()
