@@ -56,9 +56,12 @@ class Driver:
 
     # ---- the state, from the store ---------------------------------------------------------
 
-    def state(self, now: float, running: Observation | None = None) -> SweepState:
-        """Every stored run of the plan as the planner sees it (and the running one)."""
-        latest = self.sweep.store.latest_by_key()
+    def state(self, now: float, running: Observation | None = None,
+              latest: Mapping[str, JobResult] | None = None) -> SweepState:
+        """Every stored run of the plan as the planner sees it (and the running one); `latest`:
+        the store's latest results when the caller has just read them."""
+        latest = self.sweep.store.latest_by_key() if latest is None else latest
+        stored = list(latest.values())
         runs, excluded = [], set()
         for key, result in latest.items():
             found = self.roles.get(key) or self._winner_evidence(result)
@@ -69,7 +72,7 @@ class Driver:
                 excluded.add(name)
                 continue
             run = _observation(result, self.plan.item(name), role)
-            if role is Role.PROFILE and self._never_the_recipe(result, latest):
+            if role is Role.PROFILE and self._never_the_recipe(result, stored):
                 run = replace(run, steady=(), state=RunState.FAILED, failure="numerics_changed")
             runs.append(run)
         for name, spec in self.specs.items():  # candidates the catalog rule leaves out never run
@@ -83,11 +86,11 @@ class Driver:
         spent = sum((r.ended_at if r.ended_at is not None else now) - r.submitted_at for r in runs)
         return SweepState(self.plan, tuple(runs), started_at=now - spent, shared=frozenset(excluded))
 
-    def _never_the_recipe(self, result: JobResult, latest: Mapping[str, JobResult]) -> bool:
+    def _never_the_recipe(self, result: JobResult, stored: Sequence[JobResult]) -> bool:
         """A measured candidate whose loss left the baseline's (fail mode): no repeat, no
         confirmation and no recipe are spent on it, as if it had failed."""
         return (self.sweep.numerics is numerics.Mode.FAIL and result.measured
-                and verdicts.numerics_changed(result, list(latest.values())))
+                and verdicts.numerics_changed(result, stored))
 
     def _winner_evidence(self, result: JobResult) -> tuple[str, Role] | None:
         if result.kind != RunKind.WINNER_EVIDENCE.value or result.item not in self.specs:
@@ -186,7 +189,8 @@ class Driver:
             steady = steady_state(seen.log.steps, profiler_on=False, tokens_per_step=tokens)
             if steady is None or len(steady.tgs_values) < self.plan.policy.min_steady:
                 return ""
-            if (why := self._numerics_changed(spec, key, seen)):
+            latest = self.sweep.store.latest_by_key()  # one store read per look
+            if (why := self._numerics_changed(spec, key, seen, list(latest.values()))):
                 self.sweep.store.append("early_stop", job_id=job.job_id, key=key, item=spec.name,
                                         kind="numerics", reason=why)
                 return why
@@ -194,7 +198,7 @@ class Driver:
             started = self.sweep.poller.ran(job.job_id)[0] or now
             run = Observation(job.job_id, item.name, item.key, Role.PROFILE, started, started, None,
                               steady.tgs_values, RunState.RUNNING, max(1, self.sweep.nodes))
-            for action in planner.decide(self.state(now, running=run), now):
+            for action in planner.decide(self.state(now, running=run, latest=latest), now):
                 if isinstance(action, StopEarly) and action.run == job.job_id:
                     self.sweep.store.append("early_stop", job_id=job.job_id, key=key, item=spec.name,
                                             kind=action.kind.value, reason=action.reason)
@@ -202,15 +206,15 @@ class Driver:
             return ""
         return ask
 
-    def _numerics_changed(self, spec: RunSpec, key: str, seen: Watched) -> str:
+    def _numerics_changed(self, spec: RunSpec, key: str, seen: Watched,
+                          stored: Sequence[JobResult]) -> str:
         """Why a running candidate cannot be the recipe whatever its speed: its loss left every
         baseline repeat's (the guard in fail mode); "" while it follows them or in warn mode."""
         if self.sweep.numerics is not numerics.Mode.FAIL:
             return ""
         main, extra = numerics.trajectories(seen.log.steps)
         losses = {numerics.MAIN: main, **dict(extra)} if main else {}
-        check = verdicts.trajectory_check(losses, spec.config_tag, self.sweep.image,
-                                          list(self.sweep.store.latest_by_key().values()), key)
+        check = verdicts.trajectory_check(losses, spec.config_tag, self.sweep.image, stored, key)
         return "numerics changed: it cannot be the recipe" if check.verdict is Numerics.CHANGED else ""
 
     # ---- what the report and the summary see -------------------------------------------------
