@@ -16,7 +16,11 @@ A `kill -9` leaves at worst a torn last line: the session that next owns the sto
 aside and starts the next record on a fresh line. Events:
 
 - `sweep`: the frozen nodelist and backend of a cell (first run of the cell);
+- `submitting`: a submission about to be made, with its mark (Slurm: the job comment), written
+  before the scheduler is asked: a session killed before the `submitted` record leaves it, and
+  the rerun looks the job up by its mark (engine/recover.py);
 - `submitted`: a job id for a run key (lets a rerun re-attach instead of resubmitting);
+- `unsubmitted`: a `submitting` mark the rerun found no job for (the run is submitted again);
 - `result`: a finished job (JobResult.to_dict());
 - `cancelled`: a submitted job this session cancelled before its result (submitted again next run);
 - `attempt`: a failed job the playbook retried (the item's final `result` comes later);
@@ -255,6 +259,17 @@ class ResultStore:
                 pending.pop(record.get("key", ""), None)
         return pending
 
+    def unconfirmed_submissions(self) -> list[dict[str, Any]]:
+        """`submitting` records whose mark no `submitted` or `unsubmitted` record settled: the
+        session that wrote them died between the record and the job id's."""
+        intents: dict[str, dict[str, Any]] = {}
+        for record in self.events():
+            if record["event"] == "submitting":
+                intents[str(record["mark"])] = record
+            elif record["event"] in ("submitted", "unsubmitted") and record.get("mark"):
+                intents.pop(str(record["mark"]), None)
+        return list(intents.values())
+
     def sweep_info(self) -> dict[str, Any] | None:
         """The latest `sweep` event: the frozen nodelist current results are tied to
         (a new one is appended only when the user asks for a fresh baseline elsewhere)."""
@@ -267,7 +282,8 @@ class ResultStore:
         return max(numbers, default=0)
 
 
-_NEEDS = {"submitted": ("key", "job_id"),
+_NEEDS = {"submitted": ("key", "job_id"), "submitting": ("key", "mark", "job_name"),
+          "unsubmitted": ("key", "mark"),
           "result": ("key", "item", "wave", "profile", "config_tag", "kind", "job_id", "verdict"),
           "attempt": ("key",), "sweep": ("nodelist",)}
 

@@ -107,8 +107,11 @@ accounting_on() { [ -f "$STATE/accounting" ]; }
 
 accounting_conf_lines() {
     if accounting_on; then
+        # job_comment: sacct keeps each job's comment, where xlatune's submission mark lives
+        # (a rerun finds a job its killed session submitted after slurmctld forgot it).
         printf '%s\n' "AccountingStorageType=accounting_storage/slurmdbd" \
-            "AccountingStorageHost=localhost" "AccountingStoragePort=$DBD_PORT"
+            "AccountingStorageHost=localhost" "AccountingStoragePort=$DBD_PORT" \
+            "AccountingStoreFlags=job_comment"
     else
         echo "AccountingStorageType=accounting_storage/none"
     fi

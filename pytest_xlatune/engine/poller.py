@@ -92,6 +92,16 @@ class Poller:
         self._next_poll = max(now + self.interval, self.clock() + self.interval / 2)
 
 
+def _already_started(launcher: Launcher, request: JobRequest, since: float) -> SubmittedJob | None:
+    """The job an earlier attempt of this marked request started after all (LauncherError when
+    the scheduler cannot say yet: the attempt waits, it does not submit blind)."""
+    find = getattr(launcher, "find_submission", None)  # a plugin's launcher may predate it
+    if not request.mark or find is None:
+        return None
+    found: SubmittedJob | None = find(request.mark, request.job_name, since)
+    return found
+
+
 class ControllerDown(LauncherError):
     """The controller did not take a submission for the whole outage limit."""
 
@@ -105,13 +115,16 @@ def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[
 
     Each submission and its record are one critical section: a SIGINT/SIGTERM/SIGHUP arriving
     meanwhile is acted on right after the record, so no job is known to the scheduler alone
-    (the waits between attempts stay interruptible)."""
+    (the waits between attempts stay interruptible). A marked request is looked up by its mark
+    before each new attempt: an sbatch whose answer was lost may have started the job."""
     down_since: float | None = None
     failures = 0
+    started = time.time()
     while True:
         try:
             with deferred():
-                job = poller.launcher.submit(request)
+                job = _already_started(poller.launcher, request, started) if failures else None
+                job = job or poller.launcher.submit(request)
                 record(job)
             return job
         except LauncherError as error:

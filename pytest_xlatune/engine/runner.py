@@ -3,6 +3,7 @@ keep the queue full, cancel what this session owns, and build the stored result.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -155,9 +156,14 @@ class JobRunner:
 
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
         limit_s = _controller_limit_s(self.policy)
+        request = replace(job_request(self.cell, spec), mark=f"xlatune-{uuid.uuid4().hex[:16]}")
+        # Before the scheduler hears of it: a kill before the job id is stored leaves this, and
+        # the rerun finds the job by its mark (engine/recover.py) instead of submitting it again.
+        self.store.append("submitting", key=key, item=spec.name, job_name=request.job_name,
+                          mark=request.mark)
         try:
-            job = submit_through_outage(self.poller, job_request(self.cell, spec), self.sleep, limit_s,
-                                        record=lambda job: self._record_submission(spec, key, job))
+            job = submit_through_outage(self.poller, request, self.sleep, limit_s,
+                                        record=lambda job: self._record_submission(spec, key, job, request.mark))
         except ControllerDown as error:
             raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
                                f"{limit_s / 60:.0f} min: {error}") from None
@@ -168,12 +174,12 @@ class JobRunner:
             raise
         return job
 
-    def _record_submission(self, spec: RunSpec, key: str, job: SubmittedJob) -> None:
+    def _record_submission(self, spec: RunSpec, key: str, job: SubmittedJob, mark: str) -> None:
         """Recorded before anything else happens (signals wait meanwhile: stopsignals.deferred),
         so a killed session re-attaches to the job and an interrupted one cancels it."""
         try:
             self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
-                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle)
+                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle, mark=mark)
         except StoreWriteError:
             self.launcher.cancel(job.job_id)  # unrecorded, a rerun would submit it twice
             raise

@@ -21,6 +21,7 @@ from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
 from ..adaptive.stored import summary_lines
+from .recover import recover_submissions
 from .sweep import Sweep
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
@@ -119,9 +120,10 @@ class Runtime:
                                                   self.paths(cell), store, self.transport, self.warn,
                                                   other_images=gate_images(cell, self.settings)))
         launcher, nodelist = backend.launcher, backend.nodelist
-        self._warn_busy(cell, store, nodelist, backend.busy)
         specs = specs_for(cell, self.settings)
         try:
+            recover_submissions(store, launcher, self.report)  # before anything is submitted
+            self._warn_busy(cell, store, nodelist, backend.busy)
             self._freeze(cell, store, nodelist)
             # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
             launcher.check_requests(possible_requests(cell, specs))

@@ -25,6 +25,10 @@ class JobRequest:
     config_tag: str = ""
     resolved_from: str = ""  # the profile a winner/cross-config run took its flags from
     image: str | None = None  # another image than the launcher's (the gate's old-image controls; "" = none)
+    # This submission's own mark (Slurm: the job comment), recorded in the store before the job
+    # is submitted, so that a rerun after a kill in between finds the job instead of submitting
+    # it again; "" = unmarked.
+    mark: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,12 @@ class Launcher(Protocol):
 
     def reattach(self, job: SubmittedJob) -> bool:
         """Watch a job submitted by an earlier, killed session instead of submitting it again."""
+        ...
+
+    def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
+        """The job a submission marked `mark` (of the request named `job_name`, made at or after
+        the epoch time `since`) started, now ours; None when the scheduler knows no such job.
+        LauncherError when it cannot tell (the caller must then not submit the run again)."""
         ...
 
     def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,

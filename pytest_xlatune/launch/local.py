@@ -12,6 +12,7 @@ from pathlib import Path
 from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob, for_image
 
 EXIT_SIGTERM = 143
+MARK_ENV = "XLATUNE_SUBMISSION"  # the submission's mark, in the job's log header and environment
 
 
 def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None) -> dict[str, str]:
@@ -64,8 +65,12 @@ class LocalLauncher:
         argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
         env = compose_environment(os.environ, request, dump_dir)
+        if request.mark:
+            env[MARK_ENV] = request.mark
         with log_path.open("wb") as log:
             log.write(f"JOB_ID={job_id}\nJOB_NAME={request.job_name}\n".encode())
+            if request.mark:
+                log.write(f"{MARK_ENV}={request.mark}\n".encode())
             log.write(f"XLA_FLAGS={env.get('XLA_FLAGS', '')}\n".encode())
             log.write(f"PASSTHROUGH_ARGS=\"{' '.join(request.passthrough)}\"\n".encode())
             log.flush()
@@ -84,6 +89,24 @@ class LocalLauncher:
         self._next_number = max(self._next_number, int(job.job_id) + 1) if job.job_id.isdigit() \
             else self._next_number
         return True
+
+    def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
+        """A job of a session killed as it started it: the log whose header names the mark, and
+        the process whose environment carries it (none: it has ended)."""
+        header = f"{MARK_ENV}={mark}\n".encode()
+        for log_path in sorted(self.jobs_dir.glob(f"*-{job_name}.log")):
+            try:
+                with log_path.open("rb") as handle:
+                    if header not in handle.read(4096):
+                        continue
+            except OSError:
+                continue
+            job_id = log_path.name.split("-", 1)[0]
+            pid = next((p for p in _pids() if header.rstrip() in _environ(p)), 0)
+            job = SubmittedJob(job_id=job_id, log_path=str(log_path),
+                               job_dir=str(self.jobs_dir / f"{job_id}-{job_name}"), handle=str(pid or ""))
+            return job if self.reattach(job) else None
+        return None
 
     def _orphan_alive(self, pid: int) -> bool:
         # Not our child, so no exit code: alive means the pid still runs our workload module.
@@ -168,3 +191,15 @@ class LocalLauncher:
     def close(self) -> None:
         for job_id in list(self._processes):
             self.cancel(job_id)
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()] if os.path.isdir("/proc") else []
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []

@@ -66,12 +66,16 @@ class SbatchLauncher(SlurmJobs):
             script_path, job_name=request.job_name, partition=self.placement.partition,
             nodes=self.placement.nodes, nodelist=self.placement.nodelist, exclusive=True,
             requeue=False, time_limit=self.placement.time_limit, output=log_pattern,
-            chdir=self.workdir,
+            chdir=self.workdir, comment=request.mark or None,
         )
         job_id = self.client.submit(argv)
         self._mine.add(job_id)
-        return SubmittedJob(job_id=job_id, log_path=log_pattern.replace("%j", job_id),
-                            job_dir=posixpath.join(outputs, f"{job_id}-{request.job_name}"))
+        return self._submitted_job(job_id, request.job_name)
+
+    def _submitted_job(self, job_id: str, job_name: str) -> SubmittedJob:
+        outputs = posixpath.join(self.workdir, "outputs")
+        return SubmittedJob(job_id=job_id, log_path=posixpath.join(outputs, f"{job_id}-{job_name}.log"),
+                            job_dir=posixpath.join(outputs, f"{job_id}-{job_name}"))
 
     def reattach(self, job: SubmittedJob) -> bool:
         self._mine.add(job.job_id)  # recorded as ours by the store: ours to poll and cancel

@@ -3,6 +3,7 @@ its own jobs, and the health of the pinned nodes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,26 @@ class SlurmJobs:
         if job_id not in self._mine:
             raise LauncherError(f"refusing to cancel job {job_id}: not submitted by this sweep")
         self.client.cancel(job_id)
+
+    def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
+        """The job whose Slurm comment is the submission's mark (launch.base.Launcher). Jobs
+        carrying the mark are this sweep's by construction; one the same submission started
+        twice (sbatch retried after a lost answer) keeps the first, the others are cancelled."""
+        # A day early: the cluster's clock and time zone need not be this host's; no older job
+        # can carry a mark made now.
+        found = self.client.jobs_marked(mark, time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                             time.localtime(since - 86400)))
+        if not found:
+            return None
+        first, *extra = sorted(found, key=lambda j: (len(j), j))
+        self._mine.update(found)
+        for job_id in extra:
+            self.client.cancel(job_id)
+        return self._submitted_job(first, job_name)
+
+    def _submitted_job(self, job_id: str, job_name: str) -> SubmittedJob:
+        """The SubmittedJob that submit() would have returned for this job id."""
+        raise NotImplementedError
 
     def check_requests(self, requests: Iterable[JobRequest]) -> None:
         """A plain batch script runs any request: nothing to refuse (maxtext-slurm checks its names)."""

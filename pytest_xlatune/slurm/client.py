@@ -9,7 +9,7 @@ from ..launch.base import CommandRefused, LauncherError
 from ..transport.base import CommandResult, Transport, TransportError, TransportRefused
 from . import commands
 from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,
-                      parse_sacct, parse_sbatch_parsable, parse_scontrol_show_job,
+                      parse_marks, parse_sacct, parse_sbatch_parsable, parse_scontrol_show_job,
                       parse_scontrol_show_jobs, parse_sinfo_nodes, parse_squeue)
 
 # stderr of `scontrol update NodeName=N State=RESUME` for a node that is not drained or down.
@@ -96,6 +96,24 @@ class SlurmClient:
 
     def cancel(self, job_id: str) -> None:
         self._run(commands.scancel(job_id))
+
+    def jobs_marked(self, mark: str, since: str) -> list[str]:
+        """The ids of the jobs whose comment is `mark` (a submission's, see commands.SUBMISSION_MARK):
+        slurmctld's jobs first (finished ones for MinJobAge), then accounting since `since` (which
+        keeps comments only with AccountingStoreFlags=job_comment). A failed squeue goes up: the
+        caller must not take "could not ask" for "no such job"."""
+        commands.submission_mark(mark)
+        try:
+            found = parse_marks(self._run(commands.squeue_marks()).stdout).get(mark, [])
+        except SlurmParseError as error:
+            raise LauncherError(f"squeue: {error}") from None
+        if found or self._accounting is False:
+            return found
+        try:
+            found = parse_marks(self._run(commands.sacct_marks(since)).stdout).get(mark, [])
+        except (LauncherError, SlurmParseError):
+            return []  # no accounting here: slurmctld's answer is all there is
+        return found
 
     def nodes(self, *, partition: str | None = None, nodelist: str | None = None) -> dict[str, NodeStatus]:
         return parse_sinfo_nodes(self._run(commands.sinfo_nodes(partition, nodelist)).stdout)

@@ -6,11 +6,11 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ..cell.grammar import SLURM_TIME, SLURM_TIME_FORMS
-from .parsers import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
+from .parsers import MARKS_FIELDS, MARKS_FORMAT, SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 
 __all__ = [
-    "sacct", "sbatch", "scancel", "scontrol_show_hostnames", "scontrol_show_job",
-    "scontrol_show_jobs", "scontrol_update_node", "sinfo_nodes", "squeue", "validate_job_id",
+    "SUBMISSION_MARK", "sacct", "sacct_marks", "sbatch", "squeue_marks", "scancel", "scontrol_show_hostnames", "scontrol_show_job",
+    "scontrol_show_jobs", "scontrol_update_node", "sinfo_nodes", "squeue", "submission_mark", "validate_job_id",
     "validate_nodelist",
 ]
 
@@ -21,6 +21,9 @@ _NODELIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,\-]+\][A-Za-z0-9._-
                        r"(?:,[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,\-]+\][A-Za-z0-9._-]*)*)*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@%=,\-]*")  # job/partition names, no spaces
 _NODE_STATES = ("RESUME", "DRAIN", "DOWN", "UNDRAIN", "IDLE")
+# The mark a submission carries in Slurm's job comment (`--comment`), written to the store before
+# sbatch runs: a rerun after a kill between the two finds the job by it (and only its own jobs).
+SUBMISSION_MARK = re.compile(r"xlatune-[0-9a-f]{16}")
 
 
 def validate_job_id(job_id: str | int) -> str:
@@ -75,6 +78,7 @@ def sbatch(
     exclusive: bool = False,
     requeue: bool | None = None,
     export: str | None = None,
+    comment: str | None = None,
     extra: Sequence[str] = (),
     parsable: bool = True,
 ) -> list[str]:
@@ -113,6 +117,8 @@ def sbatch(
         argv.append("--requeue" if requeue else "--no-requeue")
     if export is not None:
         argv.append(f"--export={_path('export', export)}")
+    if comment is not None:
+        argv.append(f"--comment={submission_mark(comment)}")
     for arg in extra:
         if not arg.startswith("-") or any(c in arg for c in "\n\r\0"):
             raise ValueError(f"extra sbatch arguments must be options: {arg!r}")
@@ -135,6 +141,28 @@ def squeue(job_ids: Iterable[str | int]) -> list[str]:
     if len(ids) == 1:
         ids = ids * 2
     return ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}", f"--format={SQUEUE_FORMAT}"]
+
+
+def submission_mark(mark: str) -> str:
+    """Return the mark, or raise ValueError unless it is `xlatune-` and 16 hex digits."""
+    if not SUBMISSION_MARK.fullmatch(mark):
+        raise ValueError(f"invalid submission mark {mark!r} (want xlatune- and 16 hex digits)")
+    return mark
+
+
+def squeue_marks() -> list[str]:
+    """Build `squeue` listing every job slurmctld knows (finished ones for MinJobAge) with its
+    comment; parse with parse_marks."""
+    return ["squeue", "--noheader", "--states=all", f"--format={MARKS_FORMAT}"]
+
+
+def sacct_marks(since: str) -> list[str]:
+    """Build `sacct` of the jobs since a time (`YYYY-MM-DDTHH:MM:SS`) with their comments (stored
+    when slurmdbd has AccountingStoreFlags=job_comment); parse with parse_marks."""
+    if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", since):
+        raise ValueError(f"invalid sacct start time {since!r} (want YYYY-MM-DDTHH:MM:SS)")
+    return ["sacct", "--parsable2", "--noheader", "--allocations", "--allusers",
+            f"--starttime={since}", f"--format={MARKS_FIELDS}"]
 
 
 def sacct(job_ids: Iterable[str | int]) -> list[str]:

@@ -11,9 +11,9 @@ from enum import Enum
 from ..launch.base import JobState, add_spellings
 
 __all__ = [
-    "INVALID_JOB_ID", "SACCT_FIELDS", "SINFO_NODES_FORMAT", "SQUEUE_FORMAT",
+    "INVALID_JOB_ID", "MARKS_FIELDS", "MARKS_FORMAT", "SACCT_FIELDS", "SINFO_NODES_FORMAT", "SQUEUE_FORMAT",
     "JobState", "JobStatus", "NodeState", "NodeStatus", "SlurmParseError",
-    "parse_exit_code", "parse_hostnames", "parse_sacct", "parse_sbatch_parsable",
+    "parse_exit_code", "parse_hostnames", "parse_marks", "parse_sacct", "parse_sbatch_parsable",
     "parse_scontrol_show_job", "parse_scontrol_show_jobs", "parse_sinfo_nodes",
     "parse_squeue", "parse_submitted_batch_job",
 ]
@@ -23,6 +23,9 @@ __all__ = [
 SQUEUE_FORMAT = "%i|%T|%r|%N|%j"
 # sacct --parsable2 --noheader -o SACCT_FIELDS
 SACCT_FIELDS = "JobID,State,ExitCode,NodeList"
+# squeue -h -o MARKS_FORMAT / sacct -P -n -o MARKS_FIELDS: job id | comment (a submission's mark).
+MARKS_FORMAT = "%i|%k"
+MARKS_FIELDS = "JobID,Comment"
 # sinfo -N -h -o SINFO_NODES_FORMAT: node | long state (with flag suffixes) | partition | reason
 SINFO_NODES_FORMAT = "%N|%T|%P|%E"
 # stderr of squeue/scontrol/sacct for a job id slurmctld no longer (or never) knew.
@@ -185,6 +188,26 @@ def parse_squeue(text: str) -> dict[str, JobStatus]:
         jobs[job_id.strip()] = JobStatus(job_id.strip(), JobState.parse(state), None, _none(nodes),
                                          _none(reason), name)
     return jobs
+
+
+def parse_marks(text: str) -> dict[str, list[str]]:
+    """Parse `job id|comment` lines (squeue MARKS_FORMAT, sacct MARKS_FIELDS) into {comment:
+    [job ids]}; jobs without a comment (`(null)`, empty) and job steps are left out."""
+    marks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        job_id, sep, comment = line.partition("|")
+        job_id, comment = job_id.strip(), comment.strip()
+        if not sep or not _JOB_ID.fullmatch(job_id):
+            if "." in job_id and _JOB_ID.fullmatch(job_id.split(".", 1)[0]):
+                continue  # a step (12.batch): its job's line carries the comment
+            raise SlurmParseError(f"unexpected line (want {MARKS_FORMAT!r}): {_clip(line)!r}")
+        if comment and comment != "(null)":
+            marks.setdefault(comment, [])
+            if job_id not in marks[comment]:
+                marks[comment].append(job_id)
+    return marks
 
 
 def parse_sacct(text: str) -> dict[str, JobStatus]:

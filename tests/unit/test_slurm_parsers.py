@@ -351,3 +351,32 @@ def test_node_builders() -> None:
 def test_sacct_builder_uses_the_parsed_fields() -> None:
     assert commands.sacct([5, 6]) == ["sacct", "--parsable2", "--noheader", "--jobs=5,6",
                                       f"--format={parsers.SACCT_FIELDS}"]
+
+
+def test_parse_marks_reads_each_jobs_comment_from_recorded_squeue() -> None:
+    marks = parsers.parse_marks((DATA / "squeue_marks.txt").read_text())
+    assert marks["xlatune-0123456789abcdef"] == ["71"]
+    assert marks["someone else|with a pipe"] == ["73"]  # the comment is the rest of the line
+    assert "(null)" not in marks and all("72" not in ids for ids in marks.values())
+
+
+def test_parse_marks_of_sacct_without_job_comment_finds_nothing_and_skips_steps() -> None:
+    assert parsers.parse_marks((DATA / "sacct_marks_without_job_comment.txt").read_text()) == {}
+    assert parsers.parse_marks("71|xlatune-0123456789abcdef\n71.batch|\n71.0|\n") == \
+        {"xlatune-0123456789abcdef": ["71"]}
+
+
+def test_parse_marks_quotes_a_line_it_does_not_understand() -> None:
+    with pytest.raises(SlurmParseError, match="want '%i|%k'.*squeue: error"):
+        parsers.parse_marks("squeue: error: Invalid user\n")
+
+
+def test_the_submission_mark_reaches_sbatch_as_its_comment_and_nothing_else_does() -> None:
+    argv = commands.sbatch("job.sh", comment="xlatune-0123456789abcdef")
+    assert "--comment=xlatune-0123456789abcdef" in argv
+    for bad in ("xlatune-0123", "x; rm -rf /", "xlatune-0123456789ABCDEF", "--comment=x"):
+        with pytest.raises(ValueError, match="submission mark"):
+            commands.sbatch("job.sh", comment=bad)
+    with pytest.raises(ValueError, match="start time"):
+        commands.sacct_marks("yesterday; rm")
+    assert commands.squeue_marks()[-1] == "--format=%i|%k"

@@ -290,7 +290,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         p = self.placement
         try:
             argv = submit.submit_argv(self.model_name, request.profile, p.nodes, p.nodelist, self.time_limit,
-                                  p.partition, env_args, self.ray, arm=arm)
+                                  p.partition, env_args, self.ray, arm=arm, mark=request.mark)
         except ValueError as error:
             raise LauncherError(f"{request.job_name}: " + " | ".join(str(error).splitlines())) from None
         image = self.image if request.image is None else request.image  # the gate's old-image controls
@@ -323,6 +323,14 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         name = next((line.partition("=")[2] for line in result.stdout.splitlines() if line.startswith("JOB_NAME=")),
                     job_name(self.model_name, request.profile, argv[argv.index("--") + 1:]))
         job_dir = submit.parse_job_dir(output, job_id) or self.path("outputs", f"{job_id}-{name}")
+        return SubmittedJob(job_id=job_id, log_path=f"{job_dir}.log", job_dir=job_dir)
+
+    def _submitted_job(self, job_id: str, job_name: str) -> SubmittedJob:
+        """A job found by its mark: its per-job dir is outputs/<jobid>-<JOB_NAME> (submit.sh made
+        it even if the session that ran submit.sh died: it runs in a session of its own)."""
+        guess = SubmittedJob(job_id, "", self.path("outputs", f"{job_id}-{job_name}"))
+        found = self._by_id(guess, "-type", "d")
+        job_dir = found[0] if found else guess.job_dir
         return SubmittedJob(job_id=job_id, log_path=f"{job_dir}.log", job_dir=job_dir)
 
     def reattach(self, job: SubmittedJob) -> bool:

@@ -11,6 +11,7 @@ import yaml
 
 from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, PARTITION, SLURM_TIME,
                              TUNE_PROFILE_ARG, job_name, job_name_bytes)
+from ...slurm.commands import submission_mark
 from .files import ARM, check_passthrough
 
 XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
@@ -21,10 +22,12 @@ TUNE_ENV_ARG = TUNE_PROFILE_ARG
 
 
 def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None, time: str, partition: str | None,
-                env_args: Sequence[str], ray: bool, *, arm: str) -> list[str]:
+                env_args: Sequence[str], ray: bool, *, arm: str, mark: str = "") -> list[str]:
     """Build the submit.sh command line: `./submit.sh <model>:<exp tag> <sbatch args> -- [_env_…]
     _env_TUNE_PROFILE=<arm>`. The run's MaxText settings live in the arm (render_tune_block), so
     JOB_NAME is `JAX-<model>-<exp tag>[-_env_ENABLE_XLA_DUMP_1]-_env_TUNE_PROFILE_<arm>`.
+    `mark` (the submission's, launch.base.JobRequest) becomes the job's `--comment` (an sbatch
+    arg: submit.sh passes it on and keeps it out of JOB_NAME).
 
     Raises ValueError when an argument breaks its grammar or when submit.sh would refuse the
     JOB_NAME (over 243 bytes); the message says what each part costs.
@@ -54,6 +57,8 @@ def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None,
     if nodelist:
         sbatch.append(f"--nodelist={NODELIST.check(nodelist)}")
     sbatch.append(f"--time={SLURM_TIME.check(time)}")
+    if mark:
+        sbatch.append(f"--comment={submission_mark(mark)}")
     spec = f"{model_name}:{exp_tag}" if exp_tag else model_name
     prefix = ["env", "RAY=1"] if ray else []
     return [*prefix, "./submit.sh", spec, *sbatch, "--", *args]
