@@ -25,9 +25,10 @@ def runs(kind: str, values: Sequence[float], first_job: int) -> list[JobResult]:
 
 
 def gate(recipe: Sequence[float], baseline: Sequence[float], final: bool = False, *,
-         old_recipe: Sequence[float] = (1100.0,), old_baseline: Sequence[float] = (1000.0, 1000.0)):
+         old_recipe: Sequence[float] = (1100.0,), old_baseline: Sequence[float] = (1000.0, 1000.0),
+         tolerance_pct: float = 1.0):
     return image_gate(runs("gate_recipe", recipe, 100), runs("baseline", baseline, 200), LOCK,
-                      tolerance_pct=1.0, final=final,
+                      tolerance_pct=tolerance_pct, final=final,
                       old_recipe_runs=runs("gate_old_recipe", old_recipe, 300),
                       old_baseline_runs=runs("gate_old_baseline", old_baseline, 400))
 
@@ -37,14 +38,27 @@ def test_same_speed_passes_without_measuring_again() -> None:
     assert outcome.problems == () and not outcome.ambiguous
 
 
-def test_a_clear_regression_fails_at_once_naming_jobs_and_the_lock() -> None:
-    outcome = gate([1030.0], [1000.0, 1000.0])
+def test_a_clear_regression_in_one_pair_is_measured_again_then_fails_naming_jobs_and_the_lock() -> None:
+    first = gate([1030.0], [1000.0, 1000.0])
+    assert first.ambiguous and first.problems == ()  # one run vs one control: measured again first
+    outcome = gate([1030.0, 1031.0], [1000.0, 1000.0], old_recipe=[1100.0, 1099.0])
     assert not outcome.ambiguous
     [problem] = outcome.problems
     assert problem.startswith("recipe 'fast' [default] regressed vs the lock (2026-11-30): "
-                              "TGS 1030.0 vs 1100.0 (-6.36 %")
-    assert problem.endswith("tolerance -1 %), jobs 100 vs 300 on the lock's image old in this session "
-                            "(locked 1100.0, for context)")
+                              "TGS 1030.5 vs 1099.5 (-6.28 %")
+    assert problem.endswith("tolerance -1 %), jobs 100 101 vs 300 301 on the lock's image old in "
+                            "this session (locked 1100.0, for context)")
+
+
+def test_a_burst_of_load_during_one_run_does_not_fail_the_same_image() -> None:
+    # stop 19's CI: the same image's baseline 22 % under its control once, under outside load
+    # (the real-Slurm gate test gates at 10 % on this 2-core machine).
+    burst = gate([1100.0], [780.0], old_baseline=[1000.0], tolerance_pct=10.0)
+    assert burst.ambiguous and burst.problems == ()
+    settled = gate([1100.0, 1101.0, 1099.0], [780.0, 1001.0, 998.0], final=True,
+                   old_recipe=[1100.0, 1100.0, 1098.0], old_baseline=[1000.0, 999.0, 1002.0],
+                   tolerance_pct=10.0)
+    assert settled.problems == () and not settled.ambiguous
 
 
 def test_a_likely_but_unconfirmed_regression_is_measured_again_then_decided() -> None:
@@ -74,7 +88,8 @@ def test_a_cluster_slower_since_the_lock_passes_when_old_and_new_image_are_alike
 
 def test_the_regression_is_measured_against_todays_controls_not_the_lock() -> None:
     # The new image matches the lock's stored TGS, but the old image runs 8 % faster today.
-    [problem] = gate([1100.0], [1000.0, 1000.0], old_recipe=[1188.0], old_baseline=[1000.0, 1000.0]).problems
+    [problem] = gate([1100.0, 1100.0], [1000.0, 1000.0], old_recipe=[1188.0, 1188.0],
+                     old_baseline=[1000.0, 1000.0]).problems
     assert problem.startswith("recipe 'fast' [default] regressed vs the lock (2026-11-30): "
                               "TGS 1100.0 vs 1188.0 (-7.41 %")
 
