@@ -112,7 +112,8 @@ class Watcher:
                 detector.running(now)
                 was_running = True
             detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats,
-                            stuck_warnings=seen.log.stuck_warnings)
+                            stuck_warnings=seen.log.stuck_warnings,
+                            unstuck_warnings=seen.log.unstuck_warnings)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
                 if new_steps and judge is not None and not seen.cancelled_for and \

@@ -56,6 +56,7 @@ class HangDetector:
         self._seconds: dict[int, float] = {}  # step → its own `seconds:` field
         self._last_at: float | None = None  # when the newest step arrived
         self._stuck_warnings = 0
+        self._unstuck_warnings = 0
         self.stuck_at: float | None = None  # XLA said a rendezvous may be stuck, after the last progress
 
     def running(self, at: float) -> None:
@@ -80,9 +81,9 @@ class HangDetector:
         self._last_at = at if self._last_at is None else max(self._last_at, at)
 
     def update(self, new_steps: Iterable[StepRecord], at: float, saw_memstats: bool = False,
-               stuck_warnings: int = 0) -> None:
-        """Take what one StepLog.feed returned, plus StepLog.saw_memstats and
-        StepLog.stuck_warnings, as seen at `at`."""
+               stuck_warnings: int = 0, unstuck_warnings: int = 0) -> None:
+        """Take what one StepLog.feed returned, plus StepLog.saw_memstats,
+        StepLog.stuck_warnings and StepLog.unstuck_warnings, as seen at `at`."""
         if saw_memstats:
             self.memstats(at)
         for record in new_steps:
@@ -90,6 +91,9 @@ class HangDetector:
         if stuck_warnings > self._stuck_warnings:
             self._stuck_warnings = stuck_warnings
             self.stuck(at)
+        if unstuck_warnings > self._unstuck_warnings:  # XLA: "Warning above was a false-positive"
+            self._unstuck_warnings = unstuck_warnings
+            self.stuck_at = None
 
     def stuck(self, at: float) -> None:
         """XLA printed `This thread has been waiting for ... and may be stuck` at `at`."""

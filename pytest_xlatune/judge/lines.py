@@ -8,7 +8,12 @@ from dataclasses import dataclass
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?i:nan|inf(?:inity)?))"
 STEP_MARK = "completed step:"
-STEP_RE = re.compile(r"\bcompleted step:\s*(\d+)")
+# Newer MaxText prints a profiler boundary step without its (distorted) timings as
+# `completed profiler activation/deactivation step: N`: still a completed step.
+PROFILER_STEP_MARK = "deactivation step:"
+STEP_MARKS = (STEP_MARK, PROFILER_STEP_MARK)
+STEP_RE = re.compile(r"\bcompleted (?:profiler activation/deactivation )?step:\s*(\d+)")
+STEP_MARK_RE = re.compile(r"completed (?:profiler activation/deactivation )?step:")  # glued lines too
 # Each `, name: value` after the step number. Fields are taken by exact name, so `mtp_loss` and
 # `main_model_loss` are never read as `loss` (the skill's greedy `.*loss:` reads mtp_loss).
 _FIELD_RE = re.compile(rf",\s*([A-Za-z_][\w/]*)\s*:\s*({_NUM})\s*%?")
@@ -66,7 +71,8 @@ def parse_step_line(line: str) -> StepRecord | None:
     m = STEP_RE.search(line)
     if m is None:
         return None
-    stop = line.find(STEP_MARK, m.end())  # a second step line glued on (interleaved output)
+    nxt = STEP_MARK_RE.search(line, m.end())  # a second step line glued on (interleaved output)
+    stop = -1 if nxt is None else nxt.start()
     fields: dict[str, float] = {}
     for name, value in _FIELD_RE.findall(line, m.end(), len(line) if stop < 0 else stop):
         fields.setdefault(name, float(value))
@@ -81,6 +87,11 @@ def parse_step_line(line: str) -> StepRecord | None:
         loss=fields.pop("loss", None),
         extra=tuple(fields.items()),
     )
+
+
+def has_step(line: str) -> bool:
+    """Whether a line holds a MaxText step line (either form)."""
+    return any(mark in line for mark in STEP_MARKS)
 
 
 def is_noise(line: str) -> bool:

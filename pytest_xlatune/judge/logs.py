@@ -5,15 +5,15 @@ One line's grammar is lines.py's; which lines are evidence is signatures.py's; w
 from __future__ import annotations
 
 import ctypes
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from .lines import NOISE_BYTES_RE, NOISE_RE, STEP_MARK, STEP_RE, StepRecord, parse_step_line, strip_ansi
+from .lines import (NOISE_BYTES_RE, NOISE_RE, STEP_MARK_RE, STEP_MARKS, STEP_RE, StepRecord, parse_step_line,
+                    strip_ansi)
+from .signatures import EVIDENCE_NEEDLES, STUCK_RE, UNKNOWN_FLAG_RE, is_evidence
 
-_UNKNOWN_RE = re.compile(r"Unknown flags? in XLA_FLAGS:\s*(\S+)")
 TAIL_LINES = 60
 
 # Ingest of GB-sized logs: a feed is searched block by block for byte needles (the step and OOM
@@ -36,9 +36,10 @@ MAX_WEAK_EVIDENCE = 16  # of which weak hints (a traceback header, NCCL WARN) at
 _EVIDENCE_WIDTH = 2000
 _OOM_CONTEXT, _OOM_CONTEXT_LINES = 2048, 12  # what follows an OOM line: its memory figures
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
-_STEP_NEEDLE = b"completed step:"
+_STEP_NEEDLES = tuple(mark.encode() for mark in STEP_MARKS)
 OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
-_UNKNOWN_NEEDLE = b"Unknown flag"  # "Unknown flag in XLA_FLAGS:", "Unknown flags in XLA_FLAGS:"
+# "Unknown flag in XLA_FLAGS:", "Unknown flags in XLA_FLAGS:", absl's "Unknown command line flag 'x'"
+_UNKNOWN_NEEDLES = (b"Unknown flag", b"line flag")
 _MEMSTATS_NEEDLE = b"Memstats"
 _SUMMARY_NEEDLE = b"JOB SUMMARY"
 _STATUS_NEEDLE = b"Status:"
@@ -102,14 +103,13 @@ class StepLog:
     """Ingest a growing log in byte chunks of any size: steps, signals and a noise-free tail."""
 
     def __init__(self) -> None:
-        from .signatures import EVIDENCE_NEEDLES, is_evidence  # signatures imports this module
-
         self._evidence_needles: _Needles = [(n, SignalKind.EVIDENCE) for n in EVIDENCE_NEEDLES]
         self._is_evidence = is_evidence
         # (byte offset, line, last step before it): failure lines from anywhere in the log
         self.evidence: list[tuple[int, str, int | None]] = []
         self.first_step_line: str | None = None
         self.stuck_warnings = 0  # XLA's "waiting for ... may be stuck" rendezvous lines seen
+        self.unstuck_warnings = 0  # and its "This thread is unstuck" lines, which withdraw them
         self._consumed = 0  # bytes fed so far
         self._context_left = 0  # lines still to keep after an OOM line
         self._weak = 0
@@ -172,7 +172,7 @@ class StepLog:
             self._find_status(buf, start, end)
         if self._context_left > 0:
             self._take_context(buf, start, end, base)
-        wanted: _Needles = [(_STEP_NEEDLE, None)]
+        wanted: _Needles = [(needle, None) for needle in _STEP_NEEDLES]
         if self._ooms < _MAX_OOM_SIGNALS:
             wanted += [(needle, SignalKind.OOM) for needle in OOM_NEEDLES]
         if len(self.evidence) < MAX_EVIDENCE_LINES:
@@ -183,7 +183,7 @@ class StepLog:
             # before the first step line is searched for them.
             early: _Needles = []
             if self.unknown_flag is None:
-                early.append((_UNKNOWN_NEEDLE, SignalKind.UNKNOWN_FLAG))
+                early += [(needle, SignalKind.UNKNOWN_FLAG) for needle in _UNKNOWN_NEEDLES]
             if not self.saw_memstats:
                 early.append((_MEMSTATS_NEEDLE, SignalKind.MEMSTATS))
             pre_end = min((hit[0] for hit in hits if hit[2] is None), default=end)
@@ -212,9 +212,8 @@ class StepLog:
                 self._find_status(buf, line_end, end)
 
     def _take_steps(self, line: str, new: list[StepRecord]) -> None:
-        at = line.find(STEP_MARK)
-        while at >= 0:  # more than one when tasks' output interleaves within a line
-            segment = line[at:]
+        for mark in STEP_MARK_RE.finditer(line):  # more than one when tasks' output interleaves
+            segment = line[mark.start():]
             m = STEP_RE.match(segment)
             number = int(m.group(1)) if m is not None else -1
             if m is not None and number not in self._steps and number not in self._recent:
@@ -230,7 +229,6 @@ class StepLog:
                             del self._recent[next(iter(self._recent))]
                     new.append(rec)
                     self.last_step = max(rec.step, self.last_step or 0)
-            at = line.find(STEP_MARK, at + len(STEP_MARK))
 
     def _take_evidence(self, at: int, line: str) -> str:
         if len(self.evidence) >= MAX_EVIDENCE_LINES or NOISE_RE.search(line):
@@ -239,6 +237,12 @@ class StepLog:
         sig = self._is_evidence(line)
         if sig is None:
             return ""
+        if sig.label == "rendezvous-unstuck":  # the rendezvous completed: its warnings were wrong
+            self.unstuck_warnings += 1
+            kept = [entry for entry in self.evidence if not STUCK_RE.search(entry[1])]
+            self._weak -= len(self.evidence) - len(kept)
+            self.evidence = kept
+            return sig.label
         if sig.tier.value == "weak":  # hints (NCCL WARN spam): a budget of their own
             if self._weak >= MAX_WEAK_EVIDENCE:
                 return ""
@@ -265,10 +269,10 @@ class StepLog:
     def _take_signal(self, kind: SignalKind, line: str) -> bool:
         line = strip_ansi(line).strip()
         if kind is SignalKind.UNKNOWN_FLAG:
-            m = _UNKNOWN_RE.search(line)
+            m = UNKNOWN_FLAG_RE.search(line)
             if m is None or self.unknown_flag is not None:
                 return False
-            self.unknown_flag = m.group(1).split("=", 1)[0]
+            self.unknown_flag = (m.group("flag") or m.group("quoted")).split("=", 1)[0]
         elif kind is SignalKind.MEMSTATS:
             if self.saw_memstats:
                 return False

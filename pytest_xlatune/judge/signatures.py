@@ -43,8 +43,11 @@ def _sig(failure: FailureClass, label: str, pattern: str, tier: Tier = Tier.FATA
 
 
 F = FailureClass
-# RCCL/NCCL errors, as opposed to warnings. NCCL prints `host:pid:tid [dev] file.cc:line NCCL WARN`.
-_NCCL_ERROR = (r"[NR]CCL WARN\b.*\b[Tt]ime(?:d )?out|Timeout waiting for|\bnccl(?:System|Remote|Internal"
+# RCCL/NCCL errors, as opposed to warnings. NCCL prints `host:pid:tid [dev] file.cc:line NCCL WARN`;
+# `NCCL WARN Cuda failure 'initialization error'` (RCCL's hipified build says `Cuda` too) is a failed
+# runtime call NCCL returns as an error (the `init.cc:872 -> 1` trail after it).
+_NCCL_ERROR = (r"[NR]CCL WARN\b.*\b[Tt]ime(?:d )?out|[NR]CCL WARN (?:Cuda|HIP) failure|Timeout waiting for"
+               r"|\bnccl(?:System|Remote|Internal"
                r"|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|\bNCCL error\b"
                r"|\bnccl[A-Z]\w*(?:\([^)]*\))? failed\b|Watchdog caught collective operation timeout")
 _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
@@ -55,40 +58,64 @@ _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
 EXCEPTION_LINE = (r"(?:^\s*(?:\d+:\s*)?|[\]\)>]:?\s*)"
                   r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure))(?::\s.*|:)?$")
 
+# The flag a flag parser refused: XLA's `Unknown flags in XLA_FLAGS: --xla_foo`, and absl's (libtpu,
+# a Pathways proxy) `ERROR: Unknown command line flag 'xla_foo'`. StepLog reads the flag with it too.
+UNKNOWN_FLAG_RE = re.compile(r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>[-\u2013\u2014]{1,2}[A-Za-z_][\w.-]*)"
+                             r"|Unknown command line flag '(?P<quoted>[A-Za-z_][\w.-]*)'")
+# XLA's rendezvous warning withdrawn: `This thread is unstuck waiting for … Warning above was a
+# false-positive.` An earlier `may be stuck` line of the job no longer says it hung.
+UNSTUCK = r"This thread is unstuck waiting for"
+STUCK_RE = re.compile(r"This thread has been waiting for .* and may be stuck")
+
 # First match on a line wins, so the specific patterns come before the generic ones.
 SIGNATURES: tuple[Signature, ...] = (
-    _sig(F.UNKNOWN_FLAG, "unknown-flag",
-         r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>[-\u2013\u2014]{1,2}[A-Za-z_][\w.-]*)"),
+    _sig(F.UNKNOWN_FLAG, "unknown-flag", UNKNOWN_FLAG_RE.pattern),
     # Before OOM: XLA says `RESOURCE_EXHAUSTED: ... No space left on device` when an HLO dump
     # or a checkpoint fills the disk; that is no memory problem and never an OOM.
-    _sig(F.DISK_FULL, "disk-full", r"No space left on device|Disk quota exceeded|\bENOSPC\b"
+    # Go tools (docker, enroot) write it in lower case: `write /usr/lib/x.so: no space left on device`.
+    _sig(F.DISK_FULL, "disk-full", r"(?i:no space left on device)|Disk quota exceeded|\bENOSPC\b"
          r"|\bEDQUOT\b|Input/output error|\[Errno (?:5|28|122)\]"),
     # The kernel's and Slurm's words (`Detected 1 oom-kill event(s)`, newer `2 oom_kill events`, srun's
-    # `task 0: Out Of Memory`).
-    _sig(F.OOM, "oom-host", r"\boom[-_]kill\b|\boom_kill_process\b|Out of memory: Killed process"
-         r"|Memory cgroup out of memory|\btasks? [\d,-]+: Out Of Memory\b|\bOOM Killed\b"),
+    # `task 0: Out Of Memory`, older kernels' `Out of memory: Kill process`, and Slurm's own memory
+    # enforcement: `Step 1.0 exceeded memory limit (52917772 > 20971520), being killed`, `srun: Exceeded
+    # job memory limit`; its `... at some point` variant is a warning jobs survive).
+    _sig(F.OOM, "oom-host", r"\boom[-_]kill\b|\boom_kill_process\b|Out of memory: Kill(?:ed)? process"
+         r"|Memory cgroup out of memory|\btasks? [\d,-]+: Out Of Memory\b|\bOOM Killed\b"
+         r"|exceeded memory limit \(\d+ > \d+\), being killed|Exceeded (?:job|step) memory limit(?! at some)"),
     # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below).
     _sig(F.OOM, "oom-gpu", r"RESOURCE_EXHAUSTED|\b[Oo]ut of memory\b|\bOUT_OF_MEMORY\b"
          r"|\bResourceExhausted|hipErrorOutOfMemory"),
     _sig(F.COORDINATION_TIMEOUT, "coordination-timeout",
          r"DEADLINE_EXCEEDED\b.*(?:\b(?:GetKeyValue\(\)|Barrier|[Tt]ask) timed out|[Dd]eadline [Ee]xceeded)"),
+    # gRPC cannot reach the JAX coordinator (wrong address or port, the leader not up, or gone), and a
+    # task that re-registered after a restart (the coordinator aborts every task).
+    _sig(F.COORDINATION_TIMEOUT, "coordination-unreachable", r"\bUNAVAILABLE: ?failed to connect to all addresses"),
+    _sig(F.COORDINATION_TIMEOUT, "coordination-restarted",
+         r"unexpectedly tried to connect with a different incarnation"),
     _sig(F.HEARTBEAT_TIMEOUT, "heartbeat-timeout",
          r"stopped sending heartbeats|The tasks have crashed|tasks are unhealthy|\bheartbeat timeout\b"),
     _sig(F.GPU_RUNTIME_ERROR, "gpu-runtime-error",
          r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort|(?P<cuda>CUDA_ERROR_(?:ILLEGAL_ADDRESS"
-         r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION))"
+         r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION|MISALIGNED_ADDRESS"
+         r"|INVALID_ADDRESS_SPACE|INVALID_PC|ASSERT)\b)"
          r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"
          r"|Memory access fault by GPU node|unspecified launch failure"
-         # CUDA's cudaErrorECCUncorrectable text; the kernel's Xid report (a job log holds dmesg in
-         # maxtext-slurm's post-mortem) and the GPU dropping off PCIe.
-         r"|\buncorrectable ECC error\b|NVRM: Xid \(|\bfallen off the bus\b"),
+         # CUDA's cudaErrorECCUncorrectable text; the kernel's reports (a job log holds dmesg in
+         # maxtext-slurm's post-mortem): NVIDIA's Xid, the GPU dropping off PCIe, amdgpu resetting a
+         # hung GPU or reporting a RAS error.
+         r"|\buncorrectable (?:ECC|hardware) error\b|NVRM: Xid \(|\bfallen off the bus\b"
+         r"|\bamdgpu: GPU reset begin\b"),
     # AMD's ionic RDMA driver; NCCL's own `NET/IB : Got completion from peer … with error` stays an
     # NCCL error (the collective fails; tests/data/triage/nccl_timeout.log).
     _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error"),
     _sig(F.NODE_FAIL, "slurm-node-failure", r"\b[a-z]*(?:run|alloc|batch): error: Node failure on (?P<host>[^\s:]+)"
          r"|\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<on>\S+) )?CANCELLED AT \S+ DUE TO NODE FAIL"),
+    # slurmd on a node could not start the step's tasks (`Communication connection failure`, `Socket
+    # timed out on send/recv operation`): the node, not the job.
+    _sig(F.NODE_FAIL, "slurm-launch-failed", r"\bsrun: error: Task launch for \S+ failed on node (?P<host>[^\s:]+)"),
     # The assembler's exit or the fusion it failed on is the evidence, "Failed to compile" or not.
-    _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"Failed to compile\b|XLA compilation failed"
+    # `Mosaic failed to compile TPU kernel`: Pallas kernels' compiler, in lower case.
+    _sig(F.XLA_COMPILE_FAIL, "xla-compile-fail", r"[Ff]ailed to compile\b|XLA compilation failed"
          r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|\bptxas returned an error\b"
          r"|Failure occurr?ed when "
          r"compiling fusion|LLVM (?:Fatal Error|ERROR)\b|Error during compilation of ptx"
@@ -119,15 +146,20 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(F.PYTHON_EXCEPTION, "python-exception", r"Traceback \(most recent call last\):", Tier.WEAK,
          streamed=False),  # its exception line is streamed
     # XLA announces a collective stuck at a rendezvous long before any time limit.
-    _sig(F.HANG, "rendezvous-stuck", r"This thread has been waiting for .* and may be stuck"
-         r"|Termination timeout for .* exceeded", Tier.WEAK),
+    _sig(F.HANG, "rendezvous-stuck", STUCK_RE.pattern + r"|Termination timeout for .* exceeded", Tier.WEAK),
+    _sig(F.HANG, "rendezvous-unstuck", UNSTUCK, Tier.WEAK),  # withdraws the stuck lines before it
     _sig(F.HEARTBEAT_TIMEOUT, "coordination-death", r"Terminating process because the JAX distributed "
          r"service detected fatal errors|Polled (?:an )?error from coordination service", Tier.WEAK),
     _sig(F.HANG, "slurm-time-limit", r"CANCELLED AT \S+ DUE TO TIME LIMIT", Tier.WEAK),
+    # scancel, or Slurm's own reason (`DUE TO PREEMPTION`, `DUE TO JOB REQUEUE`); a time limit and a
+    # node failure match their own rows above first.
     _sig(F.CANCELLED, "slurm-cancelled", r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+ (?:DUE TO "
-         r"PREEMPTION )?\*\*\*", Tier.WEAK),
+         r"[A-Z][A-Z ]*[A-Z] )?\*\*\*", Tier.WEAK),
     _sig(F.NODE_FAIL, "node-fail", r"NODE_EXIT host=(?P<host>\S+) exit=(?!130\b)(?P<code>-?[1-9]\d*)\b",
          Tier.WEAK, streamed=False),
+    # srun's word for a task a signal killed (exit 139, 135, 134, 132, 136): a crash, core dump likely.
+    _sig(F.NODE_FAIL, "task-signal", r"\bsrun: error: (?P<host>[^\s:]+): tasks? [\d,-]+: (?P<signal>Segmentation "
+         r"fault|Bus error|Aborted|Illegal instruction|Floating point exception)", Tier.WEAK),
     _sig(F.UNKNOWN, "signal-kill", r"Training subprocess killed by", Tier.WEAK, streamed=False),
     _sig(F.HANG, "train-timeout", r"== Train(?:ing)? TIMEOUT", Tier.WEAK, streamed=False),
 )
@@ -155,10 +187,11 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     # passes every OOM-needle line through them). Other signatures' lines reach triage by the tail.
     b"Error", b"Exception:", b"imeout", b"imed out", b"DEADLINE_EXCEEDED", b"eartbeat",
     b"have crashed", b"coordination service", b"HSA_STATUS_ERROR", b"CUDA_ERROR_", b"cqe with",
-    b"Node failure", b"ptxas", b"Failed to compile", b"compiling fusion", b"LLVM",
-    b"completion from peer", b"may be stuck", b"CANCELLED AT", b"Unknown flag",
-    b") failed", b"NCCL error", b"access fault", b"illegal memory", b"ECC error", b"NVRM: ",
+    b"Node failure", b"ptxas", b"ailed to compile", b"compiling fusion", b"LLVM",
+    b"completion from peer", b"stuck", b"CANCELLED AT", b"Unknown ", b") failed", b"NCCL error",
+    b"access fault", b"illegal memory", b"ncorrectable", b"NVRM: ", b"GPU reset", b" failure '",
     b"oom", b"Out Of Memory",  # `oom-kill`, `oom_kill`: one needle, one pass
+    b"memory limit", b"srun: error:", b"connect to all", b"incarnation", b"o space left",
 )
 
 

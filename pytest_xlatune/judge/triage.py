@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from .excerpts import RANK_RE, MemoryFigures, exception_line, fusion_line, memory_figures, rank_hosts
 from .hang import HangPhase
-from .lines import strip_ansi
+from .lines import has_step, strip_ansi
 from .logs import SignalKind, StepLog
 from ..results import Verdict
-from .signatures import FailureClass, Signature, Tier, harmless, match_line
+from .signatures import STUCK_RE, FailureClass, Signature, Tier, harmless, match_line
 from ..launch.base import JobState
 
 __all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
@@ -162,13 +162,14 @@ def diagnose(e: Evidence) -> Diagnosis:
 
 
 def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
-    """Every noise-free line that matches a signature, in log order."""
-    has_steps = any("completed step:" in line for line in lines)
+    """Every noise-free line that matches a signature, in log order (XLA's rendezvous warnings it
+    later withdrew, `This thread is unstuck …`, left out)."""
+    has_steps = any(has_step(line) for line in lines)
     steps_done = has_steps or last_step is not None
     after_step = not has_steps and last_step is not None  # a tail without step lines: all later
     hits: list[Hit] = []
     for index, line in enumerate(lines):
-        if "completed step:" in line:
+        if has_step(line):
             after_step = True
             continue
         if index and _source_line(lines[index - 1], line):
@@ -176,6 +177,10 @@ def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
         found = match_line(line, steps_done=steps_done, after_step=after_step)
         if found is not None:
             hits.append(Hit(index, found[0], line, found[1]))
+    unstuck = [h.index for h in hits if h.signature.label == "rendezvous-unstuck"]
+    if unstuck:
+        hits = [h for h in hits if h.signature.label != "rendezvous-unstuck"
+                and not (h.index < unstuck[-1] and STUCK_RE.search(h.line))]
     return hits
 
 
@@ -229,7 +234,7 @@ def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], ex
     failure, label = hit.failure, hit.signature.label
     flag = memory = None
     if failure is FailureClass.UNKNOWN_FLAG:
-        flag = groups["flag"].split("=", 1)[0]
+        flag = (groups.get("flag") or groups["quoted"]).split("=", 1)[0]
         reason = f"XLA rejected flag {flag}: {quoted}"
     elif failure is FailureClass.OOM:
         memory = memory_figures(lines, hit.index)
@@ -242,17 +247,21 @@ def _from_hit(e: Evidence, hit: Hit, lines: list[str], ranks: dict[int, str], ex
         reason = f"Python exception{on}: {_short(exception_line(lines, hit.index, rank) or line)}"
     elif label == "slurm-node-failure":
         reason = f"Slurm lost node {node} (the timeouts on the other nodes follow from it)"
-    elif failure is FailureClass.NODE_FAIL:
+    elif label == "node-fail":
         reason = f"node {node} exited with code {groups['code']} and no error line explains it"
     else:
-        reason = f"{_REASONS.get(failure, label)}{on}: {quoted}"
+        reason = f"{_REASONS.get(label) or _REASONS.get(failure, label)}{on}: {quoted}"
     if failure is FailureClass.RCCL_INIT_FLAKE and phase is not None:
         reason = f"hung {_PHASE_WORDS[phase]} with RCCL init warnings{on}: {quoted}"
     return _made(e, failure, reason, exit_code, also, line=line, label=label, flag=flag,
                  memory=memory, phase=phase, node=node, rank=rank)
 
 
-_REASONS = {
+_REASONS: dict[FailureClass | str, str] = {  # by label first, then by class
+    "coordination-unreachable": "JAX coordinator unreachable (address, port, or the leader not up)",
+    "coordination-restarted": "a JAX task restarted and re-registered; the coordinator aborts all",
+    "slurm-launch-failed": "Slurm could not launch the step's tasks",
+    "task-signal": "a task was killed by a signal (a crash: look for a core dump)",
     FailureClass.COORDINATION_TIMEOUT: "JAX coordination service timed out",
     FailureClass.HEARTBEAT_TIMEOUT: "JAX heartbeat timeout (often a false positive; "
                                     "an earlier stall may be the real cause)",
@@ -298,7 +307,7 @@ def _made(e: Evidence, failure: FailureClass, reason: str, exit_code: int | None
 
 
 def _phase_from_text(e: Evidence, lines: list[str]) -> HangPhase:
-    if e.last_step is not None or any("completed step:" in ln for ln in lines):
+    if e.last_step is not None or any(has_step(ln) for ln in lines):
         return HangPhase.AFTER_STEP0
     if e.saw_memstats or any("Memstats" in ln for ln in lines):
         return HangPhase.BEFORE_STEP0
