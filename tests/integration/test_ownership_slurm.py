@@ -2,12 +2,15 @@
 a second session on the store refuses at once; SIGTERM/SIGHUP with running and pending jobs
 cancel exactly the session's jobs and write the partial report; a `nodes: 1` cell rerun after
 kill -9 stays on its frozen node (busy with its own orphan), and Ctrl-C after the re-attach
-cancels the re-attached jobs; pre-flight says which other jobs hold the pinned nodes. Jobs are
+cancels the re-attached jobs; a kill -9 between sbatch's answer and the `submitted` record is
+healed by the job's mark; pre-flight says which other jobs hold the pinned nodes. Jobs are
 counted in the scheduler (sacct, by the test's own job names) and in the job logs."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -243,3 +246,42 @@ def test_the_last_byte_gone_loses_no_result(tmp_path: Path, slurm: LocalSlurm) -
     out = (tmp_path / "second.txt").read_text()
     assert "the last record had no newline; completed it" in out
     assert " REUSED " in out and count(store, "submitted") == 1
+
+
+SBATCH_THEN_DIE = """#!/bin/bash
+# The real sbatch, then kill -9 of the pytest that ran it when it submits {victim}'s job: the
+# scheduler has the job, the store has only its `submitting` record.
+out=$({sbatch} "$@"); rc=$?
+case "$*" in *"--job-name={victim}"*) kill -9 "$PPID";; esac
+echo "$out"
+exit $rc
+"""
+
+
+def test_kill_9_between_sbatch_and_the_record_then_the_rerun_finds_the_job_by_its_mark(
+        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tag = tag_for("mark")
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    wrapper = tmp_path / "bin" / "sbatch"
+    wrapper.parent.mkdir()
+    wrapper.write_text(SBATCH_THEN_DIE.format(sbatch=shutil.which("sbatch"), victim=f"{tag}-b-default"))
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    first = subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", *FIXED,
+                              "--xlatune-poll-interval=0.2"], cwd=tmp_path, env=env,
+                             stdout=(tmp_path / "out.txt").open("w"), stderr=subprocess.STDOUT)
+    assert first.wait(timeout=600) == -signal.SIGKILL, (tmp_path / "out.txt").read_text()
+    unconfirmed = [e for e in events(store) if e["event"] == "submitting" and "::b[" in e["item"]]
+    assert len(unconfirmed) == 1 and not [e for e in events(store) if e["event"] == "submitted"
+                                          and "::b[" in e["item"]]
+    in_slurm = scheduler_jobs(tag)
+    assert in_slurm[f"{tag}-b-default"] == 1  # the job the store does not know yet
+
+    second = start(tmp_path, "-v", out="second.txt")
+    assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()
+    out = (tmp_path / "second.txt").read_text()
+    assert "wave2::b[default]: found job" in out and "killed (by its mark)" in out
+    recovered = [e for e in events(store) if e["event"] == "submitted" and e.get("recovered")]
+    assert [e["mark"] for e in recovered] == [unconfirmed[0]["mark"]]
+    assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")

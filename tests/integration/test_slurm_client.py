@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 
 import pytest
 
@@ -45,3 +46,27 @@ def test_exit_codes_of_finished_jobs(local_slurm, accounting: bool) -> None:
     before = client.calls
     client.poll([ok, bad])
     assert client.calls - before == (3 if accounting else 2)
+
+
+class NoSqueue(LocalTransport):
+    """slurmctld has forgotten every job (MinJobAge passed): squeue lists none."""
+
+    def run(self, argv, **kwargs):  # type: ignore[no-untyped-def,override]
+        if argv[0] == "squeue":
+            return super().run(["true"], **kwargs)
+        return super().run(argv, **kwargs)
+
+
+def test_a_submission_mark_is_found_in_squeue_and_once_forgotten_there_in_sacct(local_slurm) -> None:
+    if not local_slurm.accounting:
+        unavailable("the cluster runs without accounting (scripts/test.sh starts it with --accounting)")
+    mark = f"xlatune-{uuid.uuid4().hex[:16]}"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 60))
+    job = subprocess.run(["sbatch", "--parsable", "--nodelist=node04", "--nodes=1", f"--comment={mark}",
+                          "--output=/dev/null", "--wrap=true"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert SlurmClient(LocalTransport()).jobs_marked(mark, since) == [job]
+    wait_finished(SlurmClient(LocalTransport()), [job])
+    # slurmdbd keeps the comment (AccountingStoreFlags=job_comment, scripts/local-slurm.sh).
+    assert SlurmClient(NoSqueue()).jobs_marked(mark, since) == [job]
+    assert SlurmClient(NoSqueue()).jobs_marked(f"xlatune-{uuid.uuid4().hex[:16]}", since) == []
