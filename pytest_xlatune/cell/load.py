@@ -44,6 +44,13 @@ def _compose(path: Path, text: str) -> Node | None:
         mark = exc.problem_mark or exc.context_mark
         found = exc.problem or exc.context or "a syntax error"
         found = found.removeprefix("found ")  # "found unexpected end of stream"
+        if found.startswith("expected"):  # "expected <block end>, but found '-'"
+            found = f"a syntax error: {found}"
+        if "'\\t'" in found:
+            found += " (YAML indents with spaces, not tabs)"
+        elif exc.problem and exc.context and exc.context_mark:  # say where the block began
+            check = "brackets" if "flow" in exc.context else "indentation"
+            found += f" ({exc.context} from line {exc.context_mark.line + 1}: check its {check})"
         raise CellError(path, mark.line + 1 if mark else 0, "yaml", "valid YAML", found) from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
@@ -114,6 +121,6 @@ def _check_job_names(r: N.Ctx, cell: Cell) -> None:
     names += [c.name for group in cell.catalog_waves for c in C.get(group.catalog).candidates]
     for name in names:
         if (n := size(name)) > G.JOB_NAME_MAX:
-            key, line = r.name_at[name]
+            key, line, _ = r.name_at[name]
             r.fail(line, key, expected, f"{n} bytes for profile {name!r} (it is the exp tag and the "
                                          f"TUNE_PROFILE arm): shorten it by {n - G.JOB_NAME_MAX}")
