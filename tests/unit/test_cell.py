@@ -168,7 +168,7 @@ MALFORMED = [
     ("profile-job-name-too-long",
      "model_tag: " + "m" * 150 + "\nnodes: 1\nparallelism: FSDP=8\nbackend: {kind: maxtext-slurm, checkout: /x}\n"
      "waves:\n  2:\n    - {name: " + "p" * 40 + ", xla_flags: [--xla_a=1]}\n",
-     "waves.2[0].name", 7, "found 262 bytes for profile 'pppp"),
+     "waves.2[0].name", 7, "found 280 bytes for profile 'pppp"),
     ("pipeline-shapes-without-pp", HEAD + "pipeline_shapes:\n  - microbatches: 8\n", "pipeline_shapes",
      4, "found parallelism FSDP=8"),
     ("pipeline-shape-repeated",
@@ -392,19 +392,44 @@ def test_grammar(rule: grammar.Grammar, text: str, ok: bool) -> None:
 
 
 def test_the_load_time_job_name_check_counts_what_submit_sh_is_given(tmp_path: Path) -> None:
-    """cell.load's JOB_NAME check and submit_argv build the name from one rule (maxtext_job_name)."""
+    """cell.load's JOB_NAME check and submit_argv build the name from one rule (maxtext_job_name),
+    for the longest run a profile gives: the image gate's `<profile>-oldimage` on the lock's image."""
     from pytest_xlatune.launch.maxtext.submit import submit_argv
 
     name = "p" * 48
-    model = "m" * (grammar.JOB_NAME_MAX - len(grammar.maxtext_job_name("", name, f"{name}.default")) + 5)
-    size = len(grammar.maxtext_job_name(model, name, f"{name}.default"))
+    gate = f"{name}-oldimage"
+    model = "m" * (grammar.JOB_NAME_MAX - len(grammar.maxtext_job_name("", gate, f"{gate}.default")) + 5)
+    size = len(grammar.maxtext_job_name(model, gate, f"{gate}.default"))
     assert size == grammar.JOB_NAME_MAX + 5
     with pytest.raises(ValueError, match=f"JOB_NAME would be {size} bytes"):
-        submit_argv(model, name, 1, None, "45:00", None, [], False, arm=f"{name}.default")
+        submit_argv(model, gate, 1, None, "45:00", None, [], False, arm=f"{gate}.default", profiles=[name])
     text = (f"model_tag: {model}\nnodes: 1\nparallelism: FSDP=8\nbackend: {{kind: maxtext-slurm, checkout: /x}}\n"
             f"waves:\n  2:\n    - name: {name}\n      xla_flags: [--xla_a=1]\n")
-    with pytest.raises(CellError, match=f"{size} bytes for profile '{name}'.*shorten it by 5"):
+    with pytest.raises(CellError, match=f"{size} bytes for profile '{name}' in the image gate "
+                                        f"\\(as '{gate}', its run on the lock's image\\) .*: shorten the "
+                                        f"profile name by 3 \\(it is the exp tag and the TUNE_PROFILE arm\\)"):
         load_cell(_cell(tmp_path, text))
+
+
+@pytest.mark.parametrize(("model", "waves", "key", "line", "found"), [
+    # xlatune's own runs and a catalog's candidates: the cell cannot rename them, so the model is
+    # the part to shorten (a catalog can also be left out), never "shorten the profile name".
+    (180, "", "model_tag", 1, "for xlatune's run 'baseline-r2' in the image gate"),
+    (165, "waves:\n  2: {catalog: fsdp}\n", "waves.2.catalog", 6,
+     "for catalog fsdp's candidate 'ag_combine_256m' in the image gate"),
+])
+def test_a_name_the_cell_did_not_choose_never_asks_to_shorten_that_name(
+        tmp_path: Path, model: int, waves: str, key: str, line: int, found: str) -> None:
+    text = (f"model_tag: {'m' * model}\nnodes: 1\nparallelism: FSDP=8\n"
+            "backend: {kind: maxtext-slurm, checkout: /x}\n" + waves)
+    with pytest.raises(CellError) as info:
+        load_cell(_cell(tmp_path, text))
+    message = str(info.value)
+    assert (info.value.key, info.value.line) == (key, line), message
+    assert found in message and "not the cell: shorten model_tag by" in message, message
+    assert "shorten the profile name" not in message
+    if key.startswith("waves"):
+        assert message.endswith(", or leave catalog fsdp out"), message
 
 
 def test_every_key_of_the_schema_table_is_in_the_readme_cell() -> None:
