@@ -39,6 +39,7 @@ def two_parallelisms(language: str) -> str:
 SCENARIOS: dict[str, Callable[[str], str]] = {
     "winner": one_cell(cases.winner),
     "within_noise": one_cell(cases.within_noise),
+    "env_file_hurts": one_cell(cases.env_file_hurts),
     "failures": one_cell(cases.failures),
     "many_profiles": one_cell(cases.many_profiles),
     "sign_flips": two_parallelisms,
@@ -93,6 +94,11 @@ def test_scenarios_show_what_they_are_named_for() -> None:
     assert re.search(r"\| `sparse` \| 1,003\.0 \| -5\.28 % \|", winner)  # restore_default
     assert re.search(r"\| `dense` \| ag256m \| 940\.0 \|", winner)  # cross-config
     assert "No profile beat `baseline-deployed`" in SCENARIOS["within_noise"]("en")
+    hurts = SCENARIOS["env_file_hurts"]("en")  # no winner, but the image defaults beat the env file
+    assert "keep the deployed environment" not in hurts and "as deployed" not in hurts
+    assert ("Restore the image defaults in `configs/golden.env.sh`: `baseline-no-env` is +7.29 %"
+            in hurts), hurts
+    assert "- `--xla_gpu_all_gather_combine_threshold_bytes=1073741824` → `8589934592`" in hurts
     failed = SCENARIOS["failures"]("en")
     assert "| unknown_flag |" in failed and "| oom |" in failed
     many = SCENARIOS["many_profiles"]("en")
