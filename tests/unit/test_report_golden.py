@@ -129,3 +129,17 @@ def test_evidence_scenarios_show_the_diff_and_the_profile_from_the_recordings() 
     assert "| mb16_v1 | 16 | 1 | 15.79 % | 1,150.0 |" in pipeline
     assert ("`mb16_v1` (bubble 15.79 %) measured 6.50 % slower than `mb8_v1` (bubble 27.27 %): more, "
             "smaller microbatches cost more than the smaller bubble saves.") in pipeline
+
+
+@pytest.mark.parametrize(("language", "metric"), [
+    ("en", "mean over steps 5-11 (9-11 when the profiler ran)"),
+    ("zh", "取第 5-11 步的均值（开启 profiler 时取第 9-11 步）"),
+])
+def test_the_metric_line_names_the_steps_a_shorter_run_measures(language: str, metric: str) -> None:
+    """steps: 12 runs steps 0-11, so the steady state is steps 5-11, not the default 5-14."""
+    from dataclasses import replace
+
+    jobs = cases.Jobs()
+    jobs.wave1()
+    data = cases.data(replace(cases.cell(), steps=12), jobs)
+    assert metric in render_document(None, [("cells/golden_fsdp8.yml", data)], language)
