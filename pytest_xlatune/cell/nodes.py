@@ -164,7 +164,8 @@ def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None,
         r.fail(node, key, expected)
     text = str(node.value)
     if not (grammar.matches(text) if grammar else text and _one_line(text)):
-        r.fail(node, key, expected)
+        too_long = grammar is not None and grammar.max_len is not None and len(text) > grammar.max_len
+        r.fail(node, key, expected, f"{show(text)} ({len(text)} characters)" if too_long else None)
     return text
 
 

@@ -29,6 +29,13 @@ RESERVED_PATTERN = re.compile(re.escape(STACK_PREFIX) + "[0-9]+")  # the stack r
 
 
 def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
+    if kind_of(node) == "map":  # `- catalog: fsdp` in a wave's list: a wave key, one level up
+        for knode, _ in node.value:
+            if knode.value in WAVE_KEYS and knode.value != "profiles":
+                r.fail(knode, sub_key(key, str(knode.value)),
+                       f"one of {', '.join(PROFILE_KEYS)} ({knode.value} is a key of the wave itself: "
+                       f"`{wave}: {{{knode.value}: ...}}`, not of a profile in its list)",
+                       f"{knode.value!r}")
     fields = N.mapping(r, node, key, PROFILE_KEYS, expected=PROFILE_EXPECTED)
     if "name" not in fields:
         r.fail(node, sub_key(key, "name"), "a profile name", "no 'name' key")
