@@ -25,11 +25,12 @@ class Grammar:
     name: str
     regex: str
     max_len: int | None = None
+    shown: str | None = None  # what error messages show instead of the regex (e.g. examples)
 
     @property
     def expected(self) -> str:
         limit = f", at most {self.max_len} characters" if self.max_len else ""
-        return f"{self.name} matching {self.regex}{limit}"
+        return f"{self.name} {self.shown or 'matching ' + self.regex}{limit}"
 
     def matches(self, text: str) -> bool:
         if self.max_len is not None and len(text) > self.max_len:
@@ -55,7 +56,12 @@ ENV_NAME = Grammar("an environment variable name", r"[A-Z_][A-Z0-9_]*")
 ENV_VALUE = Grammar("an environment value", rf"[{_VALUE_CHARS}]*")
 OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*")
 OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
-NODELIST = Grammar("a Slurm nodelist", r"[A-Za-z0-9_.,\[\]-]+")
+# A Slurm hostlist: hosts separated by commas, each a name with bracketed numbers or ranges
+# (node01, node[01-04,07], rack[1-2]-gpu[1-8]); brackets balanced, nothing a shell would notice.
+_RANGES = r"\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\]"
+_HOST = rf"[A-Za-z0-9][A-Za-z0-9._-]*(?:{_RANGES}[A-Za-z0-9._-]*)*"
+NODELIST = Grammar("a Slurm nodelist", rf"{_HOST}(?:,{_HOST})*",
+                   shown="such as node01,node02 or node[01-04,07] (no spaces)")
 PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
 # "days-hours:minutes", "days-hours:minutes:seconds" (man sbatch); minutes and seconds after a
@@ -66,6 +72,16 @@ SLURM_TIME_FORMS = "HH:MM:SS, MM:SS or minutes, or D-HH, D-HH:MM, D-HH:MM:SS"
 SLURM_TIME_EXPECTED = f"a Slurm time limit {SLURM_TIME_FORMS}"
 CONTAINER_IMAGE = Grammar("a container image (registry/name:tag, or the absolute path of a .tar)",
                           r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*", max_len=512)
+
+
+def backwards_range(nodelist: str) -> str | None:
+    """The first range of a NODELIST-checked hostlist that runs backwards ('04-01'), else None:
+    Slurm refuses it, so the cell loader does."""
+    for body in re.findall(r"\[([^\]]*)\]", nodelist):
+        for low, high in re.findall(r"([0-9]+)-([0-9]+)", body):
+            if int(low) > int(high):
+                return f"{low}-{high}"
+    return None
 
 
 def split_xla_flag(flag: str) -> tuple[str, str]:

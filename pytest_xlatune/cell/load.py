@@ -10,10 +10,12 @@ from yaml.nodes import Node
 
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
-from pytest_xlatune.cell.model import BackendKind, Cell, ClusterSlot, Parallelism
+from pytest_xlatune.cell.model import (BASELINE, EVIDENCE, RESTORE_DEFAULT, WINNER, BackendKind, Cell,
+                                       ClusterSlot, Parallelism)
 from pytest_xlatune.cell.nodes import CellError, Fields, kind_of, line_of
 from pytest_xlatune.cell.schema import BY_NAME, KEYS, TOP_KEYS
 from . import catalog as C
+from . import jobnames as J
 
 __all__ = ["CellError", "load_cell"]
 
@@ -44,6 +46,13 @@ def _compose(path: Path, text: str) -> Node | None:
         mark = exc.problem_mark or exc.context_mark
         found = exc.problem or exc.context or "a syntax error"
         found = found.removeprefix("found ")  # "found unexpected end of stream"
+        if found.startswith("expected"):  # "expected <block end>, but found '-'"
+            found = f"a syntax error: {found}"
+        if "'\\t'" in found:
+            found += " (YAML indents with spaces, not tabs)"
+        elif exc.problem and exc.context and exc.context_mark:  # say where the block began
+            check = "brackets" if "flow" in exc.context else "indentation"
+            found += f" ({exc.context} from line {exc.context_mark.line + 1}: check its {check})"
         raise CellError(path, mark.line + 1 if mark else 0, "yaml", "valid YAML", found) from None
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
@@ -77,7 +86,7 @@ def _cell(r: N.Ctx, root: Node | None) -> Cell:
                f"parallelism {parallelism.text}")
     cell = Cell(path=r.path, slot=cluster, profiles=profiles, catalog_waves=catalog_waves,
                 stacks=stacks, **values)
-    _check_job_names(r, cell)
+    _check_job_names(r, cell, line_of(top["model_tag"][0]))
     return cell
 
 
@@ -95,25 +104,35 @@ def _slot(r: N.Ctx, root: Node, top: Fields, values: dict[str, Any]) -> ClusterS
     return ClusterSlot(values.get("nodelist"), values.get("partition"), values.get("nodes"))
 
 
-def _check_job_names(r: N.Ctx, cell: Cell) -> None:
-    """Fail early where maxtext-slurm would refuse the submission for its JOB_NAME length.
-
-    Its JOB_NAME is `JAX-<model>-<profile>-_env_TUNE_PROFILE_<arm>`, the arm being the
-    profile or `<profile>.<config tag>` (every other setting goes into the arm, not the
-    name); pre-flight checks it again with the model name resolved in the checkout. Other
-    backends have no such limit."""
+def _check_job_names(r: N.Ctx, cell: Cell, model_tag_line: int) -> None:
+    """Fail early where maxtext-slurm would refuse a submission for its JOB_NAME length
+    (cell.jobnames), for every run the sweep and the image gate may submit; pre-flight checks
+    again with the model name resolved in the checkout. Other backends have no such limit."""
     if cell.backend.kind is not BackendKind.MAXTEXT_SLURM:
         return
     tag = max((t.name for t in cell.config_tags), key=len)
-
-    def size(name: str) -> int:
-        return G.job_name_bytes(G.maxtext_job_name(cell.model_tag, name, G.arm_name(name, tag)))
-
+    ours = ("model_tag", model_tag_line, "xlatune's run", "")  # blame the part the cell controls
+    # (name, its arm's stem, gated, evidence run, (key, line, what it is, another way out))
+    runs: list[tuple[str, str, bool, bool, tuple[str, int, str, str]]] = [
+        (f"{BASELINE}-r{cell.baseline_repeats}" if cell.baseline_repeats > 1 else BASELINE, BASELINE,
+         True, False, ours),
+        (EVIDENCE, EVIDENCE, False, True, ours), (WINNER, WINNER, False, True, ours),
+        *[(s.name, s.name, True, False, ours) for s in cell.stacks]]
+    if cell.env_file:
+        runs.append((RESTORE_DEFAULT, RESTORE_DEFAULT, False, False, ours))
+    for group in cell.catalog_waves:
+        blame = (f"waves.{group.wave}.catalog", group.line, f"catalog {group.catalog}'s candidate",
+                 f", or leave catalog {group.catalog} out")
+        runs += [(c.name, c.name, True, False, blame) for c in C.get(group.catalog).candidates]
+    runs += [(p.name, p.name, True, False, (*r.name_at[p.name][:2], "profile", "")) for p in cell.profiles]
+    own = {p.name for p in cell.profiles}
     expected = f"a JOB_NAME of at most {G.JOB_NAME_MAX} bytes (maxtext-slurm's limit)"
-    names = [p.name for p in cell.profiles]
-    names += [c.name for group in cell.catalog_waves for c in C.get(group.catalog).candidates]
-    for name in names:
-        if (n := size(name)) > G.JOB_NAME_MAX:
-            key, line = r.name_at[name]
-            r.fail(line, key, expected, f"{n} bytes for profile {name!r} (it is the exp tag and the "
-                                         f"TUNE_PROFILE arm): shorten it by {n - G.JOB_NAME_MAX}")
+    for name, arm, gated, evidence, (key, line, what, also) in runs:
+        size, exp_tag, args = J.longest(cell.model_tag, name, tag, arm=arm, gated=gated, evidence=evidence)
+        if size <= G.JOB_NAME_MAX:
+            continue
+        sweep_fits = gated and J.longest(cell.model_tag, name, tag, arm=arm)[0] <= G.JOB_NAME_MAX
+        where = f" in the image gate (as {exp_tag!r}, its run on the lock's image)" if sweep_fits else ""
+        r.fail(line, key, expected, f"{size} bytes for {what} {name!r}{where} "
+                                    f"({J.parts(cell.model_tag, exp_tag, args)}): "
+                                    f"{J.remedy(exp_tag, size - G.JOB_NAME_MAX, own, 'model_tag')}{also}")

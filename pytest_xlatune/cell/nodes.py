@@ -87,7 +87,8 @@ class Ctx:
     """One cell file being read: where errors point, and the profile names claimed so far."""
 
     path: Path
-    name_at: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (key, line)
+    # name -> (key, line, what made it up: "" for a profile the cell wrote, "catalog fsdp", "stack")
+    name_at: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 
     def fail(
         self, at: Node | int, key: str, expected: str, found: str | None = None,
@@ -122,9 +123,10 @@ def check_tags(r: Ctx, node: Node, key: str, seen: set[int]) -> None:
 def mapping(
     r: Ctx, node: Node, key: str, allowed: Sequence[str] | None = None,
     key_kinds: tuple[str, ...] = ("str",), key_expected: str = "a string key",
+    expected: str = "a mapping",
 ) -> Fields:
     if kind_of(node) != "map":
-        r.fail(node, key, "a mapping")
+        r.fail(node, key, expected)
     fields: Fields = {}
     for knode, vnode in node.value:
         if kind_of(knode) not in key_kinds:
@@ -162,7 +164,8 @@ def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None,
         r.fail(node, key, expected)
     text = str(node.value)
     if not (grammar.matches(text) if grammar else text and _one_line(text)):
-        r.fail(node, key, expected)
+        too_long = grammar is not None and grammar.max_len is not None and len(text) > grammar.max_len
+        r.fail(node, key, expected, f"{show(text)} ({len(text)} characters)" if too_long else None)
     return text
 
 

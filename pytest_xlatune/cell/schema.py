@@ -41,6 +41,14 @@ def _text(grammar: G.Grammar) -> Read:
     return lambda r, node, key: N.string(r, node, key, grammar)
 
 
+def _nodelist(r: N.Ctx, node: Node, key: str) -> str:
+    text = N.string(r, node, key, G.NODELIST)
+    if backwards := G.backwards_range(text):
+        r.fail(node, key, f"{G.NODELIST.expected}, each range low-high",
+               f"{text!r} (the range {backwards} runs backwards)")
+    return text
+
+
 def _or_empty(r: N.Ctx, node: Node, key: str) -> str:
     return "" if kind_of(node) == "null" else N.string(r, node, key)
 
@@ -48,7 +56,7 @@ def _or_empty(r: N.Ctx, node: Node, key: str) -> str:
 KEYS: tuple[Key, ...] = (
     Key("schema", _schema, "the schema version (1)"),
     Key("model_tag", _text(G.MODEL_TAG), "configs/<model_tag>.gpu.yml", required=G.MODEL_TAG.expected),
-    Key("nodelist", _text(G.NODELIST), "cluster slot: fixed nodes"),
+    Key("nodelist", _nodelist, "cluster slot: fixed nodes"),
     Key("partition", _text(G.PARTITION), "cluster slot: partition (with nodes)"),
     Key("nodes", lambda r, n, k: N.integer(r, n, k, 1), "cluster slot: node count"),
     Key("parallelism", sections.parallelism, "mesh axes, e.g. FSDP=8",

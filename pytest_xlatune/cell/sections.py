@@ -30,6 +30,7 @@ _PROFILER = "only the evidence run profiles"
 OWNED_KEYS: dict[str, str] = {
     "steps": "set it with the top-level 'steps' key",
     "per_device_batch_size": "set it with the top-level 'pdbs' key",
+    "pdbs": "pdbs is xlatune's name for per_device_batch_size: set it with the top-level 'pdbs' key",
     "dataset_type": "tuning runs always use dataset_type=synthetic",
     "profiler": _PROFILER,
     "profiler_steps": _PROFILER,
@@ -136,6 +137,9 @@ def env_file(r: N.Ctx, node: Node, key: str) -> tuple[EnvFileEntry, ...]:
         text_key, default_key = sub_key(sub, form), sub_key(sub, "image_default")
         if form == "flag":
             name, value = G.split_xla_flag(N.string(r, text_node, text_key, G.XLA_FLAG))
+            if kind_of(default_node) == "null":  # XLA has no "unset": last-wins takes a value
+                r.fail(default_node, default_key, "the flag's value in the image (restore_default "
+                       "appends the flag at it; null unsets only an env entry)")
             default = N.render(r, default_node, default_key, G.XLA_FLAG_VALUE)
         else:
             expected = f"NAME=value ({G.ENV_NAME.expected}; value {G.ENV_VALUE.expected})"

@@ -22,13 +22,21 @@ WAVES_EXPECTED = "a wave number 2, 3 or 4 (wave 5 is pipeline_shapes)"
 # A wave is a list of profiles, or a mapping of these keys (at least one of profiles/catalog/stack).
 WAVE_KEYS = ("profiles", "catalog", "max", "stack")
 WAVE_EXPECTED = "a list of profiles, or a mapping of profiles, catalog, max, stack"
+PROFILE_EXPECTED = "a profile: a mapping of name and xla_flags, env or overrides"
 STACK_EXPECTED = "true or an integer >= 2 (how many winning profiles to combine)"
 
 RESERVED_PATTERN = re.compile(re.escape(STACK_PREFIX) + "[0-9]+")  # the stack run's name
 
 
 def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
-    fields = N.mapping(r, node, key, PROFILE_KEYS)
+    if kind_of(node) == "map":  # `- catalog: fsdp` in a wave's list: a wave key, one level up
+        for knode, _ in node.value:
+            if knode.value in WAVE_KEYS and knode.value != "profiles":
+                r.fail(knode, sub_key(key, str(knode.value)),
+                       f"one of {', '.join(PROFILE_KEYS)} ({knode.value} is a key of the wave itself: "
+                       f"`{wave}: {{{knode.value}: ...}}`, not of a profile in its list)",
+                       f"{knode.value!r}")
+    fields = N.mapping(r, node, key, PROFILE_KEYS, expected=PROFILE_EXPECTED)
     if "name" not in fields:
         r.fail(node, sub_key(key, "name"), "a profile name", "no 'name' key")
     name_node, name_key = fields["name"][1], sub_key(key, "name")
@@ -50,13 +58,31 @@ def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
     return Profile(name, wave, flags, env, overrides, line=line_of(node))
 
 
-def claim(r: N.Ctx, name: str, key: str, node: Node, what: str = "a profile name") -> None:
-    """Profile names (hand-written, catalog, stack) are unique across all waves."""
-    if name in r.name_at:
-        first_line = r.name_at[name][1]
-        r.fail(node, key, f"{what} unique across all waves",
-               f"{name!r} again (first on line {first_line})")
-    r.name_at[name] = (key, line_of(node))
+def claim(r: N.Ctx, name: str, key: str, node: Node, owner: str = "") -> None:
+    """Profile names (hand-written, catalog, stack) are unique across all waves. `owner` is what
+    made the name up ("catalog fsdp", "stack"; "" for a profile the cell wrote): a clash between a
+    profile and a catalog candidate blames the profile, the one name the cell can change."""
+    line = line_of(node)
+    if name not in r.name_at:
+        r.name_at[name] = (key, line, owner)
+        return
+    first_key, first_line, first = r.name_at[name]
+    again = f"{name!r} again (first on line {first_line})"
+    if owner == first == "":
+        r.fail(node, key, "a profile name unique across all waves", again)
+    if owner == first == "stack":
+        r.fail(node, key, "a stack size unique across all waves", again)
+    if owner and first:  # the same catalog twice, or two catalogs that share an entry
+        catalog = owner.removeprefix("catalog ")
+        if owner == first:
+            r.fail(node, key, "each catalog once", f"{catalog!r} again (first on line {first_line})")
+        r.fail(node, key, "catalogs that share no candidate (fsdp, pp and tp share entries: "
+                          "`catalog: hybrid` sweeps all three in one wave)",
+               f"{catalog!r}, whose candidate {name!r} {first} (line {first_line}) has too")
+    at, at_key, source, source_line = ((first_line, first_key, owner, line) if owner
+                                       else (line, key, first, first_line))
+    r.fail(at, at_key, f"a profile name that is not a candidate of {source} (line {source_line})",
+           repr(name))
 
 
 def waves(r: N.Ctx, node: Node, key: str) -> tuple[tuple[Profile, ...], tuple[CatalogWave, ...],
@@ -64,7 +90,9 @@ def waves(r: N.Ctx, node: Node, key: str) -> tuple[tuple[Profile, ...], tuple[Ca
     profiles: list[Profile] = []
     catalogs: list[CatalogWave] = []
     stacks: list[Stack] = []
-    fields = N.mapping(r, node, key, key_kinds=("str", "int"), key_expected=WAVES_EXPECTED)
+    fields = N.mapping(r, node, key, key_kinds=("str", "int"), key_expected=WAVES_EXPECTED,
+                       expected="a mapping of wave numbers (2, 3, 4) to their profiles, e.g. "
+                                "{2: [{name: a, xla_flags: [...]}]}")
     for wave, (knode, vnode) in fields.items():
         sub = sub_key(key, wave)
         # `2` and "2" share the text "2", so mapping() already refused the pair.
@@ -107,7 +135,7 @@ def catalog_wave(r: N.Ctx, body: Fields, key: str, wave: int) -> CatalogWave:
         r.fail(node, ckey, expected, suggestion=close[0] if close else None)
     limit = N.integer(r, body["max"][1], sub_key(key, "max"), 1) if "max" in body else None
     for candidate in C.get(name).candidates:
-        claim(r, candidate.name, ckey, node, "a catalog candidate name")
+        claim(r, candidate.name, ckey, node, f"catalog {name}")
     return CatalogWave(wave, name, limit, line=line_of(node))
 
 
@@ -117,5 +145,5 @@ def stack(r: N.Ctx, node: Node, key: str, wave: int) -> Stack:
     else:
         top = N.integer(r, node, key, 2, expected=STACK_EXPECTED)
     stack = Stack(wave, top, line=line_of(node))
-    claim(r, stack.name, key, node, "a stack size")
+    claim(r, stack.name, key, node, "stack")
     return stack

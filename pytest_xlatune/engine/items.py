@@ -155,9 +155,9 @@ class CellItem(pytest.Item):
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):
             _skip(reason)  # a stop condition or the budget ended the search before this item
         spec, reason = sweep.resolution(self.spec)
-        if spec is None:
+        if spec is None:  # what to run next, only when something is left to measure
             _skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
-                  "-k 'wave2 or wave3 or wave4')")
+                  "-k 'wave2 or wave3 or wave4')" if sweep.unmeasured(self.spec) else reason)
         needs = self._needs(sweep, spec)
         if spec.kind is RunKind.CROSS_CONFIG and needs:
             _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")

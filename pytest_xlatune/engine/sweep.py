@@ -17,7 +17,7 @@ from ..judge.policy import DEFAULT_POLICY, Policy, SweepCounters
 from ..launch.base import Launcher, SubmittedJob
 from ..plan.catalog import EvidenceFacts
 from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
-from ..plan.resolve import current_results, resolution
+from ..plan.resolve import current_results, resolution, unmeasured
 from ..results import JobResult
 from ..store import ResultStore
 from .adaptive import Driver
@@ -140,6 +140,10 @@ class Sweep(JobRunner):
 
     def _resolution(self, spec: RunSpec, results: list[JobResult]) -> tuple[RunSpec | None, str]:
         return resolution(self.cell, self.specs, spec, results, self.numerics)
+
+    def unmeasured(self, spec: RunSpec) -> list[str]:
+        """The profiles a resolved run reads that have no result yet (plan.resolve.unmeasured)."""
+        return unmeasured(self.cell, self.specs, spec, self.results())
 
 
     # ---- duplicates -------------------------------------------------------------------

@@ -149,6 +149,7 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
         time_limit=cell.backend.option("time") or DEFAULT_TIME,
         restore_default=RestoreDefault(*restore_default_changes(cell.env_file)), cell=str(cell.path),
         record=lambda event, **payload: store.append(event, **payload), image=image,
+        profiles=[profile.name for profile in cell.profiles],
     )
     if not prepare:
         return launcher  # submit() refuses to run without the block

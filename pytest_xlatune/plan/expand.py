@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from . import catalog
 from ..cell import catalog as table
+from ..cell.jobnames import OLD_IMAGE_SUFFIX
 from ..results import RunKind
 from ..cell.model import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
 
@@ -245,7 +246,6 @@ def predicted_bubble(stages: int, microbatches: int, virtual_stages: int = 1) ->
     return (stages - 1) / (microbatches * virtual_stages + stages - 1)
 
 
-OLD_IMAGE_SUFFIX = "-oldimage"
 
 
 def expand_gate(cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]],

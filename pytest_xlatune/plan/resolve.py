@@ -34,15 +34,22 @@ def resolution(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: lis
     if spec.kind is RunKind.STACK:
         winners = verdicts.winners(results, primary, spec.wave_number, mode=mode)
         sources: list[RunSpec] = []
+        clashes: list[str] = []  # winners left out: a setting a faster winner already sets
         for result in winners:
-            source = _profile_spec(specs, result.profile)
-            if source and not source.settings() & {n for s in sources for n in s.settings()}:
+            if (source := _profile_spec(specs, result.profile)) is None:
+                continue
+            taken = next((s for s in sources if s.settings() & source.settings()), None)
+            if taken is None:
                 sources.append(source)
+            else:
+                shared = ", ".join(sorted(n.removeprefix("key:") for n in taken.settings() & source.settings()))
+                clashes.append(f"{source.profile} sets {shared} as {taken.profile} does")
         if len(sources) < 2:
             names = ", ".join(r.profile for r in winners) or "none"
+            why = f"; {'; '.join(clashes)} (a stack takes each setting once)" if clashes else ""
             return None, (f"fewer than 2 winning profiles (better than baseline-deployed beyond "
                           f"noise, with distinct settings) in waves 2-{spec.wave_number} to stack: "
-                          f"{names}")
+                          f"{names}{why}")
         return spec.combine(sources[:spec.top]), ""
     if spec.kind is RunKind.WINNER_EVIDENCE:
         # The winner (better beyond noise); without one, the best run, to show why it is not.
@@ -59,6 +66,16 @@ def resolution(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: lis
         return None, "no measured profile on the primary config tag yet: nothing to re-run"
     source = _source_spec(specs, chosen)
     return (spec.resolve(source), "") if source else (None, "the best profile left the cell")
+
+
+def unmeasured(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: list[JobResult]) -> list[str]:
+    """The profiles a resolved run reads (waves 2 to the stack's own, 2-4 for the winner's
+    evidence run and wave 6) that have no result on the primary config tag yet."""
+    primary = cell.primary_config.name
+    last = spec.wave_number if spec.kind is RunKind.STACK else 4
+    seen = {r.profile for r in results if r.config_tag == primary}
+    return [s.profile for s in specs if s.kind is RunKind.PROFILE and s.config_tag == primary
+            and 2 <= s.wave_number <= last and s.profile not in seen]
 
 
 def _profile_spec(specs: Sequence[RunSpec], profile: str) -> RunSpec | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..cell.grammar import SLURM_TIME, SLURM_TIME_FORMS
+from ..cell.grammar import NODELIST, SLURM_TIME, SLURM_TIME_FORMS
 from .parsers import MARKS_FIELDS, MARKS_FORMAT, SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 
 __all__ = [
@@ -16,9 +16,6 @@ __all__ = [
 
 # 123, 123_4 (array task), 123+1 (het component)
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?(?:\+[0-9]+)?")
-# node01, node[01-04], gpu-a[1,3-5],login.b  — hostlist expressions, nothing a shell would notice
-_NODELIST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,\-]+\][A-Za-z0-9._-]*)*"
-                       r"(?:,[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[0-9,\-]+\][A-Za-z0-9._-]*)*)*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@%=,\-]*")  # job/partition names, no spaces
 _NODE_STATES = ("RESUME", "DRAIN", "DOWN", "UNDRAIN", "IDLE")
 # The mark a submission carries in Slurm's job comment (`--comment`), written to the store before
@@ -36,7 +33,7 @@ def validate_job_id(job_id: str | int) -> str:
 
 def validate_nodelist(nodelist: str) -> str:
     """Return a hostlist expression like `node[01-04]`, or raise ValueError."""
-    if not _NODELIST.fullmatch(nodelist):
+    if not NODELIST.matches(nodelist):
         raise ValueError(f"invalid Slurm node list {nodelist!r}")
     return nodelist
 
@@ -201,7 +198,7 @@ def scontrol_update_node(node: str, state: str, reason: str | None = None) -> li
 
     RESUME on a node that is not drained/down exits 1 with `Invalid node state specified`.
     """
-    if not _NODELIST.fullmatch(node):
+    if not NODELIST.matches(node):
         raise ValueError(f"invalid node name {node!r}")
     state = state.upper()
     if state not in _NODE_STATES:

@@ -116,3 +116,29 @@ def test_ambiguous_cross_config_result_is_remeasured_before_deciding(
     result.assert_outcomes(passed=6)
     logs = list((pytester.path / ".xlatune").rglob("*-fake-best-dense.log"))
     assert len(logs) == 3
+
+
+STACK_CELL = """\
+model_tag: stk
+nodes: 1
+parallelism: FSDP=2
+waves:
+  2:
+    - {name: fast, xla_flags: [--xla_fake_tgs=1200]}
+    - {name: fast2, xla_flags: [--xla_fake_tgs=1150]}
+  3:
+    stack: 2
+"""
+
+
+def test_a_stack_of_winners_that_set_the_same_flag_skips_naming_it(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    """Both winners set --xla_fake_tgs: the stack skips saying so, and does not ask to measure
+    waves 2-4 again when every profile of them was just measured."""
+    cell = pytester.makefile(".yml", stk=STACK_CELL)
+    result = pytester.runpytest(str(cell), "-rs", *FIXED)
+    result.assert_outcomes(passed=6, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED*stk.yml:9: fewer than 2 winning profiles * in waves 2-3 to stack: fast, "
+                                 "fast2; fast2 sets --xla_fake_tgs as fast does (a stack takes each setting "
+                                 "once)"])
+    assert "measure waves 2-4 first" not in result.stdout.str()

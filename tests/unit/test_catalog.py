@@ -187,8 +187,18 @@ def test_wave_mapping_reads_profiles_catalog_max_and_stack(tmp_path: Path) -> No
     ("  2: {catalog: cpu, ordr: 1}\n", "waves.2.ordr", 5, "one of profiles, catalog, max, stack",
      "unknown key 'ordr'"),
     ("  2: cpu\n", "waves.2", 5, "a list of profiles, or a mapping of profiles, catalog, max, stack", "'cpu'"),
-    ("  2: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n  3: {catalog: cpu}\n", "waves.3.catalog", 6,
-     "a catalog candidate name unique across all waves", "'opt_o0' again (first on line 5)"),
+    # A profile named like a catalog candidate: the profile is blamed (its name is the cell's),
+    # whichever comes first, with the catalog's line.
+    ("  2: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n  3: {catalog: cpu}\n", "waves.2[0].name", 5,
+     "a profile name that is not a candidate of catalog cpu (line 6)", "'opt_o0'"),
+    ("  2: {catalog: cpu}\n  3: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n", "waves.3[0].name", 6,
+     "a profile name that is not a candidate of catalog cpu (line 5)", "'opt_o0'"),
+    # Two catalogs sharing entries: the way out is the catalog that holds them together.
+    ("  2: {catalog: tp}\n  3: {catalog: fsdp}\n", "waves.3.catalog", 6,
+     "catalogs that share no candidate (fsdp, pp and tp share entries: `catalog: hybrid` sweeps all "
+     "three in one wave)", "'fsdp', whose candidate 'nccl_chan_8' catalog tp (line 5) has too"),
+    ("  2: {catalog: cpu}\n  3: {catalog: cpu}\n", "waves.3.catalog", 6, "each catalog once",
+     "'cpu' again (first on line 5)"),
     ("  2: [{name: stack_top2, xla_flags: [--xla_a=1]}]\n", "waves.2[0].name", 5,
      "a name other than baseline, restore_default, evidence, best, winner, stack_topN", "'stack_top2'"),
     ("  2: {stack: 2}\n  3: {stack: 2}\n", "waves.3.stack", 6, "a stack size unique across all waves",

@@ -43,6 +43,11 @@ MALFORMED = [
     ("top-level-list", "- model_tag: demo\n", "cell", 1, "found a list"),
     ("yaml-syntax", HEAD + "steps: [15\n", "yaml", 5, "expected ',' or ']'"),
     ("yaml-bad-indent", "model_tag: demo\n  nodes: 1\n", "yaml", 2, "mapping values are not allowed"),
+    ("yaml-tab", HEAD + "waves:\n  2:\n\t- name: a\n", "yaml", 6, "(YAML indents with spaces, not tabs)"),
+    ("yaml-block-indent", HEAD + "waves:\n  2:\n    - name: a\n    xla_flags: [--xla_a=1]\n", "yaml", 7,
+     "(while parsing a block collection from line 6: check its indentation)"),
+    ("yaml-flow-unclosed", "model_tag: demo\nnodes: 1\nparallelism: [FSDP=8\nsteps: 15\n", "yaml", 4,
+     "(while parsing a flow sequence from line 3: check its brackets)"),
     ("yaml-two-documents", HEAD + "---\nsteps: 15\n", "yaml", 4, "another document"),
     ("yaml-control-char", HEAD + "image: a\x07b\n", "yaml", 4, "U+0007"),
     ("python-object-tag", "model_tag: !!python/object/apply:os.system [echo hi]\n", "model_tag", 1,
@@ -69,6 +74,12 @@ MALFORMED = [
      "an integer >= 1, found 0"),
     ("nodelist-shell", "model_tag: demo\nnodelist: 'n1;reboot'\nparallelism: FSDP=8\n",
      "nodelist", 2, "found 'n1;reboot'"),
+    ("nodelist-unclosed-bracket", "model_tag: demo\nnodelist: node[01-\nparallelism: FSDP=8\n",
+     "nodelist", 2, "a Slurm nodelist such as node01,node02 or node[01-04,07] (no spaces), found 'node[01-'"),
+    ("nodelist-backwards", "model_tag: demo\nnodelist: node[04-01]\nparallelism: FSDP=8\n",
+     "nodelist", 2, "found 'node[04-01]' (the range 04-01 runs backwards)"),
+    ("nodelist-comma-space", "model_tag: demo\nnodelist: node01, node02\nparallelism: FSDP=8\n",
+     "nodelist", 2, "(no spaces), found 'node01, node02'"),
     ("partition-space", "model_tag: demo\npartition: gpu a\nnodes: 2\nparallelism: FSDP=8\n",
      "partition", 2, "a Slurm partition"),
     ("parallelism-missing", "model_tag: demo\nnodes: 1\n", "parallelism", 1, "no 'parallelism' key"),
@@ -93,6 +104,8 @@ MALFORMED = [
      "top-level 'steps' key"),
     ("override-owned-pdbs", HEAD + "overrides: {per_device_batch_size: 2}\n",
      "overrides.per_device_batch_size", 4, "top-level 'pdbs' key"),
+    ("override-pdbs", HEAD + "overrides: {pdbs: 4, max_target_length: 2048}\n", "overrides.pdbs", 4,
+     "pdbs is xlatune's name for per_device_batch_size: set it with the top-level 'pdbs' key"),
     ("override-owned-parallelism", HEAD + "overrides:\n  dcn_fsdp_parallelism: 4\n",
      "overrides.dcn_fsdp_parallelism", 5, "top-level 'parallelism' key"),
     ("override-env-passthrough", HEAD + "overrides: {_env_foo: 1}\n", "overrides._env_foo", 4,
@@ -112,17 +125,23 @@ MALFORMED = [
      "env_file[0]", 5, "found flag and env"),
     ("env-file-no-default", HEAD + "env_file:\n  - flag: --xla_a=1\n", "env_file[0].image_default", 5,
      "no 'image_default' key"),
+    ("env-file-flag-default-null", HEAD + "env_file:\n  - flag: --xla_a=1\n    image_default: null\n",
+     "env_file[0].image_default", 6, "null unsets only an env entry), found null"),
     ("env-file-flag-space", HEAD + "env_file:\n  - flag: '--xla_a=1 2'\n    image_default: '1'\n",
      "env_file[0].flag", 5, "an XLA flag matching"),
     ("env-file-env-no-equals", HEAD + "env_file:\n  - env: NCCL_X\n    image_default: null\n",
      "env_file[0].env", 5, "NAME=value"),
     ("env-file-repeated", HEAD + "env_file:\n  - env: A=1\n    image_default: null\n"
      "  - env: A=2\n    image_default: null\n", "env_file[1].env", 7, "A again (first on line 5)"),
-    ("waves-list", HEAD + "waves: [a]\n", "waves", 4, "a mapping, found a list"),
+    ("waves-list", HEAD + "waves: [a]\n", "waves", 4,
+     "a mapping of wave numbers (2, 3, 4) to their profiles, e.g. {2: [{name: a, xla_flags: [...]}]}, found a list"),
     ("wave-5", HEAD + "waves:\n  5:\n    - {name: a, xla_flags: [--xla_a=1]}\n", "waves.5", 5,
      "a wave number 2, 3 or 4"),
     ("wave-int-and-text", HEAD + "waves:\n  2: []\n  '2': []\n", "waves.2", 6, "each key once"),
-    ("profile-not-mapping", _wave2("- opt_o0\n"), "waves.2[0]", 6, "a mapping, found 'opt_o0'"),
+    ("profile-not-mapping", _wave2("- opt_o0\n"), "waves.2[0]", 6,
+     "a profile: a mapping of name and xla_flags, env or overrides, found 'opt_o0'"),
+    ("profile-catalog-in-list", _wave2("- catalog: fsdp\n  max: 3\n"), "waves.2[0].catalog", 6,
+     "(catalog is a key of the wave itself: `2: {catalog: ...}`, not of a profile in its list)"),
     ("profile-unknown-key", _wave2("- name: a\n  xla_flag: [--xla_a=1]\n"), "waves.2[0].xla_flag", 7,
      "(did you mean 'xla_flags'?)"),
     ("profile-no-name", _wave2("- xla_flags: [--xla_a=1]\n"), "waves.2[0].name", 6, "no 'name' key"),
@@ -131,7 +150,9 @@ MALFORMED = [
     ("profile-reserved-name", _wave2("- name: baseline\n  xla_flags: [--xla_a=1]\n"),
      "waves.2[0].name", 6, "xlatune's own runs"),
     ("profile-name-too-long", _wave2(f"- name: {LONG}\n  xla_flags: [--xla_a=1]\n"),
-     "waves.2[0].name", 6, "at most 48 characters"),
+     "waves.2[0].name", 6, "at most 48 characters, found 'xxxxxxxx"),
+    ("profile-name-too-long-says-how-long", _wave2(f"- name: {LONG}\n  xla_flags: [--xla_a=1]\n"),
+     "waves.2[0].name", 6, "x' (60 characters)"),
     ("profile-name-repeated-across-waves",
      HEAD + "waves:\n  2:\n    - {name: a, xla_flags: [--xla_a=1]}\n"
      "  3:\n    - {name: a, xla_flags: [--xla_b=1]}\n", "waves.3[0].name", 8,
@@ -151,7 +172,7 @@ MALFORMED = [
     ("profile-job-name-too-long",
      "model_tag: " + "m" * 150 + "\nnodes: 1\nparallelism: FSDP=8\nbackend: {kind: maxtext-slurm, checkout: /x}\n"
      "waves:\n  2:\n    - {name: " + "p" * 40 + ", xla_flags: [--xla_a=1]}\n",
-     "waves.2[0].name", 7, "found 262 bytes for profile 'pppp"),
+     "waves.2[0].name", 7, "found 280 bytes for profile 'pppp"),
     ("pipeline-shapes-without-pp", HEAD + "pipeline_shapes:\n  - microbatches: 8\n", "pipeline_shapes",
      4, "found parallelism FSDP=8"),
     ("pipeline-shape-repeated",
@@ -361,6 +382,13 @@ def test_job_name_strips_one_leading_dash_and_drops_empty_args() -> None:
     (grammar.ENV_VALUE, "a=b@c%d", True),
     (grammar.ENV_VALUE, "a b", False),
     (grammar.NODELIST, "node[01-04],gpu7", True),
+    (grammar.NODELIST, "rack[1-2]-gpu[01-08,10],login.b", True),
+    (grammar.NODELIST, "node[01-", False),
+    (grammar.NODELIST, "node01]", False),
+    (grammar.NODELIST, "node[]", False),
+    (grammar.NODELIST, "node[01--04]", False),
+    (grammar.NODELIST, "node01,,node02", False),
+    (grammar.NODELIST, "[01-04]", False),
     (grammar.PARTITION, "gpu[1]", False),
 ])
 def test_grammar(rule: grammar.Grammar, text: str, ok: bool) -> None:
@@ -368,19 +396,44 @@ def test_grammar(rule: grammar.Grammar, text: str, ok: bool) -> None:
 
 
 def test_the_load_time_job_name_check_counts_what_submit_sh_is_given(tmp_path: Path) -> None:
-    """cell.load's JOB_NAME check and submit_argv build the name from one rule (maxtext_job_name)."""
+    """cell.load's JOB_NAME check and submit_argv build the name from one rule (maxtext_job_name),
+    for the longest run a profile gives: the image gate's `<profile>-oldimage` on the lock's image."""
     from pytest_xlatune.launch.maxtext.submit import submit_argv
 
     name = "p" * 48
-    model = "m" * (grammar.JOB_NAME_MAX - len(grammar.maxtext_job_name("", name, f"{name}.default")) + 5)
-    size = len(grammar.maxtext_job_name(model, name, f"{name}.default"))
+    gate = f"{name}-oldimage"
+    model = "m" * (grammar.JOB_NAME_MAX - len(grammar.maxtext_job_name("", gate, f"{gate}.default")) + 5)
+    size = len(grammar.maxtext_job_name(model, gate, f"{gate}.default"))
     assert size == grammar.JOB_NAME_MAX + 5
     with pytest.raises(ValueError, match=f"JOB_NAME would be {size} bytes"):
-        submit_argv(model, name, 1, None, "45:00", None, [], False, arm=f"{name}.default")
+        submit_argv(model, gate, 1, None, "45:00", None, [], False, arm=f"{gate}.default", profiles=[name])
     text = (f"model_tag: {model}\nnodes: 1\nparallelism: FSDP=8\nbackend: {{kind: maxtext-slurm, checkout: /x}}\n"
             f"waves:\n  2:\n    - name: {name}\n      xla_flags: [--xla_a=1]\n")
-    with pytest.raises(CellError, match=f"{size} bytes for profile '{name}'.*shorten it by 5"):
+    with pytest.raises(CellError, match=f"{size} bytes for profile '{name}' in the image gate "
+                                        f"\\(as '{gate}', its run on the lock's image\\) .*: shorten the "
+                                        f"profile name by 3 \\(it is the exp tag and the TUNE_PROFILE arm\\)"):
         load_cell(_cell(tmp_path, text))
+
+
+@pytest.mark.parametrize(("model", "waves", "key", "line", "found"), [
+    # xlatune's own runs and a catalog's candidates: the cell cannot rename them, so the model is
+    # the part to shorten (a catalog can also be left out), never "shorten the profile name".
+    (180, "", "model_tag", 1, "for xlatune's run 'baseline-r2' in the image gate"),
+    (165, "waves:\n  2: {catalog: fsdp}\n", "waves.2.catalog", 6,
+     "for catalog fsdp's candidate 'ag_combine_256m' in the image gate"),
+])
+def test_a_name_the_cell_did_not_choose_never_asks_to_shorten_that_name(
+        tmp_path: Path, model: int, waves: str, key: str, line: int, found: str) -> None:
+    text = (f"model_tag: {'m' * model}\nnodes: 1\nparallelism: FSDP=8\n"
+            "backend: {kind: maxtext-slurm, checkout: /x}\n" + waves)
+    with pytest.raises(CellError) as info:
+        load_cell(_cell(tmp_path, text))
+    message = str(info.value)
+    assert (info.value.key, info.value.line) == (key, line), message
+    assert found in message and "not the cell: shorten model_tag by" in message, message
+    assert "shorten the profile name" not in message
+    if key.startswith("waves"):
+        assert message.endswith(", or leave catalog fsdp out"), message
 
 
 def test_every_key_of_the_schema_table_is_in_the_readme_cell() -> None:

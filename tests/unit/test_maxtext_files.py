@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import shlex
 import shutil
 import subprocess
@@ -270,7 +272,7 @@ def test_awkward_but_legal_values_survive_a_shell_round_trip() -> None:
     ({"env_args": ["_env_X=a b"]}, "an environment value"),
     ({"env_args": ["_env_TUNE_PROFILE=x"]}, "only _env_ args"),
     ({"arm": "a;b"}, "a TUNE_PROFILE arm name"),
-    ({"exp_tag": "a:b"}, "a name"),
+    ({"exp_tag": "a:b"}, "a run name"),
     ({"nodelist": "node01 node02"}, "a Slurm nodelist"),
     ({"partition": "a;b"}, "a Slurm partition"),
     ({"time": "5 min"}, "a Slurm time limit"),
@@ -292,8 +294,32 @@ def test_job_name_of_243_bytes_is_accepted_and_244_refused_naming_what_each_part
     assert len(job_name(model, "t", argv[argv.index("--") + 1:])) == 243
     with pytest.raises(ValueError, match=r"JOB_NAME would be 244 bytes; submit.sh refuses more than 243 .*"
                                          r"model name 'm+' 218, exp tag 't' 2, _env_TUNE_PROFILE 20; "
-                                         r"shorten the profile name by 1"):
+                                         r"xlatune names 't', not the cell: shorten the model name by 1"):
         submit_argv(model + "m", "t", 1, None, "5:00", None, [], False, arm="t")
+
+
+@pytest.mark.parametrize(("profile", "profiles", "remedy"), [
+    # The cell's own profile: a byte of its name counts twice (exp tag and arm).
+    ("long_name", {"long_name"}, "shorten the profile name by 2 (it is the exp tag and the TUNE_PROFILE arm)"),
+    ("long_name-oldimage", {"long_name"}, "shorten the profile name by 2"),  # the gate's old-image run
+    ("ab", {"ab"}, "not even a one-character profile name fits: shorten the model name by 3"),
+    # A name xlatune or a catalog chose: the model name is the part to shorten, never the name.
+    ("restore_default", {"long_name"}, "xlatune names 'restore_default', not the cell: shorten the model name by 3"),
+])
+def test_a_refused_job_name_asks_to_shorten_what_the_cell_controls(profile: str, profiles: set[str],
+                                                                   remedy: str) -> None:
+    bare = len(job_name("", profile, [f"_env_TUNE_PROFILE={profile}"]))
+    model = "m" * (JOB_NAME_MAX - bare + 3)
+    with pytest.raises(ValueError, match=re.escape(remedy)):
+        submit_argv(model, profile, 1, None, "5:00", None, [], False, arm=profile, profiles=profiles)
+
+
+def test_a_gate_run_of_a_48_character_profile_is_a_valid_exp_tag() -> None:
+    """The image gate submits `<profile>-oldimage`: a profile name of 48 characters (NAME's limit)
+    must stay submittable there (it was refused as an exp tag of more than 48 characters)."""
+    name = "p" * 48 + "-oldimage"
+    argv = submit_argv("qwen3-30b-a3b", name, 1, "node01", "45:00", None, [], False, arm=name)
+    assert f"qwen3-30b-a3b:{name}" in argv
 
 
 def test_recorded_refusal_counts_bytes_as_job_name_does() -> None:

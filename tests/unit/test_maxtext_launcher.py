@@ -420,7 +420,8 @@ def test_preflight_gives_every_possible_run_an_arm_and_refuses_a_name_that_canno
     big.prepare()
     with pytest.raises(PreflightError, match=r"demo.yml: waves: demo-restore_default-default: JOB_NAME would be 254 "
                                              r"bytes; submit.sh refuses more than 243 .* model name 'm+' 200, exp tag "
-                                             r"'restore_default' 16, _env_TUNE_PROFILE 34; shorten the profile name by 11"):
+                                             r"'restore_default' 16, _env_TUNE_PROFILE 34; xlatune names 'restore_default', "
+                                             r"not the cell: shorten the model name by 11"):
         big.check_requests(requests)
     assert not [argv for argv, _ in transport.calls if "./submit.sh" in argv]
     big.close()

@@ -39,6 +39,7 @@ def two_parallelisms(language: str) -> str:
 SCENARIOS: dict[str, Callable[[str], str]] = {
     "winner": one_cell(cases.winner),
     "within_noise": one_cell(cases.within_noise),
+    "env_file_hurts": one_cell(cases.env_file_hurts),
     "failures": one_cell(cases.failures),
     "many_profiles": one_cell(cases.many_profiles),
     "sign_flips": two_parallelisms,
@@ -93,6 +94,11 @@ def test_scenarios_show_what_they_are_named_for() -> None:
     assert re.search(r"\| `sparse` \| 1,003\.0 \| -5\.28 % \|", winner)  # restore_default
     assert re.search(r"\| `dense` \| ag256m \| 940\.0 \|", winner)  # cross-config
     assert "No profile beat `baseline-deployed`" in SCENARIOS["within_noise"]("en")
+    hurts = SCENARIOS["env_file_hurts"]("en")  # no winner, but the image defaults beat the env file
+    assert "keep the deployed environment" not in hurts and "as deployed" not in hurts
+    assert ("Restore the image defaults in `configs/golden.env.sh`: `baseline-no-env` is +7.29 %"
+            in hurts), hurts
+    assert "- `--xla_gpu_all_gather_combine_threshold_bytes=1073741824` → `8589934592`" in hurts
     failed = SCENARIOS["failures"]("en")
     assert "| unknown_flag |" in failed and "| oom |" in failed
     many = SCENARIOS["many_profiles"]("en")
@@ -123,3 +129,17 @@ def test_evidence_scenarios_show_the_diff_and_the_profile_from_the_recordings() 
     assert "| mb16_v1 | 16 | 1 | 15.79 % | 1,150.0 |" in pipeline
     assert ("`mb16_v1` (bubble 15.79 %) measured 6.50 % slower than `mb8_v1` (bubble 27.27 %): more, "
             "smaller microbatches cost more than the smaller bubble saves.") in pipeline
+
+
+@pytest.mark.parametrize(("language", "metric"), [
+    ("en", "mean over steps 5-11 (9-11 when the profiler ran)"),
+    ("zh", "取第 5-11 步的均值（开启 profiler 时取第 9-11 步）"),
+])
+def test_the_metric_line_names_the_steps_a_shorter_run_measures(language: str, metric: str) -> None:
+    """steps: 12 runs steps 0-11, so the steady state is steps 5-11, not the default 5-14."""
+    from dataclasses import replace
+
+    jobs = cases.Jobs()
+    jobs.wave1()
+    data = cases.data(replace(cases.cell(), steps=12), jobs)
+    assert metric in render_document(None, [("cells/golden_fsdp8.yml", data)], language)

@@ -16,7 +16,7 @@ import posixpath
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -63,7 +63,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
                  model_tag: str, *, sweep_id: str, ray: bool = False, time_limit: str = DEFAULT_TIME,
                  restore_default: RestoreDefault = RestoreDefault(),
                  cell: str = "cell", record: Record | None = None, submit_timeout: float = 300.0,
-                 image: str = "",
+                 image: str = "", profiles: Collection[str] = (),
                  lookup_interval: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
         if not checkout.startswith("/"):
             raise ValueError(f"checkout must be an absolute path on the cluster, found {checkout!r}")
@@ -78,6 +78,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         self.time_limit = submit.SLURM_TIME.check(time_limit)
         self.restore = restore_default
         self.cell = cell
+        self.profiles = frozenset(profiles)  # the cell's own profile names: what a JOB_NAME error asks to shorten
         self.record: Record = record or (lambda event, **payload: None)
         self.submit_timeout = submit_timeout
         # submit.sh runs under DOCKER_IMAGE=<image> (container_env.sh keeps a DOCKER_IMAGE it
@@ -290,7 +291,8 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         p = self.placement
         try:
             argv = submit.submit_argv(self.model_name, request.profile, p.nodes, p.nodelist, self.time_limit,
-                                  p.partition, env_args, self.ray, arm=arm, mark=request.mark)
+                                      p.partition, env_args, self.ray, arm=arm, mark=request.mark,
+                                      profiles=self.profiles)
         except ValueError as error:
             raise LauncherError(f"{request.job_name}: " + " | ".join(str(error).splitlines())) from None
         image = self.image if request.image is None else request.image  # the gate's old-image controls

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import yaml
 
-from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NAME, NODELIST, PARTITION, SLURM_TIME,
+from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NODELIST, PARTITION, SLURM_TIME,
                              TUNE_PROFILE_ARG, job_name, job_name_bytes)
+from ...cell.jobnames import EXP_TAG, XLA_DUMP_ARG, parts, remedy
 from ...slurm.commands import submission_mark
 from .files import ARM, check_passthrough
 
-XLA_DUMP_ARG = "_env_ENABLE_XLA_DUMP=1"  # train_env.sh dumps HLO to <job dir>/xla_dump on rank 0
 TUNE_ENV_ARG = TUNE_PROFILE_ARG
 
 
@@ -22,7 +22,8 @@ TUNE_ENV_ARG = TUNE_PROFILE_ARG
 
 
 def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None, time: str, partition: str | None,
-                env_args: Sequence[str], ray: bool, *, arm: str, mark: str = "") -> list[str]:
+                env_args: Sequence[str], ray: bool, *, arm: str, mark: str = "",
+                profiles: Collection[str] = ()) -> list[str]:
     """Build the submit.sh command line: `./submit.sh <model>:<exp tag> <sbatch args> -- [_env_…]
     _env_TUNE_PROFILE=<arm>`. The run's MaxText settings live in the arm (render_tune_block), so
     JOB_NAME is `JAX-<model>-<exp tag>[-_env_ENABLE_XLA_DUMP_1]-_env_TUNE_PROFILE_<arm>`.
@@ -30,11 +31,12 @@ def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None,
     arg: submit.sh passes it on and keeps it out of JOB_NAME).
 
     Raises ValueError when an argument breaks its grammar or when submit.sh would refuse the
-    JOB_NAME (over 243 bytes); the message says what each part costs.
+    JOB_NAME (over 243 bytes); the message says what each part costs and what to shorten: the
+    profile name when it is one of the cell's `profiles`, else the model name.
     """
     MODEL_TAG.check(model_name)
     if exp_tag:
-        NAME.check(exp_tag)  # no ':' — a second colon would make the tag a model alias
+        EXP_TAG.check(exp_tag)
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, found {nodes}")
     args = [check_passthrough(a) for a in env_args]
@@ -45,11 +47,9 @@ def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None,
     name = job_name(model_name, exp_tag, args)
     size = job_name_bytes(name)
     if size > JOB_NAME_MAX:
-        parts = [f"model name {model_name!r} {len(model_name.encode())}", f"exp tag {exp_tag!r} {len(exp_tag) + 1}",
-                 *(f"{a.partition('=')[0]} {len(a) + 1}" for a in args)]
         raise ValueError(f"JOB_NAME would be {size} bytes; submit.sh refuses more than {JOB_NAME_MAX} "
-                         f"(${{#JOB_NAME}}+12 > 255). Bytes per part: {', '.join(parts)}; shorten the "
-                         f"profile name by {size - JOB_NAME_MAX} (it is both exp tag and arm) ({name[:60]}…)")
+                         f"(${{#JOB_NAME}}+12 > 255). Bytes per part: {parts(model_name, exp_tag, args)}; "
+                         f"{remedy(exp_tag, size - JOB_NAME_MAX, profiles)} ({name[:60]}…)")
     sbatch: list[str] = []
     if partition:
         sbatch.append(f"--partition={PARTITION.check(partition)}")
