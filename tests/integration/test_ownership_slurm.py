@@ -275,8 +275,8 @@ def test_kill_9_between_sbatch_and_the_record_then_the_rerun_finds_the_job_by_it
     unconfirmed = [e for e in events(store) if e["event"] == "submitting" and "::b[" in e["item"]]
     assert len(unconfirmed) == 1 and not [e for e in events(store) if e["event"] == "submitted"
                                           and "::b[" in e["item"]]
-    in_slurm = scheduler_jobs(tag)
-    assert in_slurm[f"{tag}-b-default"] == 1  # the job the store does not know yet
+    # The job the store does not know yet (slurmdbd lists it a moment after the submission).
+    wait_for("the job in sacct", lambda: scheduler_jobs(tag)[f"{tag}-b-default"] == 1, timeout=60)
 
     second = start(tmp_path, "-v", out="second.txt")
     assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()

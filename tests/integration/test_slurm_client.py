@@ -67,6 +67,10 @@ def test_a_submission_mark_is_found_in_squeue_and_once_forgotten_there_in_sacct(
                          capture_output=True, text=True, check=True).stdout.strip()
     assert SlurmClient(LocalTransport()).jobs_marked(mark, since) == [job]
     wait_finished(SlurmClient(LocalTransport()), [job])
-    # slurmdbd keeps the comment (AccountingStoreFlags=job_comment, scripts/local-slurm.sh).
-    assert SlurmClient(NoSqueue()).jobs_marked(mark, since) == [job]
+    # slurmdbd keeps the comment (AccountingStoreFlags=job_comment, scripts/local-slurm.sh); it
+    # takes the record from slurmctld's agent queue a moment after the job ends.
+    deadline = time.time() + 60
+    while (found := SlurmClient(NoSqueue()).jobs_marked(mark, since)) != [job] and time.time() < deadline:
+        time.sleep(0.5)
+    assert found == [job]
     assert SlurmClient(NoSqueue()).jobs_marked(f"xlatune-{uuid.uuid4().hex[:16]}", since) == []
