@@ -37,4 +37,6 @@ if [[ -x scripts/local-slurm.sh ]]; then
     scripts/local-slurm.sh up --accounting
     trap 'scripts/local-slurm.sh down || true' EXIT
 fi
-pytest tests -p no:cacheprovider -ra "$@"
+# Two xdist workers: the tests of the one Slurm cluster run one after another on one of them
+# (their xdist group, tests/conftest.py), the rest (unit, pytester, JAX, sshd) on the other.
+pytest tests -p no:cacheprovider -ra -n 2 --dist loadgroup "$@"

@@ -23,3 +23,14 @@ FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p",
 # For tests of mechanics that count on every selected item running once, to its end, in list
 # order (signals, selection, resume counts, stacks): the fixed protocol, not the adaptive sweep.
 FIXED = [*FAKE, "--xlatune-fixed-protocol"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test of the one local Slurm cluster (marked `slurm`, or asking for its fixture) in
+    one xdist group: under
+    `-n 2 --dist loadgroup` (scripts/test.sh) they run one after another on one worker, in file
+    order (they share its 4 nodes, count its jobs, and some stop its daemons), while the other
+    worker takes the rest (unit, pytester, JAX, sshd)."""
+    for item in items:
+        if item.get_closest_marker("slurm") is not None or "local_slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))

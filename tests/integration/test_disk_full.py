@@ -40,6 +40,10 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+# The sbatch runs take the local Slurm (and so its xdist group, tests/conftest.py); the local ones do not.
+BACKENDS = [pytest.param("local"), pytest.param("sbatch", marks=pytest.mark.slurm)]
+
+
 def events(store: Path) -> list[dict]:
     raw = store.read_bytes()
     assert raw.endswith(b"\n"), "the store ends in a cut line"
@@ -63,7 +67,7 @@ waves:
 """
 
 
-@pytest.mark.parametrize("backend", ["local", "sbatch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_store_on_a_full_disk_stops_the_session_naming_it_and_the_rerun_loses_nothing(
         tmp_path: Path, tmpfs: Path, fake_trainer_env: None, backend: str,
         request: pytest.FixtureRequest) -> None:
@@ -210,7 +214,7 @@ def fill(mount: Path, store: Path) -> Path:
     return filler
 
 
-@pytest.mark.parametrize("backend", ["local", "sbatch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_jobs_the_session_cancels_on_a_full_disk_run_again_on_the_rerun(
         tmp_path: Path, tmpfs: Path, fake_trainer_env: None, backend: str,
         request: pytest.FixtureRequest) -> None:
@@ -261,7 +265,7 @@ def test_jobs_the_session_cancels_on_a_full_disk_run_again_on_the_rerun(
         assert all(states[job].startswith("CANCELLED") for job in set(states) - set(ids)), states
 
 
-@pytest.mark.parametrize("backend", ["local", "sbatch"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_job_cancelled_by_hand_is_cancelled_and_not_retried(
         tmp_path: Path, fake_trainer_env: None, backend: str, request: pytest.FixtureRequest) -> None:
     tag, args = cancels_cell(tmp_path, backend, request)
