@@ -26,11 +26,12 @@ FIXED = [*FAKE, "--xlatune-fixed-protocol"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test of the one local Slurm cluster (marked `slurm`, or asking for its fixture) in
-    one xdist group: under
-    `-n 2 --dist loadgroup` (scripts/test.sh) they run one after another on one worker, in file
-    order (they share its 4 nodes, count its jobs, and some stop its daemons), while the other
-    worker takes the rest (unit, pytester, JAX, sshd)."""
+    """Two xdist groups, one lane each under `-n 2 --dist loadgroup` (scripts/test.sh): the tests
+    of the one local Slurm cluster (marked `slurm`, or asking for its fixture) one after another,
+    in file order (they share its 4 nodes, count its jobs, and some stop its daemons), and beside
+    them everything else (unit, pytester, JAX, sshd), also in order. One group each, not loose
+    tests: xdist hands out loose tests in batches, and a batch queued behind the long Slurm group
+    would wait for all of it."""
     for item in items:
-        if item.get_closest_marker("slurm") is not None or "local_slurm" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+        slurm = item.get_closest_marker("slurm") is not None or "local_slurm" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("slurm" if slurm else "rest"))
