@@ -25,13 +25,11 @@ FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p",
 FIXED = [*FAKE, "--xlatune-fixed-protocol"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Two xdist groups, one lane each under `-n 2 --dist loadgroup` (scripts/test.sh): the tests
-    of the one local Slurm cluster (marked `slurm`, or asking for its fixture) one after another,
-    in file order (they share its 4 nodes, count its jobs, and some stop its daemons), and beside
-    them everything else (unit, pytester, JAX, sshd), also in order. One group each, not loose
-    tests: xdist hands out loose tests in batches, and a batch queued behind the long Slurm group
-    would wait for all of it."""
+    """A test that asks for the local Slurm cluster's fixture is marked `slurm` like those that
+    say so: scripts/test.sh runs `-m slurm` (they share the cluster's 4 nodes, count its jobs,
+    and some stop its daemons: one at a time) beside `-m "not slurm"`."""
     for item in items:
-        slurm = item.get_closest_marker("slurm") is not None or "local_slurm" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("slurm" if slurm else "rest"))
+        if "local_slurm" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slurm") is None:
+            item.add_marker(pytest.mark.slurm)
