@@ -12,7 +12,8 @@ timing assertions, a missed target is reported, not raised):
   demo             the demo sweep fresh and reused (quick: reuse of a tiny fake-trainer cell)
 
 Needs the local Slurm cluster (scripts/local-slurm.sh up) and root for the loopback sshd.
-`--quick` (CI smoke run) finishes in about 2 minutes; the full run in about 7.
+`--quick` (CI smoke run: every figure produced, too few samples to quote) finishes in about a
+minute and a half; the full run in about 7.
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def steady(transport: Transport, job_ids: list[str], intervals: int, interval: f
 
 def run(tmp: Path, quick: bool) -> Section:
     section = Section("scheduler_load")
-    intervals = 5 if quick else 12
+    intervals = 2 if quick else 12
     local = LocalTransport()
     submitter = SlurmClient(local)
     held: list[str] = []
@@ -108,7 +108,7 @@ def run(tmp: Path, quick: bool) -> Section:
         found = steady(local, held, intervals, POLL_INTERVAL)
         section.details["local_50_one_ended"] = found
         section.figures["calls_per_interval_50_one_ended"] = sum(found["calls"]) / intervals
-        ssh = ssh_session(tmp, held[:max(COUNTS) - 1], polls=20 if quick else 50, quick=quick)
+        ssh = ssh_session(tmp, held[:max(COUNTS) - 1], polls=8 if quick else 50, quick=quick)
         section.details["ssh"] = ssh
         section.figures["ssh_polls"] = len(ssh["calls"])
         section.figures["ssh_connections_per_session"] = ssh["connections_opened"]
@@ -118,7 +118,7 @@ def run(tmp: Path, quick: bool) -> Section:
         section.figures["ssh_calls_per_interval_49_all_ask"] = \
             sum(ssh["all_ask"]["calls"]) / len(ssh["all_ask"]["calls"])
         section.figures["ssh_poll_s"] = ssh["elapsed_s"] / len(ssh["calls"]) - POLL_INTERVAL
-        bridge = hostcmd_session(tmp, held[:max(COUNTS) - 1], polls=20 if quick else 50)
+        bridge = hostcmd_session(tmp, held[:max(COUNTS) - 1], polls=8 if quick else 50)
         section.details["host_cmd"] = bridge
         section.figures["hostcmd_calls_per_interval_49"] = sum(bridge["calls"]) / len(bridge["calls"])
         section.targets["hostcmd_calls_per_interval_49"] = "<= 1"
