@@ -58,7 +58,9 @@ def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResu
                 f"{check.where()}, job {recipe_runs[0].job_id} (tolerance {tolerance.text})")
         (warnings if mode is Mode.WARN else problems).append(line)
     vs_base = stats.compare(recipe, baseline, tag_noise)
-    if vs_base.verdict is stats.Direction.WORSE:
+    if vs_base.verdict is stats.Direction.WORSE and not (final or _repeated(recipe, baseline)):
+        ambiguous = True  # one run each: measured again before it can fail (see _confirmed)
+    elif vs_base.verdict is stats.Direction.WORSE:
         problems.append(_line(f"recipe {locked.profile!r} [{tag}] no longer beats or matches the "
                               "baseline on the new image", vs_base, 0.0,
                               f"{recipe_ids} vs {base_ids}"))
@@ -94,8 +96,13 @@ def _confirmed(values: Sequence[float], controls: Sequence[float], noise: stats.
     if final or decision is stats.Decision.PASS:
         return decision
     clear = stats.regression_check(values, controls, noise, tolerance_pct)
-    repeated = len(values) >= 2 and len(controls) >= 2
-    return stats.Decision.FAIL if clear is stats.Decision.FAIL and repeated else stats.Decision.AMBIGUOUS
+    return stats.Decision.FAIL if clear is stats.Decision.FAIL and _repeated(values, controls) \
+        else stats.Decision.AMBIGUOUS
+
+
+def _repeated(values: Sequence[float], controls: Sequence[float]) -> bool:
+    """Both sides measured at least twice: the pair's disagreement was seen again."""
+    return len(values) >= 2 and len(controls) >= 2
 
 
 def _line(what: str, c: stats.Comparison, tolerance_pct: float, jobs: str) -> str:

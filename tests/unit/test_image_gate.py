@@ -101,7 +101,9 @@ def test_without_a_control_measured_in_this_session_the_gate_fails_rather_than_u
 
 
 def test_a_recipe_below_the_new_baseline_fails_even_within_the_lock_tolerance() -> None:
-    outcome = gate([1090.0], [1150.0, 1150.0])
+    first = gate([1090.0], [1150.0, 1150.0])  # one recipe run: measured again before it can fail
+    assert first.ambiguous and first.problems == ()
+    outcome = gate([1090.0, 1091.0], [1150.0, 1150.0], old_recipe=[1100.0, 1100.0])
     assert any(p.startswith("recipe 'fast' [default] no longer beats or matches the baseline")
                for p in outcome.problems)
 

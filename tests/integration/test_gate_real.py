@@ -1,11 +1,12 @@
-"""The image-upgrade gate end to end on the real local Slurm with the real embedded JAX workload.
+"""The image-upgrade gate end to end with the real embedded JAX workload.
 
 The deployed env file pins -O0 (tuned "for another parallelism"); the sweep finds that appending
--O2 wins, locks it, and the gate replays it on three "images" (Python interpreters): the same one,
-one whose XLA no longer knows the locked flag, and one where the recipe got slower. Between the
-lock and the gate a CPU hog loads the machine differently than when the lock was written: the
-gate compares each new-image run with its control on the lock's image in the same time window,
-so the hog alone fails nothing.
+-O2 wins, locks it, and the gate replays it on "images" (Python interpreters). On the real local
+Slurm: the same image, and one whose XLA no longer knows the locked flag; between the lock and the
+gate a CPU hog loads the machine differently than when the lock was written: the gate compares
+each new-image run with its control on the lock's image in the same time window, so the hog alone
+fails nothing. On the local backend (beside the Slurm tests, scripts/test.sh): an image where the
+recipe got slower fails, once a repeat of the pair confirms it.
 """
 
 from __future__ import annotations
@@ -20,29 +21,31 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slurm, pytest.mark.jax]
+pytestmark = [pytest.mark.jax]
 
 CELL = """\
 model_tag: gate
-nodelist: node[03-04]
+{slot}
 parallelism: FSDP=8
 pdbs: 2
 steps: 10
 baseline_repeats: 1
 # The numerics test's model: big enough that -O2 over -O0 (+68 to +114 % there) dominates the
 # start-up noise; at 2 layers × 64 tokens the first sweep after a cluster start once measured -O2 at -7 %.
-overrides: {emb_dim: 128, mlp_dim: 512, num_decoder_layers: 4, max_target_length: 128}
+overrides: {{emb_dim: 128, mlp_dim: 512, num_decoder_layers: 4, max_target_length: 128}}
 env_file:
   - flag: --xla_backend_optimization_level=0
     image_default: "2"
 waves:
   2:
-    - {name: opt_o2, xla_flags: [--xla_backend_optimization_level=2]}
-backend: {kind: sbatch, time: "10:00"}
+    - {{name: opt_o2, xla_flags: [--xla_backend_optimization_level=2]}}
+{backend}
 # Eight virtual devices on two cores drift by several % between sessions (-3.6 % once in CI with
 # the same image), so this machine gates at 10 %; the broken recipes below lose ~30 %.
-thresholds: {regression_pct: 10}
+thresholds: {{regression_pct: 10}}
 """
+ON_SLURM = {"slot": "nodelist: node[03-04]", "backend": 'backend: {kind: sbatch, time: "10:00"}'}
+LOCAL = {"slot": "nodes: 1", "backend": ""}
 
 WRAPPER = """#!/bin/bash
 {body}
@@ -68,11 +71,13 @@ def cpu_hog() -> Iterator[None]:
         hog.wait()
 
 
-def test_lock_then_gate_passes_fails_on_removed_flag_and_on_slower_recipe(
-        pytester: pytest.Pytester, local_slurm: None) -> None:
-    cell = pytester.makefile(".yml", gate=CELL)
-    common = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.3", "-rf"]
-    sweep = pytester.runpytest(str(cell), "-v", *common)
+COMMON = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.3", "-rf"]
+
+
+def swept(pytester: pytest.Pytester, where: dict[str, str]) -> Path:
+    """The cell swept and its lock written: -O2 appended after the env file's -O0 wins."""
+    cell = pytester.makefile(".yml", gate=CELL.format(**where))
+    sweep = pytester.runpytest(str(cell), "-v", *COMMON)
     shown = sweep.stdout.str()  # the verdict of each run and the lock line, for a failure
     sweep.assert_outcomes(passed=5)  # baseline, restore_default, evidence, opt_o2, winner evidence
     assert cell.with_suffix(".lock.json").exists(), shown
@@ -80,20 +85,34 @@ def test_lock_then_gate_passes_fails_on_removed_flag_and_on_slower_recipe(
     assert [(r["profile"], r["xla_flags"]) for r in lock["recipes"]] == [
         ("opt_o2", ["--xla_backend_optimization_level=2"])]
     assert lock["recipes"][0]["ci_low_pct"] > 0  # better than -O0 beyond the noise
+    return cell
 
+
+@pytest.mark.slurm
+def test_on_slurm_the_same_image_passes_under_a_cpu_hog_and_a_removed_flag_fails(
+        pytester: pytest.Pytester, local_slurm: None) -> None:
+    cell = swept(pytester, ON_SLURM)
     with cpu_hog():
         same = pytester.runpytest(str(cell), "--xlatune-gate",
-                                  f"--xlatune-image={image(pytester.path, 'same')}", *common)
+                                  f"--xlatune-image={image(pytester.path, 'same')}", *COMMON)
         renamed = image(pytester.path, "noflag", 'export XLA_FLAGS="${XLA_FLAGS//'
                         '--xla_backend_optimization_level=2/--xla_backend_optimization_level_v2=2}"')
-        gone = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={renamed}", *common)
-        slower = image(pytester.path, "slower", 'case "$XLA_FLAGS" in *level=2*) '
-                       'export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac')
-        slow = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *common)
+        gone = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={renamed}", *COMMON)
     same.assert_outcomes(passed=4)  # the baseline and the recipe, each after its control on the lock's image
     gone.assert_outcomes(passed=3, failed=1)
     gone.stdout.fnmatch_lines(["*a locked flag no longer exists in image*noflag*Unknown flag in "
                                "XLA_FLAGS: --xla_backend_optimization_level_v2=2*"])
+
+
+def test_a_slower_recipe_on_a_new_image_fails_once_the_repeated_pair_confirms_it(
+        pytester: pytest.Pytester) -> None:
+    cell = swept(pytester, LOCAL)
+    slower = image(pytester.path, "slower", 'case "$XLA_FLAGS" in *level=2*) '
+                   'export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac')
+    slow = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *COMMON)
     slow.assert_outcomes(passed=3, failed=1)
     slow.stdout.fnmatch_lines(["*recipe 'opt_o2' [[]default[]] regressed vs the lock*"
                                "on the lock's image (default) in this session*"])
+    recipe_runs = [json.loads(line) for line in (pytester.path / ".xlatune" / "gate.jsonl").read_text().splitlines()]
+    new_image = [r for r in recipe_runs if r.get("event") == "result" and r["item"] == "gate::opt_o2[default]"]
+    assert len(new_image) >= 2  # one pair never fails the gate: it was measured again first
