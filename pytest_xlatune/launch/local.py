@@ -13,6 +13,8 @@ from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, Su
 
 EXIT_SIGTERM = 143
 MARK_ENV = "XLATUNE_SUBMISSION"  # the submission's mark, in the job's log header and environment
+HEADER_LINES = 5  # JOB_ID, JOB_NAME, the mark, XLA_FLAGS, PASSTHROUGH_ARGS="…" (written before the job starts)
+HEADER_LIMIT = 64 << 10
 
 
 def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None) -> dict[str, str]:
@@ -97,12 +99,15 @@ class LocalLauncher:
         for log_path in sorted(self.jobs_dir.glob(f"*-{job_name}.log")):
             try:
                 with log_path.open("rb") as handle:
-                    if header not in handle.read(4096):
-                        continue
+                    head = handle.read(HEADER_LIMIT)
             except OSError:
+                continue
+            if header not in head:
                 continue
             job_id = log_path.name.split("-", 1)[0]
             pid = next((p for p in _pids() if header.rstrip() in _environ(p)), 0)
+            if not pid and head.rstrip(b"\n").endswith(b'"') and head.count(b"\n") <= HEADER_LINES:
+                return None  # killed after the header, before the process started: it never ran
             job = SubmittedJob(job_id=job_id, log_path=str(log_path),
                                job_dir=str(self.jobs_dir / f"{job_id}-{job_name}"), handle=str(pid or ""))
             return job if self.reattach(job) else None

@@ -146,3 +146,15 @@ def test_the_local_launcher_finds_a_marked_job_by_its_log_header_and_running_pro
     finally:
         launcher.close()
     assert rerun.poll([found.job_id])[found.job_id].phase.value == "finished"  # cancelled: seen ended
+
+
+def test_a_local_job_killed_before_its_process_started_is_not_found(tmp_path: Path) -> None:
+    """The session died between the log header and the process: nothing ran, the run goes again."""
+    mark = "xlatune-00000000000000ff"
+    (tmp_path / "3-m-a-default.log").write_text(
+        f'JOB_ID=3\nJOB_NAME=m-a-default\nXLATUNE_SUBMISSION={mark}\nXLA_FLAGS=\nPASSTHROUGH_ARGS="steps=15"\n')
+    assert LocalLauncher(tmp_path, 4, module="fake_trainer").find_submission(mark, "m-a-default", time.time()) is None
+    with (tmp_path / "3-m-a-default.log").open("a") as log:
+        log.write("completed step: 0, seconds: 1.0, Tokens/s/device: 1000.0, loss: 1.0\n")  # it ran, and ended
+    found = LocalLauncher(tmp_path, 4, module="fake_trainer").find_submission(mark, "m-a-default", time.time())
+    assert found is not None and found.job_id == "3" and found.handle == ""
