@@ -29,7 +29,12 @@ FIXED = [*FAKE, "--xlatune-fixed-protocol"]
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that asks for the local Slurm cluster's fixture is marked `slurm` like those that
     say so: scripts/test.sh runs `-m slurm` (they share the cluster's 4 nodes, count its jobs,
-    and some stop its daemons: one at a time) beside `-m "not slurm"`."""
+    and some stop its daemons: one at a time) beside `-m "not slurm"`. The Slurm tests that
+    train with real JAX run last."""
     for item in items:
         if "local_slurm" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slurm") is None:
             item.add_marker(pytest.mark.slurm)
+    # The Slurm tests that train with real JAX go last: by then the other lane, whose JAX tests
+    # come first, has ended, and the two lanes' JAX jobs do not share the two cores.
+    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None
+               and item.get_closest_marker("jax") is not None)

@@ -232,8 +232,17 @@ def parse_sacct(text: str) -> dict[str, JobStatus]:
     for job_id, status in jobs.items():
         step = batch_codes.get(job_id)
         if status.exit_code == 0 and status.state is not JobState.COMPLETED and step:
+            if status.state in _SIGNALLED_BY_SLURM and step in _SIGNALS_MOD_128:
+                # The batch shell outlived its killed child and exited 128 + the signal, which
+                # slurmdbd stores modulo 128 (`15:0`, not `0:15`): seen under load in CI.
+                step += 128
             jobs[job_id] = dataclasses.replace(status, exit_code=step)
     return jobs
+
+
+# States in which Slurm sent the job a signal itself, and the signals it sends (SIGTERM, SIGKILL).
+_SIGNALLED_BY_SLURM = frozenset({JobState.CANCELLED, JobState.TIMEOUT, JobState.PREEMPTED, JobState.DEADLINE})
+_SIGNALS_MOD_128 = frozenset({15, 9})
 
 
 # A key starts a line or follows whitespace; values run to the next key, so a value may hold

@@ -242,6 +242,16 @@ def test_parse_sacct_takes_a_signal_from_the_batch_step_like_scontrol_does() -> 
     assert parse_sacct("21_3|COMPLETED|0:0|node01\n")["21_3"].state is S.COMPLETED
 
 
+def test_a_cancelled_jobs_shell_that_exited_143_reads_143_not_slurmdbds_15() -> None:
+    # CI, under load: scancel killed `sleep 60` first, bash exited 143, slurmdbd kept 143 - 128.
+    text = "1464|CANCELLED by 0|0:0|node03\n1464.batch|CANCELLED|15:0|node03\n"
+    assert parse_sacct(text)["1464"].exit_code == 143
+    assert parse_sacct(text.replace("15:0", "9:0"))["1464"].exit_code == 137
+    # A failed job's own exit code is never shifted, nor another code of a cancelled one.
+    assert parse_sacct("7|FAILED|15:0|node01\n7.batch|FAILED|15:0|node01\n")["7"].exit_code == 15
+    assert parse_sacct("8|CANCELLED by 0|0:0|n\n8.batch|CANCELLED|1:0|n\n")["8"].exit_code == 1
+
+
 def test_sacct_without_accounting_prints_nothing_on_stdout() -> None:
     assert parse_sacct(recorded("sacct_disabled_stdout.txt")) == {}
     assert "accounting storage is disabled" in recorded("sacct_disabled_stderr.txt")
