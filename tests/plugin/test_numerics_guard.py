@@ -15,6 +15,8 @@ model_tag: num
 nodes: 1
 parallelism: FSDP=8
 steps: 10
+# Steps slow enough that the guard looks while the run still trains, however busy the machine.
+overrides: {fake_step_sleep: 0.1}
 waves:
   2:
     - name: drifts
