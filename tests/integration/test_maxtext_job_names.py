@@ -3,7 +3,8 @@
 For every upstream config × FSDP=8, FSDP=2, PP=8, TP=8, PP=4,FSDP=2 × pdbs on/off × the skill's
 MoE config-tag overrides, the tool's own request builder (cell → plan → compose → launcher)
 makes every submission the sweep may make (baselines, restore_default, evidence, catalog
-candidates, pipeline shapes, cross-config, winner evidence, a stack); the real
+candidates, pipeline shapes, cross-config, winner evidence, a stack, and the image gate of a lock
+on that stack: baselines, recipe and their old-image controls); the real
 `utils/parse_job_args.sh` of the snapshot then derives each JOB_NAME and must accept it.
 """
 
@@ -21,12 +22,13 @@ from pytest_xlatune.cell.grammar import JOB_NAME_MAX
 from pytest_xlatune.launch.base import JobRequest
 from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.plan.expand import RunKind, RunSpec, expand
+from pytest_xlatune.plan.expand import RunKind, RunSpec, expand, expand_gate
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.upstream import upstream_checkout
 
 PARALLELISMS = {"FSDP=8": "fsdp", "FSDP=2": "fsdp", "PP=8": "pp", "TP=8": "tp", "PP=4,FSDP=2": "hybrid"}
+OLD_IMAGE = "registry.example.com/rocm/jax-maxtext:2026.01-old"
 MOE_TAGS = "config_tags:\n  moe: {sparse_matmul: true, use_turbo_grouped_gemm: true, use_deepep_dispatch: true}\n" \
            "  dense: {sparse_matmul: false}\n"
 
@@ -72,18 +74,24 @@ def test_every_submission_of_every_upstream_config_fits_job_name(tmp_path: Path)
                     model, sweep_id="table.1", cell=str(path))
                 launcher.prepare()
                 try:
-                    requests = list(possible_requests(cell, specs))
+                    kinded = [(r, _kind(r, specs)) for r in possible_requests(cell, specs)]
                     stack = next(s for s in specs if s.kind is RunKind.STACK)
                     sources = [s for s in specs if s.kind is RunKind.PROFILE][:3]
-                    requests.append(job_request(cell, stack.combine(sources)))
-                    launcher.check_requests(requests)  # the pre-flight: raises if one cannot fit
-                    for request in requests:
-                        kinds.add(_kind(request, specs))
-                        argvs[tuple(launcher.argv_for(request))] = f"{model} {parallelism} pdbs={pdbs}"
+                    combined = stack.combine(sources)
+                    kinded.append((job_request(cell, combined), "stack"))
+                    # The image gate of a lock whose recipe is that stack, each run beside its
+                    # control on the lock's image.
+                    recipe = (combined.profile, combined.xla_flags, combined.env, combined.profile_overrides)
+                    gate = expand_gate(cell, {t.name: recipe for t in cell.config_tags}, old_image=OLD_IMAGE)
+                    kinded += [(job_request(cell, g), g.kind.value) for g in gate]
+                    launcher.check_requests([r for r, _ in kinded])  # the pre-flight: raises if one cannot fit
+                    for request, kind in kinded:
+                        kinds.add(kind)
+                        argvs[tuple(launcher.argv_for(request))] = f"{model} {parallelism} pdbs={pdbs} {kind}"
                 finally:
                     launcher.close()
     assert kinds >= {"baseline", "restore_default", "evidence", "profile", "pipeline_shape", "cross_config",
-                     "winner_evidence", "stack"}
+                     "winner_evidence", "stack", "gate_recipe", "gate_old_baseline", "gate_old_recipe"}
     names = job_names(checkout, [list(a) for a in argvs])
     assert len(names) == len(argvs)
     refused = [where for name, where in zip(names, argvs.values()) if name == "REFUSED"]
