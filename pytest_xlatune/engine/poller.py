@@ -95,11 +95,9 @@ class Poller:
 def _already_started(launcher: Launcher, request: JobRequest, since: float) -> SubmittedJob | None:
     """The job an earlier attempt of this marked request started after all (LauncherError when
     the scheduler cannot say yet: the attempt waits, it does not submit blind)."""
-    find = getattr(launcher, "find_submission", None)  # a plugin's launcher may predate it
-    if not request.mark or find is None:
+    if not request.mark:
         return None
-    found: SubmittedJob | None = find(request.mark, request.job_name, since)
-    return found
+    return launcher.find_submission(request.mark, request.job_name, since)
 
 
 class ControllerDown(LauncherError):

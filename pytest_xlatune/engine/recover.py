@@ -22,9 +22,8 @@ def recover_submissions(store: ResultStore, launcher: Launcher, report: Callable
     found = 0
     for intent in store.unconfirmed_submissions():
         mark, item = str(intent["mark"]), str(intent.get("item") or intent["key"])
-        find = getattr(launcher, "find_submission", None)  # a plugin's launcher may predate it
         try:
-            job = find(mark, str(intent["job_name"]), float(intent.get("time", 0))) if find else None
+            job = launcher.find_submission(mark, str(intent["job_name"]), float(intent.get("time", 0)))
         except LauncherError as error:
             raise PreflightError(
                 f"{store.path}: the session before was killed while submitting {item}'s job "

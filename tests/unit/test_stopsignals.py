@@ -62,6 +62,9 @@ class Launcher:
     def cancel(self, job_id: str) -> None:
         self.cancelled.append(job_id)
 
+    def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
+        return None  # the scheduler knows only the jobs `submit` returned
+
     def unusable_nodes(self) -> list[tuple[str, str]]:
         return []  # (the sweep stops before it watches, reads or re-attaches anything)
 
