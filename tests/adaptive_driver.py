@@ -4,11 +4,11 @@ that feeds decide() one steady step at a time with values the test chose (no ran
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from pytest_xlatune.adaptive import (Action, Conclude, Control, Observation, Plan, PlanItem, Policy, Repeat,
-                                     Role, RunState, Share, StopEarly, Submit, SweepState)
+from pytest_xlatune.adaptive import (Action, Conclude, Control, CrossCheck, Observation, Plan, PlanItem, Policy,
+                                     Repeat, Role, RunState, Share, StopEarly, Submit, SweepState)
 from pytest_xlatune.adaptive.model import Budget, Key
 
 A = TypeVar("A")
@@ -19,7 +19,7 @@ STARTUP_S, STEP_S = 100.0, 50.0
 
 
 def plan(*profiles: str | tuple[str, str], budget: Budget | None = None, policy: Policy | None = None,
-         winner: bool = True, **thresholds: float) -> Plan:
+         winner: bool = True, other_tags: tuple[str, ...] = (), **thresholds: float) -> Plan:
     """baseline, baseline-r2, evidence, the profiles (a name, or (name, key) to share a key), winner."""
     from pytest_xlatune.cell.model import Thresholds
 
@@ -30,7 +30,8 @@ def plan(*profiles: str | tuple[str, str], budget: Budget | None = None, policy:
         items.append(PlanItem(name, key, Role.PROFILE, frozenset({f"--xla_{key.split('=')[0]}"}), 1))
     if winner:
         items.append(PlanItem("winner", "W", Role.WINNER_EVIDENCE))
-    return Plan(tuple(items), Thresholds(**thresholds), policy or Policy(), budget or Budget(queue_hours=None))  # type: ignore[arg-type]
+    return Plan(tuple(items), Thresholds(**thresholds), policy or Policy(), budget or Budget(queue_hours=None),  # type: ignore[arg-type]
+                other_tags=other_tags)
 
 
 def observation(run: str, item: str, key: Key, role: Role, start: float, values: Sequence[float],
@@ -64,8 +65,10 @@ class Drive:
 
 
 def drive(the_plan: Plan, decide: Callable[[SweepState, float], tuple[Action, ...]],
-          tgs: Callable[[str, Role, int], float], limit: int = 500) -> Drive:
-    """Run `decide` to its Conclude; `tgs(item, role, run index)` is a run's steady level."""
+          tgs: Callable[[str, Role, int], float], limit: int = 500,
+          regresses: Callable[[str, str], bool] = lambda item, tag: False) -> Drive:
+    """Run `decide` to its Conclude; `tgs(item, role, run index)` is a run's steady level;
+    `regresses(item, tag)`: whether a CrossCheck of `item` on `tag` finds a regression."""
     state, now, seq = SweepState(the_plan), 0.0, 0
     result = Drive(state)
     for _ in range(limit):
@@ -82,12 +85,16 @@ def drive(the_plan: Plan, decide: Callable[[SweepState, float], tuple[Action, ..
             elif isinstance(action, Conclude):
                 result.state = state
                 return result
+            elif isinstance(action, CrossCheck):  # a finished check (its run is not the plan's)
+                state = replace(state, checked=state.checked | {(action.item, action.config_tag)},
+                                regressing=state.regressing | ({action.item} if regresses(action.item, action.config_tag)
+                                                               else set()))
             else:
                 seq += 1
                 state = state.with_run(_start(the_plan, state, action, now, seq))
         running = [r for r in state.runs if r.state.active]
         if not running:
-            if not any(isinstance(a, StopEarly) for a in actions):
+            if not any(isinstance(a, (StopEarly, CrossCheck)) for a in actions):
                 raise AssertionError(f"stalled at {now}: {actions}")
             continue
         run = running[0]

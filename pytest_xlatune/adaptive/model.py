@@ -160,6 +160,9 @@ class Plan:
     policy: Policy = field(default_factory=Policy)
     budget: Budget = field(default_factory=Budget)
     steady_steps: int = 10  # steady steps of a full run (steps 5-14)
+    # The other config tags a recipe must not regress (the skill's stop condition: a confirmed win
+    # ends the search only once it is checked on each of them; the cell's wave 6).
+    other_tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = [i.name for i in self.items]
@@ -199,6 +202,10 @@ class SweepState:
     runs: tuple[Observation, ...] = ()
     started_at: float = 0.0
     shared: frozenset[str] = frozenset()  # items the engine recorded a Share for
+    # Cross-tag checks of a win (plan.other_tags): the (item, tag) pairs that ended, and the items
+    # that regressed a tag beyond thresholds.regression_pct there (or failed on it).
+    checked: frozenset[tuple[str, str]] = frozenset()
+    regressing: frozenset[str] = frozenset()
 
     def with_run(self, run: Observation) -> SweepState:
         """A new run, or a newer view of one already known (same run id)."""
@@ -267,6 +274,16 @@ class StopEarly:
 
 
 @dataclass(frozen=True)
+class CrossCheck:
+    """Run a confirmed win's settings on another config tag: the win ends the search only if it
+    does not regress that tag."""
+
+    item: str
+    config_tag: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Share:
     """Do not run `item`: it has the effective settings of `source`, whose runs it shares."""
 
@@ -284,4 +301,4 @@ class Conclude:
     skipped: tuple[str, ...] = ()
 
 
-Action = Submit | Repeat | Control | StopEarly | Share | Conclude
+Action = Submit | Repeat | Control | StopEarly | CrossCheck | Share | Conclude

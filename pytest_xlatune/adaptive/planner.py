@@ -8,8 +8,10 @@ would have. What it works through:
 1. the planned baselines and the evidence run, in list order;
 2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
 3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation);
-4. the next candidate in list order, unless a stop condition holds — a confirmed win (then only
-   the recipe's variants, items setting the same names, still run) or thresholds.bounded_profiles
+4. the next candidate in list order, unless a stop condition holds — a confirmed win that does
+   not regress the other config tags (plan.other_tags: each is checked with a CrossCheck run
+   first; a win that regresses one is no stop), then only the recipe's variants, items setting
+   the same names, still run — or thresholds.bounded_profiles
    tested with none above thresholds.bounded_pct; an item with the effective settings of an
    earlier one is shared (Share), never run;
 5. then undecided keys are repeated (rules.undecided) and the leader and runner-up raced
@@ -20,8 +22,7 @@ would have. What it works through:
    evidence run, and Conclude names what was skipped.
 
 The budget ends the search when less than `budget.reserve_s` is left and concludes at once when
-nothing is; the engine does not start runs after a Conclude. Phase B adds the cross-config check
-of a win (thresholds.regression_pct) and the image gate's same-window controls.
+nothing is; the engine does not start runs after a Conclude.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from collections.abc import Callable
 
 from . import judge, rules
 from .judge import Board, Estimate, item_of
-from .model import (Action, Conclude, Conclusion, Control, Observation, Plan, PlanItem, Repeat, Role,
-                    Share, Submit, SweepState)
+from .model import (Action, Conclude, Conclusion, Control, CrossCheck, Observation, Plan, PlanItem, Repeat,
+                    Role, Share, Submit, SweepState)
 
 
 def decide(state: SweepState, now: float) -> tuple[Action, ...]:
@@ -53,7 +54,7 @@ def search_over(state: SweepState, now: float) -> str | None:
     if left <= plan.budget.reserve_s:
         return ("the budget is spent" if left <= 0
                 else f"less than {plan.budget.reserve_s / 60:.0f} min of budget left")
-    stop = _stop(_board(plan, tuple(r for r in state.runs if not r.state.active)))
+    stop = _stop(_board(plan, tuple(r for r in state.runs if not r.state.active)), state)
     return stop[1] if stop is not None else None
 
 
@@ -79,7 +80,9 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
     control = _control_due(state, now)
     if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
         return [control or repeat]
-    stop = _stop(board)
+    if searching and (check := _cross_check(state, board)) is not None:
+        return [control or check]
+    stop = _stop(board, state)
     shares, candidate = _cursor(state, stop)
     if searching and candidate is not None:
         return [*shares, control or Submit(candidate.name, "next candidate in list order")]
@@ -113,15 +116,35 @@ def _repeat(state: SweepState, board: Board, rule: Callable[[Estimate, Board], s
     return Repeat(item.name, why) if item is not None else None
 
 
-def _stop(board: Board) -> tuple[Conclusion, str, PlanItem | None] | None:
+def _wins(board: Board, state: SweepState) -> list[tuple[Estimate, PlanItem]]:
+    """Confirmed wins that have not regressed another config tag, fastest first."""
+    found = [(e, item) for e in board.estimates if rules.confirmed_win(e, board)
+             and (item := item_of(board.plan, e.key)) is not None and item.name not in state.regressing]
+    return sorted(found, key=lambda w: -w[0].log_delta)
+
+
+def _cross_check(state: SweepState, board: Board) -> CrossCheck | None:
+    """The fastest confirmed win's first unchecked other config tag (None: checked everywhere)."""
+    wins = _wins(board, state)
+    if not wins:
+        return None
+    est, item = wins[0]
+    tag = next((t for t in state.plan.other_tags if (item.name, t) not in state.checked), None)
+    if tag is None:
+        return None
+    return CrossCheck(item.name, tag, f"confirmed win {est.text()}: a recipe must not regress [{tag}] "
+                                      f"by more than {state.plan.thresholds.regression_pct:g} %")
+
+
+def _stop(board: Board, state: SweepState) -> tuple[Conclusion, str, PlanItem | None] | None:
     thresholds = board.plan.thresholds
-    wins = [e for e in board.estimates if rules.confirmed_win(e, board)]
-    if wins:
-        best = max(wins, key=lambda e: e.log_delta)
-        item = item_of(board.plan, best.key)
-        name = item.name if item else "?"
-        return (Conclusion.WIN, f"confirmed win: {name} {best.text()}, at or above +{thresholds.win_pct:g} %",
-                item)
+    checked = [(e, item) for e, item in _wins(board, state)
+               if all((item.name, t) in state.checked for t in state.plan.other_tags)]
+    if checked:
+        best, item = checked[0]
+        where = f", and regresses none of {', '.join(state.plan.other_tags)}" if state.plan.other_tags else ""
+        return (Conclusion.WIN, f"confirmed win: {item.name} {best.text()}, at or above "
+                                f"+{thresholds.win_pct:g} %{where}", item)
     if board.tested >= thresholds.bounded_profiles and not any(rules.above_bounded(e, board)
                                                              for e in board.estimates):
         return (Conclusion.BOUNDED, f"{board.tested} candidates tested, none better than the baseline "

@@ -1,21 +1,23 @@
 """The adaptive sweep's driver: the planner's Plan of one cell (built once from the selected runs),
 its SweepState rebuilt from the store on every call — no memory of its own, so a resumed session
 decides as the killed one would — and what `planner.decide` returns carried out: controls and
-repeats run in place, early stops through the watcher's judge, the conclusion as skipped items."""
+repeats run in place, a win's checks on the other config tags run as their wave-6 runs (the
+wave-6 items then reuse them), early stops through the watcher's judge, the conclusion as
+skipped items."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..adaptive import planner
 from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
 from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
-from ..adaptive.model import (Conclude, Control, Observation, Plan, PlanItem, Repeat, Role, RunState,
-                              Share, StopEarly, Submit, SweepState)
-from ..judge import numerics, verdicts
+from ..adaptive.model import (Conclude, Control, CrossCheck, Observation, Plan, PlanItem, Repeat, Role,
+                              RunState, Share, StopEarly, Submit, SweepState)
+from ..judge import numerics, stats, verdicts
 from ..judge.numerics import Numerics
 from ..judge.steady import steady_state
 from ..launch.base import SubmittedJob
@@ -36,6 +38,8 @@ class Driver:
     specs: dict[str, RunSpec]  # plan item → its selected run
     roles: dict[str, tuple[str, Role]]  # run key → (plan item, role): planned runs, repeats, controls
     last: str  # the last planned item in execution order
+    cross: dict[str, RunSpec] = field(default_factory=dict)  # other config tag → its selected wave-6 run
+    _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def plan_for(cls, sweep: Any, upcoming: Sequence[RunSpec]) -> Driver | None:
@@ -48,11 +52,12 @@ class Driver:
         if not any(s.kind is RunKind.BASELINE for s in planned):
             return None
         items = plan_items(sweep.cell, planned, sweep.image)
+        cross = {s.config_tag: s for s in upcoming if s.kind is RunKind.CROSS_CONFIG and s.config_tag != primary}
         plan = Plan(items, thresholds=sweep.cell.thresholds, budget=sweep.budget,
-                    steady_steps=max(3, sweep.cell.steps - 5))
+                    steady_steps=max(3, sweep.cell.steps - 5), other_tags=tuple(cross))
         specs = {item.name: spec for item, spec in zip(items, planned)}
         roles = run_roles(plan, planned, sweep.key)
-        return cls(sweep, plan, specs, roles, planned[-1].name)
+        return cls(sweep, plan, specs, roles, planned[-1].name, cross)
 
     # ---- the state, from the store ---------------------------------------------------------
 
@@ -84,7 +89,40 @@ class Driver:
         # Queue time so far: the runs' own (submitted to ended; the sweep is serial), so a sweep
         # resumed days later is charged its runs, not the days between its sessions.
         spent = sum((r.ended_at if r.ended_at is not None else now) - r.submitted_at for r in runs)
-        return SweepState(self.plan, tuple(runs), started_at=now - spent, shared=frozenset(excluded))
+        checked, regressing = self._cross_checks(latest, stored)
+        return SweepState(self.plan, tuple(runs), started_at=now - spent, shared=frozenset(excluded),
+                          checked=checked, regressing=regressing)
+
+    def _cross_check_run(self, item: str, tag: str) -> RunSpec:
+        return self.cross[tag].resolve(self.specs[item])
+
+    def _cross_checks(self, latest: Mapping[str, JobResult],
+                      stored: Sequence[JobResult]) -> tuple[frozenset[tuple[str, str]], frozenset[str]]:
+        """The candidates' ended checks on the other config tags (their wave-6 runs, stored under
+        the keys the wave-6 items use), and the candidates that regressed a tag there beyond
+        thresholds.regression_pct or failed on it. A tag without a measured baseline cannot be
+        checked: it counts as checked (its wave-6 item says what it needs)."""
+        checked, regressing = set[tuple[str, str]](), set[str]()
+        tolerance = self.sweep.cell.thresholds.regression_pct
+        for tag in self.cross:
+            unmeasured = not verdicts.baseline_values(stored, tag)
+            for name, spec in self.specs.items():
+                if self.plan.item(name).role is not Role.PROFILE:
+                    continue
+                if unmeasured:
+                    checked.add((name, tag))
+                    continue
+                if (name, tag) not in self._cross_keys:
+                    self._cross_keys[name, tag] = self.sweep.key(self._cross_check_run(name, tag))
+                result = latest.get(self._cross_keys[name, tag])
+                if result is None or result.verdict in RERUN:
+                    continue
+                checked.add((name, tag))
+                gate = verdicts.regression_gate([result.tgs] if result.tgs is not None else [], stored, tag,
+                                                tolerance, final=True) if result.measured else None
+                if not result.measured or (gate is not None and gate.decision is stats.Decision.FAIL):
+                    regressing.add(name)
+        return frozenset(checked), frozenset(regressing)
 
     def _never_the_recipe(self, result: JobResult, stored: Sequence[JobResult]) -> bool:
         """A measured candidate whose loss left the baseline's (fail mode): no repeat, no
@@ -111,13 +149,13 @@ class Driver:
             self._drive(None)
 
     def _drive(self, current: str | None) -> str:
-        seen = -1
+        seen = (-1, -1)
         for _ in range(MAX_STEPS_PER_ITEM):
             now = self.sweep.clock()
             state = self.state(now)
-            if len(state.runs) == seen:
+            if (len(state.runs), len(state.checked)) == seen:
                 return ""  # the last action added no run (e.g. it failed to resolve): go on
-            seen = len(state.runs)
+            seen = (len(state.runs), len(state.checked))
             # Shares are carried out by the shared item itself (Sweep.run stores its share).
             actions = planner.decide(state, now)
             if any(isinstance(a, Share) and a.item == current for a in actions):
@@ -127,6 +165,8 @@ class Driver:
                 self._control(state, action, current)
             elif isinstance(action, Repeat):
                 self._repeat(state, action)
+            elif isinstance(action, CrossCheck):
+                self._cross_check(action)
             elif isinstance(action, Conclude):
                 self._note(action)
                 if current is not None and current in action.skipped:
@@ -155,6 +195,16 @@ class Driver:
         spec = self.specs[action.item].remeasured(n)
         self.sweep.report(f"{action.item}: run {n + 1}: {action.reason}")
         self.sweep.run(spec)
+
+    def _cross_check(self, action: CrossCheck) -> None:
+        spec = self._cross_check_run(action.item, action.config_tag)
+        self.sweep.report(f"{spec.name}: checking {action.item} on [{action.config_tag}] before the search "
+                          f"stops: {action.reason}")
+        self.sweep.run(spec)
+        latest = self.sweep.store.latest_by_key()
+        if action.item in self._cross_checks(latest, list(latest.values()))[1]:
+            self.sweep.report(f"{spec.name}: {action.item} regresses [{action.config_tag}] (or fails there): "
+                              "it cannot end the search, which goes on")
 
     def _note(self, action: Conclude) -> None:
         """Record the conclusion once (the summary and a rerun's reader see why items were skipped)."""

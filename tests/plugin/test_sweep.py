@@ -142,3 +142,40 @@ def test_a_stack_of_winners_that_set_the_same_flag_skips_naming_it(
                                  "fast2; fast2 sets --xla_fake_tgs as fast does (a stack takes each setting "
                                  "once)"])
     assert "measure waves 2-4 first" not in result.stdout.str()
+
+
+CROSS_CELL = """\
+model_tag: xt
+nodes: 1
+parallelism: FSDP=8
+overrides: {fake_step_sleep: 0.02}
+config_tags:
+  main: {}
+  long: {fake_penalize: --xla_fake_bad}
+waves:
+  2:
+    - {name: good, xla_flags: [--xla_fake_tgs=1100, --xla_fake_bad=true]}
+    - {name: null_a, xla_flags: [--xla_fake_null_a=true]}
+    - {name: better, xla_flags: [--xla_fake_tgs=1150]}
+    - {name: null_b, xla_flags: [--xla_fake_null_b=true]}
+"""
+
+
+def test_a_win_that_regresses_another_config_tag_does_not_end_the_adaptive_search(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    """good wins +10 % on [main] but loses 20 % on [long] (the skill: a recipe that regresses
+    another config tag is no stop); better wins on both, and only then is null_b skipped. The
+    wave-6 item reuses the check that was run for better."""
+    cell = pytester.makefile(".yml", xt=CROSS_CELL)
+    result = pytester.runpytest(str(cell), "-v", "-rs", *FAKE)
+    out = result.stdout.str()
+    assert re.search(r"wave6::best\[long\]: checking wave2::good\[main\] on \[long\] before the search stops: "
+                     r"confirmed win \+9\.\d+ % .*must not regress \[long\] by more than 1 %", out), out
+    assert "wave6::best[long]: wave2::good[main] regresses [long] (or fails there): it cannot end the search" in out
+    assert re.search(r"checking wave2::better\[main\] on \[long\] before the search stops", out), out
+    assert "wave2::better[main] regresses" not in out
+    result.stdout.fnmatch_lines(["*wave2::null_a[[]main[]] PASSED*", "*wave2::better[[]main[]] PASSED*",
+                                 "*wave2::null_b[[]main[]] SKIPPED*", "*wave6::best[[]long[]] REUSED*"])
+    assert re.search(r"SKIPPED .*confirmed win: wave2::better\[main\] .*regresses none of long", out), out
+    logs = sorted(p.name for p in (pytester.path / ".xlatune").rglob("*-xt-best-long.log"))
+    assert len(logs) == 2, logs  # good's check and better's; the wave-6 item ran no job of its own

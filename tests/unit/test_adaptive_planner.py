@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_xlatune.adaptive import (Conclude, Conclusion, Control, Policy, Repeat, Role, RunState, Share,
-                                     StopEarly, StopKind, Submit, SweepState, fixed, planner)
+from pytest_xlatune.adaptive import (Conclude, Conclusion, Control, CrossCheck, Policy, Repeat, Role, RunState,
+                                     Share, StopEarly, StopKind, Submit, SweepState, fixed, planner)
 from pytest_xlatune.adaptive.model import Budget
 
 from tests.adaptive_driver import BASE, drive, observation, plan
@@ -96,6 +96,31 @@ def test_a_win_stops_the_search_only_after_the_variants_that_come_later() -> Non
     result = drive(the_plan, planner.decide, effects(lever_a=9.0))
     ran = [r.item for r in result.state.runs]
     assert "lever_b" in ran and "p2" not in ran and "p3" not in ran
+
+
+def test_a_confirmed_win_is_checked_on_every_other_config_tag_before_it_stops_the_search() -> None:
+    the_plan = plan("p1", "good", "p3", "p4", other_tags=("dense", "long"))
+    result = drive(the_plan, planner.decide, effects(good=9.0))
+    checks = result.of(CrossCheck)
+    assert [(c.item, c.config_tag) for c in checks] == [("good", "dense"), ("good", "long")]
+    assert "regress [dense] by more than 1 %" in checks[0].reason
+    assert result.conclusion.why is Conclusion.WIN and "regresses none of dense, long" in result.conclusion.reason
+    assert set(result.conclusion.skipped) == {"p3", "p4"}
+
+
+def test_a_win_that_regresses_another_config_tag_does_not_stop_the_search() -> None:
+    the_plan = plan("p1", "good", "p3", "better", "p5", other_tags=("dense",))
+    result = drive(the_plan, planner.decide, effects(good=9.0, better=12.0),
+                   regresses=lambda item, tag: item == "good")
+    assert [(c.item, c.config_tag) for c in result.of(CrossCheck)] == [("good", "dense"), ("better", "dense")]
+    ran = {r.item for r in result.state.runs}
+    assert {"p3", "better"} <= ran  # the search went on past good's win
+    assert result.conclusion.why is Conclusion.WIN and "better" in result.conclusion.reason
+    assert result.conclusion.skipped == ("p5",)
+    # Its only win regressing the other tag, the search runs every candidate.
+    alone = drive(plan("p1", "good", "p3", other_tags=("dense",)), planner.decide, effects(good=9.0),
+                  regresses=lambda item, tag: True)
+    assert alone.conclusion.why is Conclusion.EXHAUSTED and {"p1", "good", "p3"} <= {r.item for r in alone.state.runs}
 
 
 def test_bounded_concludes_after_enough_profiles_with_none_above_the_bound() -> None:
