@@ -81,7 +81,9 @@ DEFAULT_RULES: Mapping[FailureClass, Rule] = MappingProxyType({
     F.GPU_RUNTIME_ERROR: Rule(A.RETRY_SAME_NODELIST, retries=1, cancel_on_sight=True, wait_s=90,
                               recovery="rocm-smi --showtemp and dmesg show no hardware fault"),
     F.NIC_FAULT: Rule(A.RETRY_SAME_NODELIST, retries=1, cancel_on_sight=True,
-                      recovery="reset the ionic stack; ibstat shows every NIC Active"),
+                      recovery="reset the NIC on the node the log names (ionic: reload ionic_rdma "
+                               "and ionic; other NICs: the site's own reset); ibstat shows every "
+                               "port Active"),
     F.HANG: Rule(A.RETRY_SAME_NODELIST, retries=1),  # a hang before step 0 comes as OOM
     F.CANCELLED: Rule(A.FAIL_ITEM),
     F.UNKNOWN: Rule(A.RETRY_SAME_NODELIST, retries=1),

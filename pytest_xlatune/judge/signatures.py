@@ -51,6 +51,9 @@ _NCCL_ERROR = (r"[NR]CCL WARN\b.*\b[Tt]ime(?:d )?out|[NR]CCL WARN (?:Cuda|HIP) f
                r"|UnhandledCuda|InvalidUsage|InvalidArgument)Error\b|\bNCCL error\b"
                r"|\bnccl[A-Z]\w*(?:\([^)]*\))? failed\b|Watchdog caught collective operation timeout")
 _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
+# NCCL's IB async-event line up to the event's name (ibv_event_type_str), with the `mlx5_0:1 ` device
+# and port newer NCCL prints.
+_NIC_ASYNC = r"\bNET/IB ?: (?:[\w.-]+:\d+ )?(?:Got async (?:error )?event ?: ?|async fatal event: )"
 # A Python exception line: `ValueError: ...`, `jaxlib.xla_extension.XlaRuntimeError: ...`, at the
 # start of the line or right after a log prefix (srun `0: `, absl `…] `, Ray `(Actor pid=1) `,
 # `[1784] `, mpirun `<stderr>:`); a name mid-sentence (`retrying after TransientError`) is not one.
@@ -108,6 +111,14 @@ SIGNATURES: tuple[Signature, ...] = (
     # AMD's ionic RDMA driver; NCCL's own `NET/IB : Got completion from peer … with error` stays an
     # NCCL error (the collective fails; tests/data/triage/nccl_timeout.log).
     _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error"),
+    # The node's own RDMA adapter, as NCCL's (and RCCL's) IB async thread reports the verbs events
+    # IBV_EVENT_PORT_ERR and IBV_EVENT_DEVICE_FATAL: `NET/IB : Got async event : port error` (older
+    # NCCL), `NET/IB : mlx5_0:1 Got async event : …` (with device:port), and newer NCCL's `… Got async
+    # error event: port error` and `… async fatal event: local catastrophic error`. Port active, client
+    # reregistration, GID change and the per-connection QP/CQ events (`async fatal event on QP (…)`)
+    # are not here.
+    _sig(F.NIC_FAULT, "nic-port-down", _NIC_ASYNC + r"port error\b"),
+    _sig(F.NIC_FAULT, "nic-adapter-fatal", _NIC_ASYNC + r"local catastrophic error\b"),
     _sig(F.NODE_FAIL, "slurm-node-failure", r"\b[a-z]*(?:run|alloc|batch): error: Node failure on (?P<host>[^\s:]+)"
          r"|\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<on>\S+) )?CANCELLED AT \S+ DUE TO NODE FAIL"),
     # slurmd on a node could not start the step's tasks (`Communication connection failure`, `Socket
@@ -188,7 +199,8 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"Error", b"Exception:", b"imeout", b"imed out", b"DEADLINE_EXCEEDED", b"eartbeat",
     b"have crashed", b"coordination service", b"HSA_STATUS_ERROR", b"CUDA_ERROR_", b"cqe with",
     b"Node failure", b"ptxas", b"ailed to compile", b"compiling fusion", b"LLVM",
-    b"completion from peer", b"stuck", b"CANCELLED AT", b"Unknown ", b") failed", b"NCCL error",
+    b"completion from peer", b"port error", b"catastrophic error", b"stuck", b"CANCELLED AT",
+    b"Unknown ", b") failed", b"NCCL error",
     b"access fault", b"illegal memory", b"ncorrectable", b"NVRM: ", b"GPU reset", b" failure '",
     b"oom", b"Out Of Memory",  # `oom-kill`, `oom_kill`: one needle, one pass
     b"memory limit", b"srun: error:", b"connect to all", b"incarnation", b"o space left",

@@ -20,7 +20,8 @@ EXIT_SIGTERM = 143
 EXIT_SIGINT = 130
 _LINE_MAX = 300
 
-_NCCL_HOST_RE = re.compile(r"(?:^|\s)(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]")
+# NCCL's `host:pid:tid [dev]` prefix, also behind mpirun's `[1,12]<stdout>:` tag.
+_NCCL_HOST_RE = re.compile(r"(?:^|\s|>:)(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]")
 _STATUS_RE = re.compile(r"Status:\s*(?P<word>SUCCESS|FAILED|CANCELLED)\b[^(]*(?:\((?P<paren>[^)]*)\))?")
 _FRAME_FILE = 'File "'
 
@@ -262,6 +263,8 @@ _REASONS: dict[FailureClass | str, str] = {  # by label first, then by class
     "coordination-restarted": "a JAX task restarted and re-registered; the coordinator aborts all",
     "slurm-launch-failed": "Slurm could not launch the step's tasks",
     "task-signal": "a task was killed by a signal (a crash: look for a core dump)",
+    "nic-port-down": "NIC fault (an RDMA port went down: cable, transceiver or switch port)",
+    "nic-adapter-fatal": "NIC fault (the RDMA adapter reported a fatal error)",
     FailureClass.COORDINATION_TIMEOUT: "JAX coordination service timed out",
     FailureClass.HEARTBEAT_TIMEOUT: "JAX heartbeat timeout (often a false positive; "
                                     "an earlier stall may be the real cause)",

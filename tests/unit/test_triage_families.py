@@ -55,6 +55,12 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
     # a failed CUDA/HIP call NCCL/RCCL returns as an error (at init: before any step)
     ("gpu-a07:71:90 [0] /src/transport/p2p.cc:237 NCCL WARN Cuda failure 'invalid argument'",
      F.RCCL_INIT_FLAKE, "rccl-init-flake"),
+    # the node's RDMA adapter in the two wordings the corpus lacks (net_ib.cc's formats; the corpus holds
+    # the oldest `Got async event : port error` and the newest `Got async error event: port error`)
+    ("gpu-a07:71:90 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_0:1 Got async event : port error",
+     F.NIC_FAULT, "nic-port-down"),
+    ("gpu-a07:71:90 [0] transport/net_ib.cc:190 NCCL WARN NET/IB : mlx5_3:1 async fatal event: local "
+     "catastrophic error", F.NIC_FAULT, "nic-adapter-fatal"),
     # Slurm's reasons for a cancel besides scancel
     ("slurmstepd: error: *** STEP 608.0 ON gpu-a07 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***",
      F.CANCELLED, "slurm-cancelled"),
@@ -73,6 +79,19 @@ def test_a_family_member_gets_its_class(line: str, failure: FailureClass, label:
 ])
 def test_lines_next_to_the_families_are_no_failure(line: str) -> None:
     assert _diagnose(line + "\n").failure is F.UNKNOWN
+
+
+@pytest.mark.parametrize("line", [
+    # the port coming back, and the subnet manager asking clients to re-register (printed right after
+    # init in deepspeedai/DeepSpeed#3272's log)
+    "gpu-a07:71:90 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async error event: port active",
+    "gpu1:5021:5386 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration",
+    # one connection's queue pair, not the adapter (NVIDIA/nccl#1919)
+    "node-0:139577:139678 [0] transport/net_ib.cc:154 NCCL WARN NET/IB : mlx5_1:1 async fatal event on QP "
+    "(0x7309dc3bb338): invalid request local work queue error",
+])
+def test_ib_async_events_that_are_no_nic_fault(line: str) -> None:
+    assert _diagnose(line + "\n").failure is not F.NIC_FAULT
 
 
 def test_the_quoted_flag_is_named_and_cancels_on_sight() -> None:
