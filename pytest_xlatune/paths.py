@@ -40,6 +40,16 @@ def slug_of_workdir(workdir: str) -> str:
     return posixpath.basename(workdir.rstrip("/"))
 
 
+def job_log_name(job_id: str, job_name: str) -> str:
+    """A job's log, `<job id>-<job name>.log`, beside its dir `<job id>-<job name>` (local and
+    sbatch backends; `%j` as the id is sbatch's own pattern for it)."""
+    return f"{job_id}-{job_name}.log"
+
+
+def job_dir_name(job_id: str, job_name: str) -> str:
+    return f"{job_id}-{job_name}"
+
+
 def report_path(report_dir: Path, model_tag: str, language: str = "en") -> Path:
     """`<MODEL_TAG>-tuning.md`, or its Chinese mirror `<MODEL_TAG>-tuning.zh.md`."""
     return report_dir / (f"{model_tag}-tuning.md" if language == "en" else f"{model_tag}-tuning.{language}.md")

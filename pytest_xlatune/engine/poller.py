@@ -6,11 +6,11 @@ import math
 import time
 from collections.abc import Callable
 
-from ..launch.base import JobPhase, JobProgress, JobRequest, Launcher, LauncherError, SubmittedJob
+from ..launch.base import JobPhase, JobProgress, JobRequest, JobState, Launcher, LauncherError, SubmittedJob
 from ..slurm.parsers import CONTROLLER_DOWN
 from .stopsignals import deferred
 
-PENDING = JobProgress(JobPhase.PENDING, "UNKNOWN")
+PENDING = JobProgress(JobPhase.PENDING, JobState.UNKNOWN)
 
 
 class Poller:

@@ -74,7 +74,7 @@ class Watcher:
     def watch(self, name: str, job: SubmittedJob, judge: Judge | None = None) -> Watched:
         """Follow `job` to its end; `judge(seen)` is asked on every new step while it runs and
         returns why to stop it early ("" = let it run): it is cancelled and watched no further."""
-        seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, "UNKNOWN"))
+        seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, JobState.UNKNOWN))
         detector = HangDetector(self.hang)
         offset, last_reported, was_running = 0, -1, False
         self._unsent_cancel = False
@@ -128,7 +128,7 @@ class Watcher:
                     # What it wrote meanwhile (an OOM's memory figures) still counts. A cancel
                     # the controller did not take is sent again below until the job ends.
                     seen.log.feed(self.launcher.read_log(job, offset, READ_CHUNK, ended=True))
-                    seen.progress = JobProgress(JobPhase.FINISHED, "CANCELLED", None)
+                    seen.progress = JobProgress(JobPhase.FINISHED, JobState.CANCELLED, None)
                     seen.log.flush()
                     return self._timed(job, seen)
             # Silence counts only while Slurm answers: after an outage slurmctld may call a job

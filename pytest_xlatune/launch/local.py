@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..paths import job_dir_name, job_log_name
 from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob, for_image
 
 EXIT_SIGTERM = 143
@@ -60,9 +61,9 @@ class LocalLauncher:
     def _start(self, request: JobRequest) -> SubmittedJob:
         job_id = str(self._next_number)
         self._next_number += 1
-        job_dir = self.jobs_dir / f"{job_id}-{request.job_name}"
+        job_dir = self.jobs_dir / job_dir_name(job_id, request.job_name)
         job_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.jobs_dir / f"{job_id}-{request.job_name}.log"
+        log_path = self.jobs_dir / job_log_name(job_id, request.job_name)
         dump_dir = job_dir / "xla_dump" if request.evidence else None
         argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
@@ -96,7 +97,7 @@ class LocalLauncher:
         """A job of a session killed as it started it: the log whose header names the mark, and
         the process whose environment carries it (none: it has ended)."""
         header = f"{MARK_ENV}={mark}\n".encode()
-        for log_path in sorted(self.jobs_dir.glob(f"*-{job_name}.log")):
+        for log_path in sorted(self.jobs_dir.glob(job_log_name("*", job_name))):
             try:
                 with log_path.open("rb") as handle:
                     head = handle.read(HEADER_LIMIT)
@@ -109,7 +110,7 @@ class LocalLauncher:
             if not pid and head.rstrip(b"\n").endswith(b'"') and head.count(b"\n") <= HEADER_LINES:
                 return None  # killed after the header, before the process started: it never ran
             job = SubmittedJob(job_id=job_id, log_path=str(log_path),
-                               job_dir=str(self.jobs_dir / f"{job_id}-{job_name}"), handle=str(pid or ""))
+                               job_dir=str(self.jobs_dir / job_dir_name(job_id, job_name)), handle=str(pid or ""))
             return job if self.reattach(job) else None
         return None
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import jinja2
 
+from ..paths import job_dir_name, job_log_name
 from ..slurm import commands
 from ..slurm.client import SlurmClient
 from ..transport.base import Transport, TransportError
@@ -54,7 +55,7 @@ class SbatchLauncher(SlurmJobs):
     def submit(self, request: JobRequest) -> SubmittedJob:
         script_path = posixpath.join(self.workdir, "scripts", f"{request.job_name}.sbatch")
         outputs = posixpath.join(self.workdir, "outputs")
-        log_pattern = posixpath.join(outputs, f"%j-{request.job_name}.log")
+        log_pattern = posixpath.join(outputs, job_log_name("%j", request.job_name))
         script = render_script(request, for_image(self.command, self.commands_by_image, request), outputs)
         try:
             file_commands(self.transport).run(["mkdir", "-p", posixpath.dirname(script_path),
@@ -74,8 +75,8 @@ class SbatchLauncher(SlurmJobs):
 
     def _submitted_job(self, job_id: str, job_name: str) -> SubmittedJob:
         outputs = posixpath.join(self.workdir, "outputs")
-        return SubmittedJob(job_id=job_id, log_path=posixpath.join(outputs, f"{job_id}-{job_name}.log"),
-                            job_dir=posixpath.join(outputs, f"{job_id}-{job_name}"))
+        return SubmittedJob(job_id=job_id, log_path=posixpath.join(outputs, job_log_name(job_id, job_name)),
+                            job_dir=posixpath.join(outputs, job_dir_name(job_id, job_name)))
 
     def reattach(self, job: SubmittedJob) -> bool:
         self._mine.add(job.job_id)  # recorded as ours by the store: ours to poll and cancel

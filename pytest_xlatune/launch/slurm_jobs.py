@@ -26,7 +26,7 @@ class SlurmPlacement:
 def progress_of(status: JobStatus | None) -> JobProgress:
     """Slurm's view of a job → the launcher-neutral phase."""
     if status is None:
-        return JobProgress(JobPhase.PENDING, "UNKNOWN")
+        return JobProgress(JobPhase.PENDING, JobState.UNKNOWN)
     if status.state.finished or status.state is JobState.UNKNOWN:
         return JobProgress(JobPhase.FINISHED, status.state, status.exit_code)
     if status.state.running:
