@@ -13,7 +13,7 @@ from ..judge.policy import Action, Policy, SweepCounters, decide
 from ..judge.signatures import FailureClass, disk_full
 from ..judge.steady import last_loss, steady_state
 from ..judge.triage import Diagnosis, Evidence, diagnose
-from ..launch.base import Launcher, LauncherError, SubmittedJob
+from ..launch.base import JobPhase, JobState, Launcher, LauncherError, SubmittedJob
 from ..plan.expand import RunSpec, evidence_spec
 from ..plan.request import job_request, tokens_per_device_step
 from ..results import JobResult, Verdict, node_minutes
@@ -224,13 +224,20 @@ class JobRunner:
 
     def cancel_all(self) -> None:
         """Cancel exactly the jobs this session submitted or re-attached to and that have not
-        finished (never any other job)."""
+        finished (never any other job). A job that ended on its own before the cancel reached it
+        (the last poll was older than its end) is left to the rerun, which judges its log."""
+        cancelled = []
         for job_id in sorted(self._submitted_here & self.poller.tracked):
             if self.poller.finished(job_id):
                 self.poller.forget(job_id)
                 continue  # it ended on its own: a rerun re-attaches and judges its log
             self.launcher.cancel(job_id)
             self.poller.forget(job_id)
+            cancelled.append(job_id)
+        ended = self._ended_before_the_cancel(cancelled)
+        for job_id in cancelled:
+            if job_id in ended:
+                continue
             # A cancelled submission is not re-attached on the next run: it is submitted again.
             try:
                 self.store.append("cancelled", job_id=job_id, key=self._key_of_job.get(job_id, ""))
@@ -240,6 +247,20 @@ class JobRunner:
                 if not self.store.note_cancelled(job_id):
                     self.warn(f"job {job_id}: cancelled, but not recorded (the store and its lock "
                               "note cannot be written): a rerun will take it for a cancel by hand")
+
+    def _ended_before_the_cancel(self, job_ids: list[str]) -> set[str]:
+        """The jobs among those just cancelled that the scheduler says ended on their own: a
+        state other than cancelled, an exit other than the cancel's signal (130, 137, 143). When
+        it cannot say, none (each counts as cancelled, as before)."""
+        if not job_ids:
+            return set()
+        try:
+            progress = self.launcher.poll(job_ids)
+        except LauncherError:
+            return set()
+        return {job_id for job_id, p in progress.items()
+                if p.phase is JobPhase.FINISHED and p.state not in (JobState.CANCELLED, JobState.UNKNOWN)
+                and p.exit_code not in (130, 137, 143)}
 
     def adopt_orphans(self) -> None:
         """Take over every job an earlier (killed) session of this store left queued or running,

@@ -250,6 +250,11 @@ def test_ctrl_c_cancels_our_queued_jobs_and_restores_the_checkout(
     found = events(store)
     submitted = {e["job_id"] for e in found if e["event"] == "submitted"}
     assert {e["job_id"] for e in found if e["event"] == "cancelled"} == submitted
+    # scancel is asynchronous: a running job is COMPLETING until slurmstepd has killed its
+    # processes (seconds on a loaded machine); none of them may stay queued or running.
+    end = time.monotonic() + 90
+    while submitted & active_ids() and time.monotonic() < end:
+        time.sleep(0.5)
     assert not submitted & active_ids()
     assert snapshot(root) == before
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.plan.request import job_request
-from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, LauncherError,
+from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, JobState, LauncherError,
                                         SubmittedJob)
 from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.plan.expand import expand, run_key
@@ -188,6 +188,33 @@ def test_cancel_all_leaves_a_queued_job_that_already_ended_to_the_rerun(tmp_path
     sweep.cancel_all()
     assert launcher.cancelled == []
     assert {r["job_id"] for r in store.pending_submissions().values()} == {"102", "103"}
+
+
+class EndsAsTheCancelComes(FirstJobOnly):
+    """Job 102 completes after the last poll and before the cancel reaches it (Slurm then keeps
+    it COMPLETED); job 103 is cancelled while it runs."""
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        answer = super().poll(job_ids)
+        after = {"102": JobProgress(JobPhase.FINISHED, JobState.COMPLETED, 0),
+                 "103": JobProgress(JobPhase.FINISHED, JobState.CANCELLED, 0)}
+        return {j: after[j] if j in self.cancelled and j in after else p for j, p in answer.items()}
+
+
+def test_a_job_that_completed_before_the_cancel_reached_it_is_left_to_the_rerun(tmp_path: Path) -> None:
+    """It trained: recording it `cancelled` would throw its result away and run it again."""
+    clock = Clock()
+    launcher = EndsAsTheCancelComes(polls_to_finish=3)
+    specs = expand(cell())
+    store = ResultStore(tmp_path / "s.jsonl")
+    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
+                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
+    sweep.set_upcoming(specs)
+    sweep.run(specs[0])
+    sweep.cancel_all()
+    assert launcher.cancelled == ["102", "103"]
+    assert [str(e["job_id"]) for e in store.events() if e["event"] == "cancelled"] == ["103"]
+    assert {str(r["job_id"]) for r in store.pending_submissions().values()} == {"102"}  # re-attached by the rerun
 
 
 def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) -> None:
