@@ -160,32 +160,33 @@ class FirstJobOnly(ScriptedLauncher):
                 for j, p in answer.items()}
 
 
-def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -> None:
+def interrupted_after_the_first_job(tmp_path: Path, launcher: ScriptedLauncher,
+                                   store: ResultStore | None = None) -> ResultStore:
+    """A sweep that queued two jobs ahead ran its first item, then the session's end cancels."""
     clock = Clock()
-    launcher = FirstJobOnly(polls_to_finish=3)
     specs = expand(cell())
-    store = ResultStore(tmp_path / "s.jsonl")
-    store.append("submitted", key="other", item="x", job_id="7", log_path="", job_dir="")
+    store = store if store is not None else ResultStore(tmp_path / "s.jsonl")
     sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
                   nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
     sweep.set_upcoming(specs)
     sweep.run(specs[0])
     sweep.cancel_all()
+    return store
+
+
+def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "s.jsonl")
+    store.append("submitted", key="other", item="x", job_id="7", log_path="", job_dir="")
+    launcher = FirstJobOnly(polls_to_finish=3)
+    interrupted_after_the_first_job(tmp_path, launcher, store)
     assert launcher.cancelled == ["102", "103"]  # the two queued jobs, never job 7
     assert set(store.pending_submissions()) == {"other"}
 
 
 def test_cancel_all_leaves_a_queued_job_that_already_ended_to_the_rerun(tmp_path: Path) -> None:
     """Its result is in its log: cancelling it would record `cancelled` and throw the run away."""
-    clock = Clock()
     launcher = ScriptedLauncher(polls_to_finish=3)  # the queued jobs end with the first one
-    specs = expand(cell())
-    store = ResultStore(tmp_path / "s.jsonl")
-    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
-    sweep.set_upcoming(specs)
-    sweep.run(specs[0])
-    sweep.cancel_all()
+    store = interrupted_after_the_first_job(tmp_path, launcher)
     assert launcher.cancelled == []
     assert {r["job_id"] for r in store.pending_submissions().values()} == {"102", "103"}
 
@@ -203,15 +204,8 @@ class EndsAsTheCancelComes(FirstJobOnly):
 
 def test_a_job_that_completed_before_the_cancel_reached_it_is_left_to_the_rerun(tmp_path: Path) -> None:
     """It trained: recording it `cancelled` would throw its result away and run it again."""
-    clock = Clock()
     launcher = EndsAsTheCancelComes(polls_to_finish=3)
-    specs = expand(cell())
-    store = ResultStore(tmp_path / "s.jsonl")
-    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
-    sweep.set_upcoming(specs)
-    sweep.run(specs[0])
-    sweep.cancel_all()
+    store = interrupted_after_the_first_job(tmp_path, launcher)
     assert launcher.cancelled == ["102", "103"]
     assert [str(e["job_id"]) for e in store.events() if e["event"] == "cancelled"] == ["103"]
     assert {str(r["job_id"]) for r in store.pending_submissions().values()} == {"102"}  # re-attached by the rerun
