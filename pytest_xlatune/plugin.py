@@ -100,6 +100,8 @@ class CellsSeen:
                 return  # already reported by the worker that collected it
         if report.when == "call":
             self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
+            if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock
+                self.runtime.note_stopped(Path(cell_path))
             if props.get("xlatune_needs"):
                 self.runtime.needs[report.nodeid] = props["xlatune_needs"]
 

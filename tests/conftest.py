@@ -25,6 +25,22 @@ FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p",
 FIXED = [*FAKE, "--xlatune-fixed-protocol"]
 
 
+def store_full_at(item: str) -> str:
+    """A conftest for a pytester directory: the results store cannot take the `result` record of
+    `item` (ENOSPC, a full disk); every other write goes through. It patches the store of the
+    whole process: run it with `runpytest_subprocess`."""
+    return (
+        "import errno, json, os\n"
+        "from pytest_xlatune.store import ResultStore\n"
+        "_write = ResultStore._write_raw\n\n"
+        "def _full(path, data):\n"
+        "    record = json.loads(data) if data.startswith(b'{') else {}\n"
+        f"    if record.get('event') == 'result' and record.get('item') == {item!r}:\n"
+        "        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
+        "    return _write(path, data)\n\n"
+        "ResultStore._write_raw = staticmethod(_full)\n")
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that asks for the local Slurm cluster's fixture is marked `slurm` like those that

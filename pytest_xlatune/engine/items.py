@@ -142,9 +142,11 @@ class CellItem(pytest.Item):
             self._run()
         except SweepStopped as stop:
             runtime = self.config.stash[RUNTIME_KEY]
+            self.user_properties.append(("xlatune_sweep_stop", True))  # no lock from this sweep
             raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
         except StoreWriteError as error:  # never report a run whose record is not on disk
             runtime = self.config.stash[RUNTIME_KEY]
+            self.user_properties.append(("xlatune_sweep_stop", True))
             raise Stopped(runtime.store_failed(error, self.session)) from None
 
     def _run(self) -> None:

@@ -44,6 +44,7 @@ class Runtime:
         self.cells: dict[Path, Cell] = {}
         self.outputs: list[Output] = []
         self.ran: dict[Path, set[str]] = {}  # cell → names of the items that ran this session
+        self.stopped: set[Path] = set()  # cells an item of which ended in a STOP this session
         self.needs: dict[str, str] = {}  # item id → what it needed that is not in the store
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
@@ -72,6 +73,10 @@ class Runtime:
     def note_ran(self, cell_path: Path, item: str) -> None:
         """An item of the cell ran (passed, failed, skipped or reused) in this session."""
         self.ran.setdefault(cell_path, set()).add(item)
+
+    def note_stopped(self, cell_path: Path) -> None:
+        """An item of the cell ended in a STOP: its sweep is not whole, whatever else ran."""
+        self.stopped.add(cell_path)
 
     def cells_that_ran(self) -> list[Cell]:
         """The cells with at least one item run this session: only their outputs are written."""
@@ -241,9 +246,11 @@ class Runtime:
                 existing: Lock | None = load_lock(path) if path.exists() else None
             except LockError:
                 existing = None  # unreadable: a whole sweep replaces it
-            built = None if not_run else build_lock(cell, list(stored.results), stored.nodelist,
-                                                     self.cell_settings(cell).image, mode=self.settings.numerics)
-            change, why = lock_change(existing, built, not_run)
+            stopped = cell.path in self.stopped
+            built = None if not_run or stopped else build_lock(
+                cell, list(stored.results), stored.nodelist, self.cell_settings(cell).image,
+                mode=self.settings.numerics)
+            change, why = lock_change(existing, built, not_run, stopped)
             if change and built is not None:
                 write_atomic(path, dumps(built))
             outputs.append(Output(path, "recipe lock", change, why, exists=path.exists()))

@@ -90,9 +90,13 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
                 recipes=tuple(recipes))
 
 
-def lock_change(existing: Lock | None, built: Lock | None, not_run: list[str]) -> tuple[bool, str]:
+def lock_change(existing: Lock | None, built: Lock | None, not_run: list[str],
+                stopped: bool = False) -> tuple[bool, str]:
     """Whether this session's sweep rewrites the lock, and why (one phrase for the terminal);
-    `not_run` names the items of the cell that did not run in the session."""
+    `not_run` names the items of the cell that did not run in the session, `stopped` says a
+    STOP ended the cell's sweep (also in its last item, when every item ran)."""
+    if stopped:
+        return False, "the session stopped (xlatune STOP above); the lock changes only after a whole sweep"
     if not_run:
         shown = ", ".join(not_run[:3]) + (f" and {len(not_run) - 3} more" if len(not_run) > 3 else "")
         return False, (f"{len(not_run)} item(s) of the cell did not run in this session ({shown}); "

@@ -11,6 +11,9 @@ regendoc does), so the README cannot drift from the tool.
   each line's outcome and verdict as the plugin prints them for that item;
 - the options table against `pytest --help` (flag, metavar, ini twin, default), both ways;
 - the bad-cell error line, the example cell (it collects), the workload's step line, the layout.
+
+The messages the README quotes inline (option errors, incidents, STOP lines, the gate's line, the
+submit.sh command line …) are checked by tests/plugin/test_readme_messages.py.
 """
 
 from __future__ import annotations
@@ -119,10 +122,15 @@ def workdir(root: Path) -> Path:
     return root
 
 
-def run(command: str, cwd: Path) -> list[str]:
+# `pytest` as a user types it, this Python's script (its usage errors say `pytest: error: …`).
+SCRIPT = Path(sys.executable).with_name("pytest")
+PYTEST = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "pytest"]
+
+
+def run_process(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     argv = shlex.split(command)
     if argv[0] == "pytest":
-        argv = [sys.executable, "-m", "pytest", *argv[1:], *FAKE]
+        argv = [*PYTEST, *argv[1:], *FAKE]
     elif argv[:2] == ["python", "-m"]:
         argv = [sys.executable, *argv[1:]]
     else:
@@ -130,7 +138,11 @@ def run(command: str, cwd: Path) -> list[str]:
     # pytest does not shorten the summary lines when CI or BUILD_NUMBER is set: run as a user would.
     env = {**{k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}, "COLUMNS": "80",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def run(command: str, cwd: Path) -> list[str]:
+    done = run_process(command, cwd)
     return (done.stdout + done.stderr).splitlines()
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import store_full_at
+
 # The scripted fake trainer, with the cache provider on (--lf/--ff/--sw need it).
 # Selection mechanics count on every selected item running once, in order: the fixed protocol.
 ARGS = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "--xlatune-fixed-protocol"]
@@ -194,6 +196,21 @@ def test_lock_changes_only_after_a_whole_sweep_and_says_why(failed_once: pytest.
     whole.stdout.fnmatch_lines(["xlatune: recipe lock written to cell.lock.json: recipe changed: "
                                 "good [[]default[]] +10.00 % (job 4) → good [[]default[]] +30.00 % (job 7)"])
     assert json.loads((root / "cell.lock.json").read_text())["recipes"][0]["tgs"] == pytest.approx(1300, rel=0.01)
+
+
+def test_a_stop_in_the_last_item_leaves_the_lock_alone(cell: pytest.Pytester) -> None:
+    """A STOP is never a whole sweep, also when it comes in the cell's last item (every item
+    then ran): the store could not take the winner's evidence run, so no lock is written."""
+    cell.makeconftest(store_full_at("evidence2::winner[default]"))
+    result = cell.runpytest_subprocess("cell.yml", "-v", *ARGS)
+    result.assert_outcomes(passed=4, failed=2)
+    assert ran(result) == ALL
+    result.stdout.fnmatch_lines([
+        "xlatune STOP: *cannot write the results store (No space left on device); the result "
+        "record of evidence2::winner[[]default[]] is not stored*",
+        "xlatune: recipe lock cell.lock.json not written: the session stopped (xlatune STOP "
+        "above); the lock changes only after a whole sweep"])
+    assert not (cell.path / "cell.lock.json").exists()
 
 
 def test_a_catalog_candidate_and_the_winner_say_what_they_need(cell: pytest.Pytester) -> None:

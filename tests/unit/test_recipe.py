@@ -95,6 +95,8 @@ def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path
         "the lock on file is kept")
     changed, why = lock_change(None, first, [f"wave2::p{i}[default]" for i in range(5)])
     assert not changed and "(wave2::p0[default], wave2::p1[default], wave2::p2[default] and 2 more)" in why
+    changed, why = lock_change(first, other, [], stopped=True)  # a STOP in the cell's last item
+    assert not changed and why.startswith("the session stopped (xlatune STOP above)")
 
 
 # ---- simplest of the tied winners, the numerics guard, noise from identical settings, power --
