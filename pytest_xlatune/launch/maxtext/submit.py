@@ -70,6 +70,9 @@ _SUBMITTED_RE = re.compile(r"Submitted batch job (\S+)")
 _PROLOG_RE = re.compile(r"^\[ERROR\] Job (\S+) died in prolog.*$", re.MULTILINE)
 
 
+_SUBMIT_ERROR_RE = re.compile(r"(?:Error:|\[ERROR\]|ERROR:|FATAL:|!!! |\S+: error: )")
+
+
 def parse_submit_output(text: str) -> str:
     """Return the job id from submit.sh's output (stdout and stderr merged)."""
     died = _PROLOG_RE.search(text)
@@ -77,8 +80,12 @@ def parse_submit_output(text: str) -> str:
         raise ValueError(f"job {died.group(1)} was accepted but died before writing a log: {died.group(0)}")
     ids = [m.group(1) for m in _SUBMITTED_RE.finditer(text)]
     if not ids or not ids[-1].isdigit():  # a bare `sbatch: error:` line has no id
-        tail = "\n".join(text.strip().splitlines()[-8:]) or "(no output)"
-        raise ValueError(f"no 'Submitted batch job <id>' line in submit.sh output; it ended with:\n{tail}")
+        lines = text.strip().splitlines()
+        # Upstream's reason may sit above a long listing (`Error: ambiguous model name 'qwen3'.`
+        # over the supported models): its error lines first, then the last lines.
+        errors = [line for line in lines[:-8] if _SUBMIT_ERROR_RE.match(line)]
+        tail = "\n".join([*errors[:4], *lines[-8:]]) or "(no output)"
+        raise ValueError(f"no 'Submitted batch job <id>' line in submit.sh output; it said:\n{tail}")
     return ids[-1]
 
 
