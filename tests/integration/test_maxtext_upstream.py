@@ -125,19 +125,24 @@ def test_ray_fallback_with_a_model_named_by_a_unique_substring_keeps_its_result(
     before = tree(upstream)
     cell = pytester.makefile(".yml", ray=DEEPSEEK.format(model="deepseek3", checkout=json.dumps(str(upstream)),
                                                          ray="true"))
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "-k", "baseline",
-                                "--xlatune-poll-interval=1")
-    result.assert_outcomes(passed=1)
+    # Every wave, evidence and the winner's evidence included, each job to its end.
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
+                                "--xlatune-fixed-protocol")
+    result.assert_outcomes(passed=5)
     found = events(pytester.path / ".xlatune" / "ray.jsonl")
-    (baseline,) = [e for e in found if e["event"] == "result"]
     (inventory,) = [e for e in found if e["event"] == "inventory"]
-    assert inventory["model_name"] == "deepseek3-671b" and baseline["step_count"] == 10
-    log = Path(baseline["log_path"])
-    text = log.read_text(errors="replace")
-    assert "[!] Ray cluster failed, falling back to non-Ray mode" in text
-    assert log.name.startswith(f"{baseline['job_id']}-JAX-deepseek3-671b-baseline-_env_TUNE_PROFILE_baseline")
-    assert not (log.with_suffix("") / "ray_logs").exists()
-    assert (log.with_suffix("") / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
+    assert inventory["model_name"] == "deepseek3-671b"
+    results = {e["profile"]: e for e in found if e["event"] == "result"}
+    assert sorted(results) == ["baseline", "evidence", "opt1", "restore_default", "winner"]
+    for profile, measured in results.items():
+        assert measured["step_count"] == 10, profile  # never no_steps
+        log = Path(measured["log_path"])
+        text = log.read_text(errors="replace")
+        assert "[!] Ray cluster failed, falling back to non-Ray mode" in text, profile
+        assert log.name.startswith(f"{measured['job_id']}-JAX-deepseek3-671b-{profile}-")
+        assert not (log.with_suffix("") / "ray_logs").exists()
+        assert (log.with_suffix("") / "artifact" / "submit_cmd.txt").read_text().startswith("RAY=1 ")
+    assert "hlo_dump" in dict(results["evidence"]["artifacts"]) and "hlo_dump" in dict(results["winner"]["artifacts"])
     assert tree(upstream) == before
 
 
@@ -152,11 +157,17 @@ def test_ray_starts_and_the_absl_step_lines_are_read_from_the_ray_worker_stderr(
     before = tree(upstream)
     cell = pytester.makefile(".yml", raystarts=DEEPSEEK.format(model="deepseek3-671b", ray="true",
                                                                checkout=json.dumps(str(upstream))))
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "-k", "baseline",
-                                "--xlatune-poll-interval=1")
-    result.assert_outcomes(passed=1)
-    (baseline,) = [e for e in events(pytester.path / ".xlatune" / "raystarts.jsonl") if e["event"] == "result"]
-    assert baseline["step_count"] == 10 and baseline["tgs"] > 0
+    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
+                                "--xlatune-fixed-protocol")
+    result.assert_outcomes(passed=5)  # every wave, evidence and the winner's evidence included
+    results = {e["profile"]: e for e in events(pytester.path / ".xlatune" / "raystarts.jsonl")
+               if e["event"] == "result"}
+    assert sorted(results) == ["baseline", "evidence", "opt1", "restore_default", "winner"]
+    for profile, measured in results.items():  # each read from its own Ray worker's stderr
+        assert measured["step_count"] == 10 and measured["tgs"] > 0, profile
+        assert Path(measured["log_path"]).suffix == ".err" and "/ray_logs/" in measured["log_path"], profile
+    assert "hlo_dump" in dict(results["evidence"]["artifacts"]) and "hlo_dump" in dict(results["winner"]["artifacts"])
+    baseline = results["baseline"]
     log = Path(baseline["log_path"])
     assert log.parent.parent.name == "ray_logs" and log.name.startswith("worker-") and log.suffix == ".err", log
     steps = StepLog()
