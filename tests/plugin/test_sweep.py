@@ -179,3 +179,17 @@ def test_a_win_that_regresses_another_config_tag_does_not_end_the_adaptive_searc
     assert re.search(r"SKIPPED .*confirmed win: wave2::better\[main\] .*regresses none of long", out), out
     logs = sorted(p.name for p in (pytester.path / ".xlatune").rglob("*-xt-best-long.log"))
     assert len(logs) == 2, logs  # good's check and better's; the wave-6 item ran no job of its own
+
+
+def test_a_recipe_check_without_its_tags_baseline_says_what_to_run_and_runs_nothing(
+        pytester: pytest.Pytester, cell: Path) -> None:
+    """wave6 needs [dense]'s baseline-deployed for its Δ %: with none in the store it skips,
+    naming the items that measure it, instead of submitting a job it could not judge."""
+    result = pytester.runpytest(str(cell), "-rs", "-k", "fast or best", *FIXED)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "SKIPPED*cannot check the recipe on [[]dense[]]: a Δ % needs a measured baseline-deployed [[]dense[]], "
+        "and the store has none: pytest 'demo_cell.yml::wave1::baseline[[]dense[]]' "
+        "'demo_cell.yml::wave1::baseline-r2[[]dense[]]'"])
+    logs = sorted(p.name for p in (pytester.path / ".xlatune").rglob("*.log"))
+    assert len(logs) == 1 and "-fast-" in logs[0], logs  # fast's job only: the check submitted none
