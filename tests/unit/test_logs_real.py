@@ -22,7 +22,8 @@ from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES, is_evidence
 from pytest_xlatune.judge.triage import Evidence, FailureClass, diagnose
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "logs" / "real"
-HEADER_KEYS = {"source", "date", "transformation", "synthetic", "expect", "evidence", "origin"}
+HEADER_KEYS = {"source", "date", "transformation", "synthetic", "expect", "evidence", "origin",
+               "found_via", "source_note"}
 # Lines that no signature matches and no noise filter drops: a long tail after the root cause.
 FILLER = "I1201 12:00:{:02d}.000000 4242 profiler_session.cc:121] Profiler session collecting data.\n"
 
