@@ -55,7 +55,9 @@ def test_an_item_with_the_settings_of_an_earlier_one_shares_its_job(pytester: py
     assert len({e["key"] for e in runs}) == 2 and len({e["job_id"] for e in runs}) == 2
     assert not list(pytester.path.rglob("*-dup-same-default.log"))  # never submitted
     result.stdout.fnmatch_lines(["xlatune: dup.yml: sweep cost * over 7 jobs",
-                                 "xlatune: dup.yml: saved node-minutes: 0 early stop(s) *, "
+                                 # whether a fast fake job is stopped early depends on when the
+                                 # watcher looks (a loaded CI stopped restore_default as a winner)
+                                 "xlatune: dup.yml: saved node-minutes: * early stop(s) *, "
                                  "1 shared duplicate(s) *, 0 skipped item(s) *"])
     # The rerun reuses the shared result and still says whose job it is.
     again = pytester.runpytest(str(cell), "-v", *FAKE)
