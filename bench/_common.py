@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -60,6 +61,14 @@ def bench_env(extra_paths: Sequence[Path] = ()) -> dict[str, str]:
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_XDIST_WORKER", None)
     return env
+
+
+def emit(text: str, data: Mapping[str, Any], json_path: Path | None) -> int:
+    """Print a bench script's table, write its figures as JSON when asked; its exit status."""
+    print(text)
+    if json_path:
+        json_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return 0
 
 
 @dataclass

@@ -20,7 +20,6 @@ judge. The clusters are bench/replay_world.py. Printed and written per policy:
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -32,6 +31,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import emit  # noqa: E402
 from replay_world import Job, Sweep, World, draw, job  # noqa: E402
 
 from pytest_xlatune.judge import stats, verdicts  # noqa: E402
@@ -63,9 +63,11 @@ class Outcome:
     recipe: str | None = None
 
 
-def run(sweep: Sweep, decide: Decide, world: World, rng: random.Random) -> tuple[SweepState, float, Outcome]:
+def run(sweep: Sweep, decide: Decide, world: World, rng: random.Random,
+        cache: bool = True) -> tuple[SweepState, float, Outcome]:
     """Drive one policy through one sweep; decide() is asked after every steady step of a
-    candidate's job and after every job's end."""
+    candidate's job and after every job's end. `cache`: runs of settings already run load their
+    compiled executable (the tool's compilation cache; off under the fixed protocol)."""
     plan, out = sweep.plan, Outcome()
     state, now, seq = SweepState(plan), 0.0, 0
     current: tuple[Observation, Job] | None = None
@@ -89,7 +91,7 @@ def run(sweep: Sweep, decide: Decide, world: World, rng: random.Random) -> tuple
             else:
                 assert current is None, f"in flight and asked to run more: {action}"
                 seq += 1
-                current = _start(sweep, world, rng, state, action, now, seq, out)
+                current = _start(sweep, world, rng, state, action, now, seq, out, cache)
                 state = state.with_run(current[0])
         if current is None:
             if any(isinstance(a, StopEarly) for a in actions):
@@ -110,7 +112,7 @@ def _flipped(state: SweepState, obs: Observation, timeline: Job, now: float) -> 
 
 
 def _start(sweep: Sweep, world: World, rng: random.Random, state: SweepState, action: Action, now: float,
-           seq: int, out: Outcome) -> tuple[Observation, Job]:
+           seq: int, out: Outcome, cache: bool) -> tuple[Observation, Job]:
     plan = sweep.plan
     if isinstance(action, Control):
         item, role, source = plan.baseline, Role.CONTROL, plan.baseline.name
@@ -123,7 +125,8 @@ def _start(sweep: Sweep, world: World, rng: random.Random, state: SweepState, ac
         item, role = plan.item(action.item), plan.item(action.item).role
         source = action.source or action.item
     key = plan.item(source).key if role is Role.WINNER_EVIDENCE else item.key
-    cached = any(r.key == key for r in state.runs)
+    # adaptive.cache: one cache per effective settings, none for evidence runs (they compile).
+    cached = cache and role not in (Role.EVIDENCE, Role.WINNER_EVIDENCE) and any(r.key == key for r in state.runs)
     timeline = job(rng, world, sweep, item, source, role, cached, now)
     out.jobs += 1
     obs = Observation(str(seq), item.name, key, role, now, timeline.start, None, (), RunState.RUNNING, world.nodes)
@@ -212,7 +215,7 @@ def simulate(sweeps: int, seed: int, world: World, policy: Policy | None = None)
         hours = {}
         for name, decide in POLICIES.items():
             rng = random.Random(f"{seed}:{index}:{name}")  # each policy its own luck, the same cluster
-            state, now, out = run(sweep, decide, world, rng)
+            state, now, out = run(sweep, decide, world, rng, cache=name == "adaptive")
             out.node_hours = sum(r.node_seconds(now) for r in state.runs) / 3600
             out.queue_hours = now / 3600
             judge_adaptive(state, now, out) if name == "adaptive" else judge_fixed(sweep, state, out)
@@ -300,10 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweeps < 1:
         parser.error(f"--sweeps: expected an integer >= 1, found {args.sweeps}")
     data = simulate(args.sweeps, args.seed, World(noise_pct=args.noise))
-    print(table(data))
-    if args.json:
-        args.json.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    return 0
+    return emit(table(data), data, args.json)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,8 @@ class JobResult:
     node_minutes: float | None = None
     # A duplicate never run: the item whose job (same effective settings) this record shares.
     shared_from: str = ""
+    # The JAX compilation cache directory the job was given (adaptive.cache; "" = none).
+    compile_cache: str = ""
 
     @property
     def measured(self) -> bool:

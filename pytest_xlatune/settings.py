@@ -133,8 +133,8 @@ OPTIONS = (
            "the recipe, the stack or the lock) or 'warn' (marked, and may still win: numerics "
            "changed on purpose, e.g. fp8)", "fail", parse=numerics_mode, metavar="fail|warn"),
     Option("fixed-protocol", "run every selected item once, as listed, each to its end in its own "
-           "job: no sharing of duplicates, no controls, repeats, early stops, stop conditions or "
-           "budget", False, "bool"),
+           "job: no sharing of duplicates, no controls, repeats, early stops, stop conditions, "
+           "budget or compilation cache", False, "bool"),
     Option("budget", "when an adaptive sweep concludes: node-hours (2.5nh), queue hours (8h) or "
            "none", "8h", parse=budget_value, metavar="SPEC"),
     Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "

@@ -180,7 +180,7 @@ class CellItem(pytest.Item):
             ("xlatune_direction", comparison.verdict.value if comparison else None),
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
-            ("xlatune_shared", result.shared_from),
+            ("xlatune_shared", result.shared_from), ("xlatune_compile_cache", result.compile_cache),
             ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY else ""),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..adaptive.cache import request_for
 from ..judge import numerics
 from ..judge.policy import Action, Policy, SweepCounters, decide
 from ..judge.signatures import FailureClass, disk_full
@@ -15,7 +16,7 @@ from ..judge.steady import last_loss, steady_state
 from ..judge.triage import Diagnosis, Evidence, diagnose
 from ..launch.base import JobPhase, JobState, Launcher, LauncherError, SubmittedJob
 from ..plan.expand import RunSpec, evidence_spec
-from ..plan.request import job_request, tokens_per_device_step
+from ..plan.request import tokens_per_device_step
 from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
 from .nodes import check_nodes, resume
@@ -47,6 +48,7 @@ class JobRunner:
     nodes: int
     nodelist: str
     image: str
+    fixed_protocol: bool
     report: Callable[[str], None]
     warn: Callable[[str], None] | None
     sleep: Callable[[float], None]
@@ -156,11 +158,12 @@ class JobRunner:
 
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
         limit_s = _controller_limit_s(self.policy)
-        request = replace(job_request(self.cell, spec), mark=f"xlatune-{uuid.uuid4().hex[:16]}")
+        request = replace(request_for(self.cell, spec, self.image, cache=not self.fixed_protocol),
+                          mark=f"xlatune-{uuid.uuid4().hex[:16]}")
         # Before the scheduler hears of it: a kill before the job id is stored leaves this, and
         # the rerun finds the job by its mark (engine/recover.py) instead of submitting it again.
         self.store.append("submitting", key=key, item=spec.name, job_name=request.job_name,
-                          mark=request.mark)
+                          mark=request.mark, **_cache_field(request.compile_cache))
         try:
             job = submit_through_outage(self.poller, request, self.sleep, limit_s,
                                         record=lambda job: self._record_submission(spec, key, job, request.mark))
@@ -179,7 +182,8 @@ class JobRunner:
         so a killed session re-attaches to the job and an interrupted one cancels it."""
         try:
             self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
-                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle, mark=mark)
+                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle, mark=mark,
+                              **_cache_field(job.compile_cache))
         except StoreWriteError:
             self.launcher.cancel(job.job_id)  # unrecorded, a rerun would submit it twice
             raise
@@ -267,7 +271,8 @@ class JobRunner:
         so that an interrupt of this session cancels them too; their items re-attach to them."""
         for key, record in self.store.pending_submissions().items():
             job = SubmittedJob(job_id=str(record["job_id"]), log_path=str(record.get("log_path", "")),
-                               job_dir=str(record.get("job_dir", "")), handle=str(record.get("handle", "")))
+                               job_dir=str(record.get("job_dir", "")), handle=str(record.get("handle", "")),
+                               compile_cache=str(record.get("compile_cache", "")))
             if self.launcher.reattach(job):
                 self.poller.track(job.job_id)
                 self._submitted_here.add(job.job_id)
@@ -279,7 +284,8 @@ class JobRunner:
         if record is None or self.remeasure:
             return None
         job = SubmittedJob(job_id=str(record["job_id"]), log_path=record["log_path"],
-                           job_dir=record["job_dir"], handle=str(record.get("handle", "")))
+                           job_dir=record["job_dir"], handle=str(record.get("handle", "")),
+                           compile_cache=str(record.get("compile_cache", "")))
         if not self.launcher.reattach(job):
             return None
         self.poller.track(job.job_id)
@@ -329,9 +335,14 @@ class JobRunner:
             resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
             submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
             nodes=self.nodes, started_at=started, ended_at=ended,
-            node_minutes=node_minutes(self.nodes, started, ended),
+            node_minutes=node_minutes(self.nodes, started, ended), compile_cache=job.compile_cache,
         )
 
+
+
+def _cache_field(directory: str) -> dict[str, str]:
+    """A store record's `compile_cache` field: only where a run has one (records stay as before)."""
+    return {"compile_cache": directory} if directory else {}
 
 
 def _controller_limit_s(policy: Policy) -> float:

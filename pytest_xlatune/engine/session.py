@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
-from ..plan.request import possible_requests
+from ..plan.request import possible_specs
 from ..cell.model import Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
 from ..paths import CellPaths, lock_path
@@ -20,6 +20,7 @@ from ..notify import Notifier
 from ..launch.preflight import PreflightError
 from ..judge.stop import stop_message
 from .watch import SweepStopped
+from ..adaptive.cache import request_for
 from ..adaptive.stored import summary_lines
 from .recover import recover_submissions
 from .sweep import Sweep
@@ -131,7 +132,8 @@ class Runtime:
             self._warn_busy(cell, store, nodelist, backend.busy)
             self._freeze(cell, store, nodelist)
             # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
-            launcher.check_requests(possible_requests(cell, specs))
+            image, cache = self.cell_settings(cell).image, not self.settings.fixed_protocol
+            launcher.check_requests(request_for(cell, spec, image, cache=cache) for spec in possible_specs(specs))
         except PreflightError:
             launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
             raise

@@ -29,6 +29,9 @@ class JobRequest:
     # is submitted, so that a rerun after a kill in between finds the job instead of submitting
     # it again; "" = unmarked.
     mark: str = ""
+    # The JAX compilation cache this run shares with every run of its effective settings,
+    # relative to the backend's cache root (adaptive.cache); "" = none (jaxcache.py).
+    compile_cache: str = ""
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class SubmittedJob:
     log_path: str
     job_dir: str
     handle: str = ""
+    compile_cache: str = ""  # the JAX compilation cache directory the job was given ("" = none)
 
 
 class JobState(str, Enum):

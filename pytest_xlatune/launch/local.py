@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..paths import job_dir_name, job_log_name
 from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob, for_image
+from ..jaxcache import CACHE_DIR, USER_NAMES, cache_env, cache_path
 
 EXIT_SIGTERM = 143
 MARK_ENV = "XLATUNE_SUBMISSION"  # the submission's mark, in the job's log header and environment
@@ -18,8 +19,10 @@ HEADER_LINES = 5  # JOB_ID, JOB_NAME, the mark, XLA_FLAGS, PASSTHROUGH_ARGS="…
 HEADER_LIMIT = 64 << 10
 
 
-def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None) -> dict[str, str]:
-    """The job's environment: XLA flags appended to the inherited ones (last wins), env last."""
+def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None,
+                        cache_root: Path | None = None) -> dict[str, str]:
+    """The job's environment: XLA flags appended to the inherited ones (last wins), env, then the
+    run's compilation cache under `cache_root` (none when the environment already names one)."""
     env = dict(base)
     flags = list(request.xla_flags)
     if dump_dir is not None:
@@ -30,6 +33,9 @@ def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: 
     for name in request.unset_env:
         env.pop(name, None)
     env.update(dict(request.env))
+    directory = cache_path(str(cache_root), request.compile_cache) if cache_root is not None else ""
+    if request.evidence or not any(name in env for name in USER_NAMES):
+        env.update(cache_env(request.evidence, directory))
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -42,8 +48,11 @@ class LocalLauncher:
     queue_depth = 0  # one CPU-bound job at a time: queued local jobs would run concurrently
 
     def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable,
-                 module: str = "pytest_xlatune.workload", pythons: Mapping[str, str] | None = None) -> None:
+                 module: str = "pytest_xlatune.workload", pythons: Mapping[str, str] | None = None,
+                 cache_root: Path | None = None) -> None:
         self.jobs_dir = jobs_dir
+        # Compilation caches (absolute: a job runs in its own dir); default beside the jobs dir.
+        self.cache_root = (cache_root or jobs_dir.parent / "jax-cache").absolute()
         self.python = python
         self.pythons = dict(pythons or {})  # image → interpreter, for requests on another image
         self.module = module
@@ -67,7 +76,9 @@ class LocalLauncher:
         dump_dir = job_dir / "xla_dump" if request.evidence else None
         argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
-        env = compose_environment(os.environ, request, dump_dir)
+        env = compose_environment(os.environ, request, dump_dir, self.cache_root)
+        ours = cache_path(str(self.cache_root), request.compile_cache)
+        cache = ours if ours and env.get(CACHE_DIR) == ours else ""
         if request.mark:
             env[MARK_ENV] = request.mark
         with log_path.open("wb") as log:
@@ -82,7 +93,7 @@ class LocalLauncher:
                 env=env, cwd=job_dir, start_new_session=True,
             )
         return SubmittedJob(job_id=job_id, log_path=str(log_path), job_dir=str(job_dir),
-                            handle=str(self._processes[job_id].pid))
+                            handle=str(self._processes[job_id].pid), compile_cache=cache)
 
     def reattach(self, job: SubmittedJob) -> bool:
         """Adopt a job of a killed session: watch its pid if it still runs, else judge its log."""

@@ -165,10 +165,11 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
 def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int,
                   other_images: tuple[str, ...] = ()) -> LocalLauncher:
     """Local jobs run under the image's interpreter (--xlatune-image or the cell's image); a run
-    on one of `other_images` under that image's."""
+    on one of `other_images` under that image's. Compilation caches live in the store's jax-cache/."""
     python = settings.for_cell(cell).python
     return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload,
-                         pythons={image: settings.python_for(cell, image) for image in other_images})
+                         pythons={image: settings.python_for(cell, image) for image in other_images},
+                         cache_root=settings.store_dir / "jax-cache")
 
 
 def bridge_preflight(cell: Cell, transport: Transport) -> str | None:

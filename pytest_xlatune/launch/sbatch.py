@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import jinja2
 
@@ -19,11 +20,14 @@ from ..slurm.client import SlurmClient
 from ..transport.base import Transport, TransportError
 from ..transport.hostcmd import file_commands
 from .base import JobRequest, LauncherError, SubmittedJob, for_image
+from ..jaxcache import MAXTEXT_KEY, cache_env, cache_path
 from .slurm_jobs import SlurmJobs, SlurmPlacement
 
 __all__ = ["SbatchLauncher", "SlurmPlacement", "render_script"]
 
-def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str) -> str:
+def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str, cache_dir: str = "") -> str:
+    """The batch script; `cache_dir` is the run's compilation cache ("" for none), exported and
+    given to the command as MaxText's `jax_cache_dir` (which MaxText applies over the variable)."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("pytest_xlatune", "launch/templates"),
                              undefined=jinja2.StrictUndefined, autoescape=False,
                              trim_blocks=True, lstrip_blocks=True)
@@ -32,6 +36,8 @@ def render_script(request: JobRequest, command: Sequence[str], outputs_dir: str)
         job_name=request.job_name, passthrough=list(request.passthrough),
         xla_flags=list(request.xla_flags), evidence=request.evidence, env=list(request.env),
         unset_env=list(request.unset_env), command=list(command), outputs_dir=outputs_dir,
+        cache_env=list(cache_env(request.evidence, cache_dir)),
+        cache_arg=[f"{MAXTEXT_KEY}={cache_dir}"] if cache_dir and not request.evidence else [],
     )
 
 
@@ -56,7 +62,8 @@ class SbatchLauncher(SlurmJobs):
         script_path = posixpath.join(self.workdir, "scripts", f"{request.job_name}.sbatch")
         outputs = posixpath.join(self.workdir, "outputs")
         log_pattern = posixpath.join(outputs, job_log_name("%j", request.job_name))
-        script = render_script(request, for_image(self.command, self.commands_by_image, request), outputs)
+        cache = cache_path(posixpath.join(self.workdir, "jax-cache"), request.compile_cache)
+        script = render_script(request, for_image(self.command, self.commands_by_image, request), outputs, cache)
         try:
             file_commands(self.transport).run(["mkdir", "-p", posixpath.dirname(script_path),
                                 posixpath.dirname(log_pattern)], timeout=60).check()
@@ -71,7 +78,7 @@ class SbatchLauncher(SlurmJobs):
         )
         job_id = self.client.submit(argv)
         self._mine.add(job_id)
-        return self._submitted_job(job_id, request.job_name)
+        return replace(self._submitted_job(job_id, request.job_name), compile_cache=cache)
 
     def _submitted_job(self, job_id: str, job_name: str) -> SubmittedJob:
         outputs = posixpath.join(self.workdir, "outputs")

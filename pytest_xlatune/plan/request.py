@@ -54,16 +54,21 @@ def job_request(cell: Cell, spec: RunSpec) -> JobRequest:
     )
 
 
-def possible_requests(cell: Cell, specs: Sequence[RunSpec]) -> Iterator[JobRequest]:
-    """Every submission a sweep of these specs may make: a run resolved from results (the winner's
+def possible_specs(specs: Sequence[RunSpec]) -> Iterator[RunSpec]:
+    """Every run a sweep of these specs may submit: a run resolved from results (the winner's
     evidence run, a wave-6 cross-check) once per profile it could take its flags from. Stacks are
     left out (their flags are the winners', their names the cell's)."""
     sources = [s for s in specs if s.kind is RunKind.PROFILE]
     for spec in specs:
         if spec.kind in (RunKind.WINNER_EVIDENCE, RunKind.CROSS_CONFIG) and spec.needs_resolution:
-            yield from (job_request(cell, spec.resolve(source)) for source in sources)
+            yield from (spec.resolve(source) for source in sources)
         elif spec.kind is not RunKind.STACK:
-            yield job_request(cell, spec)
+            yield spec
+
+
+def possible_requests(cell: Cell, specs: Sequence[RunSpec]) -> Iterator[JobRequest]:
+    """The job requests of `possible_specs`."""
+    return (job_request(cell, spec) for spec in possible_specs(specs))
 
 
 def tokens_per_device_step(cell: Cell, spec: RunSpec) -> float | None:

@@ -52,6 +52,9 @@ class Config:
     base_output_directory: str = "."
     run_name: str = "xlatune_workload"
     jax_distributed_heartbeat_timeout_seconds: int = 100  # accepted for parity; unused
+    # MaxText's key: set, it names JAX's compilation cache over JAX_COMPILATION_CACHE_DIR, as
+    # MaxText's pyconfig does (MaxText's default is ~/jax_cache; here none).
+    jax_cache_dir: str = ""
     fault: str = ""
     # MaxText's activation/compute dtype (weights and optimizer state stay float32, like
     # MaxText's weight_dtype): bfloat16 really changes the loss trajectory.

@@ -101,6 +101,8 @@ def run(c: Config) -> int:
     if jax.device_count() < c.num_devices:
         print(f"error: need {c.num_devices} devices, jax sees {jax.device_count()}", file=sys.stderr)
         return 1
+    if c.jax_cache_dir:  # before the first compile, as MaxText's pyconfig does
+        jax.config.update("jax_compilation_cache_dir", os.path.expanduser(c.jax_cache_dir))
     _print_header(c)
     fire(c.fault, Point.INIT)
     init, train_step, order = build(c)

@@ -1,5 +1,6 @@
 """The benchmark's CI smoke runs: `bench/run.py --quick` ends cleanly with every section measured,
-and `bench/replay.py` (the adaptive planner's simulator) writes its figures for a few sweeps.
+`bench/replay.py` (the adaptive planner's simulator) writes its figures for a few sweeps, and
+`bench/compile_cache.py` measures a cached and an uncached compile of both its settings.
 
 No timing thresholds: the machine is shared, so targets are reported by the benchmark, not
 asserted here. This pins only that every section ran and produced numbers.
@@ -13,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,12 +45,17 @@ def test_quick_benchmark_measures_every_section(local_slurm: LocalSlurm, tmp_pat
         assert set(section["targets"]) <= set(section["figures"]), name
 
 
-def test_replay_simulator_writes_every_figure_for_both_policies(tmp_path: Path) -> None:
-    out = tmp_path / "replay.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "replay.py"), "--sweeps", "6", "--seed", "3",
-                           "--json", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+def bench_json(tmp_path: Path, script: str, *args: str) -> tuple[Any, str]:
+    """Run a bench script with `--json`: what it wrote and what it printed (it must end with 0)."""
+    out = tmp_path / f"{script}.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
-    data = json.loads(out.read_text())
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_replay_simulator_writes_every_figure_for_both_policies(tmp_path: Path) -> None:
+    data, stdout = bench_json(tmp_path, "replay.py", "--sweeps", "6", "--seed", "3")
     assert data["meta"]["sweeps"] == 6 and data["meta"]["seed"] == 3
     assert 0.0 < data["node_hours_ratio"] < 2.0
     for metric in ("best_found", "false_better", "power_3pct", "power_3pct_all"):
@@ -59,4 +66,16 @@ def test_replay_simulator_writes_every_figure_for_both_policies(tmp_path: Path) 
         assert per["node_hours"] > 0 and per["jobs"] >= 4, (policy, per)  # baselines, evidence, a candidate
     fixed = data["per_sweep"]["fixed"]
     assert fixed.get("controls", 0) == fixed.get("repeats", 0) == fixed.get("shares", 0) == 0
-    assert "node-hours ratio adaptive/fixed" in proc.stdout and "6 sweeps, seed 3" in proc.stdout
+    assert "node-hours ratio adaptive/fixed" in stdout and "6 sweeps, seed 3" in stdout
+
+
+@pytest.mark.jax
+def test_compile_cache_bench_measures_both_settings_and_sees_the_hits(tmp_path: Path) -> None:
+    data, stdout = bench_json(tmp_path, "compile_cache.py", "--pairs", "1", "--steps", "2")
+    assert "ratio = cached compile phase / uncached" in stdout
+    assert set(data["profiles"]) == {"baseline", "restore_default"}
+    for row in data["profiles"].values():
+        (pair,) = row["pairs"]
+        assert pair["cached"]["hit"] and not pair["uncached"]["hit"]  # JAX's own log line
+        assert pair["cached"]["cache"] == pair["uncached"]["cache"] != ""
+        assert row["ratio"] > 0 and row["uncached_s"] > 0

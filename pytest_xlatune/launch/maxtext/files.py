@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...cell.grammar import ENV_NAME, ENV_VALUE, MODEL_TAG, OVERRIDE_KEY, OVERRIDE_VALUE, XLA_FLAG, Grammar, GrammarError
+from ...jaxcache import CACHE_DIR, ENABLE, MAXTEXT_KEY, THRESHOLDS
 
 SWEEP_ID = Grammar("a sweep id", r"[A-Za-z0-9][A-Za-z0-9_.-]*", max_len=64)
 
@@ -27,6 +28,12 @@ _INDENT = "    "
 
 # A case arm's name: a profile name (NAME), maybe with `.<config tag>` and a counter after it.
 ARM = Grammar("a TUNE_PROFILE arm name", r"[A-Za-z0-9][A-Za-z0-9_.+-]*", max_len=110)
+# A run's compilation cache, `<cell stem>/<digest>` (adaptive.cache), under CACHE_ROOT.
+CACHE = Grammar("a compilation cache directory", r"[A-Za-z0-9_][A-Za-z0-9_.-]*/[0-9a-f]+", max_len=120)
+# Where the caches live in the job's container: beside the job dirs in the outputs tree all nodes
+# see (upstream's own commented example: $OUTPUT_PATH/../jax_cache). $OUTPUT_PATH is the job's
+# dir (or the model's, when it checkpoints) in that tree; JOB_WORKSPACE moves both.
+CACHE_ROOT = "xlatune-jax-cache"
 
 
 @dataclass(frozen=True)
@@ -35,16 +42,19 @@ class Arm:
 
     `args` are MaxText `key=value` settings the arm appends to _train.sh's PASSTHROUGH_ARGS
     (train_env.sh is sourced before TRAIN_ARGS is built, and before configs/<M>.env.sh, which
-    may read them); `env` pairs a variable with its value, None meaning unset.
+    may read them); `env` pairs a variable with its value, None meaning unset; `compile_cache`
+    is the run's JAX compilation cache under CACHE_ROOT ("" for none).
     """
 
     name: str
     xla_flags: tuple[str, ...] = ()
     env: tuple[tuple[str, str | None], ...] = ()
     args: tuple[str, ...] = ()
+    compile_cache: str = ""
 
     def same_run(self, other: Arm) -> bool:
-        return (self.xla_flags, self.env, self.args) == (other.xla_flags, other.env, other.args)
+        return (self.xla_flags, self.env, self.args, self.compile_cache) == \
+            (other.xla_flags, other.env, other.args, other.compile_cache)
 
 
 def render_tune_block(arms: Sequence[Arm], model_tag: str) -> tuple[str, str]:
@@ -69,6 +79,7 @@ def render_tune_block(arms: Sequence[Arm], model_tag: str) -> tuple[str, str]:
         xla += [f"{_INDENT}{shlex.quote(arm.name)})", *_flag_lines(arm.xla_flags)]
         if arm.args:
             xla.append(f"{_INDENT * 2}TUNE_ARGS+=({' '.join(shlex.quote(check_passthrough(a)) for a in arm.args)})")
+        xla += _cache_lines(arm.compile_cache)
         xla.append(f"{_INDENT * 2};;")
     xla += [
         f"{_INDENT}*)",
@@ -79,6 +90,7 @@ def render_tune_block(arms: Sequence[Arm], model_tag: str) -> tuple[str, str]:
         f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}${{TUNE_FLAGS# }}"',
         f"{_INDENT}export XLA_FLAGS",
         "fi",
+        *(_DUMP_GUARD if any(a.compile_cache for a in arms) else []),
         "# _train.sh builds TRAIN_ARGS=(gpu.yml base_output_directory=… \"${PASSTHROUGH_ARGS[@]}\") after this.",
         "PASSTHROUGH_ARGS+=(\"${TUNE_ARGS[@]}\")",
         'echo "[TUNE_PROFILE] ${TUNE_PROFILE}: PASSTHROUGH_ARGS+=(${TUNE_ARGS[*]}) TUNE_FLAGS=${TUNE_FLAGS# }"',
@@ -119,6 +131,29 @@ def render_env_file_block(arms: Sequence[Arm], model_tag: str) -> str:
         *_env_case([(a.name, list(a.env)) for a in arms if a.env]),
     ]
     return "\n".join(lines) + "\n"
+
+
+# An XLA dump (the evidence runs: _env_ENABLE_XLA_DUMP=1, read as upstream's train_env.sh reads
+# it) needs a real compile: a cache hit skips the passes the dump records. JAX then opens no cache,
+# whatever jax_cache_dir says.
+_DUMP_GUARD = (
+    "# An XLA dump compiles: no compilation cache (a hit would skip the passes the dump records).",
+    '_xlatune_dump="${ENABLE_XLA_DUMP:-${EXTRACTED_ENV_MAP[ENABLE_XLA_DUMP]:-0}}"',
+    'if [[ "${_xlatune_dump,,}" =~ ^(1|y|yes|true)$ ]]; then',
+    f"{_INDENT}export {ENABLE}=false",
+    "fi",
+    "unset _xlatune_dump",
+)
+
+
+def _cache_lines(directory: str) -> list[str]:
+    """Export the run's compilation cache and give MaxText the same dir as `jax_cache_dir` (its
+    pyconfig applies that key over the variable)."""
+    if not directory:
+        return []
+    return [f'{_INDENT * 2}export {CACHE_DIR}="${{OUTPUT_PATH%/*}}/{CACHE_ROOT}/{CACHE.check(directory)}"',
+            *(f"{_INDENT * 2}export {name}={value}" for name, value in THRESHOLDS),
+            f'{_INDENT * 2}TUNE_ARGS+=("{MAXTEXT_KEY}=${CACHE_DIR}")']
 
 
 def _flag_lines(flags: Sequence[str]) -> list[str]:

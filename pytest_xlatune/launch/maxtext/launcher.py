@@ -32,6 +32,7 @@ from .checks import check_submit_tools, resolve_model_name
 from .jobfiles import MaxTextJobFiles
 from .files import Arm
 from ..base import JobRequest, LauncherError, SubmittedJob
+from ...jaxcache import CACHE_DIR, MAXTEXT_KEY
 from ..slurm_jobs import SlurmJobs, SlurmPlacement
 
 DEFAULT_TIME = "45:00"  # the skill's submission template
@@ -93,6 +94,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         self.blocks = TuneBlocks(transport, self.sweep_id, self._clean)
         self._prepared = self._closed = False
         self._yml_parallelism: set[str] = set()  # `dcn_…_parallelism=N` args gpu.yml already sets
+        self.user_cache = ""  # where the checkout names a compilation cache itself (then the arms name none)
         self._mine: set[str] = set()
         self._init_job_files()
 
@@ -149,6 +151,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
             raise PreflightError(f"{self.cell}: model_tag: {error} (in {self.path('configs')})") from None
         settings = self.inventory()["gpu_yml"]["settings"]
         self._yml_parallelism = {f"{k}={v}" for k, v in settings.items() if k.endswith("_parallelism")}
+        self.user_cache = self._checkout_cache(settings)
         default = submit.parse_container_env(self._clean(self.path("container_env.sh")) or "").get("DOCKER_IMAGE", "")
         image, source = (self.image, "the image asked for") if self.image else \
             (default, f"container_env.sh of {self.checkout}")
@@ -165,6 +168,17 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
                                      f"remove it from the checkout {self.checkout} first")
         atexit.register(self._cleanup_at_exit)  # -x, Ctrl-C and failures end in close(); this is the net
         self.blocks.install(self._render(list(blocks)))
+
+    def _checkout_cache(self, yml_settings: dict[str, Any]) -> str:
+        """Where the checkout itself names a compilation cache ("" for nowhere): gpu.yml's
+        `jax_cache_dir`, or an export of JAX_COMPILATION_CACHE_DIR in train_env.sh or
+        configs/<M>.env.sh (upstream ships its example commented out). The user's setting wins."""
+        if yml_settings.get(MAXTEXT_KEY):
+            return f"{posixpath.relpath(self.gpu_yml, self.checkout)} sets {MAXTEXT_KEY}"
+        for path in (self.train_env, self.env_sh):
+            if any(name == CACHE_DIR for name, _ in submit.parse_env_sh(self._clean(path) or "")):
+                return f"{posixpath.relpath(path, self.checkout)} exports {CACHE_DIR}"
+        return ""
 
     def _render(self, paths: Sequence[str]) -> dict[str, str]:
         """The block of each file, with an arm per distinct run registered so far."""
@@ -222,19 +236,21 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
                               **({"DOCKER_IMAGE": self.image} if self.image else {})},
             "tuning_md": {"path": tuning_md, "exists": prior is not None, "fresh_start": prior is None,
                           "text": (prior or "")[:TUNING_MD_LIMIT]},
+            "compile_cache": {"root": self.path("outputs", mf.CACHE_ROOT), "user_setting": self.user_cache},
         }  # fmt: skip
 
     # ---- jobs ------------------------------------------------------------------------------
 
     def wanted_arm(self, request: JobRequest) -> Arm:
-        """The arm a request needs (unnamed): its flags, env (None: unset) and MaxText settings.
+        """The arm a request needs (unnamed): its flags, env (None: unset), MaxText settings and
+        compilation cache (none when the checkout names its own).
 
         The skill's rule "no parallelism override when gpu.yml already has N" (the same config)."""
         args = [a for a in request.passthrough if a not in self._yml_parallelism]
         if not any(a.startswith(HEARTBEAT_KEY + "=") for a in args):
             args.append(HEARTBEAT_ARG)
         env = tuple(request.env) + tuple((name, None) for name in request.unset_env)
-        return Arm("", tuple(request.xla_flags), env, tuple(args))
+        return Arm("", tuple(request.xla_flags), env, tuple(args), "" if self.user_cache else request.compile_cache)
 
     def arm_for(self, request: JobRequest) -> tuple[str, bool]:
         """(name, is new): an arm with exactly the request's settings, else a fresh name for one:
@@ -325,7 +341,9 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         name = next((line.partition("=")[2] for line in result.stdout.splitlines() if line.startswith("JOB_NAME=")),
                     job_name(self.model_name, request.profile, argv[argv.index("--") + 1:]))
         job_dir = submit.parse_job_dir(output, job_id) or self.path("outputs", f"{job_id}-{name}")
-        return SubmittedJob(job_id=job_id, log_path=f"{job_dir}.log", job_dir=job_dir)
+        cache = self.arms[arm].compile_cache  # in the outputs tree the job dir is in (mf.CACHE_ROOT)
+        cache_dir = posixpath.join(posixpath.dirname(job_dir), mf.CACHE_ROOT, cache) if cache else ""
+        return SubmittedJob(job_id=job_id, log_path=f"{job_dir}.log", job_dir=job_dir, compile_cache=cache_dir)
 
     def _submitted_job(self, job_id: str, job_name: str) -> SubmittedJob:
         """A job found by its mark: its per-job dir is outputs/<jobid>-<JOB_NAME> (submit.sh made

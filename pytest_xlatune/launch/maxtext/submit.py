@@ -104,6 +104,7 @@ _YML_KEYS = (
     "per_device_batch_size", "max_target_length", "remat_policy",
     "sparse_matmul", "use_turbo_grouped_gemm", "use_deepep_dispatch", "capacity_factor", "megablox",
     "pipeline_parallel_layers", "num_layers_per_pipeline_stage", "num_pipeline_microbatches",
+    "jax_cache_dir",
 )  # fmt: skip
 _PARALLELISM_RE = re.compile(r"(dcn|ici)_[a-z]+_parallelism")
 
