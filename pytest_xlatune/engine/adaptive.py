@@ -106,7 +106,7 @@ class Driver:
         tolerance = self.sweep.cell.thresholds.regression_pct
         for tag in self.cross:
             unmeasured = not verdicts.baseline_values(stored, tag)
-            for name, spec in self.specs.items():
+            for name in self.specs:
                 if self.plan.item(name).role is not Role.PROFILE:
                     continue
                 if unmeasured:
