@@ -21,6 +21,7 @@ from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
 from .nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
+from .stopsignals import deferred
 from .watch import SweepStopped, Watched, Watcher
 
 # Verdicts worth running again on a rerun; everything else is a finished measurement. A full
@@ -230,6 +231,10 @@ class JobRunner:
         """Cancel exactly the jobs this session submitted or re-attached to and that have not
         finished (never any other job). A job that ended on its own before the cancel reached it
         (the last poll was older than its end) is left to the rerun, which judges its log."""
+        with deferred():  # a second Ctrl-C waits: no job is left cancelled but unrecorded
+            self._cancel_all()
+
+    def _cancel_all(self) -> None:
         cancelled = []
         for job_id in sorted(self._submitted_here & self.poller.tracked):
             if self.poller.finished(job_id):

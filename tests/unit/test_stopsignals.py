@@ -109,6 +109,26 @@ def test_a_signal_as_the_scheduler_returns_the_job_id_acts_after_the_record(
     assert run.store.pending_submissions() == {}  # the rerun submits it again, never twice
 
 
+class CtrlCAgainWhileCancelling(Launcher):
+    """A second Ctrl-C arrives as the scheduler takes the cancel."""
+
+    def cancel(self, job_id: str) -> None:
+        super().cancel(job_id)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_second_ctrl_c_while_cancelling_waits_for_the_cancelled_record(
+        tmp_path: Path, stop_signals: None) -> None:
+    launcher = CtrlCAgainWhileCancelling(signal_in_submit=signal.SIGINT)
+    run = sweep(tmp_path, launcher)
+    with pytest.raises(KeyboardInterrupt):
+        run.run(run.specs[0])
+    with pytest.raises(KeyboardInterrupt):  # acted on once the cancel is recorded
+        run.cancel_all()
+    assert launcher.cancelled == ["101"] and records(run.store, "cancelled") == ["101"]
+    assert run.store.pending_submissions() == {}
+
+
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_while_the_submitted_record_is_written_still_gets_the_job_cancelled(
         tmp_path: Path, stop_signals: None, number: int) -> None:
