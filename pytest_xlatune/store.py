@@ -64,6 +64,7 @@ class ResultStore:
         self.path = path
         self._lock_fd: int | None = None
         self._note: dict[str, Any] = {}
+        self.noted_cancelled: frozenset[str] = frozenset()  # the previous owner's noted cancels
 
     # ---- ownership ----------------------------------------------------------------------
 
@@ -133,6 +134,7 @@ class ResultStore:
         """Write the `cancelled` records the previous owner noted but could not store (only for
         jobs still waiting for one: a record never ends a later submission of the run)."""
         noted = [str(j) for j in previous.get("cancelled", []) if isinstance(j, (str, int))]
+        self.noted_cancelled = frozenset(noted)  # also jobs it never recorded (engine/recover.py)
         pending = {str(r["job_id"]): key for key, r in self.pending_submissions().items()}
         done = [job for job in noted if job in pending]
         for job in done:

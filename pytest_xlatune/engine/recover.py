@@ -30,7 +30,8 @@ def recover_submissions(store: ResultStore, launcher: Launcher, report: Callable
                 f"(mark {mark}), and the scheduler cannot say whether it took it: {error}; "
                 "rerun once it answers (nothing is submitted until then, so it never runs twice)"
             ) from None
-        if job is None:
+        if job is None or job.job_id in store.noted_cancelled:
+            # none started, or the session before cancelled it itself (its record failed)
             store.append("unsubmitted", key=intent["key"], item=item, mark=mark)
             continue
         store.append("submitted", key=intent["key"], item=item, job_id=job.job_id,

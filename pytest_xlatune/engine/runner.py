@@ -187,6 +187,7 @@ class JobRunner:
                               **_cache_field(job.compile_cache))
         except StoreWriteError:
             self.launcher.cancel(job.job_id)  # unrecorded, a rerun would submit it twice
+            self.store.note_cancelled(job.job_id)  # the rerun, finding it by its mark, runs it again
             raise
         self._submitted_here.add(job.job_id)
         self._key_of_job[job.job_id] = key

@@ -284,7 +284,7 @@ def test_a_job_cancelled_by_hand_is_cancelled_and_not_retried(
     # The reason quotes slurmstepd's `*** JOB N ... CANCELLED AT` line when the log shows it by
     # the time the job is judged (`Slurm cancelled the job: …`), else Slurm's state (`cancelled
     # (CANCELLED …) with no failure before it`): which one is a race with slurmstepd's write.
-    assert re.search(rf"job {victim} \(cancelled\): (cancelled \(|Slurm cancelled the job: )", out), out
+    assert re.search(rf"job {victim} \(cancelled\): (cancelled \(|Slurm cancelled the job(?: on \S+)?: )", out), out
     assert "Traceback" not in out, out
     recorded = store_events(store)
     runs = [e for e in recorded if e["event"] == "submitted" and e["key"] == record["key"]]

@@ -107,6 +107,21 @@ def test_a_rerun_after_a_kill_between_sbatch_and_the_record_reattaches_to_the_jo
     assert [(e["job_id"], e["recovered"]) for e in recovered] == [("101", True)]
 
 
+def test_a_job_the_session_before_cancelled_itself_is_not_reattached_and_its_run_goes_again(
+        tmp_path: Path) -> None:
+    """Its `submitted` record failed (a full disk), so that session cancelled it and noted the
+    cancel in the lock file: found by its mark, it would only fail as cancelled."""
+    store = ResultStore(tmp_path / "s.jsonl")
+    store.append("submitting", key="k", item="wave2::a[default]", job_name="m-a-default",
+                 mark="xlatune-00000000000000cc")
+    launcher = MarkedLauncher()
+    launcher.marks["xlatune-00000000000000cc"] = "3760"
+    store.noted_cancelled = frozenset({"3760"})  # what acquire() read from the previous owner's note
+    said: list[str] = []
+    assert recover_submissions(store, launcher, said.append) == 0 and said == []
+    assert store.pending_submissions() == {} and [e["event"] for e in store.events()][-1] == "unsubmitted"
+
+
 def test_a_mark_the_scheduler_never_saw_is_settled_and_the_run_goes_again(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "s.jsonl")
     store.append("submitting", key="k", item="wave2::a[default]", job_name="m-a-default",
