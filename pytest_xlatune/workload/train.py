@@ -85,13 +85,17 @@ def _print_header(c: Config) -> None:
 
 
 def _memstats(state: State) -> None:
-    """Print MaxText's 'Memstats' block: bytes resident on the first device."""
+    """Print MaxText's 'Memstats' block: bytes resident on the first device, of its memory."""
     dev = jax.devices()[0]
     used = sum(s.data.nbytes for leaf in jax.tree.leaves(state) for s in leaf.addressable_shards if s.device == dev)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        total = 1 << 36
+    stats = dev.memory_stats() if dev.platform != "cpu" else None  # a GPU's allocator knows both
+    if stats and stats.get("bytes_limit"):
+        used, total = int(stats.get("bytes_in_use", used)), int(stats["bytes_limit"])
+    else:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            total = 1 << 36
     print("Memstats: After params initialized:")
     print(f"\tUsing (GB) {used / 1e9:.2f} / {total / 1e9:.2f} ({100 * used / total:.6f}%) on {dev}", flush=True)
 
