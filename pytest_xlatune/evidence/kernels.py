@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+# One reading of the text's structure for both parsers: computation headers, instructions, ends.
+from .hlo import _CLOSE_RE, _HEADER_RE, _INSTR_RE
+
 __all__ = ["KernelInventory", "describe", "kernel_inventory", "library_of"]
 
-_HEADER_RE = re.compile(r"^\s*(?:ENTRY\s+)?%?(?P<name>[^\s(]+)")
-_INSTR_RE = re.compile(r"^\s+(?:ROOT\s+)?%?(?P<name>[^\s=]+)\s*=\s*(?P<rest>(?:\(|[a-z][a-z0-9]*\[).*)$")
-_CLOSE_RE = re.compile(r"^\s*\}\s*(?:,.*)?$")
 # The shape (an array, or a tuple that may nest) then the opcode and its "(".
 _OPCODE_RE = re.compile(r"^(?:\(.*?\)|\S+)\s+(?P<op>[a-z][a-z0-9-]*)\(")
 _FUSION_KIND_RE = re.compile(r"\bkind=(k[A-Za-z]+)")
@@ -87,7 +87,7 @@ def _instructions(hlo_text: str) -> Iterator[_Instr]:
         line = raw.rstrip()
         if current is None:
             header = _HEADER_RE.match(line)
-            if header and line.endswith("{") and not line.lstrip().startswith("HloModule"):
+            if header and line.endswith("{") and not line.startswith("HloModule"):
                 current = header.group("name")
             continue
         if match := _INSTR_RE.match(line):
