@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from pytest_xlatune.evidence import hlo
+from pytest_xlatune.evidence.artifacts import load
 from pytest_xlatune.evidence.collective_table import inventory
 from pytest_xlatune.evidence.kernels import KernelInventory, describe, kernel_inventory, library_of
+from pytest_xlatune.report.build import build
+from pytest_xlatune.report.markdown import render_tuning_md
+from tests import report_cases as cases
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "hlo" / "gpu"
 
@@ -91,3 +96,25 @@ def test_library_of_names_gpu_libraries_only(name: str, library: str | None) -> 
 def test_cpu_dump_has_fusions_and_no_gpu_library() -> None:
     found = kernel_inventory((GPU.parent / "fsdp.txt").read_text())
     assert found.fusion_count > 0 and found.by_library() == ()
+
+
+def test_gpu_evidence_run_reports_its_library_kernels(tmp_path: Path) -> None:
+    """artifacts.load reads the kernels of a GPU train-step dump; the report prints them in one line."""
+    dump = tmp_path / "xla_dump"
+    dump.mkdir()
+    (dump / "module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text(_read("cublas_gemm"))
+    jobs = cases.Jobs(1)
+    jobs.wave1(baselines=(1000.0, 1004.0), restore=None, config_tag="default")
+    base = jobs.add("wave1.5::evidence", "evidence", "evidence", 990.0, config_tag="default",
+                    artifacts=(("hlo_dump", str(dump)),))
+    evidence = load(base)
+    assert evidence.kernels is not None and evidence.kernels.custom_calls == (("__cublas$gemm", 1),)
+    line = "1 fusions (kLoop 1); library kernels: cuBLAS 1; by target: __cublas$gemm 1"
+    assert evidence.gpu_kernels == line
+    cell = cases.cpu_cell("demo_gpu", parallelism=(("FSDP", 1),))
+    for language, lead in (("en", "Kernels in the compiled train step: "), ("zh", "编译后 train step 中的 kernel：")):
+        text = render_tuning_md(build(cell, jobs.results, "localhost", "local", today=cases.DATE,
+                                      loaded={base.job_id: evidence}), language=language)
+        assert f"{lead}{line}." in text
+    cpu = dataclasses.replace(evidence, kernels=kernel_inventory((GPU.parent / "fsdp.txt").read_text()))
+    assert cpu.gpu_kernels == ""  # CPU modules: no kernels line (the collectives table says it all)
