@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,11 @@ from pytest_xlatune.cell.load import load_cell
 from pytest_xlatune.cell.model import ConfigTag, Profile
 from pytest_xlatune.launch.devices import check_gpu, needs_gpu, nvidia_gpus
 from pytest_xlatune.launch.preflight import PreflightError
+from pytest_xlatune.report.build import build
+from pytest_xlatune.report.export import export_texts
+from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.workload import ArgError, parse_args, prepare_env
+from tests import report_cases as cases
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_CELL = REPO / "cells" / "demo_gpu.yml"
@@ -74,3 +82,47 @@ def test_workload_hardware_pins_the_platform() -> None:
     env = {"JAX_PLATFORMS": "cpu"}
     prepare_env(8, env, hardware="auto")  # unpinned: the GPU if jax finds one, else 8 CPU devices
     assert env == {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+
+
+@pytest.mark.skipif(bool(nvidia_gpus()), reason="this machine has an NVIDIA GPU")
+def test_gpu_script_stops_in_one_line_without_a_gpu(tmp_path: Path) -> None:
+    run = subprocess.run(["bash", str(REPO / "scripts" / "gpu-cell.sh"), str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert (run.returncode, run.stderr) == (3, "")
+    assert run.stdout.splitlines() == ["gpu-cell: no NVIDIA GPU on this machine (no /dev/nvidia[0-9]*, "
+                                       "nvidia-smi finds none): nothing run"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_summary_reads_export_report_dump_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary the GPU script keeps: runs with job times, the report's recipe, the evidence read."""
+    spec = importlib.util.spec_from_file_location("gpu_cell_summary", REPO / "scripts" / "gpu_cell_summary.py")
+    assert spec and spec.loader
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+    jobs = cases.Jobs(1)
+    jobs.wave1(config_tag="default")
+    jobs.profile("no_triton_gemm", 1080.0, "--xla_gpu_enable_triton_gemm=false", config_tag="default")
+    data = build(cases.cpu_cell("demo_gpu", (("FSDP", 1),)), jobs.results, "localhost", "local", today=cases.DATE)
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "demo-gpu.json").write_text(export_texts(jobs.results)[".json"])
+    (tmp_path / "demo-gpu-tuning.md").write_text(render_tuning_md(data))
+    (tmp_path / "gpu.txt").write_text("NVIDIA H200, 580.159.03, 143771 MiB\n")
+    (tmp_path / "pytest.log").write_text("...\n==== 1 failed, 10 passed in 312.00s ====\n")
+    job = tmp_path / "store" / "demo-gpu" / "jobs" / "4-evidence"
+    (job / "xla_dump").mkdir(parents=True)
+    (job / "xla_dump" / "module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text(
+        (REPO / "tests" / "data" / "hlo" / "gpu" / "cublas_gemm.after_optimizations.txt").read_text())
+    (job / "tensorboard").mkdir()
+    shutil.copy(REPO / "tests" / "data" / "profile" / "fsdp.trace.json.gz", job / "tensorboard" / "vm.trace.json.gz")
+    assert summary.main(tmp_path) == 0
+    text = capsys.readouterr().out
+    assert "Machine: NVIDIA H200, 580.159.03, 143771 MiB" in text
+    assert "pytest: ==== 1 failed, 10 passed in 312.00s ====" in text
+    first = jobs.results[0]
+    assert f"| {first.job_id} | `{first.item}` | success | {first.tgs:,.1f} |  | " in text
+    assert "| 540 |" in text  # finished - submitted of the hand-made results
+    assert "## Recipe (from the report)" in text and "(not in the report)" not in text
+    assert "- HLO `module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt`: 1 fusions (kLoop 1); " \
+           "library kernels: cuBLAS 1; by target: __cublas$gemm 1" in text
+    assert re.search(r"- profile `vm.trace.json.gz`: \d+ steps of `jit_train_step` on 8 device\(s\)", text)
