@@ -10,9 +10,12 @@
 #
 # Without a GPU it stops with one line (exit 3). Python: $XLATUNE_PYTHON or python3, with jax
 # and CUDA (jax[cuda12] is installed when jax finds no GPU and an index is reachable); missing
-# pure-Python dependencies come from .whl/ when it exists, else from the index. Knobs:
-# XLATUNE_GPU_BUDGET (node-hours the adaptive sweep may spend, default 0.1nh = 6 min of GPU),
-# XLATUNE_GPU_TIMEOUT (hard stop for pytest in seconds, default 540).
+# pure-Python dependencies come from .whl/ when it exists, else from the index. The sweep runs
+# the fixed protocol (every item once: 11 jobs, about 6 min on an H200). Knobs:
+# XLATUNE_GPU_ADAPTIVE=1 (the adaptive sweep instead: repeats, controls, compilation cache),
+# XLATUNE_GPU_TIMEOUT (hard stop for pytest in seconds, default 500), XLATUNE_GPU_CELL (another
+# cell, default cells/demo_gpu.yml), XLATUNE_GPU_ANY=1 (skip the GPU check: try the script on
+# CPU with a hardware=auto cell).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="${XLATUNE_PYTHON:-python3}"
@@ -28,7 +31,8 @@ if [[ "${1:-}" == "--wheels" ]]; then
     exit 0
 fi
 
-if ! compgen -G "/dev/nvidia[0-9]*" >/dev/null && ! nvidia-smi -L >/dev/null 2>&1; then
+if [[ "${XLATUNE_GPU_ANY:-}" != 1 ]] && ! compgen -G "/dev/nvidia[0-9]*" >/dev/null \
+        && ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu-cell: no NVIDIA GPU on this machine (no /dev/nvidia[0-9]*, nvidia-smi finds none): nothing run"
     exit 3
 fi
@@ -58,7 +62,8 @@ if [[ -n "$missing" ]]; then
         echo "gpu-cell: missing Python packages ($missing) and no index to install them from: run" \
              "'scripts/gpu-cell.sh --wheels' where pip works and bring .whl/ along"; exit 4; }
 fi
-if ! "$py" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' >/dev/null 2>&1; then
+if [[ "${XLATUNE_GPU_ANY:-}" != 1 ]] \
+        && ! "$py" -c 'import jax, sys; sys.exit(0 if jax.devices("gpu") else 1)' >/dev/null 2>&1; then
     say "jax finds no GPU: installing jax[cuda12]"
     "$py" -m pip install -q -U "jax[cuda12]" >>"$work/pip.log" 2>&1 || {
         echo "gpu-cell: jax with CUDA is not installed and pip cannot install jax[cuda12] (see $work/pip.log)"; exit 4; }
@@ -73,16 +78,18 @@ sys.exit(0 if any(p.name == "xlatune" for p in e(group="pytest11")) else 1)' || 
 } >"$work/gpu.txt" 2>&1
 say "$(tr '\n' ' ' <"$work/gpu.txt")"
 
-# 2. The sweep: the cell copied into the work dir (its lock file and report land there).
-cp "$repo/cells/demo_gpu.yml" "$work/"
+# 2. The sweep: the cell copied into the work dir as demo_gpu.yml (its lock and report land there).
+cp "${XLATUNE_GPU_CELL:-$repo/cells/demo_gpu.yml}" "$work/demo_gpu.yml"
 html=(--html "$work/report.html" --self-contained-html)
 "$py" -c 'import pytest_html' 2>/dev/null || html=()
-say "sweep: pytest demo_gpu.yml (budget ${XLATUNE_GPU_BUDGET:-0.1nh}, hard stop ${XLATUNE_GPU_TIMEOUT:-540}s)"
+protocol=(--xlatune-fixed-protocol)
+[[ "${XLATUNE_GPU_ADAPTIVE:-}" == 1 ]] && protocol=(--xlatune-budget none)
+say "sweep: pytest demo_gpu.yml ${protocol[*]} (hard stop ${XLATUNE_GPU_TIMEOUT:-500}s)"
 rc=0
-(cd "$work" && timeout -s INT -k 60 "${XLATUNE_GPU_TIMEOUT:-540}" "$py" -m pytest "${plugin[@]}" demo_gpu.yml \
+(cd "$work" && timeout -s INT -k 60 "${XLATUNE_GPU_TIMEOUT:-500}" "$py" -m pytest "${plugin[@]}" demo_gpu.yml \
     -v -p no:cacheprovider --rootdir "$work" --xlatune-store "$work/store" --xlatune-report-dir "$work" \
-    --xlatune-export "$work/export" --xlatune-budget "${XLATUNE_GPU_BUDGET:-0.1nh}" \
-    --junitxml "$work/junit.xml" "${html[@]}") >"$work/pytest.log" 2>&1 || rc=$?
+    --xlatune-export "$work/export" "${protocol[@]}" --junitxml "$work/junit.xml" "${html[@]}") \
+    >"$work/pytest.log" 2>&1 || rc=$?
 tail -n 25 "$work/pytest.log"
 say "pytest exit $rc"
 

@@ -102,8 +102,14 @@ def _memstats(state: State) -> None:
 
 def run(c: Config) -> int:
     """Train for ``c.steps`` steps, printing one MaxText step line per step."""
-    if jax.device_count() < c.num_devices:
-        print(f"error: need {c.num_devices} devices, jax sees {jax.device_count()}", file=sys.stderr)
+    try:
+        count = jax.device_count()
+    except (RuntimeError, AssertionError) as error:  # JAX_PLATFORMS=cuda without a CUDA jax or GPU
+        print(f"error: hardware={c.hardware}: jax cannot start its backend (no GPU, or jax without CUDA: "
+              f"pip install 'jax[cuda12]'): {type(error).__name__}: {error}".rstrip(": "), file=sys.stderr)
+        return 1
+    if count < c.num_devices:
+        print(f"error: need {c.num_devices} devices, jax sees {count}", file=sys.stderr)
         return 1
     if c.jax_cache_dir:  # before the first compile, as MaxText's pyconfig does
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(c.jax_cache_dir))
