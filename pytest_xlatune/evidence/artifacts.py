@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..results import JobResult
 from . import hlo
 from .collective_table import InventoryRow, inventory
+from .kernels import KernelInventory, describe, kernel_inventory
 from .profile import ProfileError, ProfileSummary, summarize
 
 __all__ = ["EvidenceFacts", "RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds",
@@ -52,6 +53,12 @@ class RunEvidence:
     trace_path: str | None = None
     profile: ProfileSummary | None = None
     problems: tuple[str, ...] = ()
+    kernels: KernelInventory | None = None  # fusions and library kernels of the same module
+
+    @property
+    def gpu_kernels(self) -> str:
+        """One line on the GPU libraries the module calls (cuBLAS, Triton...); "" on CPU."""
+        return describe(self.kernels) if self.kernels and self.kernels.by_library() else ""
 
 
 def _files(directory: str) -> list[str]:
@@ -70,6 +77,12 @@ def _stamp(path: str) -> tuple[int, int]:
 def _collectives(path: str, stamp: tuple[int, int]) -> tuple[hlo.Collective, ...]:
     with open(path, encoding="utf-8", errors="replace") as handle:
         return tuple(hlo.collectives(handle.read()))
+
+
+@functools.lru_cache(maxsize=32)
+def _kernels(path: str, stamp: tuple[int, int]) -> KernelInventory:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return kernel_inventory(handle.read())
 
 
 def op_kinds(found: tuple[hlo.Collective, ...]) -> tuple[tuple[str, str], ...]:
@@ -133,11 +146,17 @@ def load(result: JobResult) -> RunEvidence:
             summary = _profile(trace_path, _stamp(trace_path), op_kinds(found or ()))
         except (OSError, ProfileError) as error:
             problems.append(f"cannot read {trace_path}: {error}")
+    kernels = None
+    if hlo_path and found is not None:  # read once already: the file is there
+        try:
+            kernels = _kernels(hlo_path, _stamp(hlo_path))
+        except OSError:
+            kernels = None
     return RunEvidence(
         job_id=result.job_id, item=result.item,
         profile_name=result.resolved_from or result.profile, tgs=result.tgs,
         step_seconds=result.step_seconds, hlo_path=hlo_path, inventory=rows,
-        trace_path=trace_path, profile=summary, problems=tuple(problems),
+        trace_path=trace_path, profile=summary, problems=tuple(problems), kernels=kernels,
     )
 
 

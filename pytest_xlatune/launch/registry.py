@@ -16,6 +16,7 @@ from types import MappingProxyType
 from ..cell.grammar import CONTAINER_IMAGE, GrammarError
 from ..transport.hostcmd import HostCmdTransport
 from .base import CommandRefused, Launcher, LauncherError
+from .devices import check_gpu
 from .local import LocalLauncher
 from .maxtext.launcher import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .sbatch import SbatchLauncher
@@ -217,6 +218,7 @@ Factory = Callable[[LaunchContext], Backend]
 
 
 def _local(ctx: LaunchContext) -> Backend:
+    check_gpu(ctx.cell)  # a hardware=gpu cell on a machine without one would measure no-op flags
     launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1,
                              ctx.other_images)
     return Backend(launcher, LOCAL_NODELIST)

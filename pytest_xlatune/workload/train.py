@@ -85,21 +85,31 @@ def _print_header(c: Config) -> None:
 
 
 def _memstats(state: State) -> None:
-    """Print MaxText's 'Memstats' block: bytes resident on the first device."""
+    """Print MaxText's 'Memstats' block: bytes resident on the first device, of its memory."""
     dev = jax.devices()[0]
     used = sum(s.data.nbytes for leaf in jax.tree.leaves(state) for s in leaf.addressable_shards if s.device == dev)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        total = 1 << 36
+    stats = dev.memory_stats() if dev.platform != "cpu" else None  # a GPU's allocator knows both
+    if stats and stats.get("bytes_limit"):
+        used, total = int(stats.get("bytes_in_use", used)), int(stats["bytes_limit"])
+    else:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            total = 1 << 36
     print("Memstats: After params initialized:")
     print(f"\tUsing (GB) {used / 1e9:.2f} / {total / 1e9:.2f} ({100 * used / total:.6f}%) on {dev}", flush=True)
 
 
 def run(c: Config) -> int:
     """Train for ``c.steps`` steps, printing one MaxText step line per step."""
-    if jax.device_count() < c.num_devices:
-        print(f"error: need {c.num_devices} devices, jax sees {jax.device_count()}", file=sys.stderr)
+    try:
+        count = jax.device_count()
+    except (RuntimeError, AssertionError) as error:  # JAX_PLATFORMS=cuda without a CUDA jax or GPU
+        print(f"error: hardware={c.hardware}: jax cannot start its backend (no GPU, or jax without CUDA: "
+              f"pip install 'jax[cuda12]'): {type(error).__name__}: {error}".rstrip(": "), file=sys.stderr)
+        return 1
+    if count < c.num_devices:
+        print(f"error: need {c.num_devices} devices, jax sees {count}", file=sys.stderr)
         return 1
     if c.jax_cache_dir:  # before the first compile, as MaxText's pyconfig does
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(c.jax_cache_dir))
