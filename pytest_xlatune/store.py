@@ -147,6 +147,25 @@ class ResultStore:
         self._write_note()  # without it the lock still holds; a refused session says "?"
         return notes
 
+    def adopt(self, legacy: Path | None) -> list[str]:
+        """Move a store an older version kept under this cell's former name to this one (with
+        its torn and quarantine side files), unless this one exists or the old one is in use."""
+        if legacy is None or self.path.exists() or not legacy.is_file() or legacy.is_symlink():
+            return []
+        old = ResultStore(legacy)
+        try:
+            old.acquire()
+        except StoreError:
+            return []
+        try:
+            for side in ("", ".torn", ".quarantine"):
+                source = legacy.with_name(legacy.name + side)
+                if source.is_file() and not source.is_symlink():
+                    os.replace(source, self.path.with_name(self.path.name + side))
+        finally:
+            old.release()
+        return [f"{legacy}: moved to {self.path} (store names are now unique per cell path)"]
+
     @staticmethod
     def _check_file(path: Path) -> None:
         """A store file is a regular file or absent: never a link, a folder or a device."""

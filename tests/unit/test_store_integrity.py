@@ -155,3 +155,28 @@ def test_reads_are_incremental_and_see_a_rewritten_file(tmp_path: Path) -> None:
     other.add_result(result("c", "3"))
     os.replace(tmp_path / "t.jsonl", path)  # another file now: parsed from its start
     assert [r.key for r in store.results()] == ["c"]
+
+
+def test_store_names_are_unique_per_cell_path(tmp_path: Path) -> None:
+    from pytest_xlatune.paths import cell_slug
+    root = tmp_path / "proj"
+    cells = [root / "a" / "x.yml", root / "b" / "x.yml", root / "a__x.yml", root / "a" / "x.yaml",
+             tmp_path / "elsewhere" / "x.yml", tmp_path / "other" / "x.yml", root / "x.yml"]
+    slugs = [cell_slug(cell, root) for cell in cells]
+    assert len(set(slugs)) == len(cells), slugs
+    assert slugs[0] == "a__x" and slugs[-1] == "x"  # a plain .yml cell keeps its store's name
+
+
+def test_a_store_under_the_former_name_of_a_yaml_cell_is_moved(tmp_path: Path) -> None:
+    from pytest_xlatune.paths import CellPaths
+    (tmp_path / "x.yaml").write_text("")
+    paths = CellPaths(tmp_path / "x.yaml", tmp_path, tmp_path / ".xlatune")
+    old = ResultStore(tmp_path / ".xlatune" / "x.jsonl")
+    old.add_result(result("a", "1"))
+    assert paths.legacy_store == old.path and paths.store != old.path
+    store = ResultStore(paths.store)
+    assert store.adopt(paths.legacy_store) == [f"{old.path}: moved to {paths.store} (store names are "
+                                               "now unique per cell path)"]
+    assert [r.key for r in store.results()] == ["a"] and not old.path.exists()
+    (tmp_path / "x.yml").write_text("")  # the old name is now another cell's own: never taken
+    assert paths.legacy_store is None
