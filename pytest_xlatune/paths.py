@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -20,9 +21,27 @@ def cell_id(cell_path: Path, root: Path) -> str:
     return cell_relative(cell_path, root).as_posix()
 
 
-def cell_slug(cell_path: Path, root: Path) -> str:
-    """A file-system-safe name for a cell, unique within the rootdir."""
+def legacy_slug(cell_path: Path, root: Path) -> str:
+    """The slug before it was made unique per cell path (`a/x.yml` and `a__x.yaml` shared it)."""
     return "__".join(cell_relative(cell_path, root).with_suffix("").parts)
+
+
+def cell_slug(cell_path: Path, root: Path) -> str:
+    """A file-system-safe name for a cell, unique per cell path: `<folder>__<stem>` for a
+    `.yml` cell inside the rootdir whose path has no `__`; otherwise that name and a hash of
+    the cell's path (so `x.yml`/`x.yaml`, `a/x.yml`/`a__x.yml` and same-named cells outside the
+    rootdir never share a store)."""
+    plain = legacy_slug(cell_path, root)
+    relative = cell_relative(cell_path, root)
+    inside = _inside(cell_path, root)
+    if inside and relative.suffix == ".yml" and not any("__" in part for part in relative.parts):
+        return plain
+    identity = relative.as_posix() if inside else str(cell_path.resolve())
+    return f"{plain}-{hashlib.sha256(identity.encode()).hexdigest()[:8]}"
+
+
+def _inside(cell_path: Path, root: Path) -> bool:
+    return cell_path.resolve().is_relative_to(root.resolve())
 
 
 def lock_path(cell_path: Path) -> Path:
@@ -79,6 +98,17 @@ class CellPaths:
     @property
     def store(self) -> Path:
         return store_file(self.store_dir, self.slug)
+
+    @property
+    def legacy_store(self) -> Path | None:
+        """Where an older version kept this cell's store, when that was another name and the
+        name was this cell's alone (inside the rootdir); None otherwise."""
+        relative = cell_relative(self.cell_path, self.root)
+        if not _inside(self.cell_path, self.root) or any("__" in part for part in relative.parts) \
+                or self.cell_path.with_suffix(".yml").exists():
+            return None  # the old name was shared (or is another cell's own): left where it is
+        old = store_file(self.store_dir, legacy_slug(self.cell_path, self.root))
+        return old if old != self.store else None
 
     @property
     def jobs_dir(self) -> Path:

@@ -24,25 +24,36 @@ aside and starts the next record on a fresh line. Events:
 - `result`: a finished job (JobResult.to_dict());
 - `cancelled`: a submitted job this session cancelled before its result (submitted again next run);
 - `attempt`: a failed job the playbook retried (the item's final `result` comes later);
-- `stop`: a stop trigger fired (the reason; a rerun resumes from the store).
+- `stop`: a stop trigger fired (the reason; a rerun resumes from the store);
+- `quarantined`: a damaged record of this key was set aside (its submission is not waited for).
+
+Every line carries a checksum (store_lines.py). A line that fails it, contradicts itself or is no
+record is never used: the session that takes the store moves it into `<cell>.jsonl.quarantine`
+with one line saying so, and the item it belonged to runs again. No file of the store is opened
+through a symbolic link (safefs.py). Reads are incremental: a session parses each line once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .results import JobResult, Verdict
+from . import store_lines
+from .results import JobResult
+from .safefs import LinkRefused, link_message, open_nofollow
+from .store_lines import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
+_SHOWN = 5  # quarantined lines named one per line; the rest in one line
 
 
 class StoreError(Exception):
@@ -57,14 +68,30 @@ class StoreWriteError(StoreError):
     """A record could not be written durably (disk full, I/O error): the session must stop."""
 
 
+class _Parsed:
+    """What one pass over the store found, kept so that the next read parses only new lines."""
+
+    def __init__(self, ident: tuple[int, int]) -> None:
+        self.ident = ident  # (device, inode): another file (a rewrite) is parsed from the start
+        self.offset = 0  # bytes parsed (complete lines only)
+        self.lines = 0
+        self.summed = False
+        self.records: list[dict[str, Any]] = []
+        self.results: list[JobResult] = []
+        self.jobs: list[JobResult] = []
+        self.latest: dict[str, JobResult] = {}
+        self.bad: list[tuple[int, bytes, str, dict[str, Any]]] = []  # line no, raw, why, what it said
+
+
 class ResultStore:
-    """Results of one cell, in `<store_dir>/<cell stem>.jsonl`."""
+    """Results of one cell, in `<store_dir>/<cell slug>.jsonl`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock_fd: int | None = None
         self._note: dict[str, Any] = {}
         self.noted_cancelled: frozenset[str] = frozenset()  # the previous owner's noted cancels
+        self._parsed: _Parsed | None = None
 
     # ---- ownership ----------------------------------------------------------------------
 
@@ -76,13 +103,23 @@ class ResultStore:
     def torn_path(self) -> Path:
         return self.path.with_name(self.path.name + ".torn")
 
+    @property
+    def quarantine_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".quarantine")
+
     def acquire(self, session: str = "") -> list[str]:
         """Take the store for this session (the kernel frees it when the process dies) and heal
         it; return what the healing did, one line each. StoreLocked names the holder."""
         if self._lock_fd is not None:
             return []
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_nofollow(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except LinkRefused as error:
+            raise StoreError(str(error.strerror)) from None
+        except OSError as error:
+            raise StoreError(f"{error.filename or self.lock_path}: cannot open the store's lock: "
+                             f"{error.strerror or error}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -98,6 +135,8 @@ class ResultStore:
                 + ("run the cell's items in one worker: --dist loadgroup" if same else
                    "wait for it to end, or pass another --xlatune-store")) from None
         try:
+            for side in (self.path, self.torn_path, self.quarantine_path):
+                self._check_file(side)
             notes = self.heal() + self._record_noted_cancels(_holder(os.pread(fd, NOTE_SIZE, 0)))
         except BaseException:
             os.close(fd)  # e.g. the missing records cannot be written yet: the note stays
@@ -107,6 +146,41 @@ class ResultStore:
                       "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
         self._write_note()  # without it the lock still holds; a refused session says "?"
         return notes
+
+    def adopt(self, legacy: Path | None) -> list[str]:
+        """Move a store an older version kept under this cell's former name to this one (with
+        its torn and quarantine side files), unless this one exists or the old one is in use."""
+        if legacy is None or self.path.exists() or not legacy.is_file() or legacy.is_symlink():
+            return []
+        old = ResultStore(legacy)
+        try:
+            old.acquire()
+        except StoreError:
+            return []
+        try:
+            for side in ("", ".torn", ".quarantine"):
+                source = legacy.with_name(legacy.name + side)
+                if source.is_file() and not source.is_symlink():
+                    os.replace(source, self.path.with_name(self.path.name + side))
+        finally:
+            old.release()
+        return [f"{legacy}: moved to {self.path} (store names are now unique per cell path)"]
+
+    @staticmethod
+    def _check_file(path: Path) -> None:
+        """A store file is a regular file or absent: never a link, a folder or a device."""
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            raise StoreError(f"{path}: cannot read the results store: {error.strerror}") from None
+        if stat.S_ISLNK(mode):
+            raise StoreError(link_message(path))
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "no regular file"
+            raise StoreError(f"{path}: expected the results store (a file of JSON lines), found "
+                             f"{kind}; move it away or pass another --xlatune-store")
 
     def _write_note(self) -> bool:
         """The owner's note, padded to NOTE_SIZE, in place at the start of the lock file."""
@@ -151,43 +225,85 @@ class ResultStore:
             self._lock_fd = None
 
     def heal(self) -> list[str]:
-        """Set a torn last line aside into `.torn` and end the file on a newline; count the
-        lines that are not records (they are skipped on every read)."""
-        if not self.path.exists():
+        """Set a torn last line aside into `.torn` and end the file on a newline; move every
+        line that is no usable record into `.quarantine` (its item runs again)."""
+        data = self._read_all()
+        if data is None:
             return []
-        data = self.path.read_bytes()
         notes = []
         if data and not data.endswith(b"\n"):
             start = data.rfind(b"\n") + 1
             fragment = data[start:]
-            if _record(fragment) is not None:  # only the newline was lost: the record is whole
+            if store_lines.parse(fragment).record is not None:  # only the newline was lost
                 self._write_raw(self.path, b"\n")
+                data += b"\n"
                 notes.append(f"{self.path}: the last record had no newline; completed it")
             else:
                 self._write_raw(self.torn_path, fragment + b"\n")
-                with self.path.open("r+b") as handle:
-                    handle.truncate(start)
-                    os.fsync(handle.fileno())
+                fd = open_nofollow(self.path, os.O_WRONLY)
+                try:
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                data = data[:start]
                 notes.append(f"{self.path}: set aside a torn last line ({len(fragment)} bytes) into "
                              f"{self.torn_path}; the next record starts on a fresh line")
-        bad = [n for n, raw in enumerate(data.splitlines(), start=1)
-               if raw.strip() and _record(raw) is None]
-        if data and not data.endswith(b"\n") and bad and bad[-1] == len(data.splitlines()):
-            bad.pop()  # the torn tail, already reported
-        if bad:
-            shown = ", ".join(map(str, bad[:5])) + (", …" if len(bad) > 5 else "")
-            notes.append(f"{self.path}: skipped {len(bad)} line(s) that are not well-formed "
-                         f"records (line {shown})")
+        self._parsed = None
+        parsed = self._parse()
+        if parsed.bad:
+            notes += self._quarantine(data, parsed)
+        return notes
+
+    def _quarantine(self, data: bytes, parsed: _Parsed) -> list[str]:
+        """Move the bad lines into `.quarantine` and rewrite the store without them (one rename);
+        a `quarantined` record per key ends the wait for its job, so its item runs again."""
+        bad = {number for number, _, _, _ in parsed.bad}
+        kept = [raw for number, raw in enumerate(data.splitlines(keepends=True), start=1)
+                if number not in bad]
+        self._write_raw(self.quarantine_path, b"".join(raw if raw.endswith(b"\n") else raw + b"\n"
+                                                       for _, raw, _, _ in parsed.bad))
+        tmp = self.path.with_name(f".{self.path.name}.rewrite")
+        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(b"".join(kept))
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        self._parsed = None
+        notes: list[str] = []
+        garbage: list[int] = []
+        for number, _, why, said in parsed.bad:
+            key = said.get("key")
+            if not isinstance(key, str) or said.get("event") not in ("result", "attempt", "submitted"):
+                garbage.append(number)
+                continue
+            self.append("quarantined", key=key, of=said["event"], line=number, why=why)
+            if len(notes) < _SHOWN:
+                what = f"the {said['event']} record of {said.get('item') or key}"
+                notes.append(f"{self.path}:{number}: {what} was quarantined into "
+                             f"{self.quarantine_path} ({why}); it is not used, and the item runs again")
+        if len(parsed.bad) - len(garbage) > _SHOWN:
+            notes.append(f"{self.path}: {len(parsed.bad) - len(garbage) - _SHOWN} more damaged "
+                         f"record(s) quarantined into {self.quarantine_path}; their items run again")
+        if garbage:
+            shown = ", ".join(map(str, garbage[:_SHOWN])) + (", …" if len(garbage) > _SHOWN else "")
+            notes.append(f"{self.path}: skipped {len(garbage)} line(s) that are not well-formed "
+                         f"records (line {shown}); set aside into {self.quarantine_path}")
         return notes
 
     # ---- writing ------------------------------------------------------------------------
 
     def append(self, event: str, **payload: Any) -> None:
-        record = {"schema": SCHEMA_VERSION, "event": event, "time": time.time(), **payload}
-        line = (json.dumps(record, sort_keys=True, default=str) + "\n").encode()
+        line = store_lines.encode({"schema": SCHEMA_VERSION, "event": event, "time": time.time(), **payload})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write_raw(self.path, line)
+        except LinkRefused as error:
+            raise StoreWriteError(str(error.strerror)) from None
         except OSError as error:
             what = f"the {event} record" + (f" of {payload['item']}" if payload.get("item") else "")
             raise StoreWriteError(
@@ -198,7 +314,7 @@ class ResultStore:
     @staticmethod
     def _write_raw(path: Path, data: bytes) -> None:
         """Write all of `data` at the end of `path` and fsync, or leave the file as it was."""
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
             try:
@@ -207,10 +323,8 @@ class ResultStore:
                     view = view[os.write(fd, view):]
                 os.fsync(fd)
             except OSError:
-                try:
+                with contextlib.suppress(OSError):  # else a torn tail the next owner sets aside
                     os.ftruncate(fd, size)
-                except OSError:
-                    pass  # a torn tail the next owner sets aside
                 raise
         finally:
             os.close(fd)
@@ -220,36 +334,93 @@ class ResultStore:
 
     # ---- reading ------------------------------------------------------------------------
 
+    def _open_read(self) -> int | None:
+        try:
+            return open_nofollow(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except LinkRefused as error:
+            raise StoreError(str(error.strerror)) from None
+        except OSError as error:
+            raise StoreError(f"{self.path}: cannot read the results store: {error.strerror}") from None
+
+    def _read_all(self) -> bytes | None:
+        fd = self._open_read()
+        if fd is None:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                self._check_file(self.path)
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        except OSError as error:
+            raise StoreError(f"{self.path}: cannot read the results store: {error.strerror}") from None
+        finally:
+            os.close(fd)
+
+    def _parse(self) -> _Parsed:
+        """Parse the lines added since the last read (all of them for a new or rewritten file)."""
+        fd = self._open_read()
+        if fd is None:
+            self._parsed = None
+            return _Parsed((0, 0))
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                self._check_file(self.path)
+            parsed = self._parsed
+            if parsed is None or parsed.ident != (info.st_dev, info.st_ino) or info.st_size < parsed.offset:
+                parsed = _Parsed((info.st_dev, info.st_ino))
+            if info.st_size > parsed.offset:
+                data = os.pread(fd, info.st_size - parsed.offset, parsed.offset)
+                self._take(parsed, data[: data.rfind(b"\n") + 1])  # a torn last line waits
+        except OSError as error:
+            raise StoreError(f"{self.path}: cannot read the results store: {error.strerror}") from None
+        finally:
+            os.close(fd)
+        self._parsed = parsed
+        return parsed
+
+    def _take(self, parsed: _Parsed, data: bytes) -> None:
+        for raw in data.splitlines(keepends=True):
+            parsed.lines += 1
+            parsed.offset += len(raw)
+            if not raw.strip():
+                continue
+            line = store_lines.parse(raw, summed_before=parsed.summed)
+            parsed.summed = parsed.summed or line.summed
+            record = line.record
+            if record is None:
+                parsed.bad.append((parsed.lines, raw, line.problem, _said(raw)))
+                continue
+            if record.get("schema") != SCHEMA_VERSION:
+                raise StoreError(f"{self.path}:{parsed.lines}: schema: expected {SCHEMA_VERSION}, "
+                                 f"found {record.get('schema')!r}")
+            parsed.records.append(record)
+            if line.result is not None:
+                parsed.jobs.append(line.result)
+                if record["event"] == "result":
+                    parsed.results.append(line.result)
+                    parsed.latest[line.result.key] = line.result
+            elif record["event"] == "quarantined" and record.get("of") == "result":
+                parsed.latest.pop(record["key"], None)  # an older result is not reused: it runs again
+
     def events(self) -> Iterator[dict[str, Any]]:
-        if not self.path.exists():
-            return
-        with self.path.open("rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.endswith(b"\n"):
-                    return  # torn last line from a kill: everything before it is intact
-                record = _record(raw)
-                if record is None:
-                    continue  # counted by heal() when the session took the store
-                schema = record.get("schema")
-                if schema != SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.path}:{number}: schema: expected {SCHEMA_VERSION}, found {schema!r}"
-                    )
-                yield record
+        """Every usable record, in file order (damaged lines are skipped: heal() sets them aside)."""
+        return iter(self._parse().records)
 
     def results(self) -> list[JobResult]:
         """Every stored result, latest last."""
-        return [JobResult.from_dict(r) for r in self.events() if r["event"] == "result"]
+        return list(self._parse().results)
 
     def jobs(self) -> list[JobResult]:
         """Every job the cell ran, as stored: results and the retried attempts (for accounting)."""
-        return [JobResult.from_dict(r) for r in self.events() if r["event"] in ("result", "attempt")]
+        return list(self._parse().jobs)
 
     def latest_by_key(self) -> dict[str, JobResult]:
-        latest: dict[str, JobResult] = {}
-        for result in self.results():
-            latest[result.key] = result
-        return latest
+        return dict(self._parse().latest)
 
     def pending_submissions(self) -> dict[str, dict[str, Any]]:
         """Run key → its `submitted` record, for jobs submitted but without a result yet."""
@@ -257,8 +428,9 @@ class ResultStore:
         for record in self.events():
             if record["event"] == "submitted":
                 pending[record["key"]] = record
-            elif record["event"] in ("result", "cancelled", "attempt"):
-                pending.pop(record.get("key", ""), None)
+            elif record["event"] in ("result", "cancelled", "attempt", "quarantined"):
+                key = record.get("key", "")
+                pending.pop(key if isinstance(key, str) else "", None)
         return pending
 
     def unconfirmed_submissions(self) -> list[dict[str, Any]]:
@@ -284,30 +456,13 @@ class ResultStore:
         return max(numbers, default=0)
 
 
-_NEEDS = {"submitted": ("key", "job_id"), "submitting": ("key", "mark", "job_name"),
-          "unsubmitted": ("key", "mark"),
-          "result": ("key", "item", "wave", "profile", "config_tag", "kind", "job_id", "verdict"),
-          "attempt": ("key",), "sweep": ("nodelist",)}
-
-
-_VERDICTS = frozenset(v.value for v in Verdict)
-
-
-def _record(raw: bytes) -> dict[str, Any] | None:
-    """A well-formed record (a JSON object with its event and that event's keys), else None."""
+def _said(raw: bytes) -> dict[str, Any]:
+    """What a refused line claims to be (its event, key, item), for the line that names it."""
     try:
         record = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("event"), str):
-        return None
-    if record.get("schema") != SCHEMA_VERSION:
-        return record  # another schema: events() says so, naming the line
-    if any(key not in record for key in _NEEDS.get(record["event"], ())):
-        return None
-    if record["event"] == "result" and record["verdict"] not in _VERDICTS:
-        return None
-    return record
+    except (ValueError, RecursionError):
+        return {}
+    return {k: record[k] for k in ("event", "key", "item") if k in record} if isinstance(record, dict) else {}
 
 
 def _holder(raw: bytes) -> dict[str, Any]:

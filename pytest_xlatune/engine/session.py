@@ -119,7 +119,7 @@ class Runtime:
 
     def _open_sweep(self, cell: Cell) -> Sweep:
         store = self.store_for(cell)
-        for note in store.acquire(self.session_id):  # before anything reads or submits
+        for note in store.adopt(self.paths(cell).legacy_store) + store.acquire(self.session_id):
             self.warn(note)
         self._held.append(store)
         backend = self.make_backend(LaunchContext(cell, self.settings, self.cell_settings(cell),

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ..paths import job_dir_name, job_log_name
-from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob, for_image
 from ..jaxcache import CACHE_DIR, USER_NAMES, cache_env, cache_path
+from ..paths import job_dir_name, job_log_name
+from ..safefs import LinkRefused, check_no_links, open_nofollow
+from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob, for_image
 
 EXIT_SIGTERM = 143
 MARK_ENV = "XLATUNE_SUBMISSION"  # the submission's mark, in the job's log header and environment
@@ -56,23 +57,38 @@ class LocalLauncher:
         self.python = python
         self.pythons = dict(pythons or {})  # image → interpreter, for requests on another image
         self.module = module
-        self._next_number = first_job_number
+        # Never below an id on disk: an emptied or lost store must not reuse (and overwrite) a
+        # job's log or dir.
+        self._next_number = max(first_job_number, largest_job_number(jobs_dir) + 1)
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._orphans: dict[str, int] = {}
 
     def submit(self, request: JobRequest) -> SubmittedJob:
         try:
             return self._start(request)
+        except LinkRefused as error:
+            raise LauncherError(f"cannot start the job: {error.strerror}") from None
         except OSError as error:  # e.g. the job log on a full disk
             raise LauncherError(f"cannot start the job: {error.filename or self.jobs_dir}: "
                                 f"{error.strerror or error}") from None
 
     def _start(self, request: JobRequest) -> SubmittedJob:
-        job_id = str(self._next_number)
-        self._next_number += 1
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        check_no_links(self.jobs_dir.parent.parent, self.jobs_dir)  # <store>/<slug>/jobs
+        while True:  # a log is created, never truncated: a taken id is skipped
+            job_id = str(self._next_number)
+            self._next_number += 1
+            log_path = self.jobs_dir / job_log_name(job_id, request.job_name)
+            try:
+                log_fd = open_nofollow(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            break
         job_dir = self.jobs_dir / job_dir_name(job_id, request.job_name)
-        job_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.jobs_dir / job_log_name(job_id, request.job_name)
+        try:
+            job_dir.mkdir()
+        except FileExistsError:
+            check_no_links(self.jobs_dir, job_dir)  # a dir left by a job of a lost store: reused
         dump_dir = job_dir / "xla_dump" if request.evidence else None
         argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
@@ -81,7 +97,7 @@ class LocalLauncher:
         cache = ours if ours and env.get(CACHE_DIR) == ours else ""
         if request.mark:
             env[MARK_ENV] = request.mark
-        with log_path.open("wb") as log:
+        with os.fdopen(log_fd, "wb") as log:
             log.write(f"JOB_ID={job_id}\nJOB_NAME={request.job_name}\n".encode())
             if request.mark:
                 log.write(f"{MARK_ENV}={request.mark}\n".encode())
@@ -208,6 +224,15 @@ class LocalLauncher:
     def close(self) -> None:
         for job_id in list(self._processes):
             self.cancel(job_id)
+
+
+def largest_job_number(jobs_dir: Path) -> int:
+    """The largest job id a log or dir in `jobs_dir` is named after (`<id>-<name>`), else 0."""
+    try:
+        names = os.listdir(jobs_dir)
+    except OSError:
+        return 0
+    return max((int(head) for name in names if (head := name.split("-", 1)[0]).isdigit()), default=0)
 
 
 def _pids() -> list[int]:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 
+from .. import safefs
 from ..judge.numerics import Mode
+from ..paths import export_path, report_path
 from . import sections
 from .build import CellReport, report_data
 from .data import ReportData
 from .export import export_texts
 from .markdown import render_document
-from ..paths import export_path, report_path
 
 
 @dataclass(frozen=True)
@@ -47,11 +46,9 @@ def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    """Replace the file in one rename (a link there is replaced, never written through), with
+    the user's umask (0644 under 022)."""
+    safefs.write_atomic(path, text)
 
 
 def write_reports(reports: Sequence[CellReport], report_dir: Path, *, mode: Mode = Mode.FAIL,
@@ -82,4 +79,8 @@ def write_reports(reports: Sequence[CellReport], report_dir: Path, *, mode: Mode
 
 
 def _read(path: Path) -> str | None:
-    return path.read_text(encoding="utf-8") if path.exists() else None
+    """The file's text; None when there is none, or a link is there (it is replaced, not read)."""
+    try:
+        return safefs.read_text_nofollow(path)
+    except safefs.LinkRefused:
+        return None

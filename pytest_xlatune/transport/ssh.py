@@ -36,6 +36,34 @@ class _RefuseUnknownHostKey(paramiko.RejectPolicy):
         raise _UnknownHostKey(hostname)
 
 
+class AcceptNewHostKey(paramiko.MissingHostKeyPolicy):
+    """`accept-new`: trust an unknown key and append it to `path`, creating the file (and its
+    folder, 0700) when missing, as OpenSSH does; never through a link."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        entry = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line()
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                         0o644)
+            with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                handle.write(entry)
+        except OSError as error:
+            raise TransportError(f"{self.path}: cannot save the new host key of {hostname}: "
+                                 f"{error.strerror or error}") from None
+
+
+def known_hosts_file(candidates: Sequence[str]) -> str:
+    """Where a new host key is saved: the first known_hosts file that exists, else the first
+    one configured, else ~/.ssh/known_hosts."""
+    existing = [p for p in candidates if os.path.exists(p)]
+    return (existing or list(candidates) or [os.path.expanduser("~/.ssh/known_hosts")])[0]
+
+
 @dataclass(frozen=True)
 class _Target:
     hostname: str
@@ -123,9 +151,10 @@ class SSHTransport:
         for p in files[1:]:
             client.load_system_host_keys(p)
         if files:
-            client.load_host_keys(files[0])  # where an opted-in new key is saved
+            client.load_host_keys(files[0])
         client.set_missing_host_key_policy(
-            paramiko.AutoAddPolicy() if self.accept_new_host_key else _RefuseUnknownHostKey())
+            AcceptNewHostKey(known_hosts_file(target.known_hosts)) if self.accept_new_host_key
+            else _RefuseUnknownHostKey())
         keys: Any = list(target.key_files) or None  # paramiko takes a list; its stubs say str
         try:
             client.connect(

@@ -21,7 +21,7 @@ def result(key: str, job_id: str, tgs: float | None = 100.0) -> JobResult:
     return JobResult(key=key, item=f"wave2::{key}[default]", wave="wave2", profile=key,
                      config_tag="default", kind="profile", job_id=job_id, verdict=Verdict.SUCCESS,
                      xla_flags=("--xla_a=1",), env=(("NCCL_X", "8"),), tgs=tgs,
-                     tgs_values=(99.0, 101.0), steps_used=(5, 6))
+                     tgs_values=() if tgs is None else (tgs - 1.0, tgs + 1.0), steps_used=(5, 6))
 
 
 def test_results_round_trip_and_latest_wins(tmp_path: Path) -> None:
@@ -135,7 +135,14 @@ def test_lines_that_are_not_records_are_skipped_and_counted(tmp_path: Path) -> N
     assert sorted(store.latest_by_key()) == ["a", "b"]
     assert store.pending_submissions() == {} and store.max_job_number() == 2
     notes = store.acquire()
-    assert notes == [f"{path}: skipped 5 line(s) that are not well-formed records (line 2, 3, 4, 5, 6)"]
+    quarantine = tmp_path / "s.jsonl.quarantine"
+    assert notes == [
+        f"{path}:5: the result record of x was quarantined into {quarantine} (it has no checksum "
+        "(every record after the first summed one has one)); it is not used, and the item runs again",
+        f"{path}: skipped 4 line(s) that are not well-formed records (line 2, 3, 4, 6); set aside "
+        f"into {quarantine}"]
+    assert quarantine.read_bytes().splitlines()[0] == b"42"
+    assert [e["event"] for e in store.events()] == ["result", "result", "quarantined"]
 
 
 # ---- durable writes ---------------------------------------------------------------------
