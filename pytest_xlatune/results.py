@@ -121,6 +121,8 @@ class JobResult:
     shared_from: str = ""
     # The JAX compilation cache directory the job was given (adaptive.cache; "" = none).
     compile_cache: str = ""
+    # A pooled result (adaptive repeats): (job id, steady TGS) of every run behind `tgs`; () = one run.
+    runs: tuple[tuple[str, float], ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -145,7 +147,7 @@ class JobResult:
         values["verdict"] = Verdict(values["verdict"])
         for name in ("xla_flags", "tgs_values", "steps_used", "retries"):
             values[name] = tuple(values.get(name) or ())
-        for name in ("env", "overrides", "artifacts"):
+        for name in ("env", "overrides", "artifacts", "runs"):
             values[name] = tuple(tuple(pair) for pair in values.get(name) or ())
         values["losses"] = _trajectory(values.get("losses"))
         values["extra_losses"] = tuple((str(name), _trajectory(steps))

@@ -29,6 +29,12 @@ def quantile(probability: float, df: float) -> float:
     return float(_st.t.ppf(probability, df))
 
 
+@functools.lru_cache(maxsize=4096)
+def quantile_f(df1: float, df2: float) -> float:
+    """The F quantile the instability test uses (99 %, as stats.disagree)."""
+    return float(_st.f.ppf(stats.PRIOR_REJECT_CONFIDENCE, df1, df2))
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One key's Δ vs the drift model (log units) and the interval quantities."""
@@ -39,6 +45,7 @@ class Estimate:
     se: float
     df: float
     confidence: float
+    unstable: bool = False  # its runs disagree beyond the other groups' noise: never better
 
     @property
     def m(self) -> int:
@@ -62,7 +69,7 @@ class Estimate:
 
     @property
     def better(self) -> bool:
-        return self.log_delta - self.half > 0
+        return not self.unstable and self.log_delta - self.half > 0
 
     @property
     def worse(self) -> bool:
@@ -111,17 +118,28 @@ class Board:
 
     def estimate(self, key: Key, runs: Sequence[Sample]) -> Estimate | None:
         """Δ of `key` from its runs against this board's drift model (None before any control):
-        CV²/m for the runs' own noise, the drift model's error of their references, and what
-        stopped runs miss of their steps."""
+        CV²/m for the runs' noise (their own spread when it is larger: Welch–Satterthwaite df),
+        the drift model's error of their references, and what stopped runs miss of their steps.
+        Runs that disagree beyond the other groups' noise (F test at 99 %) make it unstable."""
         reference = self.model.reference([t for _, _, t, _ in runs])
         if reference is None:
             return None
         levels, ref_var = reference
         m = len(runs)
-        delta = sum(math.log(value) - level for (_, value, _, _), level in zip(runs, levels)) / m
-        var = (self.noise.cv_pct / 100) ** 2 / m + ref_var + sum(r[3] for r in runs) / m**2
-        return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(var), self.noise.df,
-                        self.plan.policy.confidence)
+        residuals = [math.log(value) - level for (_, value, _, _), level in zip(runs, levels)]
+        delta = sum(residuals) / m
+        pooled = (self.noise.cv_pct / 100) ** 2
+        own = sum((r - delta) ** 2 for r in residuals) / (m - 1) if m >= 2 else 0.0
+        rest = stats.without(self.noise, [value for _, value, _, _ in runs]) if m >= 2 else self.noise
+        unstable = m >= 2 and (own > 0 if rest.cv_pct <= 0 else
+                               own / (rest.cv_pct / 100) ** 2 > quantile_f(m - 1, rest.df))
+        extra = ref_var + sum(r[3] for r in runs) / m**2
+        if own > pooled:
+            df = stats.welch(own / m, float(m - 1), extra, self.noise.df)
+            return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(own / m + extra), df,
+                            self.plan.policy.confidence, unstable)
+        return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(pooled / m + extra), self.noise.df,
+                        self.plan.policy.confidence, unstable)
 
     def with_value(self, run: Observation, value: float, now: float, steps: int | None = None) -> Estimate | None:
         """The run's key as it would stand if the running `run` ended now at `value` (`steps`:
@@ -157,9 +175,10 @@ def build(state: SweepState, now: float) -> Board:
     The verdicts' noise: control runs back to back (the wave-1 pair) and successive single
     controls, pooled with the prior (drift between successive controls counts as noise here as
     well as in the drift model: wider intervals, never narrower). The drift is tested against
-    the back-to-back runs alone. Repeats are left out on purpose: a repeat runs *because* its
-    first run looked good, so the pair disagrees by more than the noise (regression to the
-    mean); shared duplicates never run twice."""
+    the back-to-back runs alone. Every candidate key with two or more runs (repeats,
+    confirmations) counts as well: a repeat runs *because* its first run looked good, so the
+    pair may disagree by more than the noise (regression to the mean), which only widens the
+    intervals; shared duplicates never run twice. No prior unless nothing ran twice."""
     plan, runs = state.plan, state.runs
     pts = drift.points(runs, now)
     floor = drift.prior_rate(plan.policy.prior_drift_pct_per_sqrt_h)
@@ -179,9 +198,10 @@ def build(state: SweepState, now: float) -> Board:
             by_key.setdefault(run.key, []).append((run.run, run.value or 1.0, run.midpoint(now), in_job))
     clusters = [_values(runs, p) for p in pts if p.n >= 2]
     successive = [[math.exp(a.level), math.exp(b.level)] for a, b in zip(pts, pts[1:]) if a.n == b.n == 1]
+    repeats = [[value for _, value, _, _ in v] for v in by_key.values() if len(v) >= 2]
     back_to_back = stats.pooled_noise(clusters)
     walk = drift.rate(pts, back_to_back.cv_pct, floor)
-    board = Board(plan, pts, stats.pooled_noise(clusters + successive), back_to_back, walk, step_var,
+    board = Board(plan, pts, stats.pooled_noise(clusters + successive + repeats), back_to_back, walk, step_var,
                   tuple((k, tuple(v)) for k, v in by_key.items()), (),
                   frozenset(ended - set(by_key) - {baseline_key}), len(ended - {baseline_key}))
     estimates = tuple(e for k, v in by_key.items() if (e := board.estimate(k, v)) is not None)

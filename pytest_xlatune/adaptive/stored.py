@@ -85,6 +85,7 @@ def _pool(runs: list[JobResult]) -> JobResult:
     return replace(runs[0], tgs=statistics.fmean(r.tgs or 0.0 for r in measured),
                    tgs_values=tuple(v for r in measured for v in r.tgs_values),
                    step_seconds=statistics.fmean(steps) if steps else runs[0].step_seconds,
+                   runs=tuple((r.job_id, r.tgs or 0.0) for r in measured),
                    reason=(runs[0].reason + "; " if runs[0].reason else "")
                    + f"mean of {len(measured)} runs (jobs {jobs})")
 

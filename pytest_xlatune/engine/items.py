@@ -169,7 +169,7 @@ class CellItem(pytest.Item):
         result = next((r for r in sweep.results() if r.key == outcome.result.key), outcome.result)
         comparison, departed = None, ""
         if spec.kind not in UNCOMPARED and result.tgs is not None:
-            comparison = verdicts.compare([result.tgs], sweep.results(), spec.config_tag)
+            comparison = verdicts.compare_result(result, sweep.results())
             departed = verdicts.numerics_check(result, sweep.results()).where()
         if needs:
             self.user_properties.append(("xlatune_needs", needs))
@@ -177,7 +177,7 @@ class CellItem(pytest.Item):
             ("xlatune_tgs", result.tgs),
             ("xlatune_delta_pct", comparison.delta_pct if comparison else None),
             ("xlatune_delta_ci", (comparison.ci_low_pct, comparison.ci_high_pct) if comparison else None),
-            ("xlatune_direction", comparison.verdict.value if comparison else None),
+            ("xlatune_direction", stats.direction(comparison) if comparison else None),
             ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_shared", result.shared_from), ("xlatune_compile_cache", result.compile_cache),

@@ -10,7 +10,7 @@ import pytest
 from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
 from ..plan.request import possible_specs
 from ..cell.model import Cell
-from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
+from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
 from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_store
 from ..report.files import Output, write_atomic, write_reports
@@ -252,7 +252,9 @@ class Runtime:
             built = None if not_run or stopped else build_lock(
                 cell, list(stored.results), stored.nodelist, self.cell_settings(cell).image,
                 mode=self.settings.numerics)
-            change, why = lock_change(existing, built, not_run, stopped)
+            why_not = "" if built is not None or not_run or stopped else unconfirmed(
+                cell, list(stored.results), mode=self.settings.numerics)
+            change, why = lock_change(existing, built, not_run, stopped, why_not)
             if change and built is not None:
                 write_atomic(path, dumps(built))
             outputs.append(Output(path, "recipe lock", change, why, exists=path.exists()))

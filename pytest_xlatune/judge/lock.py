@@ -64,15 +64,16 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
     other tag that it did not regress; None when nothing beat the baseline."""
     measured = [r for r in results if r.measured and r.tgs is not None]
     best = verdicts.recipe(measured, cell.primary_config.name, mode)  # a profile or a stack
-    if best is None:
-        return None
+    if best is None or verdicts.confirmation(best, measured):
+        return None  # no win, or one no second run agrees with: never locked
     # A stack's overrides are those of the profiles it combined.
     sources = best.resolved_from.split("+") if best.kind == RunKind.STACK.value else [best.profile]
     profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)
     recipes = []
     candidates = [best] + [r for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
     for run in candidates:
-        cmp = verdicts.compare([run.tgs or 0.0], measured, run.config_tag)
+        cmp = verdicts.compare_result(run, measured) if run is best else \
+            verdicts.compare([run.tgs or 0.0], measured, run.config_tag)
         if cmp is None or (run is best and cmp.verdict.value != "better"):
             continue
         if run is not best and cmp.delta_pct < -cell.thresholds.regression_pct:
@@ -90,17 +91,28 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
                 recipes=tuple(recipes))
 
 
+def unconfirmed(cell: Cell, results: list[JobResult], mode: Mode = Mode.FAIL) -> str:
+    """Why the primary tag's recipe is not locked although it beat the baseline ("" otherwise)."""
+    measured = [r for r in results if r.measured and r.tgs is not None]
+    best = verdicts.recipe(measured, cell.primary_config.name, mode)
+    return verdicts.confirmation(best, measured) if best is not None else ""
+
+
 def lock_change(existing: Lock | None, built: Lock | None, not_run: list[str],
-                stopped: bool = False) -> tuple[bool, str]:
+                stopped: bool = False, why_not: str = "") -> tuple[bool, str]:
     """Whether this session's sweep rewrites the lock, and why (one phrase for the terminal);
     `not_run` names the items of the cell that did not run in the session, `stopped` says a
-    STOP ended the cell's sweep (also in its last item, when every item ran)."""
+    STOP ended the cell's sweep (also in its last item, when every item ran), `why_not` why a
+    win was not confirmed (`unconfirmed`)."""
     if stopped:
         return False, "the session stopped (xlatune STOP above); the lock changes only after a whole sweep"
     if not_run:
         shown = ", ".join(not_run[:3]) + (f" and {len(not_run) - 3} more" if len(not_run) > 3 else "")
         return False, (f"{len(not_run)} item(s) of the cell did not run in this session ({shown}); "
                        "the lock changes only after a whole sweep")
+    if built is None and why_not:
+        return False, (f"no lock: the win is not confirmed: {why_not}"
+                       + ("; the lock on file is kept" if existing is not None else ""))
     if built is None:
         return False, ("the sweep found no recipe better than baseline-deployed beyond the noise"
                        + ("; the lock on file is kept" if existing is not None else ""))

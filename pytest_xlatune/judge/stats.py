@@ -1,13 +1,16 @@
 """Steady-state estimates, run-to-run noise and noise-aware verdicts (pure).
 
 A run's steady value is the mean of its steady steps; the unit of evidence is the run, not the step.
-Run-to-run noise is a coefficient of variation (CV) from every group of runs with identical
-settings (baseline repeats, duplicates, re-measurements), pooled with a prior (0.8 % over 4
-pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) so that two lucky repeats
-cannot claim ~0 % noise — unless the runs disagree beyond that prior (χ² test at 99 %): then the
-data's own CV is the noise, so a prior never pulls a large measured scatter down. A comparison takes the ratio of the candidate and baseline run
-means: log(ratio) has standard error CV·√(1/m + 1/k) for m candidate and k baseline runs, and a
-Student-t interval on that log gives the Δ% interval (t degrees of freedom = prior + k − 1).
+Run-to-run noise is a coefficient of variation (CV) pooled from every group of runs with identical
+settings (baseline repeats, profile repeats and confirmations, duplicates, controls): each group of n
+runs adds n − 1 degrees of freedom, and those are the noise's degrees of freedom. The prior (0.8 %
+over 4 pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) is used only when no
+settings were run twice, and is then flagged as an assumption (`Noise.assumed`): it never shrinks
+what the data show. A comparison takes the ratio of the candidate and baseline run means; each side
+has its own variance, max(pooled CV², its own runs' CV²)/n (a profile noisier than the baseline gets
+a wider interval), and the Student-t interval on log(ratio) uses the Welch–Satterthwaite degrees of
+freedom. A candidate whose own runs disagree beyond the noise of the other groups (F test at 99 %)
+is `unstable`: never better. See docs/explanation/noise.md.
 A regression gate FAILs only when the whole interval is past the tolerance, PASSes when none of it
 is, and is AMBIGUOUS otherwise; the caller then re-measures the candidate and, if still ambiguous,
 FAILs when the probability that the regression exceeds the tolerance is at least 80 %.
@@ -29,7 +32,7 @@ from scipy import stats as _st
 
 DEFAULT_PRIOR_CV_PCT = 0.8  # run-to-run CV on a pinned nodelist (std ≈ 8 TGS of ≈ 990, n=3)
 DEFAULT_PRIOR_DF = 4.0  # the prior counts like five baseline repeats
-PRIOR_REJECT_CONFIDENCE = 0.99  # the prior is dropped when the data contradict it at 99 %
+PRIOR_REJECT_CONFIDENCE = 0.99  # runs disagree beyond a noise model at 99 %: unstable
 DEFAULT_FAIL_PROBABILITY = 0.8  # still ambiguous after re-measuring: FAIL at ≥ 80 % odds
 _MAX_AUTOCORR = 0.8  # caps the SE inflation at 3×: r from 6-10 steps is itself very noisy
 _ON_THE_LINE = 1e-9  # percentage points: 990 vs 1000 is exactly -1 % despite float round-off
@@ -69,13 +72,21 @@ class Noise:
     """Run-to-run noise of a run's steady mean, as a CV in percent."""
 
     cv_pct: float
-    df: float  # degrees of freedom of cv_pct (prior pseudo-df + baseline repeats − 1)
-    n: int = 0  # baseline repeats behind it
-    sample_cv_pct: float | None = None  # the repeats alone; None when n < 2
+    df: float  # degrees of freedom of cv_pct: Σ(n − 1) over the groups; the prior's when assumed
+    n: int = 0  # runs behind it
+    sample_cv_pct: float | None = None  # the repeats alone; None when no settings ran twice
     groups: int = 1  # groups of identical-settings runs behind it
     prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT
 
-    prior_rejected: bool = False  # the runs disagree beyond the prior: their own CV is used
+    prior_rejected: bool = False  # the runs disagree beyond the prior (they set the noise anyway)
+    assumed: bool = False  # no settings ran twice: cv_pct is the prior, an assumption
+
+    def text(self) -> str:
+        """`noise 1.20 % (df 3, 7 runs in 2 groups)` or the stated assumption."""
+        if self.assumed:
+            return (f"noise assumed {self.cv_pct:.2f} % (no settings ran twice; the prior, "
+                    f"df {self.df:g})")
+        return f"noise {self.cv_pct:.2f} % (df {self.df:g}, {self.n} runs in {self.groups} groups)"
 
 
 def _contradicts(sample_cv_pct: float, data_df: int, prior_cv_pct: float) -> bool:
@@ -100,6 +111,7 @@ class Comparison:
     n_candidate: int
     n_baseline: int
     higher_is_better: bool
+    unstable: bool = False  # the candidate's runs disagree beyond the noise: never a win
 
 
 def _values(values: Sequence[float], what: str) -> npt.NDArray[np.float64]:
@@ -135,48 +147,82 @@ def job_estimate(tgs_values: Sequence[float], confidence: float = 0.95) -> Estim
 
 def run_noise(baseline_means: Sequence[float], prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT,
               prior_df: float = DEFAULT_PRIOR_DF) -> Noise:
-    """Pool the CV of repeated baseline run means with a prior CV.
+    """The CV of repeated baseline run means (`pooled_noise` of one group).
 
-    CV² = (prior_df·prior_cv² + (k−1)·sample_cv²) / (prior_df + k − 1) for k repeats: the
-    posterior of a scaled-inverse-χ² prior. With the defaults, two identical repeats give 0.72 %,
-    not 0 %; a sample CV above that is used as is (see `pooled_noise`). k = 1 gives the prior
-    alone; prior_df=0 uses the sample alone (then k ≥ 2 is required).
+    Two or more repeats: their own CV, with k − 1 degrees of freedom (no prior shrinks it). One
+    run: the prior, flagged `assumed`; prior_df=0 then raises (nothing to go on).
     """
     x = _values(baseline_means, "run_noise")
     if prior_df <= 0 and x.size < 2:
         raise ValueError("run_noise: one baseline run and no prior (prior_df=0) cannot estimate noise")
     noise = pooled_noise([list(x)], prior_cv_pct, prior_df)
-    return noise if x.size >= 2 else Noise(noise.cv_pct, noise.df, 1, None, 0, prior_cv_pct)
+    return noise if x.size >= 2 else Noise(noise.cv_pct, noise.df, 1, None, 0, prior_cv_pct, assumed=True)
+
+
+def _group_ss(values: npt.NDArray[np.float64]) -> float:
+    """(n − 1)·CV² of one group, in %² (CV of the run means)."""
+    return float((values.size - 1) * (values.std(ddof=1) / values.mean() * 100) ** 2)
 
 
 def pooled_noise(groups: Sequence[Sequence[float]], prior_cv_pct: float = DEFAULT_PRIOR_CV_PCT,
                  prior_df: float = DEFAULT_PRIOR_DF) -> Noise:
-    """Pool the CV of several groups of identical-settings run means with a prior CV.
+    """Pool the CV of several groups of identical-settings run means.
 
-    Each group of n runs adds n−1 degrees of freedom: sample CV² = Σ(n−1)·cv² / Σ(n−1), and
-    CV² = (prior_df·prior² + df·sample²)/(prior_df + df) as in `run_noise` — unless the runs
-    disagree beyond the prior (χ² test at 99 %): then the sample CV is the noise (the prior
-    never hides what the data show) and the prior keeps only its pseudo-degrees of freedom in
-    the t quantile (it was wrong about the size of the noise, not about its shape; with df = 1
-    alone every interval of a two-repeat sweep would be ±12.7 standard errors). Groups of one
-    run carry no information about noise and are ignored.
+    Each group of n runs adds n−1 degrees of freedom: CV² = Σ(n−1)·cv² / Σ(n−1), with Σ(n−1)
+    degrees of freedom. The prior (prior_cv_pct over prior_df pseudo-degrees of freedom) is used
+    only when no group has two runs, and is then flagged `assumed`; `prior_rejected` says the runs
+    disagree beyond it (χ² at 99 %). Groups of one run carry no information about noise.
     """
     if prior_cv_pct < 0 or prior_df < 0:
         raise ValueError(f"prior_cv_pct and prior_df must be >= 0, got {prior_cv_pct!r}, {prior_df!r}")
     arrays = [_values(g, "pooled_noise") for g in groups if len(g) >= 2]
     runs = sum(a.size for a in arrays)
     data_df = runs - len(arrays)
-    sample = (math.sqrt(sum((a.size - 1) * float(a.std(ddof=1) / a.mean() * 100) ** 2
-                            for a in arrays) / data_df) if data_df > 0 else None)
-    df = prior_df + data_df
-    if df <= 0:
-        raise ValueError("pooled_noise: no repeated settings and no prior (prior_df=0) cannot estimate noise")
-    if sample is not None and _contradicts(sample, data_df, prior_cv_pct):
-        return Noise(cv_pct=sample, df=df, n=runs, sample_cv_pct=sample, groups=len(arrays),
-                     prior_cv_pct=prior_cv_pct, prior_rejected=True)
-    pooled = math.sqrt((prior_df * prior_cv_pct**2 + data_df * (sample or 0.0) ** 2) / df)
-    return Noise(cv_pct=pooled, df=df, n=runs, sample_cv_pct=sample, groups=len(arrays),
-                 prior_cv_pct=prior_cv_pct)
+    if data_df <= 0:
+        if prior_df <= 0:
+            raise ValueError("pooled_noise: no repeated settings and no prior (prior_df=0) cannot "
+                             "estimate noise")
+        return Noise(cv_pct=prior_cv_pct, df=prior_df, n=runs, groups=len(arrays),
+                     prior_cv_pct=prior_cv_pct, assumed=True)
+    sample = math.sqrt(sum(_group_ss(a) for a in arrays) / data_df)
+    return Noise(cv_pct=sample, df=float(data_df), n=runs, sample_cv_pct=sample, groups=len(arrays),
+                 prior_cv_pct=prior_cv_pct, prior_rejected=_contradicts(sample, data_df, prior_cv_pct))
+
+
+def without(noise: Noise, values: Sequence[float]) -> Noise:
+    """The pooled noise less one of its groups (`values`): what the other groups show."""
+    x = _values(values, "without")
+    if noise.assumed or x.size < 2:
+        return noise
+    rest_df = noise.df - (x.size - 1)
+    if rest_df < 1:
+        return Noise(noise.prior_cv_pct, DEFAULT_PRIOR_DF, 0, None, 0, noise.prior_cv_pct, assumed=True)
+    ss = max(0.0, noise.cv_pct**2 * noise.df - _group_ss(x))
+    cv = math.sqrt(ss / rest_df)
+    return Noise(cv, rest_df, noise.n - x.size, cv, noise.groups - 1, noise.prior_cv_pct)
+
+
+def disagree(values: Sequence[float], reference: Noise, confidence: float = PRIOR_REJECT_CONFIDENCE) -> bool:
+    """Runs of identical settings spread beyond `reference` (F test, one-sided at `confidence`;
+    an assumed reference counts with its pseudo-degrees of freedom)."""
+    x = _values(values, "disagree")
+    if x.size < 2:
+        return False
+    own = x.std(ddof=1) / x.mean() * 100
+    if reference.cv_pct <= 0:
+        return bool(own > 0)
+    return bool((own / reference.cv_pct) ** 2 > float(_st.f.ppf(confidence, x.size - 1, reference.df)))
+
+
+def outlier(value: float, group: Sequence[float], noise: Noise,
+            confidence: float = PRIOR_REJECT_CONFIDENCE) -> bool:
+    """One run outside the `confidence` prediction interval of a group of identical settings."""
+    x = _values(group, "outlier")
+    cv = max(noise.cv_pct, x.std(ddof=1) / x.mean() * 100 if x.size >= 2 else 0.0) / 100
+    se = cv * math.sqrt(1 + 1 / x.size)
+    if se == 0:
+        return value != float(x.mean())
+    return abs(math.log(value / float(x.mean()))) > float(_st.t.ppf((1 + confidence) / 2, noise.df)) * se
 
 
 def detectable_effect(noise: Noise, m: int, k: int, confidence: float = 0.95,
@@ -205,24 +251,46 @@ def runs_to_detect(noise: Noise, effect_pct: float, k: int, limit: int = 50,
     return None
 
 
+def _side(values: npt.NDArray[np.float64], noise: Noise) -> tuple[float, float]:
+    """One side's variance of log(mean) and its degrees of freedom: the pooled CV², or the
+    side's own when its runs spread more (then with n − 1 degrees of freedom)."""
+    own = float(values.std(ddof=1) / values.mean()) if values.size >= 2 else 0.0
+    pooled = noise.cv_pct / 100
+    if own > pooled:
+        return own**2 / values.size, float(values.size - 1)
+    return pooled**2 / values.size, noise.df
+
+
+def welch(var_c: float, df_c: float, var_b: float, df_b: float) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of two variance estimates."""
+    denominator = var_c**2 / df_c + var_b**2 / df_b
+    return (var_c + var_b) ** 2 / denominator if denominator > 0 else min(df_c, df_b)
+
+
 def _log_ratio(candidate: Sequence[float], baseline: Sequence[float],
-               noise: Noise) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float, float]:
+               noise: Noise) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float, float, float]:
     c, b = _values(candidate, "candidate"), _values(baseline, "baseline")
     if noise.cv_pct < 0 or noise.df <= 0:
         raise ValueError(f"noise needs cv_pct >= 0 and df > 0, got {noise!r}")
     log_ratio = math.log(float(c.mean()) / float(b.mean()))
-    se = noise.cv_pct / 100 * math.sqrt(1 / c.size + 1 / b.size)  # delta method on log(mean)
-    return c, b, log_ratio, se
+    (var_c, df_c), (var_b, df_b) = _side(c, noise), _side(b, noise)
+    if df_c == df_b == noise.df:  # one pooled estimate on both sides: its own df, not twice it
+        return c, b, log_ratio, math.sqrt(var_c + var_b), noise.df
+    return c, b, log_ratio, math.sqrt(var_c + var_b), welch(var_c, df_c, var_b, df_b)
 
 
 def compare(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
-            confidence: float = 0.95, higher_is_better: bool = True) -> Comparison:
-    """Compare per-run steady means of a candidate and its baseline under run-to-run noise."""
+            confidence: float = 0.95, higher_is_better: bool = True,
+            unstable: bool = False) -> Comparison:
+    """Compare per-run steady means of a candidate and its baseline under run-to-run noise;
+    an `unstable` candidate is never better (nor worse): its runs say nothing settled."""
     _check_confidence(confidence)
-    c, b, log_ratio, se = _log_ratio(candidate, baseline, noise)
-    half = float(_st.t.ppf((1 + confidence) / 2, noise.df)) * se
+    c, b, log_ratio, se, df = _log_ratio(candidate, baseline, noise)
+    half = float(_st.t.ppf((1 + confidence) / 2, df)) * se
     low, high = math.expm1(log_ratio - half) * 100, math.expm1(log_ratio + half) * 100
-    if low > 0:
+    if unstable:
+        verdict = Direction.WITHIN_NOISE
+    elif low > 0:
         verdict = Direction.BETTER if higher_is_better else Direction.WORSE
     elif high < 0:
         verdict = Direction.WORSE if higher_is_better else Direction.BETTER
@@ -231,7 +299,12 @@ def compare(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
     return Comparison(delta_pct=math.expm1(log_ratio) * 100, ci_low_pct=low, ci_high_pct=high,
                       confidence=confidence, verdict=verdict, candidate_mean=float(c.mean()),
                       baseline_mean=float(b.mean()), n_candidate=c.size, n_baseline=b.size,
-                      higher_is_better=higher_is_better)
+                      higher_is_better=higher_is_better, unstable=unstable)
+
+
+def direction(comparison: Comparison) -> str:
+    """The verdict as every output spells it: better | worse | within_noise | unstable."""
+    return "unstable" if comparison.unstable else comparison.verdict.value
 
 
 def regression_check(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
@@ -258,12 +331,12 @@ def regression_check(candidate: Sequence[float], baseline: Sequence[float], nois
 def regression_probability(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
                            tolerance_pct: float, higher_is_better: bool = True) -> float:
     """Return P(true regression beyond the tolerance), Student-t on the log ratio."""
-    _, _, log_ratio, se = _log_ratio(candidate, baseline, noise)
+    _, _, log_ratio, se, df = _log_ratio(candidate, baseline, noise)
     line = math.log1p(-tolerance_pct / 100) if higher_is_better else math.log1p(tolerance_pct / 100)
     beyond = log_ratio - line if not higher_is_better else line - log_ratio  # > 0: past the line
     if se == 0.0:
         return 1.0 if beyond > 0 else 0.0
-    return float(_st.t.cdf(beyond / se, noise.df))
+    return float(_st.t.cdf(beyond / se, df))
 
 
 def decide_after_remeasure(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,

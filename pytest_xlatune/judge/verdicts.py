@@ -3,8 +3,9 @@ recipe (simplest of the tied winners), power, and the regression gate."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import numerics, stats
 from .numerics import Mode, Numerics
@@ -35,6 +36,13 @@ def settings_key(result: JobResult) -> tuple[object, ...]:
             tuple(sorted(result.env)), tuple(sorted(result.overrides)))
 
 
+def run_values(result: JobResult) -> list[float]:
+    """The steady TGS of every run behind a result (a pooled adaptive result's repeats each)."""
+    if result.runs:
+        return [v for _, v in result.runs]
+    return [result.tgs] if result.tgs is not None else []
+
+
 def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list[JobResult]]:
     """Measured runs of a tag grouped by identical effective settings (repeats, duplicates,
     controls, re-measurements), the baseline's group first."""
@@ -47,16 +55,109 @@ def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list
     return sorted(groups.values(), key=lambda g: all(r.kind != RunKind.BASELINE.value for r in g))
 
 
+@dataclass(frozen=True)
+class Table:
+    """One config tag's noise and its groups of identical settings (built once per results list)."""
+
+    noise: stats.Noise
+    groups: Mapping[tuple[object, ...], tuple[float, ...]]  # settings → every run's steady TGS
+    baseline: tuple[float, ...]  # the baseline-deployed repeats (and controls)
+
+
+_TABLES: OrderedDict[tuple[object, ...], tuple[tuple[JobResult, ...], Table]] = OrderedDict()
+_TABLES_KEPT = 16
+
+
+def table(results: Sequence[JobResult], config_tag: str) -> Table:
+    """The tag's `Table`, cached per results list: O(groups) for every comparison after the first
+    (the cache keeps the results alive, so their ids stay theirs)."""
+    fingerprint = (config_tag, *map(id, results))
+    hit = _TABLES.get(fingerprint)
+    if hit is not None:
+        _TABLES.move_to_end(fingerprint)
+        return hit[1]
+    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r))
+              for g in identical_groups(results, config_tag)}
+    built = Table(stats.pooled_noise(list(groups.values())), groups,
+                  tuple(baseline_values(results, config_tag)))
+    _TABLES[fingerprint] = (tuple(results), built)
+    if len(_TABLES) > _TABLES_KEPT:
+        _TABLES.popitem(last=False)
+    return built
+
+
 def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
     """Run-to-run noise of a config tag from every group of identical-settings runs (see stats:
-    pooled with the prior unless they contradict it)."""
-    groups = [[r.tgs or 0.0 for r in g] for g in identical_groups(results, config_tag)]
-    return stats.pooled_noise(groups)
+    the prior only when no settings ran twice)."""
+    return table(results, config_tag).noise
+
+
+def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:
+    """Every run with the result's effective settings (its own at least)."""
+    return table(results, result.config_tag).groups.get(settings_key(result)) or tuple(run_values(result))
+
+
+def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
+    """The runs of the result's settings disagree beyond what the other groups show (F test at
+    99 %); an evidence run (profiler on) is unstable when it lies outside its group's 99 %
+    prediction interval (the baseline's; the winner's for the winner's evidence run)."""
+    tab = table(results, result.config_tag)
+    if result.kind in _UNPOOLED:
+        reference = tab.baseline if result.kind == RunKind.EVIDENCE.value else \
+            tab.groups.get(settings_key(result), ())
+        return bool(reference) and result.tgs is not None and stats.outlier(result.tgs, reference, tab.noise)
+    values = group_of(result, results)
+    return len(values) >= 2 and stats.disagree(values, stats.without(tab.noise, values))
+
+
+def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Comparison | None:
+    """The result's settings (all their runs) vs the tag's baseline, each side with its own
+    spread; `unstable` when the runs disagree. An evidence run of the baseline is a member of
+    the baseline's group: never better. None without a baseline or a measurement."""
+    tab = table(results, result.config_tag)
+    if not tab.baseline or result.tgs is None:
+        return None
+    if result.kind in _UNPOOLED:
+        cmp = stats.compare([result.tgs], tab.baseline, tab.noise, unstable=unstable(result, results))
+        return cmp if result.kind == RunKind.WINNER_EVIDENCE.value else \
+            replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
+    return stats.compare(group_of(result, results), tab.baseline, tab.noise,
+                         unstable=unstable(result, results))
+
+
+def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[JobResult]:
+    """The measured evidence re-runs (profiler on) of the result's settings."""
+    key = settings_key(result)
+    return [e for e in results if e.kind == RunKind.WINNER_EVIDENCE.value and e.measured
+            and e.tgs is not None and e.config_tag == result.config_tag
+            and (e.resolved_from == result.profile or settings_key(e) == key)]
+
+
+def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
+    """Why a win is not confirmed ("" when it is): a win needs a second run that agrees with it,
+    a repeat (the runs agree) or the winner's evidence run (within the runs' 99 % prediction
+    interval and above the baseline); a winner's evidence run that disagrees contradicts the win."""
+    tab = table(results, result.config_tag)
+    values = group_of(result, results)
+    base = sum(tab.baseline) / len(tab.baseline) if tab.baseline else 0.0
+    shown = ", ".join(f"{v:.1f}" for v in values)
+    evidence = winner_evidence(result, results)
+    for e in evidence:
+        tgs = e.tgs or 0.0
+        if stats.outlier(tgs, values, tab.noise) or tgs <= base:
+            return (f"the winner's re-run {e.item} (job {e.job_id}) measured {tgs:.1f} TGS "
+                    f"({(tgs / base - 1) * 100 if base else 0.0:+.2f} % vs the baseline), which "
+                    f"contradicts {result.profile}'s {len(values)} run(s) ({shown})")
+    if unstable(result, results):
+        return f"{result.profile}'s runs disagree beyond the noise ({shown})"
+    if len(values) >= 2 or evidence:
+        return ""
+    return f"{result.profile}'s win rests on one run ({shown} TGS): no second run confirmed it"
 
 
 @dataclass(frozen=True)
 class Disagreement:
-    """Identical-settings runs whose spread is beyond the 0.8 % noise prior."""
+    """Identical-settings runs whose spread is beyond what the other groups show."""
 
     runs: tuple[JobResult, ...]
     spread_pct: float  # (max − min) / mean
@@ -67,15 +168,20 @@ class Disagreement:
 
 
 def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagreement]:
-    """Groups of identical-settings runs that disagree beyond the prior noise model."""
+    """Groups of identical-settings runs that disagree beyond the others' noise (unstable),
+    and evidence runs outside their group's prediction interval."""
     found = []
     for group in identical_groups(results, config_tag):
-        if len(group) < 2:
+        if not unstable(group[0], results) or len(group_of(group[0], results)) < 2:
             continue
-        one = stats.run_noise([r.tgs or 0.0 for r in group])
-        if one.prior_rejected:
-            values = [r.tgs or 0.0 for r in group]
-            found.append(Disagreement(tuple(group), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
+        values = list(group_of(group[0], results))
+        found.append(Disagreement(tuple(group), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
+    baseline = table(results, config_tag).baseline
+    for r in results:
+        if r.kind in _UNPOOLED and r.config_tag == config_tag and r.measured and r.tgs is not None \
+                and unstable(r, results):
+            values = [*(baseline if r.kind == RunKind.EVIDENCE.value else group_of(r, results)), r.tgs]
+            found.append(Disagreement((r,), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
     return found
 
 
@@ -158,7 +264,7 @@ def winners(results: Sequence[JobResult], config_tag: str, up_to_wave: int,
         wave = r.wave.removeprefix("wave")
         if not wave.isdigit() or int(wave) > up_to_wave:
             continue
-        comparison = compare([r.tgs], results, config_tag)
+        comparison = compare_result(r, results)
         if comparison is not None and comparison.verdict is stats.Direction.BETTER and (
                 mode is Mode.WARN or not numerics_changed(r, results)):
             found.append(r)

@@ -27,10 +27,11 @@ COLORS = {
     "better": "#2e7d32",
     "worse": "#c62828",
     "within_noise": "#9e9e9e",
+    "unstable": "#ef6c00",
     "baseline": "#37474f",
 }
 LEGEND = (("better", "better"), ("worse", "worse"), ("within_noise", "within noise"),
-          ("baseline", "baseline-deployed"))
+          ("unstable", "unstable"), ("baseline", "baseline-deployed"))
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,7 @@ class ReportData:
     disagreements: tuple[str, ...] = ()  # identical-settings runs beyond the prior
     spent: Spent | None = None  # the sweep's node-hours (every job of the store, attempts too)
     adaptive: tuple[str, ...] = ()  # what the adaptive sweep saved, the drift its controls saw
+    unconfirmed: str = ""  # why the recipe's win is not confirmed (then there is no lock)
 
     @property
     def primary(self) -> str:
@@ -155,11 +156,11 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         name = "baseline-no-env" if r.kind == RunKind.RESTORE_DEFAULT.value else r.profile
         flags = flags_text(r) if r.kind != RunKind.PIPELINE_SHAPE.value else " ".join(
             f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
-        cmp = verdicts.compare([r.tgs or 0.0], measured, primary)
+        cmp = verdicts.compare_result(r, measured)
         check = verdicts.numerics_check(r, measured)
         rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
                         ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
-                        direction=cmp.verdict.value if cmp else "", kind=r.kind,
+                        direction=stats.direction(cmp) if cmp else "", kind=r.kind,
                         derived=r.tgs_derived,
                         numerics=check.verdict.value, departed=check.where(),
                         detectable_pct=verdicts.detectable_effect(measured, primary),
@@ -212,6 +213,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         tie=_tie(choice) if choice and len(choice.tied) > 1 else None,
         power=power, noise=tag_noise,
         disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
+        unconfirmed=verdicts.confirmation(chosen, measured) if chosen is not None else "",
         spent=spent,
         adaptive=tuple(adaptive),
     )

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..judge import verdicts
+from ..judge import stats, verdicts
 from ..plan.expand import RunKind
 from ..results import JobResult
 
@@ -24,7 +24,7 @@ COLUMNS = ("item", "wave", "profile", "config_tag", "kind", "job_id", "verdict",
 def _row(result: JobResult, results: Sequence[JobResult]) -> dict[str, object]:
     comparison = None
     if result.kind != RunKind.BASELINE.value and result.measured and result.tgs is not None:
-        comparison = verdicts.compare([result.tgs], results, result.config_tag)
+        comparison = verdicts.compare_result(result, results)
     return {
         "item": result.item, "wave": result.wave, "profile": result.profile,
         "config_tag": result.config_tag, "kind": result.kind, "job_id": result.job_id,
@@ -32,7 +32,7 @@ def _row(result: JobResult, results: Sequence[JobResult]) -> dict[str, object]:
         "delta_pct": comparison.delta_pct if comparison else None,
         "ci_low": comparison.ci_low_pct if comparison else None,
         "ci_high": comparison.ci_high_pct if comparison else None,
-        "direction": comparison.verdict.value if comparison else "",
+        "direction": stats.direction(comparison) if comparison else "",
         "flags": " ".join(result.xla_flags),
         "env": " ".join(f"{k}={v}" for k, v in result.env),
         "nodelist": result.nodelist, "image": result.image, "log_path": result.log_path,

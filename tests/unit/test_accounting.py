@@ -93,11 +93,11 @@ def test_node_minutes_are_nodes_times_minutes_and_never_negative() -> None:
 
 
 def test_the_markdown_and_html_reports_show_the_sweeps_node_hours() -> None:
-    data = cases.winner()  # 13 jobs of 32 node-minutes each
-    assert data.spent == Spent(13 * 32.0, 13, 0)
-    assert "- **Cost:** 6.93 node-hours (416.0 node-minutes) over 13 jobs" in render_tuning_md(data)
-    assert "节点小时" in render_tuning_md(data, language="zh") and "6.93" in render_tuning_md(data, language="zh")
-    assert "Cost: 6.93 node-hours (416.0 node-minutes) over 13 jobs" in cell_html(data)
+    data = cases.winner()  # 14 jobs of 32 node-minutes each
+    assert data.spent == Spent(14 * 32.0, 14, 0)
+    assert "- **Cost:** 7.47 node-hours (448.0 node-minutes) over 14 jobs" in render_tuning_md(data)
+    assert "节点小时" in render_tuning_md(data, language="zh") and "7.47" in render_tuning_md(data, language="zh")
+    assert "Cost: 7.47 node-hours (448.0 node-minutes) over 14 jobs" in cell_html(data)
 
 
 def test_what_the_adaptive_sweep_saved_and_the_drift_reach_the_report_from_the_store() -> None:

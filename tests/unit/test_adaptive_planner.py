@@ -12,10 +12,11 @@ from tests.adaptive_driver import BASE, drive, observation, plan
 
 
 def effects(**pct: float):  # type: ignore[no-untyped-def]
-    """A cluster where each named profile is pct % faster than the baseline, the rest no-ops."""
+    """A cluster where each named profile is pct % faster than the baseline, the rest no-ops; the
+    baseline's runs alternate ±0.4 % (real repeats never agree exactly, and no prior stands in)."""
     def tgs(item: str, role: Role, index: int) -> float:
         if role is not Role.PROFILE and role is not Role.WINNER_EVIDENCE:
-            return BASE
+            return BASE * (1 + 0.004 * (-1) ** index)
         return BASE * (1 + pct.get(item, 0.0) / 100)
     return tgs
 
@@ -93,14 +94,14 @@ def test_a_confirmed_win_concludes_and_skips_the_rest_but_not_its_variants() -> 
 
 def test_a_win_stops_the_search_only_after_the_variants_that_come_later() -> None:
     the_plan = plan(("lever_a", "lever=1"), "p2", ("lever_b", "lever=2"), "p3")
-    result = drive(the_plan, planner.decide, effects(lever_a=9.0))
+    result = drive(the_plan, planner.decide, effects(lever_a=20.0))
     ran = [r.item for r in result.state.runs]
     assert "lever_b" in ran and "p2" not in ran and "p3" not in ran
 
 
 def test_a_confirmed_win_is_checked_on_every_other_config_tag_before_it_stops_the_search() -> None:
     the_plan = plan("p1", "good", "p3", "p4", other_tags=("dense", "long"))
-    result = drive(the_plan, planner.decide, effects(good=9.0))
+    result = drive(the_plan, planner.decide, effects(good=20.0))
     checks = result.of(CrossCheck)
     assert [(c.item, c.config_tag) for c in checks] == [("good", "dense"), ("good", "long")]
     assert "regress [dense] by more than 1 %" in checks[0].reason
@@ -110,7 +111,7 @@ def test_a_confirmed_win_is_checked_on_every_other_config_tag_before_it_stops_th
 
 def test_a_win_that_regresses_another_config_tag_does_not_stop_the_search() -> None:
     the_plan = plan("p1", "good", "p3", "better", "p5", other_tags=("dense",))
-    result = drive(the_plan, planner.decide, effects(good=9.0, better=12.0),
+    result = drive(the_plan, planner.decide, effects(good=20.0, better=25.0),
                    regresses=lambda item, tag: item == "good")
     assert [(c.item, c.config_tag) for c in result.of(CrossCheck)] == [("good", "dense"), ("better", "dense")]
     ran = {r.item for r in result.state.runs}
@@ -118,7 +119,7 @@ def test_a_win_that_regresses_another_config_tag_does_not_stop_the_search() -> N
     assert result.conclusion.why is Conclusion.WIN and "better" in result.conclusion.reason
     assert result.conclusion.skipped == ("p5",)
     # Its only win regressing the other tag, the search runs every candidate.
-    alone = drive(plan("p1", "good", "p3", other_tags=("dense",)), planner.decide, effects(good=9.0),
+    alone = drive(plan("p1", "good", "p3", other_tags=("dense",)), planner.decide, effects(good=20.0),
                   regresses=lambda item, tag: True)
     assert alone.conclusion.why is Conclusion.EXHAUSTED and {"p1", "good", "p3"} <= {r.item for r in alone.state.runs}
 

@@ -18,9 +18,11 @@ H = 3600.0
 
 def board_of(the_plan: Plan, *runs: tuple[str, float, float, int], controls: tuple[tuple[float, float], ...] = (),
              now: float = 10 * H) -> Board:
-    """A wave-1 pair at 1000 TGS, controls (time, TGS), candidate runs (item, time, TGS, steady steps)."""
-    obs = [observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE)),
-           observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(BASE))]
+    """Three wave-1 baselines at 1000 TGS (996, 1004, 1000: 0.4 % noise over 2 df, no prior),
+    controls (time, TGS), candidate runs (item, time, TGS, steady steps)."""
+    obs = [observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE - 4)),
+           observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(BASE + 4)),
+           observation("b3", "baseline-r3", "B", Role.BASELINE, 1200.0, flat(BASE))]
     obs += [observation(f"c{i}", "baseline", "B", Role.CONTROL, t, flat(v)) for i, (t, v) in enumerate(controls)]
     for i, (item, t, v, n) in enumerate(runs):
         state = RunState.FINISHED if n == 10 else RunState.STOPPED
@@ -48,15 +50,15 @@ def test_a_run_between_two_controls_is_judged_against_the_drift_not_the_start() 
 
 def test_undecided_asks_for_a_repeat_only_while_the_interest_threshold_is_in_reach() -> None:
     the_plan = plan("edge", "null", "lead")
-    board = board_of(the_plan, ("edge", 2 * H, 1022.0, 10), ("null", 3 * H, 1000.0, 10))
+    board = board_of(the_plan, ("edge", 2 * H, 1024.5, 10), ("null", 3 * H, 1000.0, 10))
     edge, null = board.get("edge"), board.get("null")
     assert edge is not None and null is not None
     assert rules.undecided(edge, board) is not None and "could still be ≥ +3 %" in (rules.undecided(edge, board) or "")
     assert rules.undecided(null, board) is None
     capped_plan = plan("edge", "null", "lead", policy=Policy(repeat_cap=1))
-    capped = board_of(capped_plan, ("edge", 2 * H, 1022.0, 10), ("null", 3 * H, 1000.0, 10))
+    capped = board_of(capped_plan, ("edge", 2 * H, 1024.5, 10), ("null", 3 * H, 1000.0, 10))
     assert rules.undecided(est(capped, "edge"), capped) is None  # at the cap
-    led = board_of(the_plan, ("edge", 2 * H, 1022.0, 10), ("lead", 3 * H, 1100.0, 10), ("lead", 4 * H, 1100.0, 10))
+    led = board_of(the_plan, ("edge", 2 * H, 1024.5, 10), ("lead", 3 * H, 1100.0, 10), ("lead", 4 * H, 1100.0, 10))
     assert rules.undecided(est(led, "edge"), led) is None  # clearly below a confirmed +10 %
 
 
@@ -116,7 +118,7 @@ def test_baselines_controls_and_evidence_runs_are_never_stopped(role: Role) -> N
 
 
 def test_an_undecided_run_and_one_near_a_boundary_run_on() -> None:
-    assert running(plan("p"), "p", 1022.0, 5) is None  # undecided: its repeat is judged with it
+    assert running(plan("p"), "p", 1025.0, 5) is None  # undecided: its repeat is judged with it
     boundary = next(v for v in range(1000, 1100) if running(plan("p"), "p", float(v), 9) is None
                     and running(plan("p"), "p", float(v) - 3, 9) is not None)
     assert 1005 < boundary < 1040

@@ -28,8 +28,8 @@ def test_frame_has_one_row_per_result_in_job_order_with_the_documented_columns()
     frame = results_frame(list(reversed(results)))
     assert tuple(frame.columns) == COLUMNS
     assert list(frame["job_id"]) == [r.job_id for r in results]
-    assert list(frame["item"])[:3] == ["wave1::baseline[sparse]", "wave1::baseline-r2[sparse]",
-                                       "wave1::restore_default[sparse]"]
+    assert list(frame["item"])[:4] == ["wave1::baseline[sparse]", "wave1::baseline-r2[sparse]",
+                                       "wave1::baseline-r3[sparse]", "wave1::restore_default[sparse]"]
 
 
 def test_profile_rows_carry_the_report_delta_and_interval_baselines_and_failures_none() -> None:

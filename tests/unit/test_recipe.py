@@ -34,6 +34,12 @@ def run(profile: str, tgs: float, kind: str = "profile", wave: str = "wave2", jo
                      verdict=Verdict.SUCCESS, tgs=tgs, resolved_from=resolved_from, xla_flags=flags)
 
 
+def confirmed(profile: str, tgs: float, flags: tuple[str, ...] = ()) -> JobResult:
+    """The winner's evidence re-run (profiler on) of `profile`, agreeing with it."""
+    return dataclasses.replace(run("winner", tgs, kind="winner_evidence", wave="evidence2", job=f"w{profile}",
+                                   flags=flags), resolved_from=profile)
+
+
 BASELINES = [run("baseline", 1000.0, kind="baseline", wave="wave1", job="1"),
              run("baseline-r2", 1004.0, kind="baseline", wave="wave1", job="2")]
 
@@ -59,7 +65,8 @@ def test_the_lock_holds_a_winning_stack_with_the_overrides_of_its_profiles(tmp_p
     path.write_text(CELL)
     results = BASELINES + [run("a", 1100.0, flags=("--xla_a=1",)), run("b", 1060.0, flags=("--xla_b=1",)),
                            run("stack_top2", 1180.0, kind="stack", wave="wave3", resolved_from="a+b",
-                               flags=("--xla_a=1", "--xla_b=1"))]
+                               flags=("--xla_a=1", "--xla_b=1")),
+                           confirmed("stack_top2", 1178.0, flags=("--xla_a=1", "--xla_b=1"))]
     lock = build_lock(load_cell(path), results, "localhost", "")
     assert lock is not None
     [locked] = lock.recipes
@@ -79,9 +86,10 @@ def _lock(tmp_path: Path, results: list[JobResult], day: int = 1):
 def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path) -> None:
     from pytest_xlatune.judge.lock import lock_change
 
-    first = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0)])
-    same_next_day = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0)], day=2)
-    other = _lock(tmp_path, BASELINES + [run("a", 1010.0), run("b", 1160.0)])
+    first = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)])
+    same_next_day = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)],
+                          day=2)
+    other = _lock(tmp_path, BASELINES + [run("a", 1010.0), run("b", 1160.0), confirmed("b", 1161.0)])
     assert lock_change(None, first, []) == (True, "new lock: a [default] +9.78 % (job a)")
     assert lock_change(first, same_next_day, []) == (
         False, "the sweep found the recipe on file (a [default] +9.78 % (job a))")
@@ -135,7 +143,8 @@ def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp
     path = tmp_path / "rc.yml"
     path.write_text(CELL)
     fast = lossy(run("a", 1150.0, flags=("--xla_a=1",)), BF16)
-    results = BASE_LOSSY + [fast, lossy(run("b", 1080.0, flags=("--xla_b=1",)))]
+    results = BASE_LOSSY + [fast, lossy(run("b", 1080.0, flags=("--xla_b=1",))),
+                            confirmed("a", 1149.0, ("--xla_a=1",)), confirmed("b", 1081.0, ("--xla_b=1",))]
     assert recipe(results, "default").profile == "b"
     assert [r.profile for r in winners(results, "default", 4)] == ["b"]  # what a stack takes
     lock = build_lock(load_cell(path), results, "localhost", "")
@@ -148,20 +157,21 @@ def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp
 
 
 def test_every_run_with_identical_settings_feeds_the_noise() -> None:
-    # Two tight baselines alone: the prior dominates. A duplicate pair measured 12 % apart
-    # (identical effective flags: last-wins) contradicts the prior and sets the noise.
+    # Three tight baselines alone: their own CV, 2 df (no prior). A duplicate pair measured 12 %
+    # apart (identical effective flags: last-wins) counts as well and disagrees beyond the others.
+    base = BASELINES + [run("baseline-r3", 1002.0, kind="baseline", wave="wave1", job="3")]
     dup = [run("opt_o2", 1000.0, flags=("--xla_o=2",), job="5"),
            run("restore_default", 1120.0, kind="restore_default", wave="wave1",
                flags=("--xla_o=0", "--xla_o=2"), job="6")]
-    tight = noise(BASELINES, "default")
-    assert tight.groups == 1 and not tight.prior_rejected and tight.cv_pct < 0.8
-    pooled = noise(BASELINES + dup, "default")
-    assert pooled.groups == 2 and pooled.n == 4 and pooled.prior_rejected and pooled.cv_pct > 5
-    [flagged] = disagreements(BASELINES + dup, "default")
+    tight = noise(base, "default")
+    assert tight.groups == 1 and tight.df == 2 and not tight.assumed and tight.cv_pct == pytest.approx(0.2, abs=0.001)
+    pooled = noise(base + dup, "default")
+    assert pooled.groups == 2 and pooled.n == 5 and pooled.df == 3 and pooled.cv_pct > 4
+    [flagged] = disagreements(base + dup, "default")
     assert {r.job_id for r in flagged.runs} == {"5", "6"} and flagged.spread_pct == pytest.approx(11.3, abs=0.1)
     # Evidence runs (profiled) never pool with plain runs.
     profiled = run("evidence", 1300.0, kind="evidence", wave="wave1.5", job="7")
-    assert noise(BASELINES + [profiled], "default") == tight
+    assert noise(base + [profiled], "default") == tight
 
 
 def test_an_under_powered_null_sweep_is_not_called_bounded_and_a_well_powered_one_is() -> None:
@@ -169,7 +179,7 @@ def test_an_under_powered_null_sweep_is_not_called_bounded_and_a_well_powered_on
 
     under = report_cases.under_powered()
     assert under.profiles_tested >= 25 and under.power is not None and not under.power.enough
-    assert under.power.detectable_pct > 2.0 and under.power.runs_needed == 4
+    assert under.power.detectable_pct > 2.0 and under.power.runs_needed == 3
     assert "under-powered" in render_tuning_md(under) and "structurally bounded at" not in render_tuning_md(under)
     well = report_cases.well_powered()
     assert well.power is not None and well.power.enough and well.power.detectable_pct < 2.0
@@ -180,5 +190,6 @@ def test_the_detectable_effect_shrinks_with_repeats() -> None:
     from pytest_xlatune.judge.stats import detectable_effect, run_noise
 
     two = run_noise([1000.0, 1006.0])
-    assert detectable_effect(two, 1, 2) == pytest.approx(3.21, abs=0.01)
+    # 0.42 % over 1 df (no prior): t quantiles of 1 df make it 7.6 % (3.2 % with the old prior's 5 df)
+    assert detectable_effect(two, 1, 2) == pytest.approx(7.57, abs=0.01)
     assert detectable_effect(two, 4, 4) < detectable_effect(two, 2, 2) < detectable_effect(two, 1, 2)

@@ -90,7 +90,7 @@ def test_chinese_mirror_has_the_same_sections_tables_and_numbers(name: str) -> N
 def test_scenarios_show_what_they_are_named_for() -> None:
     """Guards the golden files against being rewritten into something that misses the point."""
     winner = SCENARIOS["winner"]("en")
-    assert "**`ag256m`** ⭐" in winner and "### Baseline evidence: job 14603" in winner
+    assert "**`ag256m`** ⭐" in winner and "### Baseline evidence: job 14604" in winner
     assert re.search(r"\| `sparse` \| 1,003\.0 \| -5\.28 % \|", winner)  # restore_default
     assert re.search(r"\| `dense` \| ag256m \| 940\.0 \|", winner)  # cross-config
     assert "No profile beat `baseline-deployed`" in SCENARIOS["within_noise"]("en")
