@@ -209,7 +209,7 @@ def test_submit_argv_names_the_arm_that_holds_the_run_settings(cell_path: Path, 
 
 def test_parallelism_overrides_only_where_gpu_yml_differs(tmp_path: Path) -> None:
     cell_path = tmp_path / "fsdp4.yml"
-    cell_path.write_text(CELL.replace("FSDP=2", "FSDP=4"))
+    cell_path.write_text(CELL.replace("FSDP=2", "FSDP=4").replace("node[01-02]", "node[01-04]"))
     transport = FakeTransport(checkout_files())
     transport.submit_replies.append((0, submit_output("79"), ""))
     make(transport, cell_path).submit(request(cell_path, "no_eigen_mt"))
