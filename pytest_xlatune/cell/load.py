@@ -16,6 +16,7 @@ from pytest_xlatune.cell.nodes import CellError, Fields, kind_of, line_of
 from pytest_xlatune.cell.schema import BY_NAME, KEYS, TOP_KEYS
 from . import catalog as C
 from . import jobnames as J
+from .fit import dcn_misfit
 
 __all__ = ["CellError", "load_cell"]
 
@@ -86,6 +87,8 @@ def _cell(r: N.Ctx, root: Node | None) -> Cell:
                f"parallelism {parallelism.text}")
     cell = Cell(path=r.path, slot=cluster, profiles=profiles, catalog_waves=catalog_waves,
                 stacks=stacks, **values)
+    if misfit := dcn_misfit(cell):  # refused here, not after the queue wait on the cluster
+        r.fail(top["parallelism"][0], "parallelism", *misfit)
     _check_job_names(r, cell, line_of(top["model_tag"][0]))
     return cell
 

@@ -209,7 +209,7 @@ def test_submit_argv_names_the_arm_that_holds_the_run_settings(cell_path: Path, 
 
 def test_parallelism_overrides_only_where_gpu_yml_differs(tmp_path: Path) -> None:
     cell_path = tmp_path / "fsdp4.yml"
-    cell_path.write_text(CELL.replace("FSDP=2", "FSDP=4"))
+    cell_path.write_text(CELL.replace("FSDP=2", "FSDP=4").replace("node[01-02]", "node[01-04]"))
     transport = FakeTransport(checkout_files())
     transport.submit_replies.append((0, submit_output("79"), ""))
     make(transport, cell_path).submit(request(cell_path, "no_eigen_mt"))
@@ -698,3 +698,40 @@ def test_a_third_setting_of_one_profile_and_tag_gets_the_numbered_arm(cell_path:
     launcher.check_requests([third])
     assert launcher.arm_for(third) == ("winner.default.2", False)
     launcher.close()
+
+
+# ---- a model the checkout has no config for -------------------------------------------------
+
+REPO = TESTS.parent
+# `ls configs/` of the unmodified upstream maxtext-slurm at f64d93f (../shared/upstream/).
+UPSTREAM_CONFIGS = (DATA / "upstream_configs_f64d93f.txt").read_text().split()
+
+
+def test_the_shipped_qwen3_32b_cell_names_the_config_to_add_and_the_nearest_to_start_from(
+        tmp_path: Path) -> None:
+    """Upstream has no configs/qwen3-32b.gpu.yml (nor a name containing it): pre-flight says, in
+    one line, which file to add and which upstream config to copy (the dense Qwen3, not the MoE)."""
+    cell_path = tmp_path / "qwen3-32b_fsdp8.yml"
+    cell_path.write_text((REPO / "cells" / "qwen3-32b_fsdp8.yml").read_text()
+                         .replace("checkout: /shared/maxtext-slurm", f"checkout: {CK}"))
+    files = checkout_files()
+    del files[f"{CK}/configs/demo.gpu.yml"], files[f"{CK}/configs/demo.env.sh"]
+    files.update({f"{CK}/configs/{name}": b"" for name in UPSTREAM_CONFIGS})
+    with pytest.raises(PreflightError) as info:
+        make(FakeTransport(files), cell_path, prepare=False).prepare()
+    message = str(info.value)
+    assert message.startswith(f"{cell_path}: model_tag: expected configs/qwen3-32b.gpu.yml"), message
+    assert ("found no match: add configs/qwen3-32b.gpu.yml, starting from configs/qwen3-14b.gpu.yml, "
+            "the nearest config there") in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(("wanted", "nearest"), [
+    ("qwen3-32b", "qwen3-14b"), ("qwen3-235b-a22b", "qwen3-480b-a35b"), ("llama3.1-8b", "llama3.1-70b"),
+    ("grok-3", "grok-2"), ("deepseek3-16b", "deepseek3-671b"),
+])
+def test_nearest_config_is_the_same_family_dense_or_moe_and_closest_size(wanted: str, nearest: str) -> None:
+    from pytest_xlatune.launch.maxtext.checks import nearest_config
+
+    names = [n.removesuffix(".gpu.yml") for n in UPSTREAM_CONFIGS if n.endswith(".gpu.yml")]
+    assert nearest_config(names, wanted) == nearest

@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import difflib
+import math
 import posixpath
+import re
 from collections.abc import Sequence
 
 from ...transport.base import Transport, TransportError
@@ -28,8 +31,40 @@ def resolve_model_name(config_files: Sequence[str], wanted: str) -> str:
     if matches:
         raise ValueError(f"expected a model name matching one configs/*.gpu.yml, found {wanted!r} matching "
                          f"{len(matches)}: {', '.join(matches)} (upstream refuses an ambiguous name)")
+    nearest = nearest_config(names, wanted)
+    if nearest:
+        raise ValueError(f"expected configs/{wanted}.gpu.yml or a unique substring of a config name, found no "
+                         f"match: add configs/{wanted}.gpu.yml, starting from configs/{nearest}.gpu.yml, the "
+                         f"nearest config there (set its model_name and sizes); configs: {', '.join(names)}")
     raise ValueError(f"expected configs/{wanted}.gpu.yml or a unique substring of a config name, found no "
                      f"match among {', '.join(names) or 'no configs/*.gpu.yml'}")
+
+
+_SIZE = re.compile(r"-([0-9]+(?:\.[0-9]+)?)([bt])(?=-|$)")
+_ACTIVE = re.compile(r"-a[0-9]+(?:\.[0-9]+)?b$")  # MoE: `qwen3-30b-a3b` has 3b active parameters
+
+
+def _shape(name: str) -> tuple[str, float, bool]:
+    """(family, size in billions, MoE) of a config name: `qwen3-30b-a3b` → ("qwen3", 30, True)."""
+    size = _SIZE.search(name)
+    if size is None:
+        return name, 0.0, bool(_ACTIVE.search(name))
+    billions = float(size.group(1)) * (1000 if size.group(2) == "t" else 1)
+    return name[:size.start()], billions, bool(_ACTIVE.search(name))
+
+
+def nearest_config(names: Sequence[str], wanted: str) -> str | None:
+    """The config to copy for a model the checkout has none for: the same family (`qwen3`), dense
+    or MoE as `wanted` says, the closest size; else the closest name; None without configs."""
+    family, size, moe = _shape(wanted)
+    kin = [n for n in names if _shape(n)[0] == family]
+    same = [n for n in kin if _shape(n)[2] == moe] or kin
+    if same and size:
+        return min(same, key=lambda n: (abs(math.log(max(_shape(n)[1], 1e-3) / size)), n))
+    if same:
+        return sorted(same)[0]
+    close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.0)
+    return close[0] if close else None
 
 
 def check_submit_tools(transport: Transport, checkout: str) -> str:
