@@ -80,6 +80,8 @@ class _Parsed:
         self.results: list[JobResult] = []
         self.jobs: list[JobResult] = []
         self.latest: dict[str, JobResult] = {}
+        self.by_event: dict[str, list[dict[str, Any]]] = {}
+        self.pending: dict[str, dict[str, Any]] = {}  # key → `submitted` record without a result
         self.bad: list[tuple[int, bytes, str, dict[str, Any]]] = []  # line no, raw, why, what it said
 
 
@@ -399,6 +401,12 @@ class ResultStore:
                 raise StoreError(f"{self.path}:{parsed.lines}: schema: expected {SCHEMA_VERSION}, "
                                  f"found {record.get('schema')!r}")
             parsed.records.append(record)
+            parsed.by_event.setdefault(record["event"], []).append(record)
+            if record["event"] == "submitted":
+                parsed.pending[record["key"]] = record
+            elif record["event"] in ("result", "cancelled", "attempt", "quarantined"):
+                key = record.get("key", "")
+                parsed.pending.pop(key if isinstance(key, str) else "", None)
             if line.result is not None:
                 parsed.jobs.append(line.result)
                 if record["event"] == "result":
@@ -422,16 +430,13 @@ class ResultStore:
     def latest_by_key(self) -> dict[str, JobResult]:
         return dict(self._parse().latest)
 
+    def events_of(self, event: str) -> list[dict[str, Any]]:
+        """The usable records of one event, in file order."""
+        return list(self._parse().by_event.get(event, ()))
+
     def pending_submissions(self) -> dict[str, dict[str, Any]]:
         """Run key → its `submitted` record, for jobs submitted but without a result yet."""
-        pending: dict[str, dict[str, Any]] = {}
-        for record in self.events():
-            if record["event"] == "submitted":
-                pending[record["key"]] = record
-            elif record["event"] in ("result", "cancelled", "attempt", "quarantined"):
-                key = record.get("key", "")
-                pending.pop(key if isinstance(key, str) else "", None)
-        return pending
+        return dict(self._parse().pending)
 
     def unconfirmed_submissions(self) -> list[dict[str, Any]]:
         """`submitting` records whose mark no `submitted` or `unsubmitted` record settled: the
@@ -447,7 +452,7 @@ class ResultStore:
     def sweep_info(self) -> dict[str, Any] | None:
         """The latest `sweep` event: the frozen nodelist current results are tied to
         (a new one is appended only when the user asks for a fresh baseline elsewhere)."""
-        sweeps = [r for r in self.events() if r["event"] == "sweep"]
+        sweeps = self._parse().by_event.get("sweep", [])
         return sweeps[-1] if sweeps else None
 
     def max_job_number(self) -> int:
