@@ -16,16 +16,16 @@ import argparse
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile  # noqa: E402
-from pytest_xlatune.engine.sweep import Sweep  # noqa: E402
-from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, JobState, SubmittedJob  # noqa: E402
-from pytest_xlatune.plan.expand import expand  # noqa: E402
-from pytest_xlatune.store import ResultStore  # noqa: E402
+from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
+from pytest_xlatune.engine.sweep import Sweep
+from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, JobState, SubmittedJob
+from pytest_xlatune.plan.expand import expand
+from pytest_xlatune.store import ResultStore
 
 TAIL = 10
 
@@ -45,6 +45,7 @@ class InstantLauncher:
     """Every job ends COMPLETED at its first poll; records when each submission came."""
 
     name = "bench"
+    queue_depth = 0
 
     def __init__(self) -> None:
         self.gaps: list[float] = []  # a job's end (the poll that saw it) -> the next submission
@@ -82,6 +83,12 @@ class InstantLauncher:
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]:
         return {}
+
+    def check_requests(self, requests: Iterable[JobRequest]) -> None:
+        pass
+
+    def log_source(self, job: SubmittedJob) -> str:
+        return job.log_path
 
     def unusable_nodes(self) -> list[tuple[str, str]]:
         return []
