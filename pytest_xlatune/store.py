@@ -123,6 +123,13 @@ class ResultStore:
             for side in (self.path, self.torn_path, self.quarantine_path):
                 self._check_file(side)
             notes = self.heal() + self._record_noted_cancels(_holder(os.pread(fd, NOTE_SIZE, 0)))
+        except LinkRefused as error:
+            os.close(fd)
+            raise StoreError(str(error.strerror)) from None
+        except OSError as error:  # healing needs to write (a full disk): nothing is submitted
+            os.close(fd)
+            raise StoreError(f"{error.filename or self.path}: cannot heal the results store "
+                             f"({error.strerror or error}); free space or fix the disk, then rerun") from None
         except BaseException:
             os.close(fd)  # e.g. the missing records cannot be written yet: the note stays
             raise
