@@ -50,7 +50,7 @@ from typing import Any
 from . import store_lines
 from .results import JobResult
 from .safefs import LinkRefused, link_message, open_nofollow
-from .store_lines import SCHEMA_VERSION
+from .store_lines import SCHEMA_VERSION, Parsed
 
 NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
 _SHOWN = 5  # quarantined lines named one per line; the rest in one line
@@ -68,21 +68,6 @@ class StoreWriteError(StoreError):
     """A record could not be written durably (disk full, I/O error): the session must stop."""
 
 
-class _Parsed:
-    """What one pass over the store found, kept so that the next read parses only new lines."""
-
-    def __init__(self, ident: tuple[int, int]) -> None:
-        self.ident = ident  # (device, inode): another file (a rewrite) is parsed from the start
-        self.offset = 0  # bytes parsed (complete lines only)
-        self.lines = 0
-        self.summed = False
-        self.records: list[dict[str, Any]] = []
-        self.results: list[JobResult] = []
-        self.jobs: list[JobResult] = []
-        self.latest: dict[str, JobResult] = {}
-        self.bad: list[tuple[int, bytes, str, dict[str, Any]]] = []  # line no, raw, why, what it said
-
-
 class ResultStore:
     """Results of one cell, in `<store_dir>/<cell slug>.jsonl`."""
 
@@ -91,7 +76,7 @@ class ResultStore:
         self._lock_fd: int | None = None
         self._note: dict[str, Any] = {}
         self.noted_cancelled: frozenset[str] = frozenset()  # the previous owner's noted cancels
-        self._parsed: _Parsed | None = None
+        self._parsed: Parsed | None = None
 
     # ---- ownership ----------------------------------------------------------------------
 
@@ -138,6 +123,13 @@ class ResultStore:
             for side in (self.path, self.torn_path, self.quarantine_path):
                 self._check_file(side)
             notes = self.heal() + self._record_noted_cancels(_holder(os.pread(fd, NOTE_SIZE, 0)))
+        except LinkRefused as error:
+            os.close(fd)
+            raise StoreError(str(error.strerror)) from None
+        except OSError as error:  # healing needs to write (a full disk): nothing is submitted
+            os.close(fd)
+            raise StoreError(f"{error.filename or self.path}: cannot heal the results store "
+                             f"({error.strerror or error}); free space or fix the disk, then rerun") from None
         except BaseException:
             os.close(fd)  # e.g. the missing records cannot be written yet: the note stays
             raise
@@ -255,7 +247,7 @@ class ResultStore:
             notes += self._quarantine(data, parsed)
         return notes
 
-    def _quarantine(self, data: bytes, parsed: _Parsed) -> list[str]:
+    def _quarantine(self, data: bytes, parsed: Parsed) -> list[str]:
         """Move the bad lines into `.quarantine` and rewrite the store without them (one rename);
         a `quarantined` record per key ends the wait for its job, so its item runs again."""
         bad = {number for number, _, _, _ in parsed.bad}
@@ -360,52 +352,32 @@ class ResultStore:
         finally:
             os.close(fd)
 
-    def _parse(self) -> _Parsed:
+    def _parse(self) -> Parsed:
         """Parse the lines added since the last read (all of them for a new or rewritten file)."""
         fd = self._open_read()
         if fd is None:
             self._parsed = None
-            return _Parsed((0, 0))
+            return Parsed((0, 0))
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 self._check_file(self.path)
             parsed = self._parsed
             if parsed is None or parsed.ident != (info.st_dev, info.st_ino) or info.st_size < parsed.offset:
-                parsed = _Parsed((info.st_dev, info.st_ino))
+                parsed = Parsed((info.st_dev, info.st_ino))
             if info.st_size > parsed.offset:
                 data = os.pread(fd, info.st_size - parsed.offset, parsed.offset)
-                self._take(parsed, data[: data.rfind(b"\n") + 1])  # a torn last line waits
+                found = parsed.take(data[: data.rfind(b"\n") + 1])  # a torn last line waits
+                if found is not None:
+                    self._parsed = None  # asked again, it says so again
+                    raise StoreError(f"{self.path}:{found[0]}: schema: expected {SCHEMA_VERSION}, "
+                                     f"found {found[1]!r}")
         except OSError as error:
             raise StoreError(f"{self.path}: cannot read the results store: {error.strerror}") from None
         finally:
             os.close(fd)
         self._parsed = parsed
         return parsed
-
-    def _take(self, parsed: _Parsed, data: bytes) -> None:
-        for raw in data.splitlines(keepends=True):
-            parsed.lines += 1
-            parsed.offset += len(raw)
-            if not raw.strip():
-                continue
-            line = store_lines.parse(raw, summed_before=parsed.summed)
-            parsed.summed = parsed.summed or line.summed
-            record = line.record
-            if record is None:
-                parsed.bad.append((parsed.lines, raw, line.problem, _said(raw)))
-                continue
-            if record.get("schema") != SCHEMA_VERSION:
-                raise StoreError(f"{self.path}:{parsed.lines}: schema: expected {SCHEMA_VERSION}, "
-                                 f"found {record.get('schema')!r}")
-            parsed.records.append(record)
-            if line.result is not None:
-                parsed.jobs.append(line.result)
-                if record["event"] == "result":
-                    parsed.results.append(line.result)
-                    parsed.latest[line.result.key] = line.result
-            elif record["event"] == "quarantined" and record.get("of") == "result":
-                parsed.latest.pop(record["key"], None)  # an older result is not reused: it runs again
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Every usable record, in file order (damaged lines are skipped: heal() sets them aside)."""
@@ -422,16 +394,13 @@ class ResultStore:
     def latest_by_key(self) -> dict[str, JobResult]:
         return dict(self._parse().latest)
 
+    def events_of(self, event: str) -> list[dict[str, Any]]:
+        """The usable records of one event, in file order."""
+        return list(self._parse().by_event.get(event, ()))
+
     def pending_submissions(self) -> dict[str, dict[str, Any]]:
         """Run key → its `submitted` record, for jobs submitted but without a result yet."""
-        pending: dict[str, dict[str, Any]] = {}
-        for record in self.events():
-            if record["event"] == "submitted":
-                pending[record["key"]] = record
-            elif record["event"] in ("result", "cancelled", "attempt", "quarantined"):
-                key = record.get("key", "")
-                pending.pop(key if isinstance(key, str) else "", None)
-        return pending
+        return dict(self._parse().pending)
 
     def unconfirmed_submissions(self) -> list[dict[str, Any]]:
         """`submitting` records whose mark no `submitted` or `unsubmitted` record settled: the
@@ -447,22 +416,13 @@ class ResultStore:
     def sweep_info(self) -> dict[str, Any] | None:
         """The latest `sweep` event: the frozen nodelist current results are tied to
         (a new one is appended only when the user asks for a fresh baseline elsewhere)."""
-        sweeps = [r for r in self.events() if r["event"] == "sweep"]
+        sweeps = self._parse().by_event.get("sweep", [])
         return sweeps[-1] if sweeps else None
 
     def max_job_number(self) -> int:
         numbers = [int(r["job_id"]) for r in self.events()
                    if r["event"] in ("submitted", "result") and str(r.get("job_id", "")).isdigit()]
         return max(numbers, default=0)
-
-
-def _said(raw: bytes) -> dict[str, Any]:
-    """What a refused line claims to be (its event, key, item), for the line that names it."""
-    try:
-        record = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {}
-    return {k: record[k] for k in ("event", "key", "item") if k in record} if isinstance(record, dict) else {}
 
 
 def _holder(raw: bytes) -> dict[str, Any]:

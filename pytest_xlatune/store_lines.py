@@ -108,3 +108,66 @@ def _contradiction(record: dict[str, Any]) -> str:
         return (f"it contradicts itself: tgs {tgs:.6g} vs {mean:.6g}, the mean of its own "
                 f"{len(values)} per-step values")
     return ""
+
+
+class Parsed:
+    """What the reads of one store file found so far, extended by the lines added since: the
+    usable records, the results, the latest result per run key, the pending submissions and
+    the refused lines (line number, bytes, why, what the line claimed to be)."""
+
+    def __init__(self, ident: tuple[int, int]) -> None:
+        self.ident = ident  # (device, inode): another file (a rewrite) is parsed from the start
+        self.offset = 0  # bytes parsed (complete lines only)
+        self.lines = 0
+        self.summed = False
+        self.records: list[dict[str, Any]] = []
+        self.results: list[JobResult] = []
+        self.jobs: list[JobResult] = []
+        self.latest: dict[str, JobResult] = {}
+        self.by_event: dict[str, list[dict[str, Any]]] = {}
+        self.pending: dict[str, dict[str, Any]] = {}  # key → `submitted` record without a result
+        self.bad: list[tuple[int, bytes, str, dict[str, Any]]] = []
+
+    def take(self, data: bytes) -> tuple[int, Any] | None:
+        """Parse complete lines; stop at a record of another schema: (its line, its schema)."""
+        for raw in data.splitlines(keepends=True):
+            self.lines += 1
+            self.offset += len(raw)
+            if not raw.strip():
+                continue
+            line = parse(raw, summed_before=self.summed)
+            self.summed = self.summed or line.summed
+            record = line.record
+            if record is None:
+                self.bad.append((self.lines, raw, line.problem, said(raw)))
+                continue
+            if record.get("schema") != SCHEMA_VERSION:
+                return self.lines, record.get("schema")
+            self._add(record, line.result)
+        return None
+
+    def _add(self, record: dict[str, Any], result: JobResult | None) -> None:
+        event = record["event"]
+        self.records.append(record)
+        self.by_event.setdefault(event, []).append(record)
+        if event == "submitted":
+            self.pending[record["key"]] = record
+        elif event in ("result", "cancelled", "attempt", "quarantined"):
+            key = record.get("key", "")
+            self.pending.pop(key if isinstance(key, str) else "", None)
+        if result is not None:
+            self.jobs.append(result)
+            if event == "result":
+                self.results.append(result)
+                self.latest[result.key] = result
+        elif event == "quarantined" and record.get("of") == "result":
+            self.latest.pop(record["key"], None)  # an older result is not reused: it runs again
+
+
+def said(raw: bytes) -> dict[str, Any]:
+    """What a refused line claims to be (its event, key, item), for the line that names it."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return {k: record[k] for k in ("event", "key", "item") if k in record} if isinstance(record, dict) else {}

@@ -102,7 +102,10 @@ for f in "$work"/*-tuning.md "$work/junit.xml" "$work/report.html" "$work"/expor
 done
 (cd "$work" && find gpu.txt demo_gpu.* store \( -name '*jit_train_step*after_optimizations.txt' -o -name '*.log' \
     -o -name '*.jsonl' -o -name gpu.txt -o -name 'demo_gpu.*' \) -type f | tar -czf "$out/dumps-logs.tar.gz" -T -) || true
-(cd "$work" && find store -name '*.trace.json.gz' -type f | tar -czf "$out/traces.tar.gz" -T -) || true
+traces() { (cd "$work" && find store \( -name '*.trace.json.gz' -o -name 'perfetto_trace.json.gz' "$@" \) -type f \
+    | tar -czf "$out/traces.tar.gz" -T -) || true; }
+traces -o -name '*.xplane.pb'  # the raw profiles too, unless that is over the 16 MiB a file may have
+[[ $(stat -c %s "$out/traces.tar.gz" 2>/dev/null || echo 0) -lt 16000000 ]] || traces
 say "kept in $out: $(cd "$out" && ls | tr '\n' ' ')"
 cat "$out/summary.md"
 exit "$rc"

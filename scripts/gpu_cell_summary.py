@@ -11,8 +11,10 @@ and the time split of its profile.
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -53,6 +55,27 @@ def runs(work: Path) -> list[str]:
     return lines
 
 
+def trace_shape(trace: Path, top: int = 8) -> list[str]:
+    """Which threads of which processes hold the trace's complete events, and the arg keys they
+    carry: how a GPU trace is laid out, even when the profile reader cannot use it."""
+    data = json.loads(gzip.decompress(trace.read_bytes()))
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    names: dict[tuple[str, object], str] = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") in ("process_name", "thread_name"):
+            key = (str(e.get("pid")), e.get("tid") if e["name"] == "thread_name" else None)
+            names[key] = str((e.get("args") or {}).get("name", ""))
+    counts: Counter[tuple[str, object]] = Counter()
+    keys: dict[tuple[str, object], set[str]] = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X":
+            where = (str(e.get("pid")), e.get("tid"))
+            counts[where] += 1
+            keys.setdefault(where, set()).update((e.get("args") or {}).keys())
+    return [f"  - {names.get((pid, None), pid)} / {names.get((pid, tid), tid)}: {n} events; args "
+            + ", ".join(sorted(keys[(pid, tid)])[:12]) for (pid, tid), n in counts.most_common(top)]
+
+
 def evidence(work: Path) -> list[str]:
     """Per job dir with a dump or a trace: what the evidence code reads in them."""
     lines: list[str] = []
@@ -69,8 +92,10 @@ def evidence(work: Path) -> list[str]:
             lines.append("- collectives: " + (", ".join(f"{r.kind.value} {r.count}" for r in rows) or "none"))
         for trace in sorted(job.rglob("*.trace.json.gz"))[:1]:
             try:
+                lines += [f"- trace `{trace.name}` layout (process / thread: complete events; arg keys):",
+                          *trace_shape(trace)]
                 p = summarize(trace.read_bytes(), op_kinds=dict(op_kinds(found)) or None)
-            except ProfileError as error:
+            except (OSError, ValueError, ProfileError) as error:
                 lines.append(f"- profile `{trace.name}`: not readable: {error}")
                 continue
             lines.append(f"- profile `{trace.name}`: {p.steps} steps of `{p.module}` on {p.devices} device(s); "

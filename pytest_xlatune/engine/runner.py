@@ -72,8 +72,8 @@ class JobRunner:
     def _stopped_early(self, job_id: str) -> str:
         """The early stop recorded for a job (before its cancel was sent), "" for none: a session
         killed between the two re-attaches and stores the stop, never a failure or a rerun."""
-        return next((str(e.get("reason", "")) for e in self.store.events()
-                     if e["event"] == "early_stop" and str(e.get("job_id")) == job_id), "")
+        return next((str(e.get("reason", "")) for e in self.store.events_of("early_stop")
+                     if str(e.get("job_id")) == job_id), "")
 
     def run(self, spec: RunSpec) -> RunOutcome:
         """Reuse a stored result for this exact run, or launch it and follow the playbook

@@ -7,9 +7,11 @@ The result then names the local copies (the cluster's paths are kept as `<key>_r
 
 from __future__ import annotations
 
+import os
 import posixpath
 from pathlib import Path
 
+from ..safefs import check_no_links, open_nofollow
 from ..transport.base import Transport, TransportError
 from .artifacts import pick_trace
 from .hlo import find_train_step_dump
@@ -26,10 +28,14 @@ def _listing(transport: Transport, directory: str) -> dict[str, int]:
     return found
 
 
-def _copy(transport: Transport, remote: str, local: Path) -> None:
+def _copy(transport: Transport, remote: str, local: Path, base: Path) -> None:
+    """Copy into `local`, never through a link at or below `base` (the store folder)."""
+    check_no_links(base, local.parent)  # before mkdir: no folder is made through a link either
     local.parent.mkdir(parents=True, exist_ok=True)
     partial = local.with_name(local.name + ".partial")
-    partial.write_bytes(transport.read_from(remote, 0))
+    fd = open_nofollow(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(transport.read_from(remote, 0))
     partial.replace(local)  # a killed session never leaves a truncated copy under the real name
 
 
@@ -37,12 +43,13 @@ def fetch_evidence(transport: Transport, artifacts: dict[str, str], into: Path) 
     """(artifacts naming the local copies, problems). A part that cannot be copied keeps its
     remote path, so the evidence says it is not readable here, and a problem says why."""
     found, problems = dict(artifacts), []
+    base = into.parents[2] if len(into.parents) > 2 else into  # <store>/<slug>/evidence/<job>
     if dump := artifacts.get("hlo_dump"):
         try:
             listing = _listing(transport, dump)
             module = find_train_step_dump(listing, size=listing.__getitem__)
             if module is not None:
-                _copy(transport, module, into / "xla_dump" / posixpath.basename(module))
+                _copy(transport, module, into / "xla_dump" / posixpath.basename(module), base)
                 found.update(hlo_dump=str(into / "xla_dump"), hlo_dump_remote=dump)
         except (TransportError, OSError) as error:
             problems.append(f"HLO dump {dump}: {error}")
@@ -50,7 +57,7 @@ def fetch_evidence(transport: Transport, artifacts: dict[str, str], into: Path) 
         try:
             trace = pick_trace(sorted(_listing(transport, profile)))
             if trace is not None:
-                _copy(transport, trace, into / "profile" / posixpath.relpath(trace, profile))
+                _copy(transport, trace, into / "profile" / posixpath.relpath(trace, profile), base)
                 found.update(profile=str(into / "profile"), profile_remote=profile)
         except (TransportError, OSError) as error:
             problems.append(f"profile {profile}: {error}")

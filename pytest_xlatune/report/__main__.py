@@ -15,7 +15,7 @@ from ..judge.numerics import Mode
 from ..paths import CellPaths
 from ..plan.expand import expand
 from ..settings import numerics_mode
-from ..store import ResultStore
+from ..store import ResultStore, StoreError
 from .build import from_store
 from .files import write_reports
 
@@ -39,10 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     except CellError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    reports = [report for cell in cells if (report := from_store(
-        cell, ResultStore(CellPaths(cell.path, args.root, args.store).store), expand(cell), args.root,
-        cell.image, args.numerics)) is not None]
-    written = write_reports(reports, args.out, mode=args.numerics, write_zh=args.zh, export_dir=args.export)
+    try:
+        reports = [report for cell in cells if (report := from_store(
+            cell, ResultStore(CellPaths(cell.path, args.root, args.store).store), expand(cell), args.root,
+            cell.image, args.numerics)) is not None]
+        written = write_reports(reports, args.out, mode=args.numerics, write_zh=args.zh, export_dir=args.export)
+    except (StoreError, OSError) as error:  # a link or a folder in place of a store, a report dir
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if not written:
         print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)
         return 1

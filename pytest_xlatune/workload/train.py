@@ -73,7 +73,8 @@ def _print_header(c: Config) -> None:
     for f in dataclasses.fields(c):
         if f.name != "ignored":
             print(f"Config param {f.name}: {getattr(c, f.name)}")
-    print(f"System Information: Jax Version: {jax.__version__}, Jaxlib Version: {jax.lib.__version__}")
+    jaxlib_version = getattr(sys.modules.get("jaxlib"), "__version__", "unknown")  # jax imports jaxlib first
+    print(f"System Information: Jax Version: {jax.__version__}, Jaxlib Version: {jaxlib_version}")
     shape = (c.data, c.stages, c.fsdp, c.tensor)
     print(f"Num_devices: {jax.device_count()}, shape {shape}, mesh axes {parallel.AXES}")
     if c.stages > 1:

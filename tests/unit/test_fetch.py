@@ -49,3 +49,15 @@ def test_a_part_that_cannot_be_copied_keeps_its_cluster_path_and_says_why(tmp_pa
     assert [p.split(":")[0] for p in problems] == [f"HLO dump {remote['hlo_dump']}",
                                                    f"profile {remote['profile']}"]
     assert all("permission denied" in p for p in problems)
+
+
+def test_a_linked_evidence_folder_in_the_store_is_not_written_through(tmp_path: Path) -> None:
+    remote = cluster_job(tmp_path / "cluster")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "store" / "cell").mkdir(parents=True)
+    (tmp_path / "store" / "cell" / "evidence").symlink_to(elsewhere, target_is_directory=True)
+    found, problems = fetch_evidence(LocalTransport(), remote, tmp_path / "store" / "cell" / "evidence" / "17")
+    assert found == remote and len(problems) == 2
+    assert all("evidence: is a symbolic link" in p for p in problems)
+    assert list(elsewhere.iterdir()) == []

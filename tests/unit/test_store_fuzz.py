@@ -51,7 +51,7 @@ def mutated(draw: st.DrawFn) -> bytes:
 lines = st.one_of(
     st.sampled_from(GOOD), mutated(),
     records.map(lambda r: (json.dumps(r) + "\n").encode()),
-    records.map(lambda r: encode(r)),  # well summed, but of any shape
+    records.map(encode),  # well summed, but of any shape
     st.binary(max_size=40).map(lambda b: b + b"\n"))
 
 

@@ -180,3 +180,23 @@ def test_a_store_under_the_former_name_of_a_yaml_cell_is_moved(tmp_path: Path) -
     assert [r.key for r in store.results()] == ["a"] and not old.path.exists()
     (tmp_path / "x.yml").write_text("")  # the old name is now another cell's own: never taken
     assert paths.legacy_store is None
+
+
+def test_healing_on_a_full_disk_is_one_line_and_keeps_the_store(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    path = tmp_path / "s.jsonl"
+    ResultStore(path).add_result(result("a", "1"))
+    with path.open("ab") as handle:
+        handle.write(b"42\n")
+    before = path.read_bytes()
+
+    def full(target: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+
+    monkeypatch.setattr(ResultStore, "_write_raw", staticmethod(full))
+    with pytest.raises(StoreError) as refused:
+        ResultStore(path).acquire()
+    assert str(refused.value) == (f"{path}.quarantine: cannot heal the results store (No space left "
+                                  "on device); free space or fix the disk, then rerun")
+    assert path.read_bytes() == before

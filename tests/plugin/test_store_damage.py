@@ -1,0 +1,48 @@
+"""A damaged store end to end: one flipped TGS digit never becomes the recipe or the lock."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from tests.conftest import FIXED
+
+CELL = """\
+model_tag: dmg
+nodes: 1
+parallelism: FSDP=8
+baseline_repeats: 1
+overrides: {fake_step_sleep: 0.01}
+waves:
+  2:
+    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
+"""
+
+
+def test_a_flipped_tgs_digit_is_quarantined_and_the_item_runs_again(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    cell = pytester.makefile(".yml", cell=CELL)
+    pytester.runpytest(str(cell), *FIXED).assert_outcomes(passed=4)
+    store = pytester.path / ".xlatune" / "cell.jsonl"
+    lock = pytester.path / "cell.lock.json"
+    assert stat.S_IMODE(lock.stat().st_mode) & 0o044 == 0o044  # readable as umask allows, not 0600
+    stored = [json.loads(line) for line in store.read_text().splitlines()]
+    winner = next(r for r in stored if r["event"] == "result" and r["profile"] == "a")
+    text = store.read_text()
+    flipped = json.dumps(winner["tgs"])
+    assert text.count(f'"tgs": {flipped}') == 1
+    store.write_text(text.replace(f'"tgs": {flipped}', f'"tgs": 9{flipped[1:]}'))  # one digit
+    rerun = pytester.runpytest(str(cell), *FIXED, "-rA")
+    rerun.assert_outcomes(passed=4)
+    out = rerun.stdout.str()
+    assert out.count("was quarantined into") == 1
+    assert (f"cell.jsonl:{stored.index(winner) + 1}: the result record of wave2::a[default] was quarantined "
+            f"into {store}.quarantine (it fails its checksum); it is not used, and the item runs "
+            "again") in out
+    assert "9" + flipped[1:] not in lock.read_text()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    results = [json.loads(line) for line in store.read_text().splitlines()]
+    assert [r["job_id"] for r in results if r["event"] == "result" and r["profile"] == "a"] != \
+        [winner["job_id"]]  # it ran again
