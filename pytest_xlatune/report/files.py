@@ -9,6 +9,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from ..judge.numerics import Mode
+from ..shareable import clean
 from . import sections
 from .build import CellReport, report_data
 from .data import ReportData
@@ -40,6 +41,7 @@ class Output:
 
 def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:
     """Write `text` unless the file already holds exactly that (its mtime then stays)."""
+    text = clean(text)
     if _read(path) == text:
         return Output(path, what, False, why)
     write_atomic(path, text)
@@ -47,6 +49,8 @@ def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text`, cleaned (shareable.clean): every report, export and lock."""
+    text = clean(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
