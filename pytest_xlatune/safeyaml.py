@@ -16,15 +16,16 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-__all__ = ["AliasRefused", "compose", "load"]
+__all__ = ["EXPECTED", "AliasRefused", "compose", "load"]
+
+EXPECTED = "plain YAML without anchors and aliases (write the value out)"
 
 
 class AliasRefused(ComposerError):
     """An alias (`*name`) in a document; `key` is the dotted key path where it was used."""
 
     def __init__(self, key: str, alias: str, mark: yaml.Mark | None) -> None:
-        super().__init__(None, None, f"an alias (*{alias}); expected plain YAML without anchors "
-                                     "and aliases (write the value out)", mark)
+        super().__init__(None, None, f"an alias (*{alias}); expected {EXPECTED}", mark)
         self.key = key
         self.alias = alias
 
@@ -33,11 +34,15 @@ class AliasRefused(ComposerError):
         """The 1-based line of the alias (0 when unknown)."""
         return self.problem_mark.line + 1 if self.problem_mark else 0
 
+    @property
+    def found(self) -> str:
+        merge = self.key == "<<" or self.key.endswith(".<<")
+        return f"a merge key with an alias (<<: *{self.alias})" if merge else f"an alias (*{self.alias})"
+
     def one_line(self, source: str) -> str:
         """`source:line: key: expected …, found an alias (*a)` for usage errors."""
         where = f"{source}:{self.line}" if self.line else source
-        return (f"{where}: {self.key or '(top level)'}: expected plain YAML without anchors and "
-                f"aliases (write the value out), found an alias (*{self.alias})")
+        return f"{where}: {self.key or '(top level)'}: expected {EXPECTED}, found {self.found}"
 
 
 class _NoAliasLoader(yaml.SafeLoader):

@@ -44,8 +44,7 @@ def _compose(path: Path, text: str) -> Node | None:
     try:
         return safeyaml.compose(text)
     except safeyaml.AliasRefused as exc:  # before expanding: an alias bomb costs nothing here
-        raise CellError(path, exc.line, exc.key or "yaml", "plain YAML without anchors and aliases "
-                        "(write the value out)", f"an alias (*{exc.alias})") from None
+        raise CellError(path, exc.line, exc.key or "yaml", safeyaml.EXPECTED, exc.found) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         found = exc.problem or exc.context or "a syntax error"
