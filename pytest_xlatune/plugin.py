@@ -134,6 +134,9 @@ def _check_cell_paths(config: pytest.Config) -> None:
     named = [Path(arg.split("::")[0]) for arg in config.args]
     globbed = [p for pattern in config.getini("xlatune_cells") for p in config.rootpath.glob(pattern)]
     for path in named + globbed:
+        if path.suffix in CELL_SUFFIXES and shareable.strip_controls(str(path)) != str(path):
+            # pytest prints node ids as they are: no escape code reaches the terminal that way.
+            raise pytest.UsageError(f"{str(path)!r}: expected a cell file name without control characters")
         if path.suffix in CELL_SUFFIXES and path.is_dir():
             raise pytest.UsageError(f"{path}: expected a cell file ({'/'.join(CELL_SUFFIXES)}), "
                                     "found a directory")

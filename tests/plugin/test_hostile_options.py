@@ -41,3 +41,13 @@ def test_bad_path_or_value_is_one_usage_line_and_nothing_runs(pytester: pytest.P
     assert len([text for text in result.stderr.lines if text.strip()]) == 1, result.stderr.lines
     assert not (pytester.path / ".xlatune").exists()  # nothing ran
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_cell_file_name_with_an_escape_code_is_refused(pytester: pytest.Pytester) -> None:
+    """pytest prints node ids unfiltered: a title-setting file name must not reach the terminal."""
+    name = "\x1b]0;owned\x07.yml"
+    (pytester.path / name).write_text(CELL)
+    result = pytester.runpytest(name, *FAKE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: '\\x1b]0;owned\\x07.yml': expected a cell file name without control characters"])
+    assert "\x1b" not in result.stdout.str() + result.stderr.str()

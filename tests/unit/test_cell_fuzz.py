@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_xlatune.cell.load import CellError, load_cell
+from pytest_xlatune.judge.policy import PolicyError, policy_from_text
 from pytest_xlatune.plan.expand import expand
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,24 @@ def test_mutated_cells_load_or_fail_on_one_line(tmp_path: Path, text: str) -> No
 @given(text=_structured())
 def test_structured_random_cells_load_or_fail_on_one_line(tmp_path: Path, text: str) -> None:
     check(tmp_path, text)
+
+
+_POLICY_KEYS = st.sampled_from(["rccl_init_flake", "coord_timeout", "oom", "max_retries_per_job",
+                                "resume_permitted", "max_failed_nodes_per_wave", "retries", "action",
+                                "exhausted", "stop_on", "stop_after", "cancel_on_sight", "wait_s", "recovery"])
+_POLICY_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(_POLICY_KEYS, inner, max_size=3)), max_leaves=8)
+
+
+@SETTINGS
+@given(data=st.dictionaries(_POLICY_KEYS, _POLICY_VALUES, max_size=4), flow=st.booleans())
+def test_policy_text_parses_or_fails_on_one_line(data: dict[str, object], flow: bool) -> None:
+    """--xlatune-policy / a cell's policy: a Policy or one PolicyError line, whatever the values."""
+    text = yaml.safe_dump(data, default_flow_style=flow)
+    try:
+        policy_from_text(text)
+    except PolicyError as error:
+        assert "\n" not in str(error), str(error)
 
 
 NASTY = {

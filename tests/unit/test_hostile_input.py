@@ -70,7 +70,9 @@ def test_yaml_without_aliases_loads_as_safe_load_would() -> None:
 
 
 def test_every_yaml_read_of_the_package_goes_through_safeyaml() -> None:
-    package = Path(shareable.__file__).parent
+    import pytest_xlatune
+
+    package = Path(pytest_xlatune.__file__).parent
     direct = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py") if p.name != "safeyaml.py"
               for n, line in enumerate(p.read_text().splitlines(), 1)
               if re.search(r"(?<![\w.])yaml\.(safe_load|load|compose|full_load|unsafe_load|load_all)\(", line)]
