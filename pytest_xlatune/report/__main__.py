@@ -1,7 +1,7 @@
 """Re-render tuning reports from the results store without running anything.
 
     python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
-                                    [--export DIR] [--numerics fail|warn]
+                                    [--export DIR] [--numerics fail|warn] [--mask REGEX]
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from ..cell.load import CellError, load_cell
 from ..judge.numerics import Mode
 from ..paths import CellPaths
 from ..plan.expand import expand
-from ..settings import numerics_mode
+from ..settings import mask_patterns, numerics_mode
+from ..shareable import clean, configure
 from ..store import ResultStore
 from .build import from_store
 from .files import write_reports
@@ -33,11 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numerics", type=numerics_mode, default=Mode.FAIL, metavar="fail|warn",
                         help="as the sweep's --xlatune-numerics: may a run whose loss left the "
                         "baseline's be the recipe (warn) or not (fail, the default)")
+    parser.add_argument("--mask", type=mask_patterns, default=(), metavar="REGEX",
+                        help="as the sweep's --xlatune-mask: more text to mask in what is written")
     args = parser.parse_args(argv)
+    configure(args.mask)
     try:
         cells = [load_cell(path) for path in args.cells]
     except CellError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(clean(f"error: {error}"), file=sys.stderr)
         return 2
     reports = [report for cell in cells if (report := from_store(
         cell, ResultStore(CellPaths(cell.path, args.root, args.store).store), expand(cell), args.root,

@@ -49,5 +49,6 @@ def test_cell_file_name_with_an_escape_code_is_refused(pytester: pytest.Pytester
     (pytester.path / name).write_text(CELL)
     result = pytester.runpytest(name, *FAKE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: '\\x1b]0;owned\\x07.yml': expected a cell file name without control characters"])
+    result.stderr.fnmatch_lines(["ERROR: '\\x1b]0;owned\\x07.yml': expected a cell file name without "
+                                 "control characters"])
     assert "\x1b" not in result.stdout.str() + result.stderr.str()
