@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
+from .shareable import clean
 from .transport.base import Transport, TransportError
 
 MESSAGE_LIMIT = 3500  # Telegram caps a message at 4096 characters; leave room for a prefix
@@ -54,7 +55,7 @@ class Notifier:
     def send(self, text: str) -> None:
         if not self.argv or self.transport is None:
             return
-        for part in split_message(text):
+        for part in split_message(clean(text)):  # a chat is shareable: no token, no escape code
             argv = [part if arg == PLACEHOLDER else arg for arg in self.argv]
             try:
                 result = self.transport.run(argv, timeout=60, cwd=self.cwd)

@@ -14,6 +14,8 @@ from .engine.items import CellFile, CellItem
 from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
 from .engine.stopsignals import StopSignals
+from .shareable import clean, clean_report
+from . import shareable
 from .launch.registry import Backend, LaunchContext, make_backend, register_kind, unregister_kinds
 
 CELL_SUFFIXES = (".yml", ".yaml")
@@ -46,6 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = Settings.from_config(config)
     settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
     settings.check_store()
+    settings.check_outputs()
+    shareable.configure(settings.mask)
     _check_cell_paths(config)
 
     def write(text: str, always: bool) -> None:
@@ -55,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
             return
         # Written while the item runs, so step around output capturing.
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            terminal.write_line(f"  [xlatune] {text}")
+            terminal.write_line(clean(f"  [xlatune] {text}", terminal=True))
 
     # Progress (steps, re-attach) with -v; incidents (retries, RESUMEs, failed polls, cancels on
     # sight, notifications not sent) always: a sweep runs for hours while nobody watches.
@@ -79,6 +83,24 @@ _STOP_SIGNALS = StopSignals()
 def pytest_unconfigure(config: pytest.Config) -> None:
     _STOP_SIGNALS.restore()
     unregister_kinds()
+    shareable.reset()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after every other plugin's wrapper
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """What a cell item reports reaches the terminal, junit.xml, pytest-html and xdist: clean it."""
+    report = yield
+    if isinstance(item, CellItem):
+        clean_report(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    report = yield
+    if isinstance(collector, CellFile):
+        clean_report(report)
+    return report
 
 
 class CellsSeen:
@@ -112,6 +134,9 @@ def _check_cell_paths(config: pytest.Config) -> None:
     named = [Path(arg.split("::")[0]) for arg in config.args]
     globbed = [p for pattern in config.getini("xlatune_cells") for p in config.rootpath.glob(pattern)]
     for path in named + globbed:
+        if path.suffix in CELL_SUFFIXES and shareable.strip_controls(str(path)) != str(path):
+            # pytest prints node ids as they are: no escape code reaches the terminal that way.
+            raise pytest.UsageError(f"{str(path)!r}: expected a cell file name without control characters")
         if path.suffix in CELL_SUFFIXES and path.is_dir():
             raise pytest.UsageError(f"{path}: expected a cell file ({'/'.join(CELL_SUFFIXES)}), "
                                     "found a directory")
@@ -139,9 +164,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings = config.stash[RUNTIME_KEY].settings
-    return [f"xlatune: store {settings.store_dir}, reports in {settings.report_dir}, "
-            f"poll every {settings.poll_interval:g} s"
-            + (", remeasure" if settings.remeasure else "")]
+    return [clean(f"xlatune: store {settings.store_dir}, reports in {settings.report_dir}, "
+                  f"poll every {settings.poll_interval:g} s"
+                  + (", remeasure" if settings.remeasure else ""), terminal=True)]
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -186,16 +211,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     runtime = config.stash.get(RUNTIME_KEY, None)
+
+    def write(text: str) -> None:
+        terminalreporter.write_line(clean(text, terminal=True))
+
     for message in getattr(runtime, "stops", []):
         terminalreporter.write_sep("=", "xlatune STOP", red=True)
-        terminalreporter.write_line(message)
+        write(message)
     if needs := getattr(runtime, "needs", {}):
         terminalreporter.write_sep("-", "xlatune: runs the selected items needed (not run)")
         for nodeid, text in needs.items():
-            terminalreporter.write_line(f"{nodeid}: {text}")
+            write(f"{nodeid}: {text}")
     for output in getattr(runtime, "outputs", []):
-        terminalreporter.write_line(output.line(config.invocation_params.dir))
+        write(output.line(config.invocation_params.dir))
     for cell, spent in runtime.costs() if runtime is not None else ():
-        terminalreporter.write_line(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
+        write(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
     for cell, line in runtime.adaptive_lines() if runtime is not None else ():
-        terminalreporter.write_line(f"xlatune: {cell.path.name}: {line}")
+        write(f"xlatune: {cell.path.name}: {line}")

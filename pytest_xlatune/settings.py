@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -64,6 +65,29 @@ def budget_value(text: str) -> Budget:
         raise argparse.ArgumentTypeError(f"expected node-hours like 2.5nh, queue hours like 8h, or "
                                          f"none, found {text!r}")
     return Budget(node_hours=hours) if unit == "nh" else Budget(queue_hours=hours)
+
+
+def mask_patterns(text: str) -> tuple[re.Pattern[str], ...]:
+    """argparse type: regular expressions of more text to mask, one per line (a named group
+    `secret` masks only that part of a match)."""
+    patterns = []
+    for line in filter(None, (line.strip() for line in text.splitlines())):
+        try:
+            patterns.append(re.compile(line))
+        except re.error as error:
+            raise argparse.ArgumentTypeError(f"expected a regular expression, found {line!r} "
+                                             f"({error})") from None
+        if patterns[-1].fullmatch(""):
+            raise argparse.ArgumentTypeError(f"expected a pattern that matches some text, found "
+                                             f"{line!r} (it matches the empty string)")
+    return tuple(patterns)
+
+
+# Linux limits: a path segment (NAME_MAX) and a whole path (PATH_MAX), in bytes; an option value
+# longer than PATH_MAX is a mistake whatever it is.
+SEGMENT_MAX = 255
+VALUE_MAX = 4096
+PATH_METAVARS = ("DIR", "PATH", "CHECKOUT", "MODULE", "IMAGE", "FILE|YAML")
 
 
 @dataclass(frozen=True)
@@ -137,6 +161,9 @@ OPTIONS = (
            "budget or compilation cache", False, "bool"),
     Option("budget", "when an adaptive sweep concludes: node-hours (2.5nh), queue hours (8h) or "
            "none", "8h", parse=budget_value, metavar="SPEC"),
+    Option("mask", "more text to mask in every shareable output (reports, HTML, junit, terminal, "
+           "exports, lock): regular expressions, one per line in the ini; a named group `secret` "
+           "masks only that part", "", parse=mask_patterns, metavar="REGEX"),
     Option("zh", "also write the Chinese mirror <MODEL_TAG>-tuning.zh.md (always rewritten when "
            "it already exists)", False, "bool"),
 )
@@ -208,10 +235,12 @@ class Settings:
     numerics: Mode = Mode.FAIL
     fixed_protocol: bool = False
     budget: Budget = Budget()
+    mask: tuple[re.Pattern[str], ...] = ()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         values = {option.name: _value(config, option) for option in OPTIONS}
+        check_lengths(values)
         root = config.rootpath
         host_cmd = str(values["host-cmd"]).strip()
         if host_cmd and str(values["ssh-host"]).strip():
@@ -243,6 +272,7 @@ class Settings:
             else budget_value(str(values["budget"])),
             numerics=values["numerics"] if isinstance(values["numerics"], Mode)
             else numerics_mode(str(values["numerics"])),
+            mask=values["mask"] if isinstance(values["mask"], tuple) else mask_patterns(str(values["mask"])),
         )
 
     def for_cell(self, cell: Cell) -> CellSettings:
@@ -290,7 +320,7 @@ class Settings:
         looks_like_path = "\n" not in text and not text.startswith(("{", "[")) and (
             path.suffix in (".yml", ".yaml", ".json") or "/" in text)
         source = "xlatune_policy"
-        if "\n" not in text and (path.exists() or looks_like_path):
+        if "\n" not in text and (_exists(path) or looks_like_path):
             if not path.is_file():
                 found = "a directory" if path.is_dir() else "no such file"
                 raise pytest.UsageError(f"--xlatune-policy: expected a policy file or YAML text, "
@@ -306,17 +336,60 @@ class Settings:
 
     def check_store(self) -> None:
         """The store directory is (or can be made) a writable directory: a usage error otherwise."""
-        target = self.store_dir
+        check_writable_dir("--xlatune-store", self.store_dir)
+
+    def check_outputs(self) -> None:
+        """Where the session will write (report dir, export dir) and the files it will read
+        (--xlatune-python, --xlatune-ssh-config): checked before anything runs."""
+        if self.write_report:
+            check_writable_dir("--xlatune-report-dir", self.report_dir)
+        if self.export_dir is not None:
+            check_writable_dir("--xlatune-export", self.export_dir)
+        for flag, text in (("--xlatune-ssh-config", self.ssh_config), ("--xlatune-python", self.python)):
+            path = Path(os.path.expanduser(text))
+            if text and "/" in text and path.is_dir():
+                raise pytest.UsageError(f"{flag}: expected a file, found {text!r} (a directory)")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # ENAMETOOLONG and the like: not a file we can read
+        return False
+
+
+def check_writable_dir(flag: str, directory: Path) -> None:
+    """`directory` is (or can be made) a writable directory: a one-line usage error otherwise."""
+    target = directory
+    try:
         while not target.exists() and target != target.parent:
             target = target.parent
         problem = ""
         if not target.is_dir():
             problem = f"{target} is not a directory"
         else:
-            try:
-                tempfile.TemporaryFile(dir=target).close()
-            except OSError as error:
-                problem = f"{target}: {error.strerror or error}"
-        if problem:
-            raise pytest.UsageError(f"--xlatune-store: expected a writable directory, found "
-                                    f"{str(self.store_dir)!r} ({problem})")
+            tempfile.TemporaryFile(dir=target).close()
+    except OSError as error:
+        problem = f"{target}: {error.strerror or error}"
+    if problem:
+        raise pytest.UsageError(f"{flag}: expected a writable directory, found {str(directory)!r} ({problem})")
+
+
+def check_lengths(values: dict[str, Any]) -> None:
+    """No option value over VALUE_MAX bytes, no path segment over SEGMENT_MAX: a usage line, not
+    an OSError (ENAMETOOLONG) after the sweep."""
+    for option in OPTIONS:
+        value = values.get(option.name)
+        if not isinstance(value, str):
+            continue
+        size = len(value.encode())
+        if size > VALUE_MAX:
+            raise pytest.UsageError(f"{option.flag}: expected at most {VALUE_MAX} bytes, found "
+                                    f"{size} bytes ({value[:40]!r}...)")
+        looks_like_text = option.name == "policy" and ("\n" in value or value.lstrip().startswith(("{", "[")))
+        if option.metavar in PATH_METAVARS and not looks_like_text:
+            longest = max(value.split("/"), key=lambda part: len(part.encode()))
+            if len(longest.encode()) > SEGMENT_MAX:
+                raise pytest.UsageError(f"{option.flag}: expected path segments of at most {SEGMENT_MAX} "
+                                        f"bytes, found one of {len(longest.encode())} bytes "
+                                        f"({longest[:40]!r}...)")

@@ -12,6 +12,7 @@ output directory and fake_seed=N, so a sequence of jobs is reproducible),
 fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens),
 fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
 first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
+With --xla_fake_fail=crash, the environment variable FAKE_TRAINER_SAY is appended to the error line.
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -108,7 +109,9 @@ def main(argv: list[str]) -> int:
         _junk(int(args.get("fake_log_bytes", "0")))
     for step in range(steps):
         if fail == "crash" and step == 3:
-            print("Traceback (most recent call last):\nRuntimeError: boom", flush=True)
+            # FAKE_TRAINER_SAY: hostile text a crashing job prints (escape codes, markup, tokens).
+            say = os.environ.get("FAKE_TRAINER_SAY", "")
+            print(f"Traceback (most recent call last):\nRuntimeError: boom{' ' + say if say else ''}", flush=True)
             return 1
         time.sleep(step_sleep)
         value = tgs * (0.5 if step == 0 else 1.0) * (1 + 0.001 * ((step % 3) - 1))

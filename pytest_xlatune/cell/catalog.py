@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from .. import safeyaml
 from . import grammar as G
 
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
@@ -72,7 +73,7 @@ def _candidates(entry: Mapping[str, Any]) -> list[Candidate]:
 @functools.lru_cache(maxsize=1)
 def catalogs() -> dict[str, Catalog]:
     """Every catalog of the package data, by name."""
-    raw = yaml.safe_load(resources.files("pytest_xlatune.cell").joinpath("catalog.yml").read_text("utf-8"))
+    raw = safeyaml.load(resources.files("pytest_xlatune.cell").joinpath("catalog.yml").read_text("utf-8"))
     out: dict[str, Catalog] = {}
     for name, body in raw.items():  # includes name catalogs defined above them
         cands: list[Candidate] = []

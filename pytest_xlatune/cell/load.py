@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from yaml.nodes import Node
 
+from pytest_xlatune import safeyaml
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell.model import (BASELINE, EVIDENCE, RESTORE_DEFAULT, WINNER, BackendKind, Cell,
@@ -42,7 +43,9 @@ def _read(path: Path) -> str:
 
 def _compose(path: Path, text: str) -> Node | None:
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return safeyaml.compose(text)
+    except safeyaml.AliasRefused as exc:  # before expanding: an alias bomb costs nothing here
+        raise CellError(path, exc.line, exc.key or "yaml", safeyaml.EXPECTED, exc.found) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         found = exc.problem or exc.context or "a syntax error"

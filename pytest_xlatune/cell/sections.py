@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from yaml.nodes import Node
 
+from pytest_xlatune import safeyaml
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell.model import (
@@ -271,7 +272,7 @@ def parallelism(r: N.Ctx, node: Node, key: str) -> Parallelism:
 
 def policy(r: N.Ctx, node: Node, key: str) -> str:
     """Playbook overrides (see policy.py), validated here, kept as JSON text."""
-    raw = yaml.safe_load(yaml.serialize(node))
+    raw = safeyaml.load(yaml.serialize(node))
     try:
         policy_from_mapping(raw, source=key)
     except PolicyError as error:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from .. import safeyaml
 from ..results import Verdict
 from .triage import Diagnosis, FailureClass
 
@@ -272,7 +273,9 @@ _RULE_KEYS = ("action", "retries", "exhausted", "stop_on", "stop_after", "cancel
 def policy_from_text(text: str, base: Policy = DEFAULT_POLICY, source: str = "xlatune_policy") -> Policy:
     """Parse YAML or JSON text (the ini option) into a Policy on top of `base`."""
     try:
-        data = yaml.safe_load(text) if text.strip() else None
+        data = safeyaml.load(text) if text.strip() else None
+    except safeyaml.AliasRefused as exc:
+        raise PolicyError(exc.one_line(source)) from None
     except yaml.YAMLError as exc:
         raise PolicyError(f"{source}: not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
     return base if data is None else policy_from_mapping(data, base, source)

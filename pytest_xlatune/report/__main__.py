@@ -1,7 +1,7 @@
 """Re-render tuning reports from the results store without running anything.
 
     python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
-                                    [--export DIR] [--numerics fail|warn]
+                                    [--export DIR] [--numerics fail|warn] [--mask REGEX]
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from ..cell.load import CellError, load_cell
 from ..judge.numerics import Mode
 from ..paths import CellPaths
 from ..plan.expand import expand
-from ..settings import numerics_mode
+from ..settings import mask_patterns, numerics_mode
+from ..shareable import clean, configure
 from ..store import ResultStore, StoreError
 from .build import from_store
 from .files import write_reports
@@ -33,11 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numerics", type=numerics_mode, default=Mode.FAIL, metavar="fail|warn",
                         help="as the sweep's --xlatune-numerics: may a run whose loss left the "
                         "baseline's be the recipe (warn) or not (fail, the default)")
+    parser.add_argument("--mask", type=mask_patterns, default=(), metavar="REGEX",
+                        help="as the sweep's --xlatune-mask: more text to mask in what is written")
     args = parser.parse_args(argv)
+    configure(args.mask)
     try:
         cells = [load_cell(path) for path in args.cells]
     except CellError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(clean(f"error: {error}"), file=sys.stderr)
         return 2
     try:
         reports = [report for cell in cells if (report := from_store(
@@ -45,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             cell.image, args.numerics)) is not None]
         written = write_reports(reports, args.out, mode=args.numerics, write_zh=args.zh, export_dir=args.export)
     except (StoreError, OSError) as error:  # a link or a folder in place of a store, a report dir
-        print(f"error: {error}", file=sys.stderr)
+        print(clean(f"error: {error}"), file=sys.stderr)
         return 2
     if not written:
         print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)

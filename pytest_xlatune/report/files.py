@@ -9,6 +9,7 @@ from pathlib import Path
 from .. import safefs
 from ..judge.numerics import Mode
 from ..paths import export_path, report_path
+from ..shareable import clean
 from . import sections
 from .build import CellReport, report_data
 from .data import ReportData
@@ -39,6 +40,7 @@ class Output:
 
 def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:
     """Write `text` unless the file already holds exactly that (its mtime then stays)."""
+    text = clean(text)
     if _read(path) == text:
         return Output(path, what, False, why)
     write_atomic(path, text)
@@ -46,9 +48,9 @@ def write_if_changed(path: Path, text: str, what: str, why: str = "") -> Output:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace the file in one rename (a link there is replaced, never written through), with
-    the user's umask (0644 under 022)."""
-    safefs.write_atomic(path, text)
+    """Replace the file in one rename, cleaned (shareable.clean: every report, export and lock);
+    a link there is replaced, never written through; the user's umask (0644 under 022)."""
+    safefs.write_atomic(path, clean(text))
 
 
 def write_reports(reports: Sequence[CellReport], report_dir: Path, *, mode: Mode = Mode.FAIL,

@@ -19,6 +19,7 @@ from . import chart
 from .build import report_data
 from .data import ReportData
 from ..results import JobResult
+from ..shareable import clean
 from ..engine.session import RUNTIME_KEY
 
 FIRST_EXTRA_COLUMN = 2  # after Result and Test
@@ -66,11 +67,23 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
         cells.insert(FIRST_EXTRA_COLUMN + offset, f"<th>{escape(title)}</th>")
 
 
-def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
-    props = dict(report.user_properties)
+def pytest_html_results_table_row(report: pytest.TestReport | pytest.CollectReport,
+                                  cells: list[str]) -> None:
+    """Our columns for every row: a collection error (a CollectReport, no user_properties) gets
+    empty ones. pytest-html puts the test id into its cell unescaped: escape it here."""
+    _escape_test_id(report, cells)
+    props = dict(getattr(report, "user_properties", ()))
     for offset, (_, text) in enumerate(COLUMNS):
         cells.insert(FIRST_EXTRA_COLUMN + offset,
                      f'<td class="xlatune-col">{escape(text(props))}</td>')
+
+
+def _escape_test_id(report: pytest.TestReport | pytest.CollectReport, cells: list[str]) -> None:
+    test_id = report.nodeid if report.when == "call" else f"{report.nodeid}::{report.when}"
+    raw = f'<td class="col-testId">{test_id}</td>'
+    for index, cell in enumerate(cells):
+        if cell == raw:  # as pytest-html 4 builds it; left alone if a later version escapes it
+            cells[index] = f'<td class="col-testId">{escape(test_id)}</td>'
 
 
 @pytest.hookimpl(wrapper=True)
@@ -83,7 +96,7 @@ def pytest_runtest_makereport(item: pytest.Item,
         result = _failed_result(item, call)
         if result is not None:
             report.extras = [*getattr(report, "extras", []), extras.text(
-                _log_text(result), name=f"log tail (job {result.job_id})")]
+                _log_text(result), name=escape(f"log tail (job {result.job_id})"))]
             if hasattr(report, "wasxfail"):
                 # pytest-html shows an xfail's longrepr: the traceback of pytest.xfail() itself.
                 report.longrepr = f"{report.wasxfail}\nlog: {result.log_path}"
@@ -114,7 +127,7 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     # The same ReportData the markdown report renders (evidence and the numerics mode included).
     parts = [cell_html(report_data(report, runtime.settings.numerics)) for report in runtime.report_inputs()]
     if parts:
-        prefix.append(STYLE + "".join(parts))
+        prefix.append(clean(STYLE + "".join(parts)))  # escaped below; secrets and escape codes out here
 
 
 def cell_html(data: ReportData) -> str:

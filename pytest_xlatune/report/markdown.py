@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import jinja2
 
 from ..evidence.collective_table import format_bytes
+from ..shareable import markdown_code, markdown_text, strip_controls
 from . import sections
 from .data import ReportData
 
@@ -38,17 +39,21 @@ def _plus(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:+,.{digits}f}"
 
 
-def _oneline(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+def _finalize(value: object) -> object:
+    # Whatever an expression prints, no terminal escape or control character reaches the file.
+    return strip_controls(value) if isinstance(value, str) else value
 
 
 def environment() -> jinja2.Environment:
+    """Markdown, so no HTML autoescape: text from a cell, a log, an artifact or another report
+    section goes through `md` (inline text, table cells) or `code` (a code span)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_xlatune", "report/templates"),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+        finalize=_finalize,
     )
-    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=_oneline, ci=_ci,
-                       plus=_plus, bytes=format_bytes)
+    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=markdown_text, ci=_ci,
+                       plus=_plus, bytes=format_bytes, md=markdown_text, code=markdown_code)
     return env
 
 

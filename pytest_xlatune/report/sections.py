@@ -219,7 +219,7 @@ def parse(text: str) -> Document:
         end = close.end() if close else limit
         body = text[start.start():end]
         data = _DATA.search(body)
-        parts.append(Section(start["cell"], start["parallelism"], body,
+        parts.append(Section(_unmarker_id(start["cell"]), start["parallelism"], body,
                              CellSummary.from_json(data["json"]) if data else None))
         position = end
     if position < len(text):
@@ -231,9 +231,19 @@ def parse(text: str) -> Document:
     return Document(tuple(parts))
 
 
+def _marker_id(cell: str) -> str:
+    """The cell id as the marker comment holds it: no `>` (so no `-->` or `--!>` closes the
+    comment early, whatever the cell file is called), no line break; `_unmarker_id` reverses it."""
+    return cell.replace("&", "&amp;").replace(">", "&gt;").replace("\n", "&#10;").replace("\r", "&#13;")
+
+
+def _unmarker_id(text: str) -> str:
+    return text.replace("&#13;", "\r").replace("&#10;", "\n").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def wrap(summary: CellSummary, body: str) -> str:
     """A rendered cell body between its markers, with its data comment."""
-    return (f"<!-- xlatune:cell {summary.parallelism} {summary.cell} -->\n"
+    return (f"<!-- xlatune:cell {summary.parallelism} {_marker_id(summary.cell)} -->\n"
             f"<!-- xlatune:data {summary.to_json()} -->\n"
             f"{body.rstrip()}\n{CLOSE}\n")
 

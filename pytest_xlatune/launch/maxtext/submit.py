@@ -11,6 +11,7 @@ import yaml
 
 from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NODELIST, PARTITION, SLURM_TIME,
                              TUNE_PROFILE_ARG, job_name, job_name_bytes)
+from ... import safeyaml
 from ...cell.jobnames import EXP_TAG, XLA_DUMP_ARG, parts, remedy
 from ...slurm.commands import submission_mark
 from .files import ARM, check_passthrough
@@ -112,7 +113,7 @@ _PARALLELISM_RE = re.compile(r"(dcn|ici)_[a-z]+_parallelism")
 def parse_gpu_yml(text: str) -> dict[str, Any]:
     """The inventory keys of configs/<MODEL_TAG>.gpu.yml: batch, sequence, remat, MoE, PP, parallelism."""
     try:
-        data = yaml.safe_load(text)
+        data = safeyaml.load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"gpu.yml is not valid YAML: {exc}") from None
     if data is None:

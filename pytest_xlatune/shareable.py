@@ -1,0 +1,182 @@
+"""What may leave the machine: control sequences stripped, secrets masked, markdown escaped.
+
+Every shareable output (the tuning reports, exports and lock, the HTML report, junit.xml, the
+terminal, notifications) passes its text through `clean` at the boundary where it is written or
+handed to pytest; the raw job logs and the private results store keep the text as it was.
+docs/explanation/security.md states the rule.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MASK = "[masked]"
+
+# Environment variable names that hold secrets (case-insensitive, anywhere in the name).
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# Values shorter than this are not masked: FOO_KEY=1 would mask every "1" of a report.
+MIN_SECRET_LENGTH = 6
+_NOT_SECRET = frozenset({"true", "false", "none", "null", "unset", "enabled", "disabled"})
+
+# Well-known token shapes, wherever they appear (a job that printed its environment, a URL).
+TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
+    ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
+    ("GitHub fine-grained token", r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    ("Slack token", r"\bxox[abposre]-[A-Za-z0-9-]{8,}"),
+    ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}"),
+    ("JWT", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
+    ("Bearer credential", r"(?i:\bBearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
+    ("secret-named assignment", r"(?i:\b[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|"
+                                r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)\b)[=:]\s*"
+                                rf"(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})"),
+)
+
+# ESC-introduced sequences: CSI (SGR colours are the CSI ending in "m"), OSC (window title,
+# hyperlinks, clipboard) and DCS/SOS/PM/APC up to BEL or ST (or the end of the line), then any
+# other two-byte escape; C1 controls; C0 controls but tab and newline; bidi overrides.
+_CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+_STRING = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+_CONTROLS = re.compile(rf"{_STRING}|{_CSI}|\x1b[ -~]?|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SGR = re.compile(r"(?:\x1b\[|\x9b)[0-9;:]*m")
+
+
+def strip_controls(text: str, keep_sgr: bool = False) -> str:
+    """Drop terminal control sequences and control characters (tab and newline stay); with
+    `keep_sgr`, colour sequences stay (terminal output only)."""
+    if keep_sgr:
+        return _CONTROLS.sub(lambda m: m.group() if _SGR.fullmatch(m.group()) else "", text)
+    return _CONTROLS.sub("", text)
+
+
+@dataclass(frozen=True)
+class Masker:
+    """Literal secrets (with their HTML, JSON and markdown renderings) and token patterns."""
+
+    literals: tuple[str, ...] = ()
+    patterns: tuple[re.Pattern[str], ...] = ()
+
+    @classmethod
+    def build(cls, environ: Mapping[str, str] | None = None,
+              extra: Iterable[re.Pattern[str]] = ()) -> Masker:
+        """From the secret-named variables of `environ` (os.environ), the token shapes and `extra`."""
+        env = os.environ if environ is None else environ
+        values = {v for name, v in env.items() if SECRET_NAME.search(name)
+                  and len(v.strip()) >= MIN_SECRET_LENGTH and v.strip().lower() not in _NOT_SECRET}
+        literals = {variant for v in values for variant in _renderings(v) if variant}
+        patterns = tuple(re.compile(p) for _, p in TOKEN_SHAPES) + tuple(extra)
+        # Longest first, so a value that contains another is masked whole.
+        return cls(tuple(sorted(literals, key=len, reverse=True)), patterns)
+
+    def mask(self, text: str) -> str:
+        for literal in self.literals:
+            if literal in text:
+                text = text.replace(literal, MASK)
+        for pattern in self.patterns:
+            text = pattern.sub(_masked, text)
+        return text
+
+
+def _masked(match: re.Match[str]) -> str:
+    if "secret" in match.re.groupindex and match.group("secret") is not None:
+        start, end = match.span("secret")
+        whole = match.group()
+        offset = match.start()
+        return whole[:start - offset] + MASK + whole[end - offset:]
+    return MASK
+
+
+def _renderings(value: str) -> set[str]:
+    """A secret as each output writes it: raw, HTML-escaped, JSON-escaped, markdown-escaped."""
+    value = value.strip()
+    return {value, html.escape(value), html.escape(value, quote=False), json.dumps(value)[1:-1],
+            json.dumps(value, ensure_ascii=False)[1:-1], markdown_text(value), value.replace("|", "\\|")}
+
+
+_SESSION: dict[str, Masker] = {}  # the masker pytest_configure built, under "masker"
+
+
+def configure(extra: Iterable[re.Pattern[str]] = (), environ: Mapping[str, str] | None = None) -> None:
+    """Set the session's masker (pytest_configure); `extra` from --xlatune-mask / xlatune_mask."""
+    _SESSION["masker"] = Masker.build(environ, extra)
+
+
+def reset() -> None:
+    _SESSION.pop("masker", None)
+
+
+def masker() -> Masker:
+    """The session's masker, or one from the current environment when none was configured."""
+    return _SESSION.get("masker") or Masker.build()
+
+
+def clean(text: str, terminal: bool = False) -> str:
+    """THE boundary function: control sequences stripped (SGR kept for the terminal), secrets masked."""
+    return masker().mask(strip_controls(text, keep_sgr=terminal))
+
+
+def clean_data(value: Any) -> Any:
+    """`clean` on every string inside lists, tuples and dicts (user properties, JSON records)."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list):
+        return [clean_data(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(clean_data(v) for v in value)
+    if isinstance(value, dict):
+        return {clean_data(k): clean_data(v) for k, v in value.items()}
+    return value
+
+
+# ---- markdown ---------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`\[\]|])")
+
+
+def markdown_text(value: object) -> str:
+    """A value as inline markdown text or a table cell: one line, no HTML, no link or image, no
+    code span, no cell break (emphasis characters stay: they cannot reach outside the text)."""
+    text = " ".join(strip_controls(str(value)).splitlines())
+    text = text.replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def markdown_code(value: object) -> str:
+    """A value as an inline code span (backticks included) safe in a table cell: fenced with more
+    backticks than it holds, one line, `|` escaped (GitHub tables split cells before code spans)."""
+    text = " ".join(strip_controls(str(value)).splitlines()).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+# ---- pytest reports ---------------------------------------------------------------------------
+
+def clean_report(report: Any) -> None:
+    """`clean` a test or collect report in place before pytest, junitxml, pytest-html and xdist
+    see it: the failure text, captured sections, user properties and pytest-html extras."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, str):
+        report.longrepr = clean(longrepr)
+    elif isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (path, line, reason)
+        report.longrepr = (longrepr[0], longrepr[1], clean(str(longrepr[2])))
+    elif longrepr is not None:
+        text = report.longreprtext
+        if clean(text) != text:  # only then give up pytest's structured repr
+            report.longrepr = clean(text)
+    report.sections = [(clean(title), clean(content)) for title, content in report.sections]
+    if hasattr(report, "user_properties"):
+        report.user_properties = [(name, clean_data(value)) for name, value in report.user_properties]
+    if isinstance(getattr(report, "wasxfail", None), str):
+        report.wasxfail = clean(report.wasxfail)
+    for extra in getattr(report, "extras", ()):
+        for field in ("name", "content"):
+            if isinstance(extra.get(field), str):
+                extra[field] = clean(extra[field])

@@ -1,0 +1,192 @@
+"""Hostile input, in-process: YAML aliases refused (cells, policy text), secrets masked and
+control sequences stripped by the one boundary cleaner, markdown escaping, report markers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_xlatune import safeyaml, shareable
+from pytest_xlatune.cell.load import CellError, load_cell
+from pytest_xlatune.judge.policy import PolicyError, policy_from_text
+from pytest_xlatune.report import sections
+from pytest_xlatune.report.markdown import environment
+
+HEAD = "model_tag: demo\nnodes: 1\nparallelism: FSDP=8\n"
+
+
+def bomb(levels: int) -> str:
+    """A "billion laughs": each level's list holds nine aliases of the one below (9**levels)."""
+    lines = ["  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for n in range(1, levels):
+        lines.append(f"  l{n}: &l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+BOMB = bomb(10)  # 9**10 = 3.5 billion strings from ~560 bytes
+
+
+def test_the_bomb_is_the_issue_size() -> None:
+    assert len(BOMB) < 700
+
+
+@pytest.mark.parametrize("levels", [3, 10])
+def test_alias_in_a_cell_is_one_line_naming_file_line_and_key(tmp_path: Path, levels: int) -> None:
+    path = tmp_path / "cell.yml"
+    path.write_text(HEAD + "policy:\n" + bomb(levels))
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    message = str(info.value)
+    assert message == (f"{path}:6: policy.l1[0]: expected plain YAML without anchors and aliases "
+                       "(write the value out), found an alias (*l0)")
+
+
+@pytest.mark.parametrize("levels", [3, 10])
+def test_alias_in_policy_text_is_one_line(levels: int) -> None:
+    with pytest.raises(PolicyError) as info:
+        policy_from_text("{" + bomb(levels).replace("\n", ",").strip(",") + "}")
+    assert str(info.value) == ("xlatune_policy:1: l1[0]: expected plain YAML without anchors and "
+                               "aliases (write the value out), found an alias (*l0)")
+
+
+def test_alias_in_policy_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yml", policy="rccl_init_flake: &r {retries: 3}\ncoord_timeout: *r\n")
+    result = pytester.runpytest("--xlatune-policy=policy.yml", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --xlatune-policy: *policy.yml:2: coord_timeout: expected plain "
+                                 "YAML without anchors and aliases*, found an alias (*r)"])
+
+
+def test_yaml_without_aliases_loads_as_safe_load_would() -> None:
+    text = "a: {b: [1, 2.5, x, null, true]}\nc: 2024-01-01\n"
+    import yaml
+
+    assert safeyaml.load(text) == yaml.safe_load(text)
+    assert safeyaml.load("") is None and safeyaml.compose("") is None
+    with pytest.raises(yaml.YAMLError):
+        safeyaml.load("!!python/object/apply:os.system [echo hi]")
+
+
+def test_every_yaml_read_of_the_package_goes_through_safeyaml() -> None:
+    import pytest_xlatune
+
+    package = Path(pytest_xlatune.__file__).parent
+    direct = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py") if p.name != "safeyaml.py"
+              for n, line in enumerate(p.read_text().splitlines(), 1)
+              if re.search(r"(?<![\w.])yaml\.(safe_load|load|compose|full_load|unsafe_load|load_all)\(", line)]
+    assert direct == []
+
+
+# ---- control sequences -------------------------------------------------------------------------
+
+TITLE = "\x1b]0;owned\x07"
+LINK = "\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+CLIPBOARD = "\x1b]52;c;ZWNobyBvd25lZA==\x07"
+CURSOR = "\x1b[2J\x1b[H\x1b[1A\r"
+RED = "\x1b[31mred\x1b[0m"
+
+
+def test_control_sequences_are_stripped_and_colours_kept_only_for_the_terminal() -> None:
+    text = f"a{TITLE}b {LINK} {CLIPBOARD}{CURSOR}{RED} \u202eevil\x00\x9b2J end\n\tnext"
+    assert shareable.strip_controls(text) == "ab click red evil end\n\tnext"
+    assert shareable.strip_controls(text, keep_sgr=True) == f"ab click {RED} evil end\n\tnext"
+    assert shareable.clean(text, terminal=True) == f"ab click {RED} evil end\n\tnext"
+    assert shareable.strip_controls("\x1b]0;no terminator\nkept") == "\nkept"
+
+
+# ---- masking -----------------------------------------------------------------------------------
+
+TOKENS = {
+    "GitHub classic": "ghp_" + "a1B2c3D4e5" * 4,
+    "GitHub OAuth": "gho_" + "Z9y8X7w6V5" * 4,
+    "GitHub fine-grained": "github_pat_11ABCDEFG0123456789_abcdefghijKLMNOPQRSTUVWXYZ0123456789abcd",
+    "Slack bot": "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx",
+    "AWS access key id": "AKIAIOSFODNN7EXAMPLE",
+    "Hugging Face": "hf_" + "AbCdEfGhIj" * 3 + "kl",
+    "JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+}
+
+
+@pytest.mark.parametrize("token", TOKENS.values(), ids=TOKENS.keys())
+def test_token_shapes_are_masked_anywhere(token: str) -> None:
+    masker = shareable.Masker.build({})
+    assert masker.mask(f"log: using {token}, done") == "log: using [masked], done"
+
+
+def test_bearer_and_secret_named_assignments_keep_their_names() -> None:
+    masker = shareable.Masker.build({})
+    assert masker.mask("Authorization: Bearer abc.def-ghi_jkl") == "Authorization: Bearer [masked]"
+    assert masker.mask("WANDB_API_KEY=0123456789abcdef HF_TOKEN=whatever1 password: hunter22") == \
+        "WANDB_API_KEY=[masked] HF_TOKEN=[masked] password: [masked]"
+    # Not secrets: MaxText's throughput field, an NCCL setting, a short value.
+    for text in ("Tokens/s/device: 1234.5, total_weights: 1024", "NCCL_IB_PKEY=0x8001", "HF_TOKEN=1"):
+        assert masker.mask(text) == text
+
+
+def test_values_of_secret_named_environment_variables_are_masked_in_every_rendering() -> None:
+    secret = 'p<a|s"s&w\\ord-42'
+    masker = shareable.Masker.build({"my_api_Token": secret, "DB_PASSWORD": "hunter2x",
+                                     "SSH_PRIVATE_KEY_PASS": "correct-horse", "HOME": "/root",
+                                     "TOKENIZERS_PARALLELISM": "false", "NCCL_KEY": "1"})
+    import html
+    import json
+
+    for rendering in (secret, html.escape(secret), json.dumps(secret), shareable.markdown_text(secret)):
+        assert "[masked]" in masker.mask(f"x {rendering} y") and "w\\ord" not in masker.mask(rendering)
+    assert masker.mask("hunter2x correct-horse /root false 1") == "[masked] [masked] /root false 1"
+
+
+def test_extra_patterns_mask_the_whole_match_or_its_secret_group() -> None:
+    masker = shareable.Masker.build({}, [re.compile(r"internal-[0-9]+"),
+                                         re.compile(r"session=(?P<secret>\w+)")])
+    assert masker.mask("host internal-42 session=abc123") == "host [masked] session=[masked]"
+
+
+def test_mask_option_rejects_a_bad_pattern(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--xlatune-mask=(unclosed", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--xlatune-mask: expected a regular expression, found '(unclosed'*"])
+
+
+def test_clean_report_cleans_every_field_of_a_report() -> None:
+    report = pytest.TestReport("x.yml::a", ("x.yml", 0, "a"), {}, "failed", f"boom {TOKENS['JWT']}{TITLE}",
+                               "call", [("Captured stdout call", f"out {TOKENS['Slack bot']}")],
+                               user_properties=[("xlatune_reason", f"r {TOKENS['AWS access key id']}")])
+    report.extras = [{"name": "log", "content": f"tail {TOKENS['Hugging Face']}{CLIPBOARD}"}]  # type: ignore[attr-defined]
+    shareable.clean_report(report)
+    assert report.longrepr == "boom [masked]"
+    assert report.sections == [("Captured stdout call", "out [masked]")]
+    assert report.user_properties == [("xlatune_reason", "r [masked]")]
+    assert report.extras == [{"name": "log", "content": "tail [masked]"}]  # type: ignore[attr-defined]
+
+
+# ---- markdown ----------------------------------------------------------------------------------
+
+def test_markdown_text_neutralises_html_links_code_and_cell_breaks() -> None:
+    assert shareable.markdown_text("<img src=x onerror=alert(1)> ![t](http://e/p.png) `c` a|b \\ x\ny") == \
+        "&lt;img src=x onerror=alert(1)&gt; !\\[t\\](http://e/p.png) \\`c\\` a\\|b \\\\ x y"
+    assert shareable.markdown_text("MI300X x8, 192 GB") == "MI300X x8, 192 GB"
+
+
+def test_markdown_code_fences_around_backticks_and_escapes_pipes() -> None:
+    assert shareable.markdown_code("/logs/1.log") == "`/logs/1.log`"
+    assert shareable.markdown_code("a`b|c\nd") == "``a`b\\|c d``"
+    assert shareable.markdown_code("`x`") == "`` `x` ``"
+
+
+def test_template_values_are_escaped_where_they_are_rendered() -> None:
+    template = environment().from_string("| {{ v | md }} | {{ v | code }} | {{ w }} |")
+    text = template.render(v="<b>x</b>|`y`", w=f"plain{TITLE}")
+    assert text == "| &lt;b&gt;x&lt;/b&gt;\\|\\`y\\` | `` <b>x</b>\\|`y` `` | plain |"
+
+
+@pytest.mark.parametrize("cell", ["cells/a-->b.yml", "cells/x--!>y.yml", "cells/new\nline.yml",
+                                  "cells/&gt;.yml"])
+def test_report_section_marker_cannot_be_closed_by_the_cell_name(cell: str) -> None:
+    summary = sections.CellSummary(cell=cell, parallelism="FSDP=8", config_tag="sparse", date="2026-01-01")
+    text = sections.wrap(summary, "# body\n")
+    first = text.splitlines()[0]
+    assert first.startswith("<!-- xlatune:cell ") and first.endswith(" -->") and first.count(">") == 1
+    assert [s.cell for s in sections.parse(text).sections] == [cell]
