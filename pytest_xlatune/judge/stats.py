@@ -100,6 +100,7 @@ class Comparison:
     n_candidate: int
     n_baseline: int
     higher_is_better: bool
+    unstable: bool = False  # the candidate's runs disagree beyond the noise: never a win
 
 
 def _values(values: Sequence[float], what: str) -> npt.NDArray[np.float64]:
