@@ -14,7 +14,7 @@ from .engine.items import CellFile, CellItem
 from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
 from .engine.stopsignals import StopSignals
-from .report.final import Final, corrections, finals, rewrite_junit, status_text
+from .report.final import Final, corrections, finals, rewrite_html, rewrite_junit, status_text
 from .launch.registry import Backend, LaunchContext, make_backend, register_kind, unregister_kinds
 
 CELL_SUFFIXES = (".yml", ".yaml")
@@ -116,6 +116,7 @@ class FinalFigures:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.printed: dict[tuple[str, str], tuple[str, str]] = {}
+        self.props: dict[tuple[str, str], dict[str, Any]] = {}
         self.final: dict[tuple[str, str], Final] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -123,6 +124,7 @@ class FinalFigures:
         if report.when == "call" and props.get("xlatune_cell") and props.get("xlatune_tgs") is not None:
             key = (str(props["xlatune_cell"]), str(props["xlatune_item"]))
             self.printed[key] = (report.nodeid, status_text(props) if report.passed else "")
+            self.props[key] = props
 
     @pytest.hookimpl(trylast=True)  # after junitxml wrote its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -135,6 +137,16 @@ class FinalFigures:
         xml = getattr(session.config.option, "xmlpath", None)
         if xml and self.final:
             rewrite_junit(Path(xml), self.final)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """After pytest-html wrote its file (its last hook): the item rows' final figures."""
+        html = getattr(config.option, "htmlpath", None)
+        if not html or not self.final or not config.pluginmanager.hasplugin("xlatune-html"):
+            return
+        from .report.html import figure_cells
+
+        rewrite_html(Path(html), [(self.printed[key][0], *cell) for key, now in self.final.items()
+                                  for cell in figure_cells(self.props[key], {**self.props[key], **now.props()})])
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if lines := corrections(self.printed, self.final):

@@ -13,8 +13,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import stats, verdicts
 from ..results import JobResult, RunKind
+from . import stats, verdicts
 
 # Runs shown without a Δ % vs the baseline: the baseline itself and the gate's old-image controls
 # (a Δ vs the new image's baseline would say nothing about them).

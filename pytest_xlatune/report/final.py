@@ -28,7 +28,7 @@ def figure_properties(found: figures.Figure | None) -> list[tuple[str, object]]:
         found.tgs if found else None, found.runs_text() if found else "",
         c.delta_pct if c else None, (c.ci_low_pct, c.ci_high_pct) if c else None,
         c.verdict.value if c else None, bool(found and found.unstable),
-        found.step_seconds if found else None)))
+        found.step_seconds if found else None), strict=True))
 
 
 def status_text(props: Mapping[str, object]) -> str:
@@ -116,3 +116,30 @@ def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
     if changed:
         tree.write(path, encoding="utf-8", xml_declaration=True)
     return changed
+
+
+def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool:
+    """Give the per-item cells of a pytest-html report their final figure: for each (node id,
+    cell class, text written at run time, final text), the first cell of that class after each
+    place the node id appears, when it still holds the run-time text. pytest-html keeps its rows
+    in an escaped JSON blob; figures are plain ASCII, the same in every escaping. True: changed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    before = text
+    for nodeid, marker, old, new in cells:
+        if old == new or not old:
+            continue
+        at = text.find(nodeid)
+        while at >= 0:
+            cell = text.find(marker, at)
+            end = cell + len(marker) + 40 + len(old)
+            found = text.find(old, cell, end) if cell >= 0 else -1
+            if found >= 0:
+                text = text[:found] + new + text[found + len(old):]
+            at = text.find(nodeid, at + len(nodeid))
+    if text == before:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True

@@ -66,11 +66,23 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
         cells.insert(FIRST_EXTRA_COLUMN + offset, f"<th>{escape(title)}</th>")
 
 
+# Columns that show the figure of the item's settings: rewritten with the final figure at the
+# end of the session (report/final.py rewrite_html) when a later run of those settings joined it.
+FIGURE_COLUMNS = {"TGS": "xlatune-fig-tgs", "Δ% (95 % interval)": "xlatune-fig-delta"}
+
+
 def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
     props = dict(report.user_properties)
-    for offset, (_, text) in enumerate(COLUMNS):
+    for offset, (title, text) in enumerate(COLUMNS):
+        extra = f" {FIGURE_COLUMNS[title]}" if title in FIGURE_COLUMNS else ""
         cells.insert(FIRST_EXTRA_COLUMN + offset,
-                     f'<td class="xlatune-col">{escape(text(props))}</td>')
+                     f'<td class="xlatune-col{extra}">{escape(text(props))}</td>')
+
+
+def figure_cells(props: dict[str, Any], final: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(cell class, run-time text, final text) of the figure columns of an item's row."""
+    texts = dict(COLUMNS)
+    return [(marker, texts[title](props), texts[title](final)) for title, marker in FIGURE_COLUMNS.items()]
 
 
 @pytest.hookimpl(wrapper=True)
