@@ -115,16 +115,15 @@ class FinalFigures:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.printed: dict[tuple[str, str], tuple[str, str]] = {}
-        self.props: dict[tuple[str, str], dict[str, Any]] = {}
+        # (cell, item) → its node id and the properties its line printed ({}: no figure printed)
+        self.printed: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
         self.final: dict[tuple[str, str], Final] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if report.when == "call" and props.get("xlatune_cell") and props.get("xlatune_tgs") is not None:
             key = (str(props["xlatune_cell"]), str(props["xlatune_item"]))
-            self.printed[key] = (report.nodeid, status_text(props) if report.passed else "")
-            self.props[key] = props
+            self.printed[key] = (report.nodeid, props if report.passed else {})
 
     @pytest.hookimpl(trylast=True)  # after junitxml wrote its file
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -145,8 +144,9 @@ class FinalFigures:
             return
         from .report.html import figure_cells
 
-        rewrite_html(Path(html), [(self.printed[key][0], *cell) for key, now in self.final.items()
-                                  for cell in figure_cells(self.props[key], {**self.props[key], **now.props()})])
+        rewrite_html(Path(html), [(nodeid, *cell) for key, now in self.final.items()
+                                  for nodeid, props in [self.printed[key]]
+                                  for cell in figure_cells(props, {**props, **now.props()})])
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if lines := corrections(self.printed, self.final):

@@ -76,14 +76,18 @@ def finals(reports: Sequence[CellReport], items: Iterable[tuple[str, str]]) -> d
     return out
 
 
-def corrections(printed: Mapping[tuple[str, str], tuple[str, str]],
+def corrections(printed: Mapping[tuple[str, str], tuple[str, Mapping[str, object]]],
                 final: Mapping[tuple[str, str], Final]) -> list[str]:
-    """`<node id>: <final words>` for each item whose printed words (node id, words) differ."""
+    """`<node id>: <final words>` for each item whose line (node id, the properties it printed;
+    empty: it printed no figure) said otherwise."""
     lines = []
-    for key, (nodeid, said) in printed.items():
+    for key, (nodeid, props) in printed.items():
         now = final.get(key)
-        if now is not None and said and status_text(now.props()) != said:
-            lines.append(f"{nodeid}: {status_text(now.props())}")
+        said = status_text(props) if props else ""
+        if now is not None and said:
+            words = status_text({**props, **now.props()})
+            if words != said:
+                lines.append(f"{nodeid}: {words}")
     return lines
 
 

@@ -18,6 +18,7 @@ from ..engine.items import CellItem, RunFailed
 from . import chart
 from .build import report_data
 from .data import ReportData
+from .html_top import top_html
 from ..results import JobResult
 from ..engine.session import RUNTIME_KEY
 
@@ -55,6 +56,8 @@ COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
 STYLE = """<style>
 .xlatune-cell{margin:1em 0 2em}
 td.xlatune-col{white-space:nowrap}
+.xlatune-warnings{border-left:4px solid #ef6c00;background:#fff3e0;padding:2px 12px;margin:.5em 0}
+.xlatune-patch pre{background:#f5f5f5;padding:6px 10px;overflow-x:auto}
 table.xlatune-leaderboard{border-collapse:collapse;margin-top:.5em}
 table.xlatune-leaderboard th,table.xlatune-leaderboard td{border:1px solid #ddd;padding:2px 8px;text-align:left}
 table.xlatune-leaderboard td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -83,6 +86,17 @@ def figure_cells(props: dict[str, Any], final: dict[str, Any]) -> list[tuple[str
     """(cell class, run-time text, final text) of the figure columns of an item's row."""
     texts = dict(COLUMNS)
     return [(marker, texts[title](props), texts[title](final)) for title, marker in FIGURE_COLUMNS.items()]
+
+
+def pytest_html_results_table_html(report: pytest.TestReport, data: list[str]) -> None:
+    """A skipped item's log is its reason: not pytest's (path, line, 'Skipped: …') tuple."""
+    longrepr = report.longrepr
+    if not (report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3
+            and dict(report.user_properties).get("xlatune_cell")):
+        return
+    tuple_text = escape(report.longreprtext) + "\n"
+    reason = escape(str(longrepr[2]).removeprefix("Skipped: ")) + "\n"
+    data[:] = [reason if entry == tuple_text else entry for entry in data]
 
 
 @pytest.hookimpl(wrapper=True)
@@ -134,8 +148,9 @@ def cell_html(data: ReportData) -> str:
     title = f"{data.cell.model_tag} {data.cell.parallelism.text} leaderboard ({data.primary})"
     cost = f'<p class="xlatune-cost">Cost: {escape(data.spent.text())}</p>' if data.spent else ""
     cost += "".join(f'<p class="xlatune-adaptive">Adaptive sweep: {escape(line)}</p>' for line in data.adaptive)
+    # What to do and what to doubt first, then the chart (html_top: the markdown's own sections).
     return (f'<div class="xlatune-cell"><h2 class="xlatune-leaderboard">{escape(title)}</h2>'
-            f"{cost}{chart.render(data)}{leaderboard_html(data)}</div>")
+            f"{top_html(data)}{cost}{chart.render(data)}{leaderboard_html(data)}</div>")
 
 
 def leaderboard_html(data: ReportData) -> str:
