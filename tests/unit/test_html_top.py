@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_xlatune.judge.numerics import Mode
 from pytest_xlatune.report import chart, html, html_top
 from pytest_xlatune.report.__main__ import write_html_pages
 from pytest_xlatune.report.build import from_results
-from pytest_xlatune.judge.numerics import Mode
 from tests import report_cases as cases
 
 
