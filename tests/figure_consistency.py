@@ -4,7 +4,8 @@ Used by tests/plugin/test_figure_consistency.py on a fake-trainer sweep, and by 
 
     pytest cells/demo_fsdp8.yml -v --junitxml=junit.xml --html=report.html \
         --xlatune-export=exports | tee demo.out
-    python -m tests.figure_consistency . demo.out demo-tuning.md exports/demo_fsdp8-results.csv
+    python -m tests.figure_consistency . demo.out demo-tuning.md \
+        exports/cells__demo_fsdp8-results.csv default cells/demo_fsdp8.lock.json
 
 prints each item's figure per output and exits 1 when two outputs disagree.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -95,6 +97,13 @@ def html_report(path: Path, names: dict[str, tuple[str, str, str]],
     return _by_profile(rows, names, primary), items
 
 
+def lock_figures(path: Path, names: dict[str, tuple[str, str, str]]) -> dict[str, str]:
+    """The lock's recipes as item → figure, for the items of the recipe's profile and tag."""
+    recipes = json.loads(path.read_text(encoding="utf-8")).get("recipes", [])
+    return {item: _num(str(r["tgs"])) for r in recipes for item, (kind, profile, tag) in names.items()
+            if kind in ("profile", "stack") and profile == r["profile"] and tag == r["config_tag"]}
+
+
 def compare(outputs: dict[str, dict[str, str]]) -> list[str]:
     """One line per item whose figure differs between two outputs that show it."""
     problems = []
@@ -106,18 +115,23 @@ def compare(outputs: dict[str, dict[str, str]]) -> list[str]:
     return problems
 
 
-def collect(root: Path, stdout: str, report: Path, csv_path: Path, primary: str) -> dict[str, dict[str, str]]:
+def collect(root: Path, stdout: str, report: Path, csv_path: Path, primary: str,
+            lock: Path | None = None) -> dict[str, dict[str, str]]:
     figures, names = exports(csv_path)
     board, rows = html_report(root / "report.html", names, primary)
-    return {"terminal": terminal(stdout), "junit": junit(root / "junit.xml"),
-            "html": board, "html-rows": rows, "markdown": markdown(report, names, primary),
-            "csv": figures}
+    found = {"terminal": terminal(stdout), "junit": junit(root / "junit.xml"),
+             "html": board, "html-rows": rows, "markdown": markdown(report, names, primary),
+             "csv": figures}
+    if lock is not None and lock.exists():
+        found["lock"] = lock_figures(lock, names)
+    return found
 
 
 def main(argv: list[str]) -> int:
     root, out, report, csv_path = (Path(a) for a in argv[:4])
     primary = argv[4] if len(argv) > 4 else "default"
-    outputs = collect(root, out.read_text(encoding="utf-8"), report, csv_path, primary)
+    lock = Path(argv[5]) if len(argv) > 5 else None
+    outputs = collect(root, out.read_text(encoding="utf-8"), report, csv_path, primary, lock)
     for name, found in outputs.items():
         print(f"{name}: {len(found)} items")
     problems = compare(outputs)

@@ -71,7 +71,8 @@ def to_html(markdown: str) -> str:
 
 
 def warnings(data: ReportData) -> list[str]:
-    """One plain sentence per reason to doubt the chart, most important first."""
+    """One plain sentence per reason to doubt the chart, most important first (an under-powered
+    sweep only when it found no winner: then "nothing better" is not established)."""
     found = []
     if data.disagreements:
         found.append("Identical settings disagree beyond the noise prior: "
@@ -83,14 +84,15 @@ def warnings(data: ReportData) -> list[str]:
         if row.unstable:
             found.append(f"Unstable: {row.profile}'s runs disagree beyond the noise ({row.runs}): "
                          "never the recipe.")
-    if data.power is not None and not data.power.enough:
+    if data.winner is None and data.power is not None and not data.power.enough:
         more = (f"{data.power.runs_needed} runs of each profile (and of the baseline) would settle it"
                 if data.power.runs_needed else "reduce the noise first")
         found.append(f"Inconclusive: noise {data.noise.cv_pct if data.noise else 0.0:.2f} %, "
                      f"detectable ≥ {data.power.detectable_pct:.1f} %, above the "
                      f"+{data.power.bound_pct:g} % bound; {more}.")
     for row in data.numerics_changed:
-        found.append(f"Numerics changed: {row.profile}'s loss left the baseline's ({row.departed}).")
+        found.append(f"Numerics changed: {row.profile}: {row.departed or 'its loss left the baseline’s'}"
+                     " (never the recipe unless --xlatune-numerics=warn).")
     return found
 
 
