@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 from .data import ReportData
-from .html import STYLE, cell_html
+from .html_cell import STYLE, cell_html
 
 
 def page(model_tag: str, cells: Sequence[ReportData]) -> str:
