@@ -60,7 +60,8 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
 
 # Columns that show the figure of the item's settings: rewritten with the final figure at the
 # end of the session (report/final.py rewrite_html) when a later run of those settings joined it.
-FIGURE_COLUMNS = {"TGS": "xlatune-fig-tgs", "Δ% (95 % interval)": "xlatune-fig-delta"}
+FIGURE_COLUMNS = {"TGS": "xlatune-fig-tgs", "Δ% (95 % interval)": "xlatune-fig-delta",
+                  "Step (s)": "xlatune-fig-step", "Verdict": "xlatune-fig-verdict"}
 
 
 def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -> None:
