@@ -74,6 +74,11 @@ def report_path(report_dir: Path, model_tag: str, language: str = "en") -> Path:
     return report_dir / (f"{model_tag}-tuning.md" if language == "en" else f"{model_tag}-tuning.{language}.md")
 
 
+def html_report_path(report_dir: Path, model_tag: str) -> Path:
+    """`<MODEL_TAG>-tuning.html`: the standalone HTML report `python -m pytest_xlatune.report` writes."""
+    return report_dir / f"{model_tag}-tuning.html"
+
+
 def export_path(export_dir: Path, slug: str, suffix: str) -> Path:
     """A cell's results export: `<export>/<slug>-results<.csv|.json>`."""
     return export_dir / f"{slug}-results{suffix}"

@@ -16,6 +16,7 @@ from .settings import Settings, add_options
 from .engine.stopsignals import StopSignals
 from .shareable import clean, clean_report
 from . import shareable
+from .report.final import Final, corrections, finals, rewrite_html, rewrite_junit, status_text
 from .launch.registry import Backend, LaunchContext, make_backend, register_kind, unregister_kinds
 
 CELL_SUFFIXES = (".yml", ".yaml")
@@ -70,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
                       make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context))
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
+    config.pluginmanager.register(FinalFigures(runtime), "xlatune-final-figures")
     _STOP_SIGNALS.install()
     if config.pluginmanager.hasplugin("html"):
         from .report import html as htmlreport
@@ -128,6 +130,53 @@ class CellsSeen:
                 self.runtime.needs[report.nodeid] = props["xlatune_needs"]
 
 
+class FinalFigures:
+    """One figure per settings: remembers the figure each item line printed; at the end prints
+    the final figure where a later run of the same settings changed it, and gives the junit file
+    the final figures (report/final.py)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        # (cell, item) → its node id and the properties its line printed ({}: no figure printed)
+        self.printed: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        self.final: dict[tuple[str, str], Final] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if report.when == "call" and props.get("xlatune_cell") and props.get("xlatune_tgs") is not None:
+            key = (str(props["xlatune_cell"]), str(props["xlatune_item"]))
+            self.printed[key] = (report.nodeid, props if report.passed else {})
+
+    @pytest.hookimpl(trylast=True)  # after junitxml wrote its file
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.printed or hasattr(session.config, "workerinput"):
+            return
+        try:
+            self.final = finals(self.runtime.report_inputs(self.runtime.cells_that_ran()), self.printed)
+        except OSError:
+            return
+        xml = getattr(session.config.option, "xmlpath", None)
+        if xml and self.final:
+            rewrite_junit(Path(xml), self.final)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """After pytest-html wrote its file (its last hook): the item rows' final figures."""
+        html = getattr(config.option, "htmlpath", None)
+        if not html or not self.final or not config.pluginmanager.hasplugin("xlatune-html"):
+            return
+        from .report.html import figure_cells
+
+        rewrite_html(Path(html), [(nodeid, *cell) for key, now in self.final.items()
+                                  for nodeid, props in [self.printed[key]]
+                                  for cell in figure_cells(props, {**props, **now.props()})])
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if lines := corrections(self.printed, self.final):
+            terminalreporter.write_sep("-", "xlatune: final figures (later runs of the same settings joined them)")
+            for line in lines:
+                terminalreporter.write_line(line)
+
+
 def _check_cell_paths(config: pytest.Config) -> None:
     """A directory named like a cell (named, or matched by xlatune_cells) is a usage error, not
     a silent "no tests ran"."""
@@ -175,14 +224,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     props = dict(report.user_properties)
     if "xlatune_tgs" not in props or props["xlatune_tgs"] is None or not report.passed:
         return None
-    delta, interval = props.get("xlatune_delta_pct"), props.get("xlatune_delta_ci")
-    text = f"{props['xlatune_tgs']:.1f} TGS"
-    if delta is not None:
-        text += f" {delta:+.2f} %"
-    elif props.get("xlatune_needs"):
-        text += " (no baseline: see the end)"
-    if interval:
-        text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
+    text = status_text(props)  # the terminal summary repeats it when a later run changed it
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])
     if props.get("xlatune_shared"):
@@ -190,7 +232,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     if props.get("xlatune_stopped"):
         text += f" ({props['xlatune_stopped']})"
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
-    markup = {"yellow": True} if props.get("xlatune_numerics") else {"green": True}
+    markup = {"yellow": True} if props.get("xlatune_numerics") or props.get("xlatune_unstable") \
+        else {"green": True}
     return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)
 
 

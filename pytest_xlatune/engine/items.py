@@ -18,7 +18,8 @@ from ..evidence.artifacts import evidence_facts
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
 from ..launch.preflight import PreflightError
-from ..judge import stats, verdicts
+from ..judge import figures, stats, verdicts
+from ..report.final import figure_properties
 from ..judge.gate import image_gate
 from ..results import JobResult, Verdict
 from .sweep import Sweep
@@ -167,18 +168,18 @@ class CellItem(pytest.Item):
         if sweep.adaptive is not None:
             sweep.adaptive.after(self.spec)
         result = next((r for r in sweep.results() if r.key == outcome.result.key), outcome.result)
-        comparison, departed = None, ""
+        departed = ""
+        # The figure of these settings so far (every run of them, pooled: figures.py); the
+        # terminal summary, junit and the reports show it again once later runs have joined it.
+        found = figures.figure(result, sweep.results()) if result.tgs is not None else None
         if spec.kind not in UNCOMPARED and result.tgs is not None:
-            comparison = verdicts.compare_result(result, sweep.results())
             departed = verdicts.numerics_check(result, sweep.results()).where()
         if needs:
             self.user_properties.append(("xlatune_needs", needs))
+        self.user_properties.extend(figure_properties(found))
         self.user_properties.extend([
-            ("xlatune_tgs", result.tgs),
-            ("xlatune_delta_pct", comparison.delta_pct if comparison else None),
-            ("xlatune_delta_ci", (comparison.ci_low_pct, comparison.ci_high_pct) if comparison else None),
-            ("xlatune_direction", stats.direction(comparison) if comparison else None),
-            ("xlatune_step_seconds", result.step_seconds), ("xlatune_job_id", result.job_id),
+            ("xlatune_job_tgs", result.tgs),
+            ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_shared", result.shared_from), ("xlatune_compile_cache", result.compile_cache),
             ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY else ""),

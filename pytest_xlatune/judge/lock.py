@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cell import grammar
-from . import verdicts
+from . import figures, verdicts
 from ..cell.model import Cell
 from .numerics import Mode
 from ..results import JobResult, RunKind
@@ -72,17 +72,18 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
     recipes = []
     candidates = [best] + [r for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
     for run in candidates:
-        cmp = verdicts.compare_result(run, measured) if run is best else \
-            verdicts.compare([run.tgs or 0.0], measured, run.config_tag)
-        if cmp is None or (run is best and cmp.verdict.value != "better"):
+        # The figure every output shows: the mean of the runs of these settings (figures.py).
+        fig = figures.figure(run, measured)
+        cmp = fig.comparison if fig else None
+        if fig is None or cmp is None or (run is best and cmp.verdict.value != "better"):
             continue
         if run is not best and cmp.delta_pct < -cell.thresholds.regression_pct:
             continue  # the recipe regresses this tag: the deployment must be tag-conditional
         recipes.append(LockedRecipe(
             config_tag=run.config_tag, profile=best.profile, xla_flags=best.xla_flags,
-            env=best.env, overrides=profile_overrides, tgs=run.tgs or 0.0,
+            env=best.env, overrides=profile_overrides, tgs=fig.tgs,
             ci_low_pct=cmp.ci_low_pct, ci_high_pct=cmp.ci_high_pct,
-            baseline_tgs=cmp.baseline_mean, delta_pct=cmp.delta_pct, job_ids=(run.job_id,),
+            baseline_tgs=cmp.baseline_mean, delta_pct=cmp.delta_pct, job_ids=fig.job_ids,
         ))
     if not recipes:
         return None

@@ -70,6 +70,20 @@ UNKNOWN_FLAG_RE = re.compile(r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>[-\u
 UNSTUCK = r"This thread is unstuck waiting for"
 STUCK_RE = re.compile(r"This thread has been waiting for .* and may be stuck")
 
+# Collectives a job completed, as a collective watchdog names them: PyTorch's `WorkNCCL(SeqNum=1580,
+# …)` and `last completed NCCL work: 1579` (newer: `last completed work: 2846`). A setup phase runs a
+# handful (barriers, parameter broadcasts); PROGRESS_COLLECTIVES of them mean the communicators
+# worked and training ran, so a timeout after them is a collective timeout, never an init flake.
+COLLECTIVE_PROGRESS_RE = re.compile(r"\bSeqNum=(?P<seq>\d+)|\blast completed (?:NCCL )?work: (?P<done>\d+)")
+PROGRESS_COLLECTIVES = 100
+
+
+def collectives_done(line: str) -> int:
+    """How many collectives a line says the job had run (0: it says nothing of the kind)."""
+    return max((int(m.group("seq") or m.group("done")) for m in COLLECTIVE_PROGRESS_RE.finditer(line)),
+               default=0)
+
+
 # First match on a line wins, so the specific patterns come before the generic ones.
 SIGNATURES: tuple[Signature, ...] = (
     _sig(F.UNKNOWN_FLAG, "unknown-flag", UNKNOWN_FLAG_RE.pattern),

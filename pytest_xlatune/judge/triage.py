@@ -10,7 +10,8 @@ from .hang import HangPhase
 from .lines import has_step, strip_ansi
 from .logs import SignalKind, StepLog
 from ..results import Verdict
-from .signatures import STUCK_RE, FailureClass, Signature, Tier, harmless, match_line
+from .signatures import (PROGRESS_COLLECTIVES, STUCK_RE, FailureClass, Signature, Tier, collectives_done,
+                         harmless, match_line)
 from ..launch.base import JobState
 
 __all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
@@ -128,6 +129,11 @@ def diagnose(e: Evidence) -> Diagnosis:
         # A task that died first (its own traceback, a killed node) explains the timeouts after it;
         # a node Slurm lost explains them too, though srun says so only after the survivors time out.
         fatal = lost or next((h for h in hits if h.index < fatal.index and _independent(h, lines)), fatal)
+    if fatal and fatal.failure is FailureClass.PYTHON_EXCEPTION:
+        # A device fault is the root cause of the Python exception that reports it (or that
+        # another task raised after it): it wins wherever it sits before the kill.
+        fatal = next((h for h in hits if h.failure is FailureClass.GPU_RUNTIME_ERROR
+                      and h.signature.tier is Tier.FATAL and h.index < killed_at), fatal)
     weak = next((h for h in hits if h.signature.tier is Tier.WEAK), None)
     if state is JobState.NODE_FAIL and (fatal is None or fatal.failure in _CONSEQUENCES):
         seen = f"; the log shows its consequences: {_short(fatal.line)}" if fatal else ""
@@ -166,13 +172,17 @@ def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
     """Every noise-free line that matches a signature, in log order (XLA's rendezvous warnings it
     later withdrew, `This thread is unstuck …`, left out)."""
     has_steps = any(has_step(line) for line in lines)
-    steps_done = has_steps or last_step is not None
+    # A watchdog that names its thousandth collective says the job trained, step lines or not.
+    progressed = any(collectives_done(line) >= PROGRESS_COLLECTIVES for line in lines)
+    steps_done = has_steps or last_step is not None or progressed
     after_step = not has_steps and last_step is not None  # a tail without step lines: all later
     hits: list[Hit] = []
     for index, line in enumerate(lines):
         if has_step(line):
             after_step = True
             continue
+        if collectives_done(line) >= PROGRESS_COLLECTIVES:
+            after_step = True  # this line and the ones after it come after training ran
         if index and _source_line(lines[index - 1], line):
             continue  # the source line of a traceback frame (`raise RuntimeError(f"NCCL error…")`)
         found = match_line(line, steps_done=steps_done, after_step=after_step)

@@ -1,4 +1,4 @@
-"""Re-render tuning reports from the results store without running anything.
+"""Re-render tuning reports (markdown, and HTML beside it) from the results store without running anything.
 
     python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
                                     [--export DIR] [--numerics fail|warn] [--mask REGEX]
@@ -12,13 +12,14 @@ from pathlib import Path
 
 from ..cell.load import CellError, load_cell
 from ..judge.numerics import Mode
-from ..paths import CellPaths
+from ..paths import CellPaths, html_report_path
 from ..plan.expand import expand
 from ..settings import mask_patterns, numerics_mode
 from ..shareable import clean, configure
 from ..store import ResultStore, StoreError
-from .build import from_store
-from .files import write_reports
+from .build import CellReport, from_store, report_data
+from .files import Output, write_if_changed, write_reports
+from .html_page import page
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,9 +55,20 @@ def main(argv: list[str] | None = None) -> int:
     if not written:
         print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)
         return 1
+    written += write_html_pages(reports, args.out, args.numerics)
     for output in written:
         print(f"{'written' if output.changed else 'unchanged'} {output.path}")
     return 0
+
+
+def write_html_pages(reports: list[CellReport], out: Path, mode: Mode) -> list[Output]:
+    """`<MODEL_TAG>-tuning.html` beside each markdown report: the cells' HTML blocks."""
+    by_tag: dict[str, list[CellReport]] = {}
+    for report in reports:
+        by_tag.setdefault(report.cell.model_tag, []).append(report)
+    return [write_if_changed(html_report_path(out, tag),
+                             page(tag, [report_data(r, mode) for r in cells]), "HTML report")
+            for tag, cells in by_tag.items()]
 
 
 if __name__ == "__main__":

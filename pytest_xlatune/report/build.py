@@ -28,6 +28,7 @@ class CellReport:
     nodelist: str
     spent: Spent | None = None  # what every job of the cell's store cost (attempts included)
     adaptive: tuple[str, ...] = ()  # what the adaptive sweep saved, the drift its controls saw
+    jobs: tuple[JobResult, ...] = ()  # every job of the cell's store (the appendix lists them all)
 
 
 def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path, image: str,
@@ -40,20 +41,23 @@ def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path,
     latest = store.latest_by_key()
     key = lambda spec: run_key(cell, spec, nodelist, image)  # noqa: E731
     results = pool_stored(cell, specs, latest, key, image, current_results(cell, specs, latest, key, mode))
-    return from_results(cell, root, results, nodelist, Spent.of(store.jobs()),
-                        summary_lines(store.results(), list(store.events())))
+    jobs = store.jobs()
+    return from_results(cell, root, results, nodelist, Spent.of(jobs),
+                        summary_lines(store.results(), list(store.events())), tuple(jobs))
 
 
 def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str,
-                 spent: Spent | None = None, adaptive: tuple[str, ...] = ()) -> CellReport:
+                 spent: Spent | None = None, adaptive: tuple[str, ...] = (),
+                 jobs: tuple[JobResult, ...] = ()) -> CellReport:
     paths = CellPaths(cell.path, root, Path())
-    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist, spent, adaptive)
+    return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist, spent, adaptive, jobs)
 
 
 def report_data(report: CellReport, mode: Mode) -> ReportData:
     """The one ReportData of a cell (evidence artifacts read here): markdown and HTML render it."""
     results = list(report.results)
-    loaded = {r.job_id: artifacts.load(r) for r in results
+    loaded = {r.job_id: artifacts.load(r) for r in (*results, *report.jobs)
               if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
     return build(report.cell, results, report.nodelist, report.cell.backend.kind.value,
-                 loaded=loaded, mode=mode, spent=report.spent, adaptive=report.adaptive)
+                 loaded=loaded, mode=mode, spent=report.spent, adaptive=report.adaptive,
+                 jobs=report.jobs)

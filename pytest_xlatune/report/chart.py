@@ -27,11 +27,14 @@ COLORS = {
     "better": "#2e7d32",
     "worse": "#c62828",
     "within_noise": "#9e9e9e",
-    "unstable": "#ef6c00",
     "baseline": "#37474f",
+    # Never a green bar: a profile whose runs disagree, or whose loss left the baseline's.
+    "unstable": "#ef6c00",
+    "numerics_changed": "#8e24aa",
 }
 LEGEND = (("better", "better"), ("worse", "worse"), ("within_noise", "within noise"),
-          ("unstable", "unstable"), ("baseline", "baseline-deployed"))
+          ("unstable", "unstable"), ("numerics_changed", "numerics changed"),
+          ("baseline", "baseline-deployed"))
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ def bars(data: ReportData) -> list[Bar]:
 
 
 def _bar(row: Row, base: float | None, steps: dict[str, tuple[float, ...]]) -> Bar:
-    kind = "baseline" if row.profile == "baseline-deployed" else (row.direction or "within_noise")
+    kind = ("baseline" if row.profile == "baseline-deployed" else "unstable" if row.unstable
+            else "numerics_changed" if row.numerics == "changed" else (row.direction or "within_noise"))
     low: float | None
     high: float | None
     if base is not None and row.ci_low is not None and row.ci_high is not None:
@@ -120,7 +124,9 @@ def svg(items: Sequence[Bar], baseline_tgs: float, title: str) -> str:
         if right - left < 2:  # the baseline itself: a visible tick at the line
             left, right = (left + right) / 2 - 1, (left + right) / 2 + 1
         delta = "" if bar.delta_pct is None else f" {bar.delta_pct:+.2f} %"
-        tooltip = f"{bar.profile}: {bar.tgs:,.1f} TGS{delta}; error bar: {bar.error}"
+        marked = {"unstable": " (unstable: its runs disagree)",
+                  "numerics_changed": " (numerics changed)"}.get(bar.kind, "")
+        tooltip = f"{bar.profile}: {bar.tgs:,.1f} TGS{delta}{marked}; error bar: {bar.error}"
         weight = ' font-weight="bold"' if bar.winner else ""
         out.append(f'<g class="xlatune-row" data-profile="{escape(bar.profile)}">'
                    f"<title>{escape(tooltip)}</title>")

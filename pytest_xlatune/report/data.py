@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..evidence.artifacts import RunEvidence
 from ..cell.model import Cell
 from ..plan.expand import RunKind
-from ..judge import numerics, stats, verdicts
+from ..judge import figures, numerics, stats, verdicts
 from ..judge.numerics import Mode
 from ..results import JobResult, Spent, delta_pct
 from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
@@ -40,6 +40,8 @@ class Row:
     detectable_pct: float | None = None  # smallest Δ% this many runs could call better
     settings: int = 0
     overrides: str = ""  # the run's own MaxText overrides (e.g. dtype=bfloat16)
+    runs: str = ""  # the runs behind tgs: `600.5 = mean of 700.5, 500.6; jobs 6, 7` (figures.py)
+    unstable: bool = False  # its runs disagree beyond the noise: never the recipe
 
 
 @dataclass(frozen=True)
@@ -122,9 +124,11 @@ def _measured_on(results: list[JobResult]) -> dt.date:
 def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
           today: dt.date | None = None,
           loaded: Mapping[str, RunEvidence] | None = None, mode: Mode = Mode.FAIL,
-          spent: Spent | None = None, adaptive: tuple[str, ...] = ()) -> ReportData:
+          spent: Spent | None = None, adaptive: tuple[str, ...] = (),
+          jobs: Sequence[JobResult] = ()) -> ReportData:
     """Everything the tuning report needs, computed from the latest result of each run;
-    `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller)."""
+    `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller);
+    `jobs` every job of the cell's store (retried attempts, superseded results) for the appendix."""
     measured = [r for r in results if r.measured and r.tgs is not None]
     baselines: dict[str, list[float]] = {}
     for r in measured:
@@ -143,22 +147,35 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     base = baseline_tgs.get(primary)
     rows = []
     if base is not None:
-        ids = " ".join(r.job_id for r in measured
-                       if r.kind == RunKind.BASELINE.value and r.config_tag == primary)
+        first = next(r for r in measured if r.kind == RunKind.BASELINE.value and r.config_tag == primary)
+        base_fig = figures.figure(first, measured)
+        ids = " ".join(base_fig.job_ids) if base_fig else ""
         rows.append(Row("baseline-deployed", "(deployed env)", base,
-                        _mean_step(measured, primary), 0.0, ids, kind=RunKind.BASELINE.value))
+                        _mean_step(measured, primary), 0.0, ids, kind=RunKind.BASELINE.value,
+                        runs=base_fig.runs_text() if base_fig else ""))
+    seen: set[tuple[object, ...]] = set()
     for r in measured:
         if r.config_tag != primary or r.kind not in (
             RunKind.PROFILE.value, RunKind.STACK.value, RunKind.PIPELINE_SHAPE.value,
             RunKind.RESTORE_DEFAULT.value,
         ):
             continue
+        # One row per profile and settings: a profile and its confirmation (or repeat) are one
+        # measurement; two names for the same settings keep their rows, with the same figure.
         name = "baseline-no-env" if r.kind == RunKind.RESTORE_DEFAULT.value else r.profile
+        if (figures.group_key(r), name) in seen:
+            continue
+        seen.add((figures.group_key(r), name))
+        fig = figures.figure(r, measured)
+        if fig is None:
+            continue
         flags = flags_text(r) if r.kind != RunKind.PIPELINE_SHAPE.value else " ".join(
             f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
-        cmp = verdicts.compare_result(r, measured)
-        check = verdicts.numerics_check(r, measured)
-        rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
+        cmp = fig.comparison
+        checks = [verdicts.numerics_check(p, measured) for p in figures.peers(r, measured)]
+        check = next((c for c in checks if c.verdict.value == "changed"), checks[0])
+        rows.append(Row(name, flags, fig.tgs, fig.step_seconds,
+                        cmp.delta_pct if cmp else delta_pct(fig.tgs, base), " ".join(fig.job_ids),
                         ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
                         direction=stats.direction(cmp) if cmp else "", kind=r.kind,
                         derived=r.tgs_derived,
@@ -166,17 +183,19 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
                         detectable_pct=verdicts.detectable_effect(measured, primary),
                         settings=verdicts.settings_count(r),
                         overrides=" ".join(f"{k}={v}" for k, v in r.overrides)
-                        if r.kind != RunKind.PIPELINE_SHAPE.value else ""))
+                        if r.kind != RunKind.PIPELINE_SHAPE.value else "",
+                        runs=fig.runs_text(), unstable=fig.unstable))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best
     # single winner beyond noise); without one, the fastest better row (a pipeline shape).
     choice = verdicts.choose(measured, primary, mode)
     chosen = choice.recipe if choice else None
-    winner = next((row for row in rows if chosen is not None and row.job_ids == chosen.job_id
-                   and row.profile == chosen.profile), None) or next(
+    winner = next((row for row in rows if chosen is not None and chosen.job_id in row.job_ids.split()
+                   and row.profile == chosen.profile
+                   and row.direction == "better" and not row.unstable), None) or next(
         (row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
-         and row.direction == "better"), None)
+         and row.direction == "better" and not row.unstable), None)
     if winner is not None:
         rows = [Row(**{**row.__dict__, "winner": True}) if row is winner else row for row in rows]
         winner = next(row for row in rows if row.winner)
@@ -188,7 +207,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
              for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
     evidence = next((r for r in results if r.kind == RunKind.EVIDENCE.value), None)
     profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
-    views = evidence_views(results, loaded)
+    views = evidence_views(results, loaded, jobs, chosen.profile if chosen else None)
     tag_noise = verdicts.noise(measured, primary) if base is not None else None
     power = None
     if tag_noise is not None and (detectable := verdicts.detectable_effect(measured, primary)):
@@ -204,7 +223,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         restore_default_delta=restore,
         leaderboard=rows, top=top, bottom=bottom, winner=winner, negative=negative,
         failures=[r for r in results if not r.measured], cross_config=cross, evidence=evidence,
-        appendix=sorted(results, key=_job_number), profiles_tested=profiles_tested,
+        appendix=every_job(results, jobs), profiles_tested=profiles_tested,
         evidence_runs=tuple(views), why=why(views), pipeline=pipeline(cell, measured, base,
                                                            verdicts.noise(measured, primary)),
         numerics_mode=mode.value,
@@ -217,6 +236,16 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         spent=spent,
         adaptive=tuple(adaptive),
     )
+
+
+def every_job(results: Sequence[JobResult], jobs: Sequence[JobResult]) -> list[JobResult]:
+    """Every job of the store and of the results, once each (by backend and job id, the current
+    result first), sorted by job id."""
+    by_job: dict[tuple[str, str], JobResult] = {}
+    for r in [*jobs, *results]:
+        if r.job_id and not r.shared_from:  # a shared duplicate is its source's job again
+            by_job[(r.backend, r.job_id)] = r
+    return sorted(by_job.values(), key=_job_number)
 
 
 def _tie(choice: verdicts.Choice) -> Tie:

@@ -1,6 +1,8 @@
 """A cell's latest results as a pandas DataFrame, written as CSV and JSON (`--xlatune-export`).
 
-One row per latest result of each run of the cell (what the report shows). Δ% and its 95 %
+One row per latest result of each run of the cell (what the report shows). `tgs` is the figure
+of the run's settings, the mean of every run with identical effective settings (`runs` names them,
+`job_tgs` is this job's own), as in the terminal, junit and the reports. Δ% and its 95 %
 interval are vs the mean of the config tag's baseline-deployed repeats, as in the report; they
 are empty for the baseline repeats themselves and for runs without a measurement. Times are UTC.
 """
@@ -12,27 +14,29 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..judge import stats, verdicts
-from ..plan.expand import RunKind
+from ..judge import figures, stats
 from ..results import JobResult
 
-COLUMNS = ("item", "wave", "profile", "config_tag", "kind", "job_id", "verdict", "tgs",
-           "step_seconds", "delta_pct", "ci_low", "ci_high", "direction", "flags", "env",
-           "nodelist", "image", "log_path", "submitted_at", "finished_at")
+COLUMNS = ("item", "wave", "profile", "config_tag", "kind", "job_id", "verdict", "tgs", "runs",
+           "job_tgs", "step_seconds", "delta_pct", "ci_low", "ci_high", "direction", "unstable",
+           "flags", "env", "nodelist", "image", "log_path", "submitted_at", "finished_at")
 
 
-def _row(result: JobResult, results: Sequence[JobResult]) -> dict[str, object]:
-    comparison = None
-    if result.kind != RunKind.BASELINE.value and result.measured and result.tgs is not None:
-        comparison = verdicts.compare_result(result, results)
+def _row(result: JobResult, found: figures.Figure | None) -> dict[str, object]:
+    comparison = found.comparison if found else None
     return {
         "item": result.item, "wave": result.wave, "profile": result.profile,
         "config_tag": result.config_tag, "kind": result.kind, "job_id": result.job_id,
-        "verdict": result.verdict.value, "tgs": result.tgs, "step_seconds": result.step_seconds,
+        "verdict": result.verdict.value,
+        # The figure of its settings (figures.py), as every other output shows it; job_tgs is
+        # this job's own steady TGS, one of the runs behind it.
+        "tgs": found.tgs if found else None, "runs": found.runs_text() if found else "",
+        "job_tgs": result.tgs, "step_seconds": result.step_seconds,
         "delta_pct": comparison.delta_pct if comparison else None,
         "ci_low": comparison.ci_low_pct if comparison else None,
         "ci_high": comparison.ci_high_pct if comparison else None,
         "direction": stats.direction(comparison) if comparison else "",
+        "unstable": bool(found and found.unstable),
         "flags": " ".join(result.xla_flags),
         "env": " ".join(f"{k}={v}" for k, v in result.env),
         "nodelist": result.nodelist, "image": result.image, "log_path": result.log_path,
@@ -46,9 +50,10 @@ def _order(result: JobResult) -> tuple[int, str]:
 
 def results_frame(results: Sequence[JobResult]) -> pd.DataFrame:
     """One row per result, sorted by job id, with the COLUMNS in that order."""
-    frame = pd.DataFrame([_row(r, results) for r in sorted(results, key=_order)],
-                         columns=list(COLUMNS))
-    for column in ("tgs", "step_seconds", "delta_pct", "ci_low", "ci_high"):
+    found = figures.by_item(results)
+    frame = pd.DataFrame([_row(r, found.get(r.item) if r.measured else None)
+                          for r in sorted(results, key=_order)], columns=list(COLUMNS))
+    for column in ("tgs", "job_tgs", "step_seconds", "delta_pct", "ci_low", "ci_high"):
         frame[column] = frame[column].astype("float64")
     for column in ("submitted_at", "finished_at"):
         frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)

@@ -15,9 +15,8 @@ import pytest
 from pytest_html import extras
 
 from ..engine.items import CellItem, RunFailed
-from . import chart
 from .build import report_data
-from .data import ReportData
+from .html_cell import STYLE, cell_html, leaderboard_html  # noqa: F401  (the blocks, engine-free)
 from ..results import JobResult
 from ..shareable import clean
 from ..engine.session import RUNTIME_KEY
@@ -53,18 +52,17 @@ COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("Verdict", _verdict),
     ("Numerics", lambda props: f"changed: {props['xlatune_numerics']}" if props.get("xlatune_numerics") else ""),
 )
-STYLE = """<style>
-.xlatune-cell{margin:1em 0 2em}
-td.xlatune-col{white-space:nowrap}
-table.xlatune-leaderboard{border-collapse:collapse;margin-top:.5em}
-table.xlatune-leaderboard th,table.xlatune-leaderboard td{border:1px solid #ddd;padding:2px 8px;text-align:left}
-table.xlatune-leaderboard td.num{text-align:right;font-variant-numeric:tabular-nums}
-</style>"""
 
 
 def pytest_html_results_table_header(cells: list[str]) -> None:
     for offset, (title, _) in enumerate(COLUMNS):
         cells.insert(FIRST_EXTRA_COLUMN + offset, f"<th>{escape(title)}</th>")
+
+
+# Columns that show the figure of the item's settings: rewritten with the final figure at the
+# end of the session (report/final.py rewrite_html) when a later run of those settings joined it.
+FIGURE_COLUMNS = {"TGS": "xlatune-fig-tgs", "Δ% (95 % interval)": "xlatune-fig-delta",
+                  "Step (s)": "xlatune-fig-step", "Verdict": "xlatune-fig-verdict"}
 
 
 def pytest_html_results_table_row(report: pytest.TestReport | pytest.CollectReport,
@@ -73,9 +71,27 @@ def pytest_html_results_table_row(report: pytest.TestReport | pytest.CollectRepo
     empty ones. pytest-html puts the test id into its cell unescaped: escape it here."""
     _escape_test_id(report, cells)
     props = dict(getattr(report, "user_properties", ()))
-    for offset, (_, text) in enumerate(COLUMNS):
+    for offset, (title, text) in enumerate(COLUMNS):
+        extra = f" {FIGURE_COLUMNS[title]}" if title in FIGURE_COLUMNS else ""
         cells.insert(FIRST_EXTRA_COLUMN + offset,
-                     f'<td class="xlatune-col">{escape(text(props))}</td>')
+                     f'<td class="xlatune-col{extra}">{escape(text(props))}</td>')
+
+
+def figure_cells(props: dict[str, Any], final: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(cell class, run-time text, final text) of the figure columns of an item's row."""
+    texts = dict(COLUMNS)
+    return [(marker, texts[title](props), texts[title](final)) for title, marker in FIGURE_COLUMNS.items()]
+
+
+def pytest_html_results_table_html(report: pytest.TestReport | pytest.CollectReport, data: list[str]) -> None:
+    """A skipped item's log is its reason: not pytest's (path, line, 'Skipped: …') tuple."""
+    longrepr = report.longrepr
+    if not (report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3
+            and dict(getattr(report, "user_properties", ())).get("xlatune_cell")):
+        return
+    tuple_text = escape(report.longreprtext) + "\n"
+    reason = escape(str(longrepr[2]).removeprefix("Skipped: ")) + "\n"
+    data[:] = [reason if entry == tuple_text else entry for entry in data]
 
 
 def _escape_test_id(report: pytest.TestReport | pytest.CollectReport, cells: list[str]) -> None:
@@ -128,34 +144,3 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     parts = [cell_html(report_data(report, runtime.settings.numerics)) for report in runtime.report_inputs()]
     if parts:
         prefix.append(clean(STYLE + "".join(parts)))  # escaped below; secrets and escape codes out here
-
-
-def cell_html(data: ReportData) -> str:
-    """A cell's heading, chart and leaderboard table."""
-    title = f"{data.cell.model_tag} {data.cell.parallelism.text} leaderboard ({data.primary})"
-    cost = f'<p class="xlatune-cost">Cost: {escape(data.spent.text())}</p>' if data.spent else ""
-    cost += "".join(f'<p class="xlatune-adaptive">Adaptive sweep: {escape(line)}</p>' for line in data.adaptive)
-    return (f'<div class="xlatune-cell"><h2 class="xlatune-leaderboard">{escape(title)}</h2>'
-            f"{cost}{chart.render(data)}{leaderboard_html(data)}</div>")
-
-
-def leaderboard_html(data: ReportData) -> str:
-    def num(value: float | None, fmt: str) -> str:
-        return "" if value is None else fmt.format(value)
-
-    # ★ (U+2605) rather than the markdown's ⭐ emoji, which browsers without an emoji font draw as a box.
-    rows = "".join(
-        f"<tr><td>{escape(r.profile)}{' ★' if r.winner else ''}</td>"
-        f"<td><code>{escape(r.flags)}</code></td>"
-        f'<td class="num">{r.tgs:,.1f}</td><td class="num">{num(r.step_seconds, "{:.3f}")}</td>'
-        f'<td class="num">{num(r.delta_pct, "{:+.2f} %")}</td>'
-        f"<td>{'' if r.ci_low is None or r.ci_high is None else f'[{r.ci_low:+.2f}, {r.ci_high:+.2f}] %'}</td>"
-        f'<td class="num">{num(r.detectable_pct, "≥ +{:.1f} %")}</td>'
-        f"<td>{escape(r.direction.replace('_', ' '))}</td>"
-        f"<td>{escape(('changed: ' + r.departed) if r.numerics == 'changed' else r.numerics)}</td>"
-        f"<td>{escape(r.job_ids)}</td></tr>"
-        for r in data.leaderboard
-    )
-    return ('<table class="xlatune-leaderboard"><tr><th>Profile</th><th>Flags</th><th>TGS</th>'
-            "<th>Step (s)</th><th>Δ% vs baseline-deployed</th><th>95 % interval</th>"
-            f"<th>Detectable</th><th>Verdict</th><th>Numerics</th><th>Job</th></tr>{rows}</table>")

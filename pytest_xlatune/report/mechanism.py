@@ -123,12 +123,16 @@ class Pipeline:
         return all(i.within_noise for i in self.inversions)
 
 
-def evidence_views(results: Sequence[JobResult],
-                   loaded: Mapping[str, RunEvidence] | None) -> list[EvidenceView]:
-    """The baseline evidence run, then the winner's, each with its artifacts when loaded."""
+def evidence_views(results: Sequence[JobResult], loaded: Mapping[str, RunEvidence] | None,
+                   jobs: Sequence[JobResult] = (), winner: str | None = None) -> list[EvidenceView]:
+    """The baseline evidence run, then the winner's, each with its artifacts when loaded. Every
+    stored job counts (`jobs`: a winner's evidence run the current plan no longer names is still
+    its evidence): a measured run first, then one that re-ran `winner`, then the latest."""
     views = []
     for kind, role in ((RunKind.EVIDENCE, "baseline"), (RunKind.WINNER_EVIDENCE, "winner")):
-        result = next((r for r in results if r.kind == kind.value), None)
+        found = [r for r in (*results, *jobs) if r.kind == kind.value]
+        result = max(found, default=None, key=lambda r: (
+            r.measured, winner is not None and r.resolved_from == winner, r.finished_at))
         if result is not None:
             views.append(EvidenceView(role, result, (loaded or {}).get(result.job_id)))
     return views

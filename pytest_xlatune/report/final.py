@@ -1,0 +1,149 @@
+"""The final figure of every item that ran: the item line's words, the terminal summary's
+corrections and the junit rewrite (one figure per settings: judge/figures.py).
+
+An item prints its figure when it ends; a later run of the same settings (a confirmation, a
+repeat) changes that figure. At the end of the session the terminal summary prints the final
+figure of every item whose line said otherwise, and the junit file gets the final properties.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..judge import figures, stats
+from .build import CellReport
+
+# The junit properties of a figure: the same keys as the item's user_properties at run time.
+FIGURE_KEYS = ("xlatune_tgs", "xlatune_runs", "xlatune_delta_pct", "xlatune_delta_ci",
+               "xlatune_direction", "xlatune_unstable", "xlatune_step_seconds")
+
+
+def figure_properties(found: figures.Figure | None) -> list[tuple[str, object]]:
+    """The FIGURE_KEYS properties of a figure (None: no measurement)."""
+    c = found.comparison if found else None
+    return list(zip(FIGURE_KEYS, (
+        found.tgs if found else None, found.runs_text() if found else "",
+        c.delta_pct if c else None, (c.ci_low_pct, c.ci_high_pct) if c else None,
+        stats.direction(c) if c else None, bool(found and found.unstable),
+        found.step_seconds if found else None), strict=True))
+
+
+def status_text(props: Mapping[str, object]) -> str:
+    """The figure words of an item line: `600.5 TGS +1.23 % [-0.4, +2.9] within noise (600.5 =
+    mean of 700.5, 500.6; jobs 6, 7)`; "" without a figure."""
+    tgs = props.get("xlatune_tgs")
+    if not isinstance(tgs, (int, float)):
+        return ""
+    text = f"{tgs:.1f} TGS"
+    delta, interval = props.get("xlatune_delta_pct"), props.get("xlatune_delta_ci")
+    if isinstance(delta, (int, float)):
+        text += f" {delta:+.2f} %"
+    elif props.get("xlatune_needs"):
+        text += " (no baseline: see the end)"
+    if isinstance(interval, (tuple, list)) and len(interval) == 2:
+        words = "unstable" if props.get("xlatune_unstable") else \
+            str(props.get("xlatune_direction") or "").replace("_", " ")
+        text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] {words}"
+    runs = str(props.get("xlatune_runs") or "")
+    if " = mean of " in runs:
+        text += f" ({runs})"
+    return text
+
+
+@dataclass(frozen=True)
+class Final:
+    """An item's final figure, named as junit names it (its cell file and item)."""
+
+    cell: str  # the cell path as the item's xlatune_cell property holds it
+    item: str
+    figure: figures.Figure
+
+    def props(self) -> dict[str, object]:
+        return dict(figure_properties(self.figure))
+
+
+def finals(reports: Sequence[CellReport], items: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Final]:
+    """The final figure of each (cell path, item) of `items`, from the cells' stored results."""
+    by_cell = {str(report.cell.path): figures.by_item(report.results) for report in reports}
+    out = {}
+    for cell, item in items:
+        found = by_cell.get(cell, {}).get(item)
+        if found is not None:
+            out[(cell, item)] = Final(cell, item, found)
+    return out
+
+
+def corrections(printed: Mapping[tuple[str, str], tuple[str, Mapping[str, object]]],
+                final: Mapping[tuple[str, str], Final]) -> list[str]:
+    """`<node id>: <final words>` for each item whose line (node id, the properties it printed;
+    empty: it printed no figure) said otherwise."""
+    lines = []
+    for key, (nodeid, props) in printed.items():
+        now = final.get(key)
+        said = status_text(props) if props else ""
+        if now is not None and said:
+            words = status_text({**props, **now.props()})
+            if words != said:
+                lines.append(f"{nodeid}: {words}")
+    return lines
+
+
+def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
+    """Give each testcase of a junit file its item's final figure properties (as pytest writes
+    them: str() of the value); True when the file changed."""
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return False
+    changed = False
+    for case in tree.getroot().iter("testcase"):
+        holder = case.find("properties")
+        if holder is None:
+            continue
+        props = {p.get("name"): p for p in holder.findall("property")}
+        cell, item = props.get("xlatune_cell"), props.get("xlatune_item")
+        if cell is None or item is None or "xlatune_tgs" not in props:
+            continue
+        now = final.get((cell.get("value") or "", item.get("value") or ""))
+        if now is None:
+            continue
+        for name, value in now.props().items():
+            element = props.get(name)
+            if element is None:
+                element = ET.SubElement(holder, "property", {"name": name})
+            if element.get("value") != str(value):
+                element.set("value", str(value))
+                changed = True
+    if changed:
+        tree.write(path, encoding="utf-8", xml_declaration=True)
+    return changed
+
+
+def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool:
+    """Give the per-item cells of a pytest-html report their final figure: for each (node id,
+    cell class, text written at run time, final text), the first cell of that class after each
+    place the node id appears, when it still holds the run-time text. pytest-html keeps its rows
+    in an escaped JSON blob; figures are plain ASCII, the same in every escaping. True: changed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    before = text
+    for nodeid, marker, old, new in cells:
+        if old == new or not old:
+            continue
+        at = text.find(nodeid)
+        while at >= 0:
+            cell = text.find(marker, at)
+            end = cell + len(marker) + 40 + len(old)
+            found = text.find(old, cell, end) if cell >= 0 else -1
+            if found >= 0:
+                text = text[:found] + new + text[found + len(old):]
+            at = text.find(nodeid, at + len(nodeid))
+    if text == before:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True

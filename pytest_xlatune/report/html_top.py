@@ -1,0 +1,109 @@
+"""What the HTML report shows above a cell's chart (pure): the TL;DR, the warnings a reader must
+see before trusting a bar (noise, unstable profiles, an inconclusive sweep, numerics changed) and
+the recommended patch. The TL;DR and the patch are the markdown report's own sections, rendered
+from the same ReportData and turned into HTML here, so the two reports cannot say different things.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+
+from .data import ReportData
+from .markdown import render_tuning_md
+
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")  # a link to a markdown heading: its words only
+
+
+def section(markdown: str, title: str) -> str:
+    """The body of the `## title` section of a rendered report ("" when it has none)."""
+    start = markdown.find(f"\n## {title}\n")
+    if start < 0:
+        return ""
+    body = markdown[start + len(title) + 5:]
+    end = body.find("\n## ")
+    return (body if end < 0 else body[:end]).strip()
+
+
+def inline(text: str) -> str:
+    """Escaped text with the report's inline markdown: `code`, **bold**, [words](#anchor)."""
+    text = _LINK.sub(r"\1", escape(text, quote=False))
+    return _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", text))
+
+
+def to_html(markdown: str) -> str:
+    """The markdown subset the report's sections use: paragraphs, `- ` lists, ``` fences."""
+    out: list[str] = []
+    fence: list[str] | None = None
+    items: list[str] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            out.append(f"<p>{inline(' '.join(paragraph))}</p>")
+            paragraph.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            if fence is None:
+                flush()
+                fence = []
+            else:
+                out.append(f"<pre><code>{escape(chr(10).join(fence))}</code></pre>")
+                fence = None
+        elif fence is not None:
+            fence.append(line)
+        elif line.startswith("- "):
+            if paragraph:
+                flush()
+            items.append(line[2:])
+        elif not line.strip():
+            flush()
+        else:
+            paragraph.append(line.strip())
+    flush()
+    return "".join(out)
+
+
+def warnings(data: ReportData) -> list[str]:
+    """One plain sentence per reason to doubt the chart, most important first (an under-powered
+    sweep only when it found no winner: then "nothing better" is not established)."""
+    found = []
+    if data.disagreements:
+        found.append("Identical settings disagree beyond the noise prior: "
+                     + "; ".join(data.disagreements) + ". Check the nodes and the machine's load.")
+    if data.noise is not None and data.noise.prior_rejected:
+        found.append(f"Run-to-run noise is {data.noise.cv_pct:.2f} %, beyond the "
+                     f"{data.noise.prior_cv_pct:.2f} % prior: intervals are wide.")
+    for row in data.leaderboard:
+        if row.unstable:
+            found.append(f"Unstable: {row.profile}'s runs disagree beyond the noise ({row.runs}): "
+                         "never the recipe.")
+    if data.winner is None and data.power is not None and not data.power.enough:
+        more = (f"{data.power.runs_needed} runs of each profile (and of the baseline) would settle it"
+                if data.power.runs_needed else "reduce the noise first")
+        found.append(f"Inconclusive: noise {data.noise.cv_pct if data.noise else 0.0:.2f} %, "
+                     f"detectable ≥ {data.power.detectable_pct:.1f} %, above the "
+                     f"+{data.power.bound_pct:g} % bound; {more}.")
+    for row in data.numerics_changed:
+        found.append(f"Numerics changed: {row.profile}: {row.departed or 'its loss left the baseline’s'}"
+                     " (never the recipe unless --xlatune-numerics=warn).")
+    return found
+
+
+def top_html(data: ReportData) -> str:
+    """TL;DR, warnings and the recommended patch of a cell, as HTML for above its chart."""
+    markdown = "\n" + render_tuning_md(data)
+    parts = ['<div class="xlatune-tldr"><h3>TL;DR</h3>' + to_html(section(markdown, "TL;DR")) + "</div>"]
+    if found := warnings(data):
+        parts.append('<div class="xlatune-warnings"><h3>Warnings</h3><ul>'
+                     + "".join(f"<li>{escape(w)}</li>" for w in found) + "</ul></div>")
+    patch = section(markdown, "Recommended deployment")
+    if patch:
+        parts.append('<div class="xlatune-patch"><h3>Recommended deployment</h3>' + to_html(patch) + "</div>")
+    return "".join(parts)

@@ -1,0 +1,67 @@
+"""The HTML report's cell block: TL;DR, warnings and the recommended patch above the chart; a bar
+that is unstable or changed numerics is never green; skip reasons without pytest's tuple."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from pytest_xlatune.judge.numerics import Mode
+from pytest_xlatune.report import chart, html, html_top
+from pytest_xlatune.report.__main__ import write_html_pages
+from pytest_xlatune.report.build import from_results
+from tests import report_cases as cases
+
+
+def test_tldr_warnings_and_patch_come_before_the_chart() -> None:
+    data = cases.winner()
+    block = html.cell_html(data)
+    tldr, patch, svg = block.find("xlatune-tldr"), block.find("xlatune-patch"), block.find("<svg")
+    assert 0 < tldr < patch < svg
+    assert "<strong>" in block[tldr:patch] and "XLA_FLAGS=" in block[patch:svg]
+    # the TL;DR is the markdown report's own sentence (rendered from the same data)
+    assert data.winner is not None and f"<code>{data.winner.profile}</code>" in block[tldr:patch]
+
+
+def test_an_under_powered_sweep_warns_above_the_chart() -> None:
+    block = html.cell_html(cases.under_powered())
+    warnings = block[block.find("xlatune-warnings"):block.find("<svg")]
+    assert "Inconclusive: noise" in warnings and "would settle it" in warnings
+
+
+def test_unstable_and_numerics_changed_bars_are_not_green() -> None:
+    data = cases.numerics_and_tie()
+    changed = next(r for r in data.leaderboard if r.numerics == "changed")
+    assert changed.direction == "better"  # the case the chart used to draw as a green bar
+    shaky = next(r for r in data.leaderboard if r.profile == "lhs")
+    rows = [dataclasses.replace(r, unstable=True, runs="1080.0 = mean of 1160.0, 1000.0; jobs 1, 2")
+            if r is shaky else r for r in data.leaderboard]
+    data = dataclasses.replace(data, leaderboard=rows)
+    kinds = {b.profile: b.kind for b in chart.bars(data)}
+    assert kinds[changed.profile] == "numerics_changed" and kinds["lhs"] == "unstable"
+    svg = chart.render(data)
+    for kind in ("numerics_changed", "unstable"):
+        assert f'class="xlatune-bar xlatune-{kind}"' in svg and chart.COLORS[kind] != chart.COLORS["better"]
+    assert "lhs's runs disagree beyond the noise (1080.0 = mean of 1160.0, 1000.0" in \
+        " ".join(html_top.warnings(data))
+
+
+def test_a_skipped_item_shows_its_reason_not_a_tuple(tmp_path: Path) -> None:
+    longrepr = (str(tmp_path / "cells" / "x.yml"), 3, "Skipped: no baseline-deployed run measured")
+    report = pytest.TestReport("cells/x.yml::wave2::p[t]", ("x.yml", 3, "cell: wave2::p[t]"), {},
+                               "skipped", longrepr, "call",
+                               user_properties=[("xlatune_cell", "cells/x.yml")])
+    data = [html.escape(report.longreprtext) + "\n", "captured"]
+    html.pytest_html_results_table_html(report, data)
+    assert data == ["no baseline-deployed run measured\n", "captured"]
+
+
+def test_the_rerender_cli_writes_the_html_beside_the_markdown(tmp_path: Path) -> None:
+    data = cases.winner()
+    report = from_results(data.cell, tmp_path, list(data.appendix), data.nodelist)
+    [output] = write_html_pages([report], tmp_path, Mode.FAIL)
+    text = output.path.read_text(encoding="utf-8")
+    assert output.path.name == "golden-tuning.html" and text.startswith("<!DOCTYPE html>")
+    assert text.find("xlatune-tldr") < text.find("<svg") and "<script" not in text
