@@ -44,12 +44,12 @@ def _num(value: object, digits: int = 1) -> str:
 
 
 def runs(work: Path) -> list[str]:
-    """One table row per run of the export: TGS, Δ% vs baseline, verdict, job time."""
+    """One table row per run of the export: the job's own TGS, Δ% of its settings vs baseline, verdict, job time."""
     lines = ["| job | item | verdict | TGS | Δ% | step s | job s | flags |", "|---|---|---|---:|---:|---:|---:|---|"]
     for path in sorted(work.glob("export/*.json")):
         for row in json.loads(path.read_text()):
             lines.append(
-                f"| {row['job_id']} | `{row['item']}` | {row['verdict']} | {_num(row['tgs'])} | "
+                f"| {row['job_id']} | `{row['item']}` | {row['verdict']} | {_num(row.get('job_tgs', row['tgs']))} | "
                 f"{_num(row['delta_pct'], 2)} | {_num(row['step_seconds'], 4)} | {_seconds(row)} | "
                 f"{row['flags'] or ''} |")
     return lines

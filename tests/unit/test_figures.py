@@ -38,7 +38,7 @@ def test_identical_settings_are_one_figure_with_its_runs() -> None:
     assert by_item[first.item] is by_item[again.item]
     # the baseline repeats too: one figure for both items, no Δ % of its own
     base = by_item["wave1::baseline[sparse]"]
-    assert base.tgs == pytest.approx(1003.0) and base.comparison is None and len(base.runs) == 2
+    assert base.tgs == pytest.approx(1003.0) and base.comparison is None and len(base.runs) == 3
 
 
 def test_leaderboard_and_lock_show_the_pooled_figure_and_every_job() -> None:
