@@ -23,7 +23,9 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import fields
+from enum import Enum
 from pathlib import Path
+from typing import Any, cast
 
 from pytest_xlatune.cell.schema import KEYS
 from pytest_xlatune.judge.hang import HangSettings
@@ -102,11 +104,13 @@ def options() -> str:
 
 
 def verdicts() -> str:
-    missing = [v.value for v in Verdict if v.value not in VERDICT_MEANING]
+    # Verdict is built with Enum's functional API (results.py), which mypy cannot iterate.
+    members: list[Any] = list(cast("type[Enum]", Verdict))
+    missing = [v.value for v in members if v.value not in VERDICT_MEANING]
     if missing:
         raise SystemExit(f"scripts/gen_reference.py: VERDICT_MEANING has no sentence for {missing}")
     rows = ["| verdict | a measurement | meaning |", "|---|---|---|"]
-    for verdict in Verdict:
+    for verdict in members:
         rows.append(f"| `{verdict.value}` | {'yes' if verdict.measured else 'no'} | "
                     f"{_cell(VERDICT_MEANING[verdict.value])} |")
     return "\n".join(rows)
@@ -120,7 +124,7 @@ def playbook() -> str:
             found.append(signature.label)
     table = DEFAULT_POLICY.markdown().splitlines()
     rows = [table[0] + " signatures (job-log-triage labels) |", table[1] + "---|"]
-    for failure, row in zip(FailureClass, table[2:]):
+    for failure, row in zip(FailureClass, table[2:], strict=True):
         names = ", ".join(f"`{label}`" for label in labels.get(failure, [])) or "—"
         rows.append(f"{row} {names} |")
     return "\n".join(rows)
