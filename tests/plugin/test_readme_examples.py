@@ -14,8 +14,9 @@ of DOC_PAGES; each check below names the page it reads.
 - the bad-cell error line, the example cell (it collects), the workload's step line, the layout.
 
 The README's and the tutorial's own console blocks run for real, from a fresh clone, in
-tests/integration/test_demo_script.py. The messages the docs quote inline (option errors, incidents, STOP lines, the gate's line, the
-submit.sh command line …) are checked by tests/plugin/test_readme_messages.py.
+tests/integration/test_demo_script.py. The messages the docs quote inline (option errors,
+incidents, STOP lines, the gate's line, the submit.sh command line …) are checked by
+tests/plugin/test_readme_messages.py.
 """
 
 from __future__ import annotations
@@ -230,15 +231,62 @@ def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
             assert low <= delta <= high, item
             assert words == ("better" if low > 0 else "worse" if high < 0 else "within noise"), item
     # Each line as the plugin prints it for that item (decimal figures aside).
-    printed = {line.split(" ")[0]: line for line in run("pytest cells/demo_fsdp8.yml -v", root)
-               if line.startswith("cells/") and " " in line}
+    verbose = run("pytest cells/demo_fsdp8.yml -v", root)
+    printed = {line.split(" ")[0]: line for line in verbose if line.startswith("cells/") and " " in line}
     for line, item in zip(lines, ids):
         assert item in printed, item
         shown = " ".join(re.sub(r"\s+\[\s*\d+%\]$", "", printed[item]).split())
         # Whether the fake rerun stops a job early depends on when its steps reach the watcher
         # (the excerpt's jobs ran to their end): that suffix alone is left out of the comparison.
         shown = re.sub(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)", "", shown)
-        assert _norm(shown) == _norm(line), f"README: {line}\nplugin: {shown}"
+        assert _norm(shown) == _norm(line), f"docs: {line}\nplugin: {shown}"
+    readme_default_run_is_printed_like_the_plugin(plan, verbose)
+
+
+STOPPED = re.compile(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)")
+VERDICT_WORDS = re.compile(r"\b(better|worse|within noise)\b")
+
+
+def _shape(line: str) -> str:
+    """A line's form: figures, verdict words and the early-stop suffix (which the real and the
+    fake run decide differently) left out; `…` (the README's abridging) kept as a wildcard."""
+    line = STOPPED.sub("", " ".join(re.sub(r"\s+\[\s*\d+%\]$", "", line).split()))
+    return re.sub(r"[-+]?\d+(\.\d+)?", "N", VERDICT_WORDS.sub("V", line))
+
+
+def readme_default_run_is_printed_like_the_plugin(plan: list[str], printed: list[str]) -> None:
+    """The README's default (adaptive) run, a record of a real demo run: its item lines in run
+    order, each Δ % inside its interval with the verdict word the interval implies, and each
+    line in the form the plugin prints it (an item the fake run ended the same way, and the
+    closing report, lock and cost lines)."""
+    block = next(b for b in blocks(section(README.read_text(), "What a default run prints")) if b.lang == "text")
+    lines = [line for line in block.lines if line.strip()]
+    items = [line for line in lines if line.startswith("cells/")]
+    ids = [line.split(" ")[0] for line in items]
+    assert len(ids) >= 8 and ids == [i for i in plan if i in ids], "README default run: ids not in run order"
+    for line in items:
+        figures = re.match(r"\S+ PASSED [\d.]+ TGS ([-+][\d.]+) % \[([-+][\d.]+), ([-+][\d.]+)\] "
+                           r"(better|worse|within noise)", line)
+        if figures:
+            delta, low, high = map(float, figures.groups()[:3])
+            assert low <= delta <= high, line
+            assert figures.group(4) == ("better" if low > 0 else "worse" if high < 0 else "within noise"), line
+    shown = {line.split(" ")[0]: line for line in printed if line.startswith("cells/") and " " in line}
+    compared = 0
+    for line in lines:
+        if line.startswith("cells/"):
+            fake = shown.get(line.split(" ")[0], "")
+            if fake.split(" ")[1:2] != line.split(" ")[1:2] or line.split(" ")[1] == "SKIPPED":
+                continue  # the fake run ended this item otherwise (or skipped it for another reason)
+            candidates = [fake]
+        elif line.startswith("xlatune:") and "saved node-minutes" not in line:
+            candidates = [p for p in printed if p.startswith("xlatune:")]
+        else:
+            continue
+        pattern = re.compile(".*?".join(map(re.escape, _shape(line).split("…"))))
+        assert any(pattern.fullmatch(_shape(c)) for c in candidates), f"README: {line}\nplugin: {candidates}"
+        compared += 1
+    assert compared >= 8, compared
 
 
 def _help_entries(text: str) -> dict[str, str]:
