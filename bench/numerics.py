@@ -10,7 +10,7 @@ the step line prints it (3 decimals: what the guard reads) and at full float pre
 the reordering really moved, below the printed digit). Each setting's losses come from one
 child process that builds and runs the workload's own jitted train step (train.build) and
 prints repr(loss); the printed value is that float formatted as the step line formats it.
-These numbers set numerics.DEFAULT_TOLERANCE (README, "How a verdict is reached").
+These numbers set numerics.DEFAULT_TOLERANCE (docs/explanation/verdicts.md).
 """
 
 from __future__ import annotations

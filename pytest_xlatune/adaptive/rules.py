@@ -1,7 +1,7 @@
 """The decision rules (pure): which runs a verdict still needs, when a running job may stop, when
 the search ends, and which measured settings are the recipe.
 
-Error rates the rules are built for (bench/replay.py measures them; README Performance): a
+Error rates the rules are built for (bench/replay.py measures them; docs/performance.md): a
 profile with no effect is called better with at most 2.5 % odds per look (the low end of the 95 %
 interval above 0, as `stats.compare`), over at most `repeat_cap` looks, and a no-op gets a second
 look only when its first leaves it undecided (1 in 180 in the simulator); a profile of

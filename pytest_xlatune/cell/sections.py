@@ -276,6 +276,6 @@ def policy(r: N.Ctx, node: Node, key: str) -> str:
     try:
         policy_from_mapping(raw, source=key)
     except PolicyError as error:
-        r.fail(node, key, "playbook overrides (README: Failure handling)", str(error))
+        r.fail(node, key, "playbook overrides (docs/reference/failures.md)", str(error))
     return json.dumps(raw, sort_keys=True)
 

@@ -274,7 +274,7 @@ class Driver:
         return pooled(found, latest, self.roles)
 
     def drift(self) -> str:
-        """What the controls saw (README: how the adaptive sweep decides)."""
+        """What the controls saw (docs/explanation/adaptive.md)."""
         now = self.sweep.clock()
         return build_board(self.state(now), now).drift_report().text()
 

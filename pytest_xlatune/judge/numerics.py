@@ -5,7 +5,7 @@ optimisation level, a combiner threshold, a scheduler) leaves the loss a job pri
 few rounding steps of the baseline's, while a knob that changes what the model computes (a
 dtype, a quantization mode, a broken pass) moves it well beyond. A run departs at the first
 step where |Δ loss| > abs + rel·|baseline loss| (DEFAULT_TOLERANCE, measured with
-`bench/numerics.py`; README "How a verdict is reached"; `abs` widens to 4× the baseline
+`bench/numerics.py`; docs/explanation/verdicts.md; `abs` widens to 4× the baseline
 repeats' own largest disagreement when they wander more than that); a run is `numerics changed` when it
 departs from every baseline repeat it can be compared with. Every loss field of the step line
 (`loss` and the extra `*_loss` fields) is checked.
@@ -55,7 +55,7 @@ class Tolerance:
         return f"{self.abs:g}" + (f" + {self.rel * 100:g} % of the loss" if self.rel else "")
 
 
-# From bench/numerics.py on the demo model (README): identical settings and seven reordering-only
+# From bench/numerics.py on the demo model (docs/explanation/verdicts.md): identical settings and seven reordering-only
 # flags moved no printed loss (3 decimals) at any of 15 steps, 2 runs each — at full precision by
 # at most 4.8e-7 (-O1/-O2), so rounding can show at most 0.001 — while bfloat16 compute moved it
 # by 0.006 at step 2 (5.8e-3 unrounded). The line sits at 3 units of the printed last digit.

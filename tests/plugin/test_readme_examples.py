@@ -1,8 +1,9 @@
-"""README.md's examples are executed and compared with what the tool prints (as pytest's
-regendoc does), so the README cannot drift from the tool.
+"""The docs' examples are executed and compared with what the tool prints (as pytest's regendoc
+does), so the docs cannot drift from the tool. The examples sit in README.md and the docs/ pages
+of DOC_PAGES; each check below names the page it reads.
 
-- every ```console block: each `$ pytest …` / `$ python -m …` line runs, in README order, in one
-  directory holding a copy of `cells/`; its output must match the lines below it. A line `...`
+- every ```console block of FAKE_PAGES: each `$ pytest …` / `$ python -m …` line runs, in the
+  pages' order, in one directory holding a copy of `cells/`; its output must match the lines below it. A line `...`
   stands for any lines, `...` inside a line for any text; decimal numbers (TGS, Δ %, intervals,
   durations) match any decimal number, everything else (ids, counts, job ids, words) exactly.
   The scripted fake trainer stands in for JAX: the demo cell's copy tells it how fast each
@@ -12,8 +13,10 @@ regendoc does), so the README cannot drift from the tool.
 - the options table against `pytest --help` (flag, metavar, ini twin, default), both ways;
 - the bad-cell error line, the example cell (it collects), the workload's step line, the layout.
 
-The messages the README quotes inline (option errors, incidents, STOP lines, the gate's line, the
-submit.sh command line …) are checked by tests/plugin/test_readme_messages.py.
+The README's and the tutorial's own console blocks run for real, from a fresh clone, in
+tests/integration/test_demo_script.py. The messages the docs quote inline (option errors,
+incidents, STOP lines, the gate's line, the submit.sh command line …) are checked by
+tests/plugin/test_readme_messages.py.
 """
 
 from __future__ import annotations
@@ -35,6 +38,19 @@ from pytest_xlatune.judge.lines import parse_step_line
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+DOCS = REPO / "docs"
+# The pages whose quoted messages test_readme_messages.py compares with the tool (each anchor in
+# exactly one of them); the pages other helpers own are left out.
+DOC_PAGES = (README, *(DOCS / p for p in (
+    "index.md", "tutorial.md", "architecture.md", "performance.md",
+    "how-to/select-items.md", "how-to/sbatch.md", "how-to/maxtext-slurm.md", "how-to/ssh.md",
+    "how-to/host-cmd.md", "how-to/reports.md", "how-to/backend-plugin.md",
+    "reference/cell.md", "reference/options.md", "reference/outcomes.md", "reference/failures.md",
+    "reference/workload.md", "explanation/verdicts.md", "explanation/adaptive.md",
+    "explanation/gate.md")))
+# The pages whose console blocks run here with the fake trainer, in this order, in one directory.
+FAKE_PAGES = (DOCS / "how-to/select-items.md", DOCS / "explanation/gate.md", DOCS / "how-to/reports.md")
+CELL_PAGE = DOCS / "reference/cell.md"
 FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05"]
 NUMBER = re.compile(r"[-+]?\d+\.\d+")
 
@@ -68,6 +84,7 @@ def blocks(text: str) -> list[Block]:
 
 
 def section(text: str, title: str) -> str:
+    """The `## title` section of a page's text."""
     start = text.index(f"\n## {title}")
     end = text.find("\n## ", start + 1)
     return text[start:end if end > 0 else len(text)]
@@ -146,19 +163,19 @@ def run(command: str, cwd: Path) -> list[str]:
 
 
 def console_blocks() -> list[Block]:
-    return [b for b in blocks(README.read_text()) if b.lang == "console"]
+    return [b for page in FAKE_PAGES for b in blocks(page.read_text()) if b.lang == "console"]
 
 
 def test_console_examples_print_what_the_readme_shows(tmp_path: Path, fake_trainer_env: None) -> None:
     root = workdir(tmp_path)
     found = [(block, command, expected) for block in console_blocks()
              for command, expected in commands(block)]
-    assert len(found) >= 8, "README.md lost its console examples"
+    assert len(found) >= 8, "the docs lost their console examples"
     problems = []
     for block, command, expected in found:
         actual = run(command, root)
         if not matches(expected, actual):
-            problems.append(f"README.md:{block.line}: $ {command}\n--- README\n" + "\n".join(expected)
+            problems.append(f"docs:{block.line}: $ {command}\n--- docs\n" + "\n".join(expected)
                             + "\n--- the tool printed\n" + "\n".join(actual))
     assert not problems, "\n\n".join(problems)
 
@@ -177,8 +194,11 @@ def test_an_edited_example_fails(tmp_path: Path) -> None:
     assert not matches(expected[:-3] + expected[-2:], actual)  # a line left out
 
 
+OUTCOMES = DOCS / "reference/outcomes.md"
+
+
 def excerpt() -> list[str]:
-    text = section(README.read_text(), "What a sweep looks like")
+    text = section(OUTCOMES.read_text(), "What a sweep looks like")
     return [line for line in blocks(text)[0].lines if line.strip()]
 
 
@@ -198,7 +218,7 @@ def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
     plan = [line for line in run("pytest cells/demo_fsdp8.yml --collect-only -q", root) if "::" in line]
     ids = [_figures(line)[0] for line in lines]
     assert ids == [i for i in plan if i in ids], "excerpt ids are not in run order"
-    count = re.search(r"(\d+) jobs in", section(README.read_text(), "What a sweep looks like"))
+    count = re.search(r"(\d+) items", section(OUTCOMES.read_text(), "What a sweep looks like"))
     assert count and int(count.group(1)) == len(plan)
     # Δ % against the mean of the baseline repeats, inside its interval, and the verdict word
     # the interval implies.
@@ -212,15 +232,62 @@ def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
             assert low <= delta <= high, item
             assert words == ("better" if low > 0 else "worse" if high < 0 else "within noise"), item
     # Each line as the plugin prints it for that item (decimal figures aside).
-    printed = {line.split(" ")[0]: line for line in run("pytest cells/demo_fsdp8.yml -v", root)
-               if line.startswith("cells/") and " " in line}
+    verbose = run("pytest cells/demo_fsdp8.yml -v", root)
+    printed = {line.split(" ")[0]: line for line in verbose if line.startswith("cells/") and " " in line}
     for line, item in zip(lines, ids):
         assert item in printed, item
         shown = " ".join(re.sub(r"\s+\[\s*\d+%\]$", "", printed[item]).split())
         # Whether the fake rerun stops a job early depends on when its steps reach the watcher
         # (the excerpt's jobs ran to their end): that suffix alone is left out of the comparison.
         shown = re.sub(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)", "", shown)
-        assert _norm(shown) == _norm(line), f"README: {line}\nplugin: {shown}"
+        assert _norm(shown) == _norm(line), f"docs: {line}\nplugin: {shown}"
+    readme_default_run_is_printed_like_the_plugin(plan, verbose)
+
+
+STOPPED = re.compile(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)")
+VERDICT_WORDS = re.compile(r"\b(better|worse|within noise)\b")
+
+
+def _shape(line: str) -> str:
+    """A line's form: figures, verdict words and the early-stop suffix (which the real and the
+    fake run decide differently) left out; `…` (the README's abridging) kept as a wildcard."""
+    line = STOPPED.sub("", " ".join(re.sub(r"\s+\[\s*\d+%\]$", "", line).split()))
+    return re.sub(r"[-+]?\d+(\.\d+)?", "N", VERDICT_WORDS.sub("V", line))
+
+
+def readme_default_run_is_printed_like_the_plugin(plan: list[str], printed: list[str]) -> None:
+    """The README's default (adaptive) run, a record of a real demo run: its item lines in run
+    order, each Δ % inside its interval with the verdict word the interval implies, and each
+    line in the form the plugin prints it (an item the fake run ended the same way, and the
+    closing report, lock and cost lines)."""
+    block = next(b for b in blocks(section(README.read_text(), "What a default run prints")) if b.lang == "text")
+    lines = [line for line in block.lines if line.strip()]
+    items = [line for line in lines if line.startswith("cells/")]
+    ids = [line.split(" ")[0] for line in items]
+    assert len(ids) >= 8 and ids == [i for i in plan if i in ids], "README default run: ids not in run order"
+    for line in items:
+        figures = re.match(r"\S+ PASSED [\d.]+ TGS ([-+][\d.]+) % \[([-+][\d.]+), ([-+][\d.]+)\] "
+                           r"(better|worse|within noise)", line)
+        if figures:
+            delta, low, high = map(float, figures.groups()[:3])
+            assert low <= delta <= high, line
+            assert figures.group(4) == ("better" if low > 0 else "worse" if high < 0 else "within noise"), line
+    shown = {line.split(" ")[0]: line for line in printed if line.startswith("cells/") and " " in line}
+    compared = 0
+    for line in lines:
+        if line.startswith("cells/"):
+            fake = shown.get(line.split(" ")[0], "")
+            if fake.split(" ")[1:2] != line.split(" ")[1:2] or line.split(" ")[1] == "SKIPPED":
+                continue  # the fake run ended this item otherwise (or skipped it for another reason)
+            candidates = [fake]
+        elif line.startswith("xlatune:") and "saved node-minutes" not in line:
+            candidates = [p for p in printed if p.startswith("xlatune:")]
+        else:
+            continue
+        pattern = re.compile(".*?".join(map(re.escape, _shape(line).split("…"))))
+        assert any(pattern.fullmatch(_shape(c)) for c in candidates), f"README: {line}\nplugin: {candidates}"
+        compared += 1
+    assert compared >= 8, compared
 
 
 def _help_entries(text: str) -> dict[str, str]:
@@ -257,7 +324,7 @@ def test_options_table_matches_pytest_help(pytester: pytest.Pytester) -> None:
     help_text = pytester.runpytest_subprocess("--help").stdout.str()
     entries = _help_entries(help_text)
     rows = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-            for line in section(README.read_text(), "Options").splitlines()
+            for line in (DOCS / "reference/options.md").read_text().splitlines()
             if line.startswith("| `--xlatune") or line.startswith("| — |")]
     assert rows
     documented = set()
@@ -282,7 +349,7 @@ def test_options_table_matches_pytest_help(pytester: pytest.Pytester) -> None:
 
 
 def test_bad_cell_error_line_is_what_collection_prints(tmp_path: Path) -> None:
-    text = section(README.read_text(), "A cell")
+    text = CELL_PAGE.read_text()
     line = next(b for b in blocks(text) if b.lines and b.lines[0].startswith("cells/x.yml:")).lines[0]
     found = re.match(r"cells/x\.yml:3: parallelism: .*found '(.*)'$", line)
     assert found, line
@@ -293,7 +360,7 @@ def test_bad_cell_error_line_is_what_collection_prints(tmp_path: Path) -> None:
 
 
 def test_example_cell_collects_every_wave_the_table_names(tmp_path: Path) -> None:
-    text = section(README.read_text(), "A cell")
+    text = section(CELL_PAGE.read_text(), "A cell")
     cell = next(b for b in blocks(text) if b.lang == "yaml")
     (tmp_path / "cells").mkdir()
     (tmp_path / "cells" / "readme.yml").write_text("\n".join(cell.lines) + "\n")
@@ -308,14 +375,14 @@ def test_example_cell_collects_every_wave_the_table_names(tmp_path: Path) -> Non
 
 
 def test_workload_step_line_is_what_the_parser_reads() -> None:
-    text = section(README.read_text(), "The embedded workload")
+    text = (DOCS / "reference/workload.md").read_text()
     line = next(b for b in blocks(text) if b.lines and "completed step:" in b.lines[0]).lines[0]
     record = parse_step_line(line)
     assert record is not None and record.step == 9 and record.tokens_per_s == 1007.9
 
 
 def test_layout_names_files_that_exist() -> None:
-    text = section(README.read_text(), "Layout")
+    text = section((DOCS / "architecture.md").read_text(), "Layout")
     block = blocks(text)[0]
     names = [token for line in block.lines for token in re.findall(r"[\w./-]+", line)
              if token.endswith((".py", "/", ".py/.yml"))]

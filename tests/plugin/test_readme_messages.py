@@ -1,8 +1,9 @@
-"""The messages README.md quotes (option errors, incidents, STOP lines, the gate's regression
-line, the submit.sh command line, …) are what the tool prints, compared with the README read at
-test time (issue 17; the console blocks and the sweep excerpt: test_readme_examples.py).
+"""The messages the docs quote (option errors, incidents, STOP lines, the gate's regression
+line, the submit.sh command line, …) are what the tool prints, compared with README.md and the
+docs/ pages of test_readme_examples.DOC_PAGES read at test time (issue 17; the console blocks and
+the sweep excerpt: test_readme_examples.py).
 
-Each example is found by an anchor, text that occurs in exactly one quoted example of the README
+Each example is found by an anchor, text that occurs in exactly one quoted example of those pages
 (an inline code span, or a line of a fenced block that is not a console block), and produced by
 the tool: the real function that formats it, given the README's inputs, or a real pytest run on a
 small cell with the scripted fake trainer (the Outcomes table's lines: the sweep excerpt, which
@@ -48,7 +49,7 @@ from pytest_xlatune.store import ResultStore
 from pytest_xlatune.transport.base import LocalTransport
 from pytest_xlatune.transport.hostcmd import BridgeInfo, result_error
 from tests.conftest import store_full_at
-from tests.plugin.test_readme_examples import README, blocks, excerpt, run, run_process, section
+from tests.plugin.test_readme_examples import CELL_PAGE, DOC_PAGES, blocks, excerpt, run, run_process, section
 
 Lines = list[str]
 
@@ -65,8 +66,8 @@ def quoted_examples(text: str) -> Lines:
 
 
 def quoted(anchor: str) -> str:
-    found = [q for q in quoted_examples(README.read_text()) if anchor in q]
-    assert len(found) == 1, f"README.md: expected one quoted example holding {anchor!r}, found {found}"
+    found = [q for page in DOC_PAGES for q in quoted_examples(page.read_text()) if anchor in q]
+    assert len(found) == 1, f"docs: expected one quoted example holding {anchor!r}, found {found}"
     return found[0]
 
 
@@ -196,7 +197,7 @@ def submit_line(root: Path) -> Lines:
 def tune_profile_arm(root: Path) -> Lines:
     """The README example cell's evidence run as a maxtext-slurm TUNE_PROFILE arm: its settings,
     and what the installed block prints when bash sources it for that arm."""
-    text = next(b for b in blocks(section(README.read_text(), "A cell")) if b.lang == "yaml").lines
+    text = next(b for b in blocks(section(CELL_PAGE.read_text(), "A cell")) if b.lang == "yaml").lines
     backend = "\nbackend: {kind: maxtext-slurm, checkout: /maxtext-slurm}\n"
     (root / "demo.yml").write_text("\n".join(text).split("\nbackend:")[0] + backend)
     cell = load_cell(root / "demo.yml")

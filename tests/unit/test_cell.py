@@ -436,11 +436,11 @@ def test_a_name_the_cell_did_not_choose_never_asks_to_shorten_that_name(
         assert message.endswith(", or leave catalog fsdp out"), message
 
 
-def test_every_key_of_the_schema_table_is_in_the_readme_cell() -> None:
-    """schema.KEYS is the one list of top-level keys; README's "A cell" example shows each."""
+def test_every_key_of_the_schema_table_is_in_the_docs_cell() -> None:
+    """schema.KEYS is the one list of top-level keys; the cell reference's example shows each."""
     from pytest_xlatune.cell.schema import KEYS, TOP_KEYS
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "docs" / "reference" / "cell.md").read_text(encoding="utf-8")
     example = readme.split("## A cell", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     assert TOP_KEYS == tuple(key.name for key in KEYS)
     assert [k for k in TOP_KEYS if not re.search(rf"(^|[#|] *){k}:", example, re.M)] == []

@@ -1,0 +1,80 @@
+"""The docs site builds with warnings as errors (a broken internal link or anchor fails), and its
+generated reference pages are what scripts/gen_reference.py writes from the code's tables today."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _gen_reference():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gen_reference", REPO / "scripts" / "gen_reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mkdocs_builds_strict_without_a_broken_link(tmp_path: Path) -> None:
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.fail("mkdocs is not installed: the docs extra (pip install -e '.[docs]', scripts/venv.sh) "
+                    "provides it, and CI builds the docs as a test")
+    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert (tmp_path / "site" / "tutorial" / "index.html").is_file()
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
+    """Not vacuous: the same build on a copy with one link pointing nowhere fails, naming it."""
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.fail("mkdocs is not installed (the docs extra)")
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    page = tmp_path / "docs" / "tutorial.md"
+    page.write_text(page.read_text() + "\nSee [nowhere](how-to/no-such-page.md).\n")
+    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0
+    assert "no-such-page.md" in done.stdout + done.stderr
+
+
+def test_generated_reference_pages_are_up_to_date() -> None:
+    gen = _gen_reference()
+    stale = [str(path.relative_to(REPO)) for path, text in gen.generated().items()
+             if path.read_text(encoding="utf-8") != text]
+    assert not stale, f"run python scripts/gen_reference.py: {stale} differ from the code's tables"
+
+
+def test_generated_tables_hold_every_row_of_the_code() -> None:
+    from pytest_xlatune.cell.schema import KEYS
+    from pytest_xlatune.results import FailureClass, Verdict
+    from pytest_xlatune.settings import OPTIONS
+
+    docs = REPO / "docs" / "reference"
+    cell, options = (docs / "cell.md").read_text(), (docs / "options.md").read_text()
+    outcomes, failures = (docs / "outcomes.md").read_text(), (docs / "failures.md").read_text()
+    assert all(f"| `{key.name}` |" in cell for key in KEYS)
+    assert all(f"`{option.ini}`" in options for option in OPTIONS)
+    assert all(f"| `{verdict.value}` |" in outcomes for verdict in Verdict)
+    assert all(re.search(rf"^\| {failure.value} \|", failures, re.M) for failure in FailureClass)
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most 200 lines, and every docs link it holds names a page that exists."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    links = re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", text)
+    assert links
+    assert [link for link in links if not (REPO / link).exists()] == []
