@@ -90,20 +90,20 @@ class CellsSeen:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        cell_path = props.get("xlatune_cell")
-        if not cell_path:
+        if not props.get("xlatune_cell"):
             return
-        if Path(cell_path) not in self.runtime.cells:
+        cell_path = Path(str(props["xlatune_cell"]))
+        if cell_path not in self.runtime.cells:
             try:
-                self.runtime.note_cell(load_cell(Path(cell_path)))
+                self.runtime.note_cell(load_cell(cell_path))
             except CellError:
                 return  # already reported by the worker that collected it
         if report.when == "call":
-            self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
+            self.runtime.note_ran(cell_path, str(props["xlatune_item"]))
             if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock
-                self.runtime.note_stopped(Path(cell_path))
+                self.runtime.note_stopped(cell_path)
             if props.get("xlatune_needs"):
-                self.runtime.needs[report.nodeid] = props["xlatune_needs"]
+                self.runtime.needs[report.nodeid] = str(props["xlatune_needs"])
 
 
 def _check_cell_paths(config: pytest.Config) -> None:
@@ -156,7 +156,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
         text += f" {delta:+.2f} %"
     elif props.get("xlatune_needs"):
         text += " (no baseline: see the end)"
-    if interval:
+    if isinstance(interval, (list, tuple)) and interval:  # a tuple, or a list through xdist
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])

@@ -52,27 +52,44 @@ class RunKind(Enum):
 # The failure classes that are never a job's verdict: an UNKNOWN failure is FAILED or NO_STEPS
 # (triage), and the incidents are not jobs.
 _NOT_VERDICTS = (FailureClass.UNKNOWN, FailureClass.NODE_DOWN, FailureClass.CONTROLLER_UNREACHABLE)
-# The verdicts that are no failure class (the sweep's words for how a job ended).
-_SWEEP_VERDICTS = (
-    ("FAILED", "failed"),  # a failure of no known class, after at least one step
-    ("NO_STEPS", "no_steps"),  # no known class, and no step (or no TGS in the steady window)
-    ("INFRA_FLAKE", "infra_flake"),  # dropped by the policy after repeated RCCL init flakes
+
+
+class Verdict(Enum):
+    """How a job ended, as far as the sweep is concerned: every failure class that a job can end
+    with (same name, same stored value; tests/unit/test_results_verdict.py keeps the two in step),
+    and the sweep's own words."""
+
+    SUCCESS = "success"
+    SOFT_SUCCESS = "soft_success"
+    OOM = "oom"
+    DISK_FULL = "disk_full"
+    UNKNOWN_FLAG = "unknown_flag"
+    RCCL_INIT_FLAKE = "rccl_init_flake"
+    COORDINATION_TIMEOUT = "coordination_timeout"
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"
+    NCCL_TIMEOUT = "nccl_timeout"
+    XLA_COMPILE_FAIL = "xla_compile_fail"
+    PYTHON_EXCEPTION = "python_exception"
+    NODE_FAIL = "node_fail"
+    GPU_RUNTIME_ERROR = "gpu_runtime_error"
+    NIC_FAULT = "nic_fault"
+    HANG = "hang"
+    CANCELLED = "cancelled"
+    # The sweep's words for how a job ended (no failure class).
+    FAILED = "failed"  # a failure of no known class, after at least one step
+    NO_STEPS = "no_steps"  # no known class, and no step (or no TGS in the steady window)
+    INFRA_FLAKE = "infra_flake"  # dropped by the policy after repeated RCCL init flakes
     # Cancelled by the adaptive sweep once its steady steps so far decided it: a measured
     # partial steady state (its TGS is the mean of those steps), never a failure.
-    ("STOPPED_EARLY", "stopped_early"),
-)
+    STOPPED_EARLY = "stopped_early"
 
-
-class _Verdict(Enum):
     @property
     def measured(self) -> bool:
         return self.name in ("SUCCESS", "SOFT_SUCCESS", "STOPPED_EARLY")
 
 
-# How a job ended, as far as the sweep is concerned: every failure class that a job can end with
-# (same name, same stored value), and the sweep's own words. A new FailureClass is a new Verdict.
-Verdict = _Verdict("Verdict", [(c.name, c.value) for c in FailureClass if c not in _NOT_VERDICTS]
-                   + list(_SWEEP_VERDICTS), module=__name__, qualname="Verdict")
+# The verdicts that are no failure class (the sweep's words for how a job ended).
+SWEEP_VERDICTS = (Verdict.FAILED, Verdict.NO_STEPS, Verdict.INFRA_FLAKE, Verdict.STOPPED_EARLY)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -27,6 +27,9 @@ from .watch import SweepStopped
 from ..launch.base import LauncherError
 from ..judge.lock import LockError
 from .session import RUNTIME_KEY, Runtime, specs_for
+
+if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure returns
+    from _pytest._code.code import TerminalRepr, TracebackStyle
 
 # Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
 # controls (a Δ vs the new image's baseline would say nothing about them).
@@ -81,11 +84,12 @@ class CellFile(pytest.File):
         for wave, runs in itertools.groupby(specs, key=lambda spec: spec.wave):
             yield Wave.from_parent(self, name=wave, specs=tuple(runs), cell=self.cell, suffix=suffix)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: TracebackStyle | None = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, (CellError, LockError)):
             # Files under the rootdir are named as in node ids: `cells/x.yml:3: ...`.
             return str(excinfo.value).replace(f"{self.config.rootpath}{os.sep}", "")
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)  # pytest.Collector's takes no style
 
 
 class Wave(pytest.Collector):
@@ -280,7 +284,8 @@ class CellItem(pytest.Item):
                     raise RunFailed(again)
                 into.append(again)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: TracebackStyle | None = None) -> str | TerminalRepr:
         error = excinfo.value
         if isinstance(error, RunFailed):
             result = error.result

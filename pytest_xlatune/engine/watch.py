@@ -71,6 +71,9 @@ class Watcher:
         wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
         self.poller.max_backoff = max(wait, self.interval)
 
+    def _warn(self, text: str) -> None:
+        (self.warn or self.report)(text)
+
     def watch(self, name: str, job: SubmittedJob, judge: Judge | None = None) -> Watched:
         """Follow `job` to its end; `judge(seen)` is asked on every new step while it runs and
         returns why to stop it early ("" = let it run): it is cancelled and watched no further."""
@@ -136,7 +139,7 @@ class Watcher:
             trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
             phase = detector.check(now, self._running(progress)) if trusted else None
             if phase is not None and not seen.cancelled_for:
-                self.warn(f"{name} job {job.job_id}: no new step for "
+                self._warn(f"{name} job {job.job_id}: no new step for "
                           f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
                 seen.hang_phase = phase
                 self._cancel(job, seen, "hang")
@@ -184,7 +187,7 @@ class Watcher:
                                       exit_code=None, log_text=seen.log.triage_text(),
                                       scheduler_state=JobState.RUNNING))
         if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
-            self.warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
+            self._warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
             self._cancel(job, seen, diagnosis.failure.value)
 
     def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
@@ -196,7 +199,7 @@ class Watcher:
         try:
             self.launcher.cancel(job.job_id)
         except LauncherError as error:
-            self.warn(f"job {job.job_id}: cancel failed ({error}); trying again")
+            self._warn(f"job {job.job_id}: cancel failed ({error}); trying again")
             self._unsent_cancel = True
         else:
             self._unsent_cancel = False

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..cell.catalog import ALWAYS, ANY_COLLECTIVE, KINDS
-from ..evidence.artifacts import EvidenceFacts
+from ..evidence.artifacts import EvidenceFacts as EvidenceFacts  # re-exported for plan/ users
 
 
 def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:

@@ -46,7 +46,8 @@ def _order(result: JobResult) -> tuple[int, str]:
 
 def results_frame(results: Sequence[JobResult]) -> pd.DataFrame:
     """One row per result, sorted by job id, with the COLUMNS in that order."""
-    frame = pd.DataFrame([_row(r, results) for r in sorted(results, key=_order)],
+    # Declared: pandas-stubs' constructor overloads come out Any here.
+    frame: pd.DataFrame = pd.DataFrame([_row(r, results) for r in sorted(results, key=_order)],
                          columns=list(COLUMNS))
     for column in ("tgs", "step_seconds", "delta_pct", "ci_low", "ci_high"):
         frame[column] = frame[column].astype("float64")

@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jaxlib.version
 import numpy as np
 
 from . import model, parallel
@@ -73,7 +74,7 @@ def _print_header(c: Config) -> None:
     for f in dataclasses.fields(c):
         if f.name != "ignored":
             print(f"Config param {f.name}: {getattr(c, f.name)}")
-    print(f"System Information: Jax Version: {jax.__version__}, Jaxlib Version: {jax.lib.__version__}")
+    print(f"System Information: Jax Version: {jax.__version__}, Jaxlib Version: {jaxlib.version.__version__}")
     shape = (c.data, c.stages, c.fsdp, c.tensor)
     print(f"Num_devices: {jax.device_count()}, shape {shape}, mesh axes {parallel.AXES}")
     if c.stages > 1:
