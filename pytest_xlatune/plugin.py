@@ -157,7 +157,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     elif props.get("xlatune_needs"):
         text += " (no baseline: see the end)"
     if isinstance(interval, (list, tuple)) and interval:  # a tuple, or a list through xdist
-        text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] " + str(props.get('xlatune_direction', '')).replace('_', ' ')
+        direction = str(props.get("xlatune_direction", "")).replace("_", " ")
+        text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] {direction}"
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])
     if props.get("xlatune_shared"):

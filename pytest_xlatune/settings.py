@@ -7,9 +7,10 @@ import math
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -207,7 +208,7 @@ class Settings:
     write_zh: bool = False
     numerics: Mode = Mode.FAIL
     fixed_protocol: bool = False
-    budget: Budget = Budget()
+    budget: Budget = field(default_factory=Budget)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:

@@ -40,12 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from .results import JobResult, Verdict
+from .errors import XlatuneError
 
 SCHEMA_VERSION = 1
 NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
 
 
-class StoreError(Exception):
+class StoreError(XlatuneError):
     """The store file exists but cannot be used (e.g. a newer schema)."""
 
 

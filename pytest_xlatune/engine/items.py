@@ -27,6 +27,7 @@ from .watch import SweepStopped
 from ..launch.base import LauncherError
 from ..judge.lock import LockError
 from .session import RUNTIME_KEY, Runtime, specs_for
+from ..errors import XlatuneError
 
 if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure returns
     from _pytest._code.code import TerminalRepr, TracebackStyle
@@ -46,7 +47,7 @@ def slot_group(cell: Cell) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]", "_", cell.slot.text)
 
 
-class RunFailed(Exception):
+class RunFailed(XlatuneError):
     """A job ended without a measurement; carries the result for a readable failure."""
 
     def __init__(self, result: JobResult) -> None:
@@ -54,11 +55,11 @@ class RunFailed(Exception):
         self.result = result
 
 
-class Stopped(Exception):
+class Stopped(XlatuneError):
     """A stop trigger fired during this item; the message is the STOP message."""
 
 
-class Regression(Exception):
+class Regression(XlatuneError):
     """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
     the tolerance."""
 

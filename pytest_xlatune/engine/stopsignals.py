@@ -55,7 +55,7 @@ def deferred() -> Iterator[None]:
     handler that is not Python code (SIG_DFL, SIG_IGN) is left as it is; off the main thread
     (where handlers cannot be set) the block runs unguarded.
     """
-    global _depth
+    global _depth  # noqa: PLW0603  signal dispositions are per process: so is the nesting depth
     if _depth or threading.current_thread() is not threading.main_thread():
         _depth += 1
         try:

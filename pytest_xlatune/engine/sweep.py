@@ -25,6 +25,7 @@ from .choices import PlanOrder, SweepChoices
 from .poller import Poller
 from .runner import JobRunner, _controller_limit_s
 from .watch import Judge, Watched, Watcher
+from ..errors import XlatuneError
 
 Report = Callable[[str], None]
 
@@ -34,7 +35,7 @@ SHAREABLE = (RunKind.PROFILE, RunKind.RESTORE_DEFAULT, RunKind.PIPELINE_SHAPE)
 SHARE_SOURCES = (RunKind.BASELINE, *SHAREABLE)
 
 
-class SweepInterrupted(Exception):
+class SweepInterrupted(XlatuneError):
     """The session was interrupted while a job ran; the job was cancelled."""
 
 

@@ -13,12 +13,13 @@ from ..judge.policy import DEFAULT_POLICY, Action, Policy
 from .poller import Poller
 from ..judge.signatures import FailureClass
 from ..judge.triage import Evidence, diagnose
+from ..errors import XlatuneError
 
 
 Judge = Callable[["Watched"], str]
 
 
-class SweepStopped(Exception):
+class SweepStopped(XlatuneError):
     """A stop trigger fired; carries the one-line reason (the STOP message is built from it)."""
 
     def __init__(self, reason: str, failing_nodes: tuple[str, ...] = (), recovery: str = "") -> None:

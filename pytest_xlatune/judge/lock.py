@@ -21,11 +21,12 @@ from . import verdicts
 from ..cell.model import Cell
 from .numerics import Mode
 from ..results import JobResult, RunKind
+from ..errors import XlatuneError
 
 LOCK_SCHEMA = 1
 
 
-class LockError(Exception):
+class LockError(XlatuneError):
     """The lock file is missing or unusable; one line naming the file and the key."""
 
 

@@ -5,8 +5,9 @@ Run-to-run noise is a coefficient of variation (CV) from every group of runs wit
 settings (baseline repeats, duplicates, re-measurements), pooled with a prior (0.8 % over 4
 pseudo-degrees of freedom, from a pinned-nodelist n=3 measurement) so that two lucky repeats
 cannot claim ~0 % noise — unless the runs disagree beyond that prior (χ² test at 99 %): then the
-data's own CV is the noise, so a prior never pulls a large measured scatter down. A comparison takes the ratio of the candidate and baseline run
-means: log(ratio) has standard error CV·√(1/m + 1/k) for m candidate and k baseline runs, and a
+data's own CV is the noise, so a prior never pulls a large measured scatter down. A comparison
+takes the ratio of the candidate and baseline run means: log(ratio) has standard error
+CV·√(1/m + 1/k) for m candidate and k baseline runs, and a
 Student-t interval on that log gives the Δ% interval (t degrees of freedom = prior + k − 1).
 A regression gate FAILs only when the whole interval is past the tolerance, PASSes when none of it
 is, and is AMBIGUOUS otherwise; the caller then re-measures the candidate and, if still ambiguous,

@@ -48,7 +48,7 @@ def decide(mechanisms: Sequence[str], catalog: str, limit: int | None,
     order, then those beyond `max`, then the irrelevant ones."""
     if facts is None:
         order = list(range(len(mechanisms)))
-        reasons = {i: "" for i in order}
+        reasons = dict.fromkeys(order, "")
         basis = "catalog order: no evidence run to order by yet"
     else:
         order = sorted(range(len(mechanisms)), key=lambda i: _group(mechanisms[i], facts))

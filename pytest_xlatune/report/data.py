@@ -180,7 +180,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         rows = [Row(**{**row.__dict__, "winner": True}) if row is winner else row for row in rows]
         winner = next(row for row in rows if row.winner)
     top = rows[:TOP_ROWS]
-    bottom = [row for row in rows[TOP_ROWS:]][-BOTTOM_ROWS:]
+    bottom = rows[TOP_ROWS:][-BOTTOM_ROWS:]
     negative = [row for row in rows if row.direction == "worse"]
 
     cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag)))
