@@ -33,8 +33,10 @@ class FailureClass(Enum):
     CONTROLLER_UNREACHABLE = "controller_unreachable"
 
 
-class RunKind(Enum):
-    """What a run measures; decides how its result is judged (JobResult.kind is its value)."""
+class RunKind(str, Enum):
+    """What a run measures; decides how its result is judged (JobResult.kind).
+
+    A str: the store and exports write its value ("baseline"), and it equals that string."""
 
     BASELINE = "baseline"
     RESTORE_DEFAULT = "restore_default"
@@ -47,6 +49,9 @@ class RunKind(Enum):
     GATE_OLD_RECIPE = "gate_old_recipe"  # the gate's locked-recipe control on the lock's image
     STACK = "stack"  # the top-k winning profiles combined
     WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
+
+    def __str__(self) -> str:  # its value in f-strings and templates, on every Python version
+        return str(self.value)
 
 
 # The failure classes that are never a job's verdict: an UNKNOWN failure is FAILED or NO_STEPS
@@ -101,7 +106,7 @@ class JobResult:
     wave: str
     profile: str
     config_tag: str
-    kind: str
+    kind: RunKind  # a stored value (a str) is turned into its RunKind
     job_id: str
     verdict: Verdict
     xla_flags: tuple[str, ...] = ()
@@ -139,6 +144,9 @@ class JobResult:
     # The JAX compilation cache directory the job was given (adaptive.cache; "" = none).
     compile_cache: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", RunKind(self.kind))
+
     @property
     def measured(self) -> bool:
         return self.verdict.measured and self.tgs is not None
@@ -153,6 +161,7 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = self.verdict.value
+        data["kind"] = self.kind.value
         return data
 
     @classmethod

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .results import JobResult, Verdict
+from .results import JobResult, RunKind, Verdict
 from .errors import XlatuneError
 
 SCHEMA_VERSION = 1
@@ -292,6 +292,7 @@ _NEEDS = {"submitted": ("key", "job_id"), "submitting": ("key", "mark", "job_nam
 
 
 _VERDICTS = frozenset(v.value for v in Verdict)
+_KINDS = frozenset(k.value for k in RunKind)
 
 
 def _record(raw: bytes) -> dict[str, Any] | None:
@@ -306,7 +307,7 @@ def _record(raw: bytes) -> dict[str, Any] | None:
         return record  # another schema: events() says so, naming the line
     if any(key not in record for key in _NEEDS.get(record["event"], ())):
         return None
-    if record["event"] == "result" and record["verdict"] not in _VERDICTS:
+    if record["event"] == "result" and (record["verdict"] not in _VERDICTS or record["kind"] not in _KINDS):
         return None
     return record
 

@@ -163,7 +163,7 @@ class Driver:
                 and verdicts.numerics_changed(result, stored))
 
     def _winner_evidence(self, result: JobResult) -> tuple[str, Role] | None:
-        if result.kind != RunKind.WINNER_EVIDENCE.value or result.item not in self.specs:
+        if result.kind is not RunKind.WINNER_EVIDENCE or result.item not in self.specs:
             return None
         return result.item, Role.WINNER_EVIDENCE
 

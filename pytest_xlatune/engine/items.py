@@ -258,7 +258,7 @@ class CellItem(pytest.Item):
             """The first run of a kind on this tag, and its results; a control the selection
             left out (-k) is measured now, so the comparison stays in this time window."""
             first = next(s for s in sweep.specs if s.kind is kind and s.config_tag == tag)
-            found = [r for r in sweep.results() if r.kind == kind.value and r.config_tag == tag]
+            found = [r for r in sweep.results() if r.kind is kind and r.config_tag == tag]
             if not found:
                 found = [sweep.run(first).result]
             return first, found

@@ -350,7 +350,7 @@ class JobRunner:
                 self._warn(f"{spec.name} job {job.job_id}: evidence not copied here: {problem}")
         return JobResult(
             key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-            config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
+            config_tag=spec.config_tag, kind=spec.kind, job_id=job.job_id,
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
             nodelist=self.nodelist, image=self.image if spec.image is None else spec.image,

@@ -68,10 +68,10 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
     if best is None:
         return None
     # A stack's overrides are those of the profiles it combined.
-    sources = best.resolved_from.split("+") if best.kind == RunKind.STACK.value else [best.profile]
+    sources = best.resolved_from.split("+") if best.kind is RunKind.STACK else [best.profile]
     profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)
     recipes = []
-    candidates = [best] + [r for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
+    candidates = [best] + [r for r in measured if r.kind is RunKind.CROSS_CONFIG]
     for run in candidates:
         cmp = verdicts.compare([run.tgs or 0.0], measured, run.config_tag)
         if cmp is None or (run is best and cmp.verdict.value != "better"):

@@ -54,6 +54,6 @@ def report_data(report: CellReport, mode: Mode) -> ReportData:
     """The one ReportData of a cell (evidence artifacts read here): markdown and HTML render it."""
     results = list(report.results)
     loaded = {r.job_id: artifacts.load(r) for r in results
-              if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
+              if r.kind in (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)}
     return build(report.cell, results, report.nodelist, report.cell.backend.kind.value,
                  loaded=loaded, mode=mode, spent=report.spent, adaptive=report.adaptive)

@@ -127,7 +127,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     measured = [r for r in results if r.measured and r.tgs is not None]
     baselines: dict[str, list[float]] = {}
     for r in measured:
-        if r.kind == RunKind.BASELINE.value:
+        if r.kind is RunKind.BASELINE:
             baselines.setdefault(r.config_tag, []).append(r.tgs or 0.0)
     baseline_tgs = {tag: statistics.fmean(values) for tag, values in baselines.items()}
     primary_values = baselines.get(cell.primary_config.name, [])
@@ -136,36 +136,35 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     pooled = verdicts.noise(measured, cell.primary_config.name).cv_pct if primary_values else None
 
     restore = {r.config_tag: delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
-               for r in measured if r.kind == RunKind.RESTORE_DEFAULT.value}
+               for r in measured if r.kind is RunKind.RESTORE_DEFAULT}
 
     primary = cell.primary_config.name
     base = baseline_tgs.get(primary)
     rows = []
     if base is not None:
         ids = " ".join(r.job_id for r in measured
-                       if r.kind == RunKind.BASELINE.value and r.config_tag == primary)
+                       if r.kind is RunKind.BASELINE and r.config_tag == primary)
         rows.append(Row("baseline-deployed", "(deployed env)", base,
                         _mean_step(measured, primary), 0.0, ids, kind=RunKind.BASELINE.value))
     for r in measured:
         if r.config_tag != primary or r.kind not in (
-            RunKind.PROFILE.value, RunKind.STACK.value, RunKind.PIPELINE_SHAPE.value,
-            RunKind.RESTORE_DEFAULT.value,
+            RunKind.PROFILE, RunKind.STACK, RunKind.PIPELINE_SHAPE, RunKind.RESTORE_DEFAULT,
         ):
             continue
-        name = "baseline-no-env" if r.kind == RunKind.RESTORE_DEFAULT.value else r.profile
-        flags = flags_text(r) if r.kind != RunKind.PIPELINE_SHAPE.value else " ".join(
+        name = "baseline-no-env" if r.kind is RunKind.RESTORE_DEFAULT else r.profile
+        flags = flags_text(r) if r.kind is not RunKind.PIPELINE_SHAPE else " ".join(
             f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
         cmp = verdicts.compare([r.tgs or 0.0], measured, primary)
         check = verdicts.numerics_check(r, measured)
         rows.append(Row(name, flags, r.tgs or 0.0, r.step_seconds, delta_pct(r.tgs, base), r.job_id,
                         ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
-                        direction=cmp.verdict.value if cmp else "", kind=r.kind,
+                        direction=cmp.verdict.value if cmp else "", kind=r.kind.value,
                         derived=r.tgs_derived,
                         numerics=check.verdict.value, departed=check.where(),
                         detectable_pct=verdicts.detectable_effect(measured, primary),
                         settings=verdicts.settings_count(r),
                         overrides=" ".join(f"{k}={v}" for k, v in r.overrides)
-                        if r.kind != RunKind.PIPELINE_SHAPE.value else ""))
+                        if r.kind is not RunKind.PIPELINE_SHAPE else ""))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best
@@ -184,9 +183,9 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     negative = [row for row in rows if row.direction == "worse"]
 
     cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag)))
-             for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
-    evidence = next((r for r in results if r.kind == RunKind.EVIDENCE.value), None)
-    profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
+             for r in measured if r.kind is RunKind.CROSS_CONFIG]
+    evidence = next((r for r in results if r.kind is RunKind.EVIDENCE), None)
+    profiles_tested = len({r.profile for r in results if r.kind is RunKind.PROFILE})
     views = evidence_views(results, loaded)
     tag_noise = verdicts.noise(measured, primary) if base is not None else None
     power = None
@@ -195,7 +194,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         power = Power(detectable, cell.thresholds.bounded_pct,
                       stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k))
     references = [(r.job_id, r.loss_fields()) for r in measured
-                  if r.kind == RunKind.BASELINE.value and r.config_tag == primary and r.losses]
+                  if r.kind is RunKind.BASELINE and r.config_tag == primary and r.losses]
     spread = numerics.agreement(references)
     return ReportData(
         cell=cell, date=(today or _measured_on(results)).isoformat(), nodelist=nodelist, backend=backend,
@@ -224,6 +223,6 @@ def _tie(choice: verdicts.Choice) -> Tie:
 
 
 def _mean_step(measured: list[JobResult], config_tag: str) -> float | None:
-    values = [r.step_seconds for r in measured if r.kind == RunKind.BASELINE.value
+    values = [r.step_seconds for r in measured if r.kind is RunKind.BASELINE
               and r.config_tag == config_tag and r.step_seconds is not None]
     return statistics.fmean(values) if values else None

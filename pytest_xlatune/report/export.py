@@ -23,11 +23,11 @@ COLUMNS = ("item", "wave", "profile", "config_tag", "kind", "job_id", "verdict",
 
 def _row(result: JobResult, results: Sequence[JobResult]) -> dict[str, object]:
     comparison = None
-    if result.kind != RunKind.BASELINE.value and result.measured and result.tgs is not None:
+    if result.kind is not RunKind.BASELINE and result.measured and result.tgs is not None:
         comparison = verdicts.compare([result.tgs], results, result.config_tag)
     return {
         "item": result.item, "wave": result.wave, "profile": result.profile,
-        "config_tag": result.config_tag, "kind": result.kind, "job_id": result.job_id,
+        "config_tag": result.config_tag, "kind": result.kind.value, "job_id": result.job_id,
         "verdict": result.verdict.value, "tgs": result.tgs, "step_seconds": result.step_seconds,
         "delta_pct": comparison.delta_pct if comparison else None,
         "ci_low": comparison.ci_low_pct if comparison else None,

@@ -128,7 +128,7 @@ def evidence_views(results: Sequence[JobResult],
     """The baseline evidence run, then the winner's, each with its artifacts when loaded."""
     views = []
     for kind, role in ((RunKind.EVIDENCE, "baseline"), (RunKind.WINNER_EVIDENCE, "winner")):
-        result = next((r for r in results if r.kind == kind.value), None)
+        result = next((r for r in results if r.kind is kind), None)
         if result is not None:
             views.append(EvidenceView(role, result, (loaded or {}).get(result.job_id)))
     return views
@@ -158,7 +158,7 @@ def pipeline(cell: Cell, measured: Sequence[JobResult], baseline: float | None,
                      predicted_bubble(stages, shapes[r.profile].microbatches,
                                       shapes[r.profile].virtual_stages),
                      r.tgs or 0.0, delta_pct(r.tgs, baseline), r.job_id)
-            for r in measured if r.kind == RunKind.PIPELINE_SHAPE.value and r.profile in shapes
+            for r in measured if r.kind is RunKind.PIPELINE_SHAPE and r.profile in shapes
             and r.config_tag == cell.primary_config.name]
     if not rows:
         return None

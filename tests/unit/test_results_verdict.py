@@ -19,3 +19,18 @@ def test_the_incidents_and_unknown_are_no_verdicts() -> None:
 
 def test_measured_verdicts() -> None:
     assert {v for v in Verdict if v.measured} == {Verdict.SUCCESS, Verdict.SOFT_SUCCESS, Verdict.STOPPED_EARLY}
+
+
+def test_run_kind_round_trips_through_the_stored_json_unchanged() -> None:
+    """JobResult.kind is a RunKind; the store keeps writing (and reading) its plain value."""
+    import json
+
+    from pytest_xlatune.results import JobResult, RunKind
+
+    result = JobResult(key="k", item="p", wave="wave2", profile="p", config_tag="t", kind="profile",
+                       job_id="7", verdict=Verdict.SUCCESS, tgs=1.0)
+    assert result.kind is RunKind.PROFILE
+    stored = json.loads(json.dumps(result.to_dict()))
+    assert stored["kind"] == "profile" and type(stored["kind"]) is str
+    assert JobResult.from_dict(stored) == result
+    assert f"{result.kind}" == str(result.kind) == "profile"  # as before in messages and templates
