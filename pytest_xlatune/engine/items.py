@@ -8,7 +8,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -31,6 +31,16 @@ from ..errors import XlatuneError
 
 if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure returns
     from _pytest._code.code import TerminalRepr, TracebackStyle
+    from typing_extensions import Required, TypedDict, Unpack
+
+    class NodeArgs(TypedDict, total=False):
+        """What `from_parent` hands a node's constructor besides our own keywords."""
+
+        name: Required[str]
+        parent: pytest.Collector
+        config: pytest.Config
+        session: pytest.Session
+        nodeid: str
 
 # Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
 # controls (a Δ vs the new image's baseline would say nothing about them).
@@ -98,7 +108,7 @@ class Wave(pytest.Collector):
     select like a module's class and test."""
 
     def __init__(self, *, specs: tuple[RunSpec, ...], cell: Cell, suffix: str,
-                 **kwargs: Any) -> None:
+                 **kwargs: Unpack[NodeArgs]) -> None:
         super().__init__(**kwargs)
         self.specs, self.cell, self.suffix = specs, cell, suffix
 
@@ -130,7 +140,7 @@ def _skip(reason: str) -> NoReturn:
 class CellItem(pytest.Item):
     """One run of the sweep: measures TGS, or asserts a recipe does not regress a config tag."""
 
-    def __init__(self, *, spec: RunSpec, cell: Cell, **kwargs: Any) -> None:
+    def __init__(self, *, spec: RunSpec, cell: Cell, **kwargs: Unpack[NodeArgs]) -> None:
         super().__init__(**kwargs)
         self.spec = spec
         self.cell = cell
