@@ -5,15 +5,16 @@
 #
 # scripts/test.sh --fast [pytest args]: the unit and plugin lanes only (tests/unit, tests/plugin;
 # not the tests marked slurm, sshd, jax or browser): no root, no Slurm, no sshd, no Chromium, no
-# upstream checkout; lint and type check included (tests/unit/test_lint.py). docs/development.md
-# says how long it takes.
+# upstream checkout; lint and type check included (tests/unit/test_lint.py). Two xdist workers
+# (the tests are independent; `-n 0` after --fast runs one process). docs/development.md says how
+# long it takes.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/venv.sh"
 cd "$repo"
 if [[ "${1:-}" == "--fast" ]]; then
     shift
-    exec pytest tests/unit tests/plugin -p no:cacheprovider -ra \
+    exec pytest tests/unit tests/plugin -p no:cacheprovider -ra -n 2 \
         -m "not slurm and not sshd and not jax and not browser" "$@"
 fi
 # The real upstream maxtext-slurm checkout of the conformance tests (copied per test, never edited):
