@@ -20,7 +20,7 @@ def pytest_xlatune_make_launcher(context: LaunchContext) -> Backend | None:
 
 
 @pytest.hookspec
-def pytest_xlatune_backend_kinds() -> list[BackendPlugin]:
+def pytest_xlatune_backend_kinds() -> list[BackendPlugin]:  # type: ignore[empty-body]  # a spec: never called
     """Backend kinds a plugin adds (`launch.registry.BackendPlugin`: name, key check, factory).
 
     Called once at configure time (plugins and the rootdir's conftest.py); the cell schema then

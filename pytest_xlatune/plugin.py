@@ -114,20 +114,20 @@ class CellsSeen:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        cell_path = props.get("xlatune_cell")
-        if not cell_path:
+        if not props.get("xlatune_cell"):
             return
-        if Path(cell_path) not in self.runtime.cells:
+        cell_path = Path(str(props["xlatune_cell"]))
+        if cell_path not in self.runtime.cells:
             try:
-                self.runtime.note_cell(load_cell(Path(cell_path)))
+                self.runtime.note_cell(load_cell(cell_path))
             except CellError:
                 return  # already reported by the worker that collected it
         if report.when == "call":
-            self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
+            self.runtime.note_ran(cell_path, str(props["xlatune_item"]))
             if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock
-                self.runtime.note_stopped(Path(cell_path))
+                self.runtime.note_stopped(cell_path)
             if props.get("xlatune_needs"):
-                self.runtime.needs[report.nodeid] = props["xlatune_needs"]
+                self.runtime.needs[report.nodeid] = str(props["xlatune_needs"])
 
 
 class FinalFigures:

@@ -33,8 +33,10 @@ class FailureClass(Enum):
     CONTROLLER_UNREACHABLE = "controller_unreachable"
 
 
-class RunKind(Enum):
-    """What a run measures; decides how its result is judged (JobResult.kind is its value)."""
+class RunKind(str, Enum):
+    """What a run measures; decides how its result is judged (JobResult.kind).
+
+    A str: the store and exports write its value ("baseline"), and it equals that string."""
 
     BASELINE = "baseline"
     RESTORE_DEFAULT = "restore_default"
@@ -48,31 +50,51 @@ class RunKind(Enum):
     STACK = "stack"  # the top-k winning profiles combined
     WINNER_EVIDENCE = "winner_evidence"  # the winner re-run with profiler and HLO dump
 
+    def __str__(self) -> str:  # its value in f-strings and templates, on every Python version
+        return str(self.value)
+
 
 # The failure classes that are never a job's verdict: an UNKNOWN failure is FAILED or NO_STEPS
 # (triage), and the incidents are not jobs.
 _NOT_VERDICTS = (FailureClass.UNKNOWN, FailureClass.NODE_DOWN, FailureClass.CONTROLLER_UNREACHABLE)
-# The verdicts that are no failure class (the sweep's words for how a job ended).
-_SWEEP_VERDICTS = (
-    ("FAILED", "failed"),  # a failure of no known class, after at least one step
-    ("NO_STEPS", "no_steps"),  # no known class, and no step (or no TGS in the steady window)
-    ("INFRA_FLAKE", "infra_flake"),  # dropped by the policy after repeated RCCL init flakes
+
+
+class Verdict(Enum):
+    """How a job ended, as far as the sweep is concerned: every failure class that a job can end
+    with (same name, same stored value; tests/unit/test_results_verdict.py keeps the two in step),
+    and the sweep's own words."""
+
+    SUCCESS = "success"
+    SOFT_SUCCESS = "soft_success"
+    OOM = "oom"
+    DISK_FULL = "disk_full"
+    UNKNOWN_FLAG = "unknown_flag"
+    RCCL_INIT_FLAKE = "rccl_init_flake"
+    COORDINATION_TIMEOUT = "coordination_timeout"
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"
+    NCCL_TIMEOUT = "nccl_timeout"
+    XLA_COMPILE_FAIL = "xla_compile_fail"
+    PYTHON_EXCEPTION = "python_exception"
+    NODE_FAIL = "node_fail"
+    GPU_RUNTIME_ERROR = "gpu_runtime_error"
+    NIC_FAULT = "nic_fault"
+    HANG = "hang"
+    CANCELLED = "cancelled"
+    # The sweep's words for how a job ended (no failure class).
+    FAILED = "failed"  # a failure of no known class, after at least one step
+    NO_STEPS = "no_steps"  # no known class, and no step (or no TGS in the steady window)
+    INFRA_FLAKE = "infra_flake"  # dropped by the policy after repeated RCCL init flakes
     # Cancelled by the adaptive sweep once its steady steps so far decided it: a measured
     # partial steady state (its TGS is the mean of those steps), never a failure.
-    ("STOPPED_EARLY", "stopped_early"),
-)
+    STOPPED_EARLY = "stopped_early"
 
-
-class _Verdict(Enum):
     @property
     def measured(self) -> bool:
         return self.name in ("SUCCESS", "SOFT_SUCCESS", "STOPPED_EARLY")
 
 
-# How a job ended, as far as the sweep is concerned: every failure class that a job can end with
-# (same name, same stored value), and the sweep's own words. A new FailureClass is a new Verdict.
-Verdict = _Verdict("Verdict", [(c.name, c.value) for c in FailureClass if c not in _NOT_VERDICTS]
-                   + list(_SWEEP_VERDICTS), module=__name__, qualname="Verdict")
+# The verdicts that are no failure class (the sweep's words for how a job ended).
+SWEEP_VERDICTS = (Verdict.FAILED, Verdict.NO_STEPS, Verdict.INFRA_FLAKE, Verdict.STOPPED_EARLY)
 
 
 @dataclass(frozen=True)
@@ -84,7 +106,7 @@ class JobResult:
     wave: str
     profile: str
     config_tag: str
-    kind: str
+    kind: RunKind  # a stored value (a str) is turned into its RunKind
     job_id: str
     verdict: Verdict
     xla_flags: tuple[str, ...] = ()
@@ -124,6 +146,9 @@ class JobResult:
     # A pooled result (adaptive repeats): (job id, steady TGS) of every run behind `tgs`; () = one run.
     runs: tuple[tuple[str, float], ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", RunKind(self.kind))
+
     @property
     def measured(self) -> bool:
         return self.verdict.measured and self.tgs is not None
@@ -138,6 +163,7 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = self.verdict.value
+        data["kind"] = self.kind.value
         return data
 
     @classmethod

@@ -8,9 +8,10 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -234,7 +235,7 @@ class Settings:
     write_zh: bool = False
     numerics: Mode = Mode.FAIL
     fixed_protocol: bool = False
-    budget: Budget = Budget()
+    budget: Budget = field(default_factory=Budget)
     mask: tuple[re.Pattern[str], ...] = ()
 
     @classmethod

@@ -51,12 +51,13 @@ from . import store_lines
 from .results import JobResult
 from .safefs import LinkRefused, link_message, open_nofollow
 from .store_lines import SCHEMA_VERSION, Parsed
+from .errors import XlatuneError
 
 NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
 _SHOWN = 5  # quarantined lines named one per line; the rest in one line
 
 
-class StoreError(Exception):
+class StoreError(XlatuneError):
     """The store file exists but cannot be used (e.g. a newer schema)."""
 
 

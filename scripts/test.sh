@@ -2,10 +2,21 @@
 # Set up and run the whole test suite on the real parts: the embedded JAX workload, a local
 # 4-node Slurm cluster and a loopback sshd (both started here and stopped at exit).
 # Extra args go to pytest.
+#
+# scripts/test.sh --fast [pytest args]: the unit and plugin lanes only (tests/unit, tests/plugin;
+# not the tests marked slurm, sshd, jax or browser): no root, no Slurm, no sshd, no Chromium, no
+# upstream checkout; lint and type check included (tests/unit/test_lint.py). Two xdist workers
+# (the tests are independent; `-n 0` after --fast runs one process). docs/development.md says how
+# long it takes.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/venv.sh"
 cd "$repo"
+if [[ "${1:-}" == "--fast" ]]; then
+    shift
+    exec pytest tests/unit tests/plugin -p no:cacheprovider -ra -n 2 \
+        -m "not slurm and not sshd and not jax and not browser" "$@"
+fi
 # The real upstream maxtext-slurm checkout of the conformance tests (copied per test, never edited):
 # $XLATUNE_MAXTEXT_SLURM, else the snapshot beside the repo (CI copies shared/ next to the clone),
 # else a clone of the public repository at f64d93f under .upstream/ (made once).

@@ -15,6 +15,7 @@ unless successive points differ beyond the noise (χ²), then the excess they sh
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ def rate(pts: Sequence[Point], cv_pct: float, floor: float) -> float:
     its prior), then their excess variance per second."""
     noise = (cv_pct / 100) ** 2
     pairs = [(b.level - a.level, noise * (1 / a.n + 1 / b.n), max(b.time - a.time, 1.0))
-             for a, b in zip(pts, pts[1:])]
+             for a, b in itertools.pairwise(pts)]
     if not pairs or noise <= 0:
         return floor
     statistic = sum(d**2 / var for d, var, _ in pairs)

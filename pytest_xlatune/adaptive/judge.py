@@ -12,6 +12,7 @@ nothing drifts. The interval is Student-t at the noise's degrees of freedom, as 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -197,7 +198,7 @@ def build(state: SweepState, now: float) -> Board:
                       if run.state is RunState.STOPPED else 0.0)
             by_key.setdefault(run.key, []).append((run.run, run.value or 1.0, run.midpoint(now), in_job))
     clusters = [_values(runs, p) for p in pts if p.n >= 2]
-    successive = [[math.exp(a.level), math.exp(b.level)] for a, b in zip(pts, pts[1:]) if a.n == b.n == 1]
+    successive = [[math.exp(a.level), math.exp(b.level)] for a, b in itertools.pairwise(pts) if a.n == b.n == 1]
     repeats = [[value for _, value, _, _ in v] for v in by_key.values() if len(v) >= 2]
     back_to_back = stats.pooled_noise(clusters)
     walk = drift.rate(pts, back_to_back.cv_pct, floor)

@@ -211,7 +211,7 @@ class SweepState:
         """A new run, or a newer view of one already known (same run id)."""
         others = tuple(r for r in self.runs if r.run != run.run)
         if len(others) == len(self.runs):
-            return replace(self, runs=self.runs + (run,))
+            return replace(self, runs=(*self.runs, run))
         return replace(self, runs=tuple(run if r.run == run.run else r for r in self.runs))
 
     def with_share(self, item: str) -> SweepState:

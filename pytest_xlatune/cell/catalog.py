@@ -17,14 +17,15 @@ import yaml
 
 from .. import safeyaml
 from . import grammar as G
+from ..errors import XlatuneError
 
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
 ANY_COLLECTIVE = "collectives"
 ALWAYS = ("compute", "memory")
-MECHANISMS = KINDS + (ANY_COLLECTIVE,) + ALWAYS
+MECHANISMS = (*KINDS, ANY_COLLECTIVE, *ALWAYS)
 
 
-class CatalogError(ValueError):
+class CatalogError(XlatuneError, ValueError):
     """catalog.yml is malformed (a packaging bug, not a cell error)."""
 
 

@@ -9,12 +9,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import XlatuneError
+
 # maxtext-slurm rejects a submission when ${#JOB_NAME}+12 > 255 (ext4 path segment limit for
 # outputs/<jobid>-<JOB_NAME>), so JOB_NAME may be at most 243 bytes.
 JOB_NAME_MAX = 243
 
 
-class GrammarError(ValueError):
+class GrammarError(XlatuneError, ValueError):
     """A text does not match its grammar."""
 
 

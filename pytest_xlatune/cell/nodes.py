@@ -13,9 +13,10 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from pytest_xlatune.cell import grammar as G
+from ..errors import XlatuneError
 
 
-class CellError(Exception):
+class CellError(XlatuneError):
     """A cell file is invalid; `line` is 1-based (0 when the file could not be read)."""
 
     def __init__(

@@ -38,7 +38,7 @@ OWNED_KEYS: dict[str, str] = {
     "skip_first_n_steps_for_profiler": _PROFILER,
     "base_output_directory": "the launcher sets it",
     "run_name": "the launcher sets it",
-    **{key: "set it with the top-level 'parallelism' key" for key in AXIS_KEYS.values()},
+    **dict.fromkeys(AXIS_KEYS.values(), "set it with the top-level 'parallelism' key"),
 }
 # `_env_NAME=value` passthrough args become env vars in _train.sh, not MaxText overrides.
 ENV_PASSTHROUGH_PREFIX = "_env_"

@@ -9,31 +9,63 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from ..adaptive import planner
 from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
 from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
-from ..adaptive.model import (Conclude, Control, CrossCheck, Observation, Plan, PlanItem, Repeat, Role,
+from ..adaptive.model import (Budget, Conclude, Control, CrossCheck, Observation, Plan, PlanItem, Repeat, Role,
                               RunState, Share, StopEarly, Submit, SweepState)
 from ..judge import numerics, stats, verdicts
 from ..judge.numerics import Numerics
 from ..judge.steady import steady_state
+from ..cell.model import Cell
 from ..launch.base import SubmittedJob
 from ..plan.expand import RunKind, RunSpec
 from ..plan.request import tokens_per_device_step
 from ..results import JobResult, Verdict
 from .watch import Judge, Watched
 
+if TYPE_CHECKING:  # a type only: the runner imports this module
+    from ..store import ResultStore
+    from .poller import Poller
+    from .runner import RunOutcome
+
 MAX_STEPS_PER_ITEM = 64  # actions carried out before one item at most (a guard, never reached)
+
+
+class SweepView(Protocol):
+    """What the driver reads of, and asks of, its engine.sweep.Sweep."""
+
+    @property
+    def cell(self) -> Cell: ...
+    @property
+    def image(self) -> str: ...
+    @property
+    def budget(self) -> Budget: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def numerics(self) -> numerics.Mode: ...
+    @property
+    def store(self) -> ResultStore: ...
+    @property
+    def poller(self) -> Poller: ...
+
+    def key(self, spec: RunSpec) -> str: ...
+    def skip_reason(self, spec: RunSpec) -> str: ...
+    def run(self, spec: RunSpec) -> RunOutcome: ...
+    def report(self, text: str) -> None: ...
+    def clock(self) -> float: ...
+    def _stopped_early(self, job_id: str) -> str: ...
 
 
 @dataclass
 class Driver:
     """Carries out the planner's decisions for one Sweep (`sweep`: the engine.sweep.Sweep)."""
 
-    sweep: Any
+    sweep: SweepView
     plan: Plan
     specs: dict[str, RunSpec]  # plan item → its selected run
     roles: dict[str, tuple[str, Role]]  # run key → (plan item, role): planned runs, repeats, controls
@@ -42,7 +74,7 @@ class Driver:
     _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def plan_for(cls, sweep: Any, upcoming: Sequence[RunSpec]) -> Driver | None:
+    def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec]) -> Driver | None:
         """The driver of the selected runs of the primary config tag; None when there is nothing
         to plan adaptively (no baseline selected, or a gate run)."""
         primary = sweep.cell.primary_config.name
@@ -131,7 +163,7 @@ class Driver:
                 and verdicts.numerics_changed(result, stored))
 
     def _winner_evidence(self, result: JobResult) -> tuple[str, Role] | None:
-        if result.kind != RunKind.WINNER_EVIDENCE.value or result.item not in self.specs:
+        if result.kind is not RunKind.WINNER_EVIDENCE or result.item not in self.specs:
             return None
         return result.item, Role.WINNER_EVIDENCE
 

@@ -8,7 +8,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -28,6 +28,20 @@ from .watch import SweepStopped
 from ..launch.base import LauncherError
 from ..judge.lock import LockError
 from .session import RUNTIME_KEY, Runtime, specs_for
+from ..errors import XlatuneError
+
+if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure returns
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+    from typing_extensions import Required, TypedDict, Unpack
+
+    class NodeArgs(TypedDict, total=False):
+        """What `from_parent` hands a node's constructor besides our own keywords."""
+
+        name: Required[str]
+        parent: pytest.Collector
+        config: pytest.Config
+        session: pytest.Session
+        nodeid: str
 
 # Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
 # controls (a Δ vs the new image's baseline would say nothing about them).
@@ -44,7 +58,7 @@ def slot_group(cell: Cell) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]", "_", cell.slot.text)
 
 
-class RunFailed(Exception):
+class RunFailed(XlatuneError):
     """A job ended without a measurement; carries the result for a readable failure."""
 
     def __init__(self, result: JobResult) -> None:
@@ -52,11 +66,11 @@ class RunFailed(Exception):
         self.result = result
 
 
-class Stopped(Exception):
+class Stopped(XlatuneError):
     """A stop trigger fired during this item; the message is the STOP message."""
 
 
-class Regression(Exception):
+class Regression(XlatuneError):
     """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
     the tolerance."""
 
@@ -82,11 +96,12 @@ class CellFile(pytest.File):
         for wave, runs in itertools.groupby(specs, key=lambda spec: spec.wave):
             yield Wave.from_parent(self, name=wave, specs=tuple(runs), cell=self.cell, suffix=suffix)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: TracebackStyle | None = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, (CellError, LockError)):
             # Files under the rootdir are named as in node ids: `cells/x.yml:3: ...`.
             return str(excinfo.value).replace(f"{self.config.rootpath}{os.sep}", "")
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)  # pytest.Collector's takes no style
 
 
 class Wave(pytest.Collector):
@@ -94,7 +109,7 @@ class Wave(pytest.Collector):
     select like a module's class and test."""
 
     def __init__(self, *, specs: tuple[RunSpec, ...], cell: Cell, suffix: str,
-                 **kwargs: Any) -> None:
+                 **kwargs: Unpack[NodeArgs]) -> None:
         super().__init__(**kwargs)
         self.specs, self.cell, self.suffix = specs, cell, suffix
 
@@ -126,7 +141,7 @@ def _skip(reason: str) -> NoReturn:
 class CellItem(pytest.Item):
     """One run of the sweep: measures TGS, or asserts a recipe does not regress a config tag."""
 
-    def __init__(self, *, spec: RunSpec, cell: Cell, **kwargs: Any) -> None:
+    def __init__(self, *, spec: RunSpec, cell: Cell, **kwargs: Unpack[NodeArgs]) -> None:
         super().__init__(**kwargs)
         self.spec = spec
         self.cell = cell
@@ -254,7 +269,7 @@ class CellItem(pytest.Item):
             """The first run of a kind on this tag, and its results; a control the selection
             left out (-k) is measured now, so the comparison stays in this time window."""
             first = next(s for s in sweep.specs if s.kind is kind and s.config_tag == tag)
-            found = [r for r in sweep.results() if r.kind == kind.value and r.config_tag == tag]
+            found = [r for r in sweep.results() if r.kind is kind and r.config_tag == tag]
             if not found:
                 found = [sweep.run(first).result]
             return first, found
@@ -281,7 +296,8 @@ class CellItem(pytest.Item):
                     raise RunFailed(again)
                 into.append(again)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: TracebackStyle | None = None) -> str | TerminalRepr:
         error = excinfo.value
         if isinstance(error, RunFailed):
             result = error.result

@@ -6,9 +6,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..adaptive.cache import request_for
+from ..cell.model import Cell
 from ..judge import numerics
 from ..judge.policy import Action, Policy, SweepCounters, decide
 from ..judge.signatures import FailureClass, disk_full
@@ -22,7 +23,11 @@ from ..store import ResultStore, StoreWriteError
 from .nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
 from .stopsignals import deferred
-from .watch import SweepStopped, Watched, Watcher
+from .choices import SweepChoices
+from .watch import Judge, SweepStopped, Watched, Watcher
+
+if TYPE_CHECKING:  # a type only: engine/adaptive.py imports this module
+    from .adaptive import Driver
 
 # Verdicts worth running again on a rerun; everything else is a finished measurement. A full
 # disk stopped the session: once space is freed the run is as good as never tried.
@@ -60,14 +65,35 @@ class JobRunner:
     _key_of_job: dict[str, str]
     _jobs: dict[str, tuple[str, SubmittedJob]]
     _seen_ahead: dict[str, Watched]
-    cell: Any
-    choices: Any
+    cell: Cell
+    choices: SweepChoices
     _upcoming: list[RunSpec]
-    fetch_artifacts: Any
-    log_source: Any
-    adaptive: Any  # engine.adaptive.Driver | None
+    fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None
+    log_source: Callable[[SubmittedJob], str] | None
+    adaptive: Driver | None
 
-    # Sweep provides key, stored, results, skip_reason, duplicate_of, _share and _stop_judge.
+    # The lookups the Sweep provides (engine/sweep.py).
+
+    def key(self, spec: RunSpec) -> str:
+        raise NotImplementedError
+
+    def stored(self, spec: RunSpec) -> JobResult | None:
+        raise NotImplementedError
+
+    def results(self) -> list[JobResult]:
+        raise NotImplementedError
+
+    def skip_reason(self, spec: RunSpec) -> str:
+        raise NotImplementedError
+
+    def duplicate_of(self, spec: RunSpec) -> RunSpec | None:
+        raise NotImplementedError
+
+    def _share(self, spec: RunSpec, key: str) -> JobResult | None:
+        raise NotImplementedError
+
+    def _stop_judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
+        raise NotImplementedError
 
     def _stopped_early(self, job_id: str) -> str:
         """The early stop recorded for a job (before its cancel was sent), "" for none: a session
@@ -119,7 +145,7 @@ class JobRunner:
                                    decision.failing_nodes, decision.recovery)
             if decision.action in (Action.RETRY_SAME_NODELIST, Action.RESUME_NODE_THEN_RETRY):
                 self.store.append("attempt", **result.to_dict())
-                self.warn(f"{spec.name} job {job.job_id}: {decision.reason}")
+                self._warn(f"{spec.name} job {job.job_id}: {decision.reason}")
                 if decision.action is Action.RESUME_NODE_THEN_RETRY:
                     self._resume(decision.failing_nodes)
                 history.append(diagnosis)
@@ -131,7 +157,7 @@ class JobRunner:
                 # device to recover); time spent watching queued jobs counts.
                 if decision.action is Action.RETRY_SAME_NODELIST and \
                         (left := decision.wait_s - (self.clock() - waited_from)) > 0:
-                    self.warn(f"{spec.name}: waiting {left:.0f} s before the retry")
+                    self._warn(f"{spec.name}: waiting {left:.0f} s before the retry")
                     self.sleep(left)
                 continue
             if decision.action is Action.DROP_INFRA_FLAKE:
@@ -255,7 +281,7 @@ class JobRunner:
                 # The store is failing (a full disk): the lock file's note keeps it instead, so
                 # the rerun runs it again rather than take it for a cancel by hand.
                 if not self.store.note_cancelled(job_id):
-                    self.warn(f"job {job_id}: cancelled, but not recorded (the store and its lock "
+                    self._warn(f"job {job_id}: cancelled, but not recorded (the store and its lock "
                               "note cannot be written): a rerun will take it for a cancel by hand")
 
     def _ended_before_the_cancel(self, job_ids: list[str]) -> set[str]:
@@ -321,10 +347,10 @@ class JobRunner:
         if spec.evidence and artifacts and self.fetch_artifacts is not None:
             artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
             for problem in problems:
-                self.warn(f"{spec.name} job {job.job_id}: evidence not copied here: {problem}")
+                self._warn(f"{spec.name} job {job.job_id}: evidence not copied here: {problem}")
         return JobResult(
             key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-            config_tag=spec.config_tag, kind=spec.kind.value, job_id=job.job_id,
+            config_tag=spec.config_tag, kind=spec.kind, job_id=job.job_id,
             verdict=verdict, reason=reason,
             xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
             nodelist=self.nodelist, image=self.image if spec.image is None else spec.image,

@@ -7,10 +7,12 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from types import FrameType
 
 # Held inside `deferred()`: SIGINT is Ctrl-C (Python's KeyboardInterrupt), the others StopSignals'.
 DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# A Python-level signal handler (what signal.getsignal returns when callable).
+Handler = Callable[[int, FrameType | None], object]
 
 
 class StopSignals:
@@ -53,7 +55,7 @@ def deferred() -> Iterator[None]:
     handler that is not Python code (SIG_DFL, SIG_IGN) is left as it is; off the main thread
     (where handlers cannot be set) the block runs unguarded.
     """
-    global _depth
+    global _depth  # noqa: PLW0603  signal dispositions are per process: so is the nesting depth
     if _depth or threading.current_thread() is not threading.main_thread():
         _depth += 1
         try:
@@ -61,10 +63,10 @@ def deferred() -> Iterator[None]:
         finally:
             _depth -= 1
         return
-    held: list[tuple[int, Callable[[int, Any], Any]]] = []
-    previous: dict[int, Callable[[int, Any], Any]] = {}
+    held: list[tuple[int, Handler]] = []
+    previous: dict[int, Handler] = {}
 
-    def hold(number: int, frame: Any) -> None:
+    def hold(number: int, frame: FrameType | None) -> None:
         held.append((number, previous[number]))
 
     try:
@@ -79,8 +81,8 @@ def deferred() -> Iterator[None]:
         finally:
             _depth -= 1
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         if held:  # delivered late, once: the first one decides (a second cannot cut it short)
-            number, handler = held[0]
-            handler(number, None)
+            signum, handler = held[0]
+            handler(signum, None)

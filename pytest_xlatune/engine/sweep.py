@@ -25,6 +25,7 @@ from .choices import PlanOrder, SweepChoices
 from .poller import Poller
 from .runner import JobRunner, _controller_limit_s
 from .watch import Judge, Watched, Watcher
+from ..errors import XlatuneError
 
 Report = Callable[[str], None]
 
@@ -34,7 +35,7 @@ SHAREABLE = (RunKind.PROFILE, RunKind.RESTORE_DEFAULT, RunKind.PIPELINE_SHAPE)
 SHARE_SOURCES = (RunKind.BASELINE, *SHAREABLE)
 
 
-class SweepInterrupted(Exception):
+class SweepInterrupted(XlatuneError):
     """The session was interrupted while a job ran; the job was cancelled."""
 
 
@@ -121,7 +122,7 @@ class Sweep(JobRunner):
     def baseline_tgs(self, config_tag: str) -> float | None:
         """Mean TGS of the measured baseline-deployed repeats of a config tag."""
         values = [r.tgs for r in self.results()
-                  if r.kind == RunKind.BASELINE.value and r.config_tag == config_tag
+                  if r.kind is RunKind.BASELINE and r.config_tag == config_tag
                   and r.measured and r.tgs is not None]
         return statistics.fmean(values) if values else None
 
@@ -176,7 +177,7 @@ class Sweep(JobRunner):
         if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
             return None
         shared = replace(source, key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-                         kind=spec.kind.value, xla_flags=spec.xla_flags, env=spec.env,
+                         kind=spec.kind, xla_flags=spec.xla_flags, env=spec.env,
                          overrides=spec.overrides, resolved_from=spec.resolved_from,
                          shared_from=source.item, retries=())
         self.store.add_result(shared)

@@ -13,12 +13,13 @@ from ..judge.policy import DEFAULT_POLICY, Action, Policy
 from .poller import Poller
 from ..judge.signatures import FailureClass
 from ..judge.triage import Evidence, diagnose
+from ..errors import XlatuneError
 
 
 Judge = Callable[["Watched"], str]
 
 
-class SweepStopped(Exception):
+class SweepStopped(XlatuneError):
     """A stop trigger fired; carries the one-line reason (the STOP message is built from it)."""
 
     def __init__(self, reason: str, failing_nodes: tuple[str, ...] = (), recovery: str = "") -> None:
@@ -70,6 +71,9 @@ class Watcher:
         # (5 min by default): that is the longest the poller backs off after failed queries.
         wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
         self.poller.max_backoff = max(wait, self.interval)
+
+    def _warn(self, text: str) -> None:
+        (self.warn or self.report)(text)
 
     def watch(self, name: str, job: SubmittedJob, judge: Judge | None = None) -> Watched:
         """Follow `job` to its end; `judge(seen)` is asked on every new step while it runs and
@@ -136,7 +140,7 @@ class Watcher:
             trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
             phase = detector.check(now, self._running(progress)) if trusted else None
             if phase is not None and not seen.cancelled_for:
-                self.warn(f"{name} job {job.job_id}: no new step for "
+                self._warn(f"{name} job {job.job_id}: no new step for "
                           f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
                 seen.hang_phase = phase
                 self._cancel(job, seen, "hang")
@@ -184,7 +188,7 @@ class Watcher:
                                       exit_code=None, log_text=seen.log.triage_text(),
                                       scheduler_state=JobState.RUNNING))
         if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
-            self.warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
+            self._warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
             self._cancel(job, seen, diagnosis.failure.value)
 
     def _cancel(self, job: SubmittedJob, seen: Watched, why: str) -> None:
@@ -196,7 +200,7 @@ class Watcher:
         try:
             self.launcher.cancel(job.job_id)
         except LauncherError as error:
-            self.warn(f"job {job.job_id}: cancel failed ({error}); trying again")
+            self._warn(f"job {job.job_id}: cancel failed ({error}); trying again")
             self._unsent_cancel = True
         else:
             self._unsent_cancel = False

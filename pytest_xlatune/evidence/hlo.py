@@ -134,10 +134,8 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
 def _parse_instr(name: str, rest: str, line: int) -> _Instr | None:
     """Split ``SHAPE opcode(operands), key=value, ...`` into its parts."""
     rest = _INDEX_COMMENT_RE.sub("", rest)
-    if rest.startswith("("):
-        end = _bracket_end(rest, 0)
-    else:  # an array shape never holds a space: f32[8,128]{1,0:T(8,128)}
-        end = len(rest.split(None, 1)[0])
+    # An array shape never holds a space: f32[8,128]{1,0:T(8,128)}.
+    end = _bracket_end(rest, 0) if rest.startswith("(") else len(rest.split(None, 1)[0])
     shape, tail = rest[:end], rest[end:].lstrip()
     match = _OPCODE_RE.match(tail)
     if match is None:

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import XlatuneError
+
 __all__ = ["OpTime", "ProfileError", "ProfileSummary", "collective_kind", "summarize",
            "summarize_events"]
 
@@ -47,7 +49,7 @@ _COMM_KERNEL = re.compile(r"nccl|rccl", re.I)
 TOP_OPS = 8
 
 
-class ProfileError(ValueError):
+class ProfileError(XlatuneError, ValueError):
     """The bytes are not a trace this module can read; the message says why, on one line."""
 
 

@@ -49,7 +49,9 @@ def image_gate(recipe_runs: Sequence[JobResult], baseline_runs: Sequence[JobResu
     tag_noise = stats.pooled_noise([baseline, old_baseline, recipe, old_recipe])
     recipe_ids = " ".join(r.job_id for r in recipe_runs)
     base_ids = " ".join(r.job_id for r in baseline_runs)
-    problems, ambiguous, warnings = [], False, []
+    problems: list[str] = []
+    warnings: list[str] = []
+    ambiguous = False
     references = [(r.job_id, r.loss_fields()) for r in baseline_runs if r.losses]
     tolerance = numerics.widened(numerics.DEFAULT_TOLERANCE, references)
     check = numerics.guard(recipe_runs[0].loss_fields(), references, tolerance)

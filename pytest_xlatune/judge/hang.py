@@ -3,6 +3,7 @@ warnings (pure: `now` is passed in)."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ class HangDetector:
         if self._seconds:
             timed = [self._seconds[s] for s in steps[1:] if s in self._seconds]
             return statistics.median(timed or [self._seconds[s] for s in steps if s in self._seconds])
-        gaps = [self._arrived[b] - self._arrived[a] for a, b in zip(steps, steps[1:])]
+        gaps = [self._arrived[b] - self._arrived[a] for a, b in itertools.pairwise(steps)]
         return statistics.median(gaps) if gaps else None
 
     def threshold_s(self) -> float:

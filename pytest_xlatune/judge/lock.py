@@ -21,11 +21,12 @@ from . import figures, verdicts
 from ..cell.model import Cell
 from .numerics import Mode
 from ..results import JobResult, RunKind
+from ..errors import XlatuneError
 
 LOCK_SCHEMA = 1
 
 
-class LockError(Exception):
+class LockError(XlatuneError):
     """The lock file is missing or unusable; one line naming the file and the key."""
 
 
@@ -67,10 +68,10 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
     if best is None or verdicts.confirmation(best, measured):
         return None  # no win, or one no second run agrees with: never locked
     # A stack's overrides are those of the profiles it combined.
-    sources = best.resolved_from.split("+") if best.kind == RunKind.STACK.value else [best.profile]
+    sources = best.resolved_from.split("+") if best.kind is RunKind.STACK else [best.profile]
     profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)
     recipes = []
-    candidates = [best] + [r for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
+    candidates = [best] + [r for r in measured if r.kind is RunKind.CROSS_CONFIG]
     for run in candidates:
         # The figure every output shows: the mean of the runs of these settings (figures.py).
         fig = figures.figure(run, measured)

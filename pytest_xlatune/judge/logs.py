@@ -199,11 +199,7 @@ class StepLog:
             line = buf[line_start:line_end].decode("utf-8", "replace").rstrip("\r")
             if kind is None:
                 self._take_steps(line, new)
-            elif kind is SignalKind.EVIDENCE:
-                if self._take_evidence(base + line_start, line) == "oom-gpu":
-                    self._context_left = _OOM_CONTEXT_LINES
-                    self._take_context(buf, line_end + 1, end, base)
-            elif kind is SignalKind.OOM and self._take_signal(kind, line):
+            elif kind is SignalKind.EVIDENCE or (kind is SignalKind.OOM and self._take_signal(kind, line)):
                 if self._take_evidence(base + line_start, line) == "oom-gpu":
                     self._context_left = _OOM_CONTEXT_LINES
                     self._take_context(buf, line_end + 1, end, base)
@@ -305,7 +301,7 @@ class StepLog:
                     self.tail.clear()
                     self._tail_at.clear()
                     at = found[-1][0] if found else base + pos
-                    self._append_tail([(at, _NOISE_MARK)] + found[::-1])
+                    self._append_tail([(at, _NOISE_MARK), *found[::-1]])
                     return
                 line_start = max(buf.rfind(b"\n", start, pos - 1) + 1, start)
                 budget -= pos - line_start

@@ -85,8 +85,10 @@ class Check:
 
 
 class _Step(Protocol):
-    loss: float | None
-    extra: tuple[tuple[str, float], ...]
+    @property
+    def loss(self) -> float | None: ...
+    @property
+    def extra(self) -> tuple[tuple[str, float], ...]: ...
 
 
 def trajectories(steps: Mapping[int, _Step]) -> tuple[Trajectory, tuple[tuple[str, Trajectory], ...]]:

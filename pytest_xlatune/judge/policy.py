@@ -16,6 +16,7 @@ import yaml
 from .. import safeyaml
 from ..results import Verdict
 from .triage import Diagnosis, FailureClass
+from ..errors import XlatuneError
 
 __all__ = ["DEFAULT_POLICY", "DEFAULT_RULES", "Action", "Decision", "Policy", "PolicyError", "Rule",
            "StopOn", "SweepCounters", "decide", "incident", "policy_from_mapping", "policy_from_text"]
@@ -260,7 +261,7 @@ def _final_reason(action: Action, d: Diagnosis) -> str:
 
 # ---- overrides: a cell's `policy:` section, the ini `xlatune_policy` --------------------------
 
-class PolicyError(ValueError):
+class PolicyError(XlatuneError, ValueError):
     """A policy override is wrong; the message names the key and says what was expected."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from .lines import StepRecord
 
@@ -30,7 +31,7 @@ def last_loss(steps: Mapping[int, StepRecord]) -> float | None:
     return next((steps[s].loss for s in sorted(steps, reverse=True) if steps[s].loss is not None), None)
 
 
-def _finite(value: float | None) -> bool:
+def _finite(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value)
 
 

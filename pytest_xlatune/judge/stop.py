@@ -13,7 +13,7 @@ def stop_message(cell: Cell, reason: str, nodelist: str, results: Sequence[JobRe
                  pending: Sequence[str], failing_nodes: Sequence[str] = (), recovery: str = "") -> str:
     """`[xla-tuning STOP] …`: enough for the user to fix the cluster or decide how to resume."""
     measured = [r for r in results if r.measured and r.tgs is not None]
-    profiles = sorted((r for r in measured if r.kind == RunKind.PROFILE.value),
+    profiles = sorted((r for r in measured if r.kind is RunKind.PROFILE),
                       key=lambda r: r.tgs or 0.0, reverse=True)
     lines = [f"[xla-tuning STOP] {cell.model_tag} {cell.parallelism.text} sweep halted", "",
              f"Reason: {reason}"]

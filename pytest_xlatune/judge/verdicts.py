@@ -14,19 +14,19 @@ from ..results import JobResult, RunKind
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
     """Steady TGS of every measured baseline-deployed repeat of a config tag."""
-    return [r.tgs for r in results if r.kind == RunKind.BASELINE.value
+    return [r.tgs for r in results if r.kind is RunKind.BASELINE
             and r.config_tag == config_tag and r.measured and r.tgs is not None]
 
 
 # Profiled runs measure other steps and carry the profiler's cost: never pooled with plain runs.
-_UNPOOLED = (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)
+_UNPOOLED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
 
 
 def settings_key(result: JobResult) -> tuple[object, ...]:
     """What a run effectively ran: XLA flags resolved last-wins, env, overrides, tag, image.
     A run that records no settings of its own but is not a baseline (e.g. a restore_default
     that only unsets env vars) is identical only to runs of its own name."""
-    if not (result.xla_flags or result.env or result.overrides) and result.kind != RunKind.BASELINE.value:
+    if not (result.xla_flags or result.env or result.overrides) and result.kind is not RunKind.BASELINE:
         return (result.config_tag, result.image, result.kind, result.profile)
     flags: dict[str, str] = {}
     for flag in result.xla_flags:
@@ -52,7 +52,7 @@ def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list
         if r.config_tag == config_tag and r.measured and r.tgs is not None and r.kind not in _UNPOOLED \
                 and not r.shared_from:
             groups.setdefault(settings_key(r), []).append(r)
-    return sorted(groups.values(), key=lambda g: all(r.kind != RunKind.BASELINE.value for r in g))
+    return sorted(groups.values(), key=lambda g: all(r.kind is not RunKind.BASELINE for r in g))
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ def trajectory_check(losses: Mapping[str, numerics.Trajectory], config_tag: str,
     """Loss trajectories (a finished run's, or a running job's so far) against every stored
     baseline-deployed repeat of `config_tag` and `image` other than run `key`."""
     references = [(r.job_id, r.loss_fields()) for r in results
-                  if r.kind == RunKind.BASELINE.value and r.config_tag == config_tag
+                  if r.kind is RunKind.BASELINE and r.config_tag == config_tag
                   and r.image == image and r.losses and r.key != key]
     return numerics.guard(losses, references, numerics.widened(tolerance, references))
 
@@ -310,7 +310,7 @@ def choose(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL
         vs_top = stats.compare([r.tgs or 0.0], [top.tgs or 0.0], tag_noise)
         if vs_top.verdict is not stats.Direction.WORSE:
             tied.append((r, vs_top))
-    chosen = min((r for r, _ in tied), key=lambda r: (settings_count(r), r.kind == RunKind.STACK.value,
+    chosen = min((r for r, _ in tied), key=lambda r: (settings_count(r), r.kind is RunKind.STACK,
                                                       -(r.tgs or 0.0)))
     return Choice(chosen, top, tuple(tied))
 

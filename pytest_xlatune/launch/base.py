@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, TypeVar
 
+from ..errors import XlatuneError
+
 Pairs = tuple[tuple[str, str], ...]
 T = TypeVar("T")
 
@@ -160,7 +162,7 @@ class Launcher(Protocol):
     def close(self) -> None: ...
 
 
-class LauncherError(Exception):
+class LauncherError(XlatuneError):
     """A scheduler or transport call failed; the message is one line and names the command."""
 
 

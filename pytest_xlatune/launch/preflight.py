@@ -12,9 +12,10 @@ from pathlib import Path
 from ..cell.model import ClusterSlot
 from ..slurm.client import SlurmClient
 from ..slurm.parsers import NodeState, NodeStatus
+from ..errors import XlatuneError
 
 
-class PreflightError(Exception):
+class PreflightError(XlatuneError):
     """The cell cannot start on this cluster; nothing was submitted."""
 
 

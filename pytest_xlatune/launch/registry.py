@@ -149,7 +149,7 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
         sweep_id=sweep_id(store, cell.model_tag), ray=cell.backend.option("ray") == "true",
         time_limit=cell.backend.option("time") or DEFAULT_TIME,
         restore_default=RestoreDefault(*restore_default_changes(cell.env_file)), cell=str(cell.path),
-        record=lambda event, **payload: store.append(event, **payload), image=image,
+        record=store.append, image=image,
         profiles=[profile.name for profile in cell.profiles],
     )
     if not prepare:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..cell.catalog import ALWAYS, ANY_COLLECTIVE, KINDS
-from ..evidence.artifacts import EvidenceFacts
+from ..evidence.artifacts import EvidenceFacts as EvidenceFacts  # re-exported for plan/ users
 
 
 def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:
@@ -48,7 +48,7 @@ def decide(mechanisms: Sequence[str], catalog: str, limit: int | None,
     order, then those beyond `max`, then the irrelevant ones."""
     if facts is None:
         order = list(range(len(mechanisms)))
-        reasons = {i: "" for i in order}
+        reasons = dict.fromkeys(order, "")
         basis = "catalog order: no evidence run to order by yet"
     else:
         order = sorted(range(len(mechanisms)), key=lambda i: _group(mechanisms[i], facts))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from . import catalog
 from ..cell import catalog as table
 from ..cell.jobnames import OLD_IMAGE_SUFFIX
-from ..results import RunKind
+from ..results import RunKind as RunKind  # re-exported: plan/ and its users import it from here
 from ..cell.model import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
 
 Pairs = tuple[tuple[str, str], ...]

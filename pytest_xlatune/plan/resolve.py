@@ -84,7 +84,7 @@ def _profile_spec(specs: Sequence[RunSpec], profile: str) -> RunSpec | None:
 
 def _source_spec(specs: Sequence[RunSpec], result: JobResult) -> RunSpec | None:
     """The run behind a result: a profile, or a stack with the settings it ran with."""
-    if result.kind == RunKind.STACK.value:
+    if result.kind is RunKind.STACK:
         stack = next((s for s in specs if s.kind is RunKind.STACK and s.profile == result.profile), None)
         if stack is None:
             return None

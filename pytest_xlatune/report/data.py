@@ -132,7 +132,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     measured = [r for r in results if r.measured and r.tgs is not None]
     baselines: dict[str, list[float]] = {}
     for r in measured:
-        if r.kind == RunKind.BASELINE.value:
+        if r.kind is RunKind.BASELINE:
             baselines.setdefault(r.config_tag, []).append(r.tgs or 0.0)
     baseline_tgs = {tag: statistics.fmean(values) for tag, values in baselines.items()}
     primary_values = baselines.get(cell.primary_config.name, [])
@@ -141,7 +141,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     pooled = verdicts.noise(measured, cell.primary_config.name).cv_pct if primary_values else None
 
     restore = {r.config_tag: delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
-               for r in measured if r.kind == RunKind.RESTORE_DEFAULT.value}
+               for r in measured if r.kind is RunKind.RESTORE_DEFAULT}
 
     primary = cell.primary_config.name
     base = baseline_tgs.get(primary)
@@ -156,8 +156,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     seen: set[tuple[object, ...]] = set()
     for r in measured:
         if r.config_tag != primary or r.kind not in (
-            RunKind.PROFILE.value, RunKind.STACK.value, RunKind.PIPELINE_SHAPE.value,
-            RunKind.RESTORE_DEFAULT.value,
+            RunKind.PROFILE, RunKind.STACK, RunKind.PIPELINE_SHAPE, RunKind.RESTORE_DEFAULT,
         ):
             continue
         # One row per profile and settings: a profile and its confirmation (or repeat) are one
@@ -200,7 +199,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         rows = [Row(**{**row.__dict__, "winner": True}) if row is winner else row for row in rows]
         winner = next(row for row in rows if row.winner)
     top = rows[:TOP_ROWS]
-    bottom = [row for row in rows[TOP_ROWS:]][-BOTTOM_ROWS:]
+    bottom = rows[TOP_ROWS:][-BOTTOM_ROWS:]
     negative = [row for row in rows if row.direction == "worse"]
 
     cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag)))
@@ -215,7 +214,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         power = Power(detectable, cell.thresholds.bounded_pct,
                       stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k))
     references = [(r.job_id, r.loss_fields()) for r in measured
-                  if r.kind == RunKind.BASELINE.value and r.config_tag == primary and r.losses]
+                  if r.kind is RunKind.BASELINE and r.config_tag == primary and r.losses]
     spread = numerics.agreement(references)
     return ReportData(
         cell=cell, date=(today or _measured_on(results)).isoformat(), nodelist=nodelist, backend=backend,
@@ -255,6 +254,6 @@ def _tie(choice: verdicts.Choice) -> Tie:
 
 
 def _mean_step(measured: list[JobResult], config_tag: str) -> float | None:
-    values = [r.step_seconds for r in measured if r.kind == RunKind.BASELINE.value
+    values = [r.step_seconds for r in measured if r.kind is RunKind.BASELINE
               and r.config_tag == config_tag and r.step_seconds is not None]
     return statistics.fmean(values) if values else None

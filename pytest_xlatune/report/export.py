@@ -26,7 +26,7 @@ def _row(result: JobResult, found: figures.Figure | None) -> dict[str, object]:
     comparison = found.comparison if found else None
     return {
         "item": result.item, "wave": result.wave, "profile": result.profile,
-        "config_tag": result.config_tag, "kind": result.kind, "job_id": result.job_id,
+        "config_tag": result.config_tag, "kind": str(result.kind), "job_id": result.job_id,
         "verdict": result.verdict.value,
         # The figure of its settings (figures.py), as every other output shows it; job_tgs is
         # this job's own steady TGS, one of the runs behind it.
@@ -51,7 +51,8 @@ def _order(result: JobResult) -> tuple[int, str]:
 def results_frame(results: Sequence[JobResult]) -> pd.DataFrame:
     """One row per result, sorted by job id, with the COLUMNS in that order."""
     found = figures.by_item(results)
-    frame = pd.DataFrame([_row(r, found.get(r.item) if r.measured else None)
+    # Declared: pandas-stubs' constructor overloads come out Any here.
+    frame: pd.DataFrame = pd.DataFrame([_row(r, found.get(r.item) if r.measured else None)
                           for r in sorted(results, key=_order)], columns=list(COLUMNS))
     for column in ("tgs", "job_tgs", "step_seconds", "delta_pct", "ci_low", "ci_high"):
         frame[column] = frame[column].astype("float64")

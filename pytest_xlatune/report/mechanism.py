@@ -162,7 +162,7 @@ def pipeline(cell: Cell, measured: Sequence[JobResult], baseline: float | None,
                      predicted_bubble(stages, shapes[r.profile].microbatches,
                                       shapes[r.profile].virtual_stages),
                      r.tgs or 0.0, delta_pct(r.tgs, baseline), r.job_id)
-            for r in measured if r.kind == RunKind.PIPELINE_SHAPE.value and r.profile in shapes
+            for r in measured if r.kind is RunKind.PIPELINE_SHAPE and r.profile in shapes
             and r.config_tag == cell.primary_config.name]
     if not rows:
         return None

@@ -9,8 +9,20 @@ from ..cell.grammar import NODELIST, SLURM_TIME, SLURM_TIME_FORMS
 from .parsers import MARKS_FIELDS, MARKS_FORMAT, SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 
 __all__ = [
-    "SUBMISSION_MARK", "sacct", "sacct_marks", "sbatch", "squeue_marks", "scancel", "scontrol_show_hostnames", "scontrol_show_job",
-    "scontrol_show_jobs", "scontrol_update_node", "sinfo_nodes", "squeue", "submission_mark", "validate_job_id",
+    "SUBMISSION_MARK",
+    "sacct",
+    "sacct_marks",
+    "sbatch",
+    "scancel",
+    "scontrol_show_hostnames",
+    "scontrol_show_job",
+    "scontrol_show_jobs",
+    "scontrol_update_node",
+    "sinfo_nodes",
+    "squeue",
+    "squeue_marks",
+    "submission_mark",
+    "validate_job_id",
     "validate_nodelist",
 ]
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..launch.base import JobState, add_spellings
+from ..errors import XlatuneError
 
 __all__ = [
     "INVALID_JOB_ID", "MARKS_FIELDS", "MARKS_FORMAT", "SACCT_FIELDS", "SINFO_NODES_FORMAT", "SQUEUE_FORMAT",
@@ -34,7 +35,7 @@ INVALID_JOB_ID = "Invalid job id specified"
 _JOB_ID = re.compile(r"\d+(?:_\d+|_\[[^\]]*\])?(?:\+\d+)?")
 
 
-class SlurmParseError(ValueError):
+class SlurmParseError(XlatuneError, ValueError):
     """Slurm printed something this parser does not understand; the message quotes it."""
 
 

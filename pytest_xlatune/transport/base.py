@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..errors import XlatuneError
+
 __all__ = [
     "CommandResult", "LocalTransport", "Transport", "TransportError", "TransportRefused",
     "TransportTimeout", "check_argv", "command_line",
@@ -23,7 +25,7 @@ __all__ = [
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class TransportError(Exception):
+class TransportError(XlatuneError):
     """A command could not be run or a file could not be moved; the message is one line."""
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from .base import (CommandResult, LocalTransport, Transport, TransportError, TransportRefused,
                         TransportTimeout, check_argv, command_line)
 
-__all__ = ["BridgeInfo", "HostCmdTransport", "PathMap", "START_HINT", "result_error"]
+__all__ = ["START_HINT", "BridgeInfo", "HostCmdTransport", "PathMap", "result_error"]
 
 DEFAULT_CHECKOUT = "/maxtext-slurm"  # where maxtext-slurm's container mounts the checkout
 START_HINT = "start it on the host: .host-cmd/host-cmd-ctl.sh start"

@@ -18,6 +18,7 @@ import paramiko
 
 from .base import (CommandResult, TransportError, TransportTimeout, check_argv, _text,
                         _tmp_name, command_line)
+from ..errors import XlatuneError
 
 __all__ = ["ACCEPT_NEW_HOST_KEY_OPTION", "SSHTransport"]
 
@@ -25,7 +26,7 @@ ACCEPT_NEW_HOST_KEY_OPTION = "--xlatune-ssh-accept-new-host-key"
 _T = TypeVar("_T")
 
 
-class _UnknownHostKey(paramiko.SSHException):
+class _UnknownHostKey(paramiko.SSHException, XlatuneError):
     pass
 
 

@@ -7,8 +7,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
+from ..errors import XlatuneError
 
-class ArgError(ValueError):
+
+class ArgError(XlatuneError, ValueError):
     """A bad command-line argument; the message is one line, printed as is."""
 
 

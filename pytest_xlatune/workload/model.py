@@ -65,7 +65,8 @@ def init_params(c: Config, layer_lead: tuple[int, ...]) -> dict[str, Any]:
     rng = np.random.default_rng(c.seed)
 
     def normal(shape: tuple[int, ...], scale: float) -> np.ndarray:
-        return (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)).astype(np.float32)
+        drawn: np.ndarray = (rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)).astype(np.float32)
+        return drawn
 
     layers: dict[str, np.ndarray] = {}
     for name, shape in layer_shapes(c).items():
@@ -101,7 +102,8 @@ def decoder_layer(x: jax.Array, p: Params) -> jax.Array:
     attn = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, axis=-1), v)
     x = x + jnp.einsum("bhsd,hde->bse", attn, p["wo"])
     h = _rmsnorm(x, p["ln2"])
-    return x + jax.nn.gelu(h @ p["wi"]) @ p["wo2"]
+    out: jax.Array = x + jax.nn.gelu(h @ p["wi"]) @ p["wo2"]
+    return out
 
 
 def apply_layers(x: jax.Array, layers: Params) -> jax.Array:

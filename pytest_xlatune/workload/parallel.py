@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -64,7 +65,7 @@ def decoder(c: Config, mesh: Mesh, layers: model.Params, x: jax.Array) -> jax.Ar
             for k, spec in model.LAYER_SPECS.items()
         }
         layers = jax.lax.with_sharding_constraint(layers, shardings(mesh, gathered))
-    run = jax.shard_map(
+    run: Callable[..., jax.Array] = jax.shard_map(
         lambda lw, xs: _pipeline(c, lw, xs),
         mesh=mesh,
         in_specs=(P(None, "stage"), P()),
@@ -72,7 +73,8 @@ def decoder(c: Config, mesh: Mesh, layers: model.Params, x: jax.Array) -> jax.Ar
         axis_names=frozenset({"stage"}),
     )
     out = run(layers, xm)
-    return jax.lax.with_sharding_constraint(out.swapaxes(0, 1).reshape(b, s, e), act)
+    spread: jax.Array = jax.lax.with_sharding_constraint(out.swapaxes(0, 1).reshape(b, s, e), act)
+    return spread
 
 
 def _pipeline(c: Config, layers: model.Params, xs: jax.Array) -> jax.Array:
@@ -111,4 +113,5 @@ def _pipeline(c: Config, layers: model.Params, xs: jax.Array) -> jax.Array:
     circ = jnp.zeros_like(xs) if v > 1 else jnp.zeros((), xs.dtype)
     _, ys = jax.lax.scan(body, (jnp.zeros_like(xs[0]), circ), jnp.arange(iterations))
     out = jnp.where(stage == n - 1, ys[iterations - m :], 0.0)
-    return jax.lax.psum(out, "stage")  # only the last stage contributes
+    summed: jax.Array = jax.lax.psum(out, "stage")  # only the last stage contributes
+    return summed

@@ -13,7 +13,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...cell.grammar import ENV_NAME, ENV_VALUE, MODEL_TAG, OVERRIDE_KEY, OVERRIDE_VALUE, XLA_FLAG, Grammar, GrammarError
+from ...cell.grammar import (ENV_NAME, ENV_VALUE, MODEL_TAG, OVERRIDE_KEY, OVERRIDE_VALUE, XLA_FLAG, Grammar,
+                             GrammarError)
 from ...jaxcache import CACHE_DIR, ENABLE, MAXTEXT_KEY, THRESHOLDS
 
 SWEEP_ID = Grammar("a sweep id", r"[A-Za-z0-9][A-Za-z0-9_.-]*", max_len=64)

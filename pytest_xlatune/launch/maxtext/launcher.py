@@ -20,7 +20,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...cell.grammar import CONTAINER_IMAGE, arm_name, job_name
+from ...cell.grammar import CONTAINER_IMAGE, MODEL_TAG, SLURM_TIME, arm_name, job_name
+from ...cell.jobnames import XLA_DUMP_ARG
 from ...cell.model import HEARTBEAT_ARG, HEARTBEAT_KEY
 from ..preflight import PreflightError
 from ...slurm.client import SlurmClient
@@ -73,10 +74,10 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         self.client = client
         self.checkout = posixpath.normpath(checkout)
         self.placement = placement
-        self.model_tag = mf.MODEL_TAG.check(model_tag)
+        self.model_tag = MODEL_TAG.check(model_tag)
         self.sweep_id = mf.SWEEP_ID.check(sweep_id)
         self.ray = ray
-        self.time_limit = submit.SLURM_TIME.check(time_limit)
+        self.time_limit = SLURM_TIME.check(time_limit)
         self.restore = restore_default
         self.cell = cell
         self.profiles = frozenset(profiles)  # the cell's own profile names: what a JOB_NAME error asks to shorten
@@ -303,7 +304,7 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         return self._argv(request, self.arm_for(request)[0])
 
     def _argv(self, request: JobRequest, arm: str) -> list[str]:
-        env_args = [submit.XLA_DUMP_ARG] if request.evidence else []  # read by train_env.sh before our block
+        env_args = [XLA_DUMP_ARG] if request.evidence else []  # read by train_env.sh before our block
         p = self.placement
         try:
             argv = submit.submit_argv(self.model_name, request.profile, p.nodes, p.nodelist, self.time_limit,
