@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 
 from .. import safeyaml
 from . import grammar as G

@@ -161,14 +161,14 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
             continue
         # One row per profile and settings: a profile and its confirmation (or repeat) are one
         # measurement; two names for the same settings keep their rows, with the same figure.
-        name = "baseline-no-env" if r.kind == RunKind.RESTORE_DEFAULT.value else r.profile
+        name = "baseline-no-env" if r.kind is RunKind.RESTORE_DEFAULT else r.profile
         if (figures.group_key(r), name) in seen:
             continue
         seen.add((figures.group_key(r), name))
         fig = figures.figure(r, measured)
         if fig is None:
             continue
-        flags = flags_text(r) if r.kind != RunKind.PIPELINE_SHAPE.value else " ".join(
+        flags = flags_text(r) if r.kind is not RunKind.PIPELINE_SHAPE else " ".join(
             f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
         cmp = fig.comparison
         checks = [verdicts.numerics_check(p, measured) for p in figures.peers(r, measured)]
@@ -182,7 +182,7 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
                         detectable_pct=verdicts.detectable_effect(measured, primary),
                         settings=verdicts.settings_count(r),
                         overrides=" ".join(f"{k}={v}" for k, v in r.overrides)
-                        if r.kind != RunKind.PIPELINE_SHAPE.value else "",
+                        if r.kind is not RunKind.PIPELINE_SHAPE else "",
                         runs=fig.runs_text(), unstable=fig.unstable))
     rows.sort(key=lambda row: row.tgs, reverse=True)
 

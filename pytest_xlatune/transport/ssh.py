@@ -46,7 +46,7 @@ class AcceptNewHostKey(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         client.get_host_keys().add(hostname, key.get_name(), key)
-        entry = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line()
+        entry = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line() or ""
         try:
             os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),

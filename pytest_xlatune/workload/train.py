@@ -10,7 +10,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import jaxlib.version
 import numpy as np
 
 from . import model, parallel

@@ -12,7 +12,7 @@ import yaml
 from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NODELIST, PARTITION, SLURM_TIME,
                              TUNE_PROFILE_ARG, job_name, job_name_bytes)
 from ... import safeyaml
-from ...cell.jobnames import EXP_TAG, XLA_DUMP_ARG, parts, remedy
+from ...cell.jobnames import EXP_TAG, parts, remedy
 from ...slurm.commands import submission_mark
 from .files import ARM, check_passthrough
 
