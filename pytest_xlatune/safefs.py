@@ -14,12 +14,13 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from .errors import XlatuneError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-class LinkRefused(OSError):
+class LinkRefused(XlatuneError, OSError):
     """A path the tool writes is a symbolic link (or lies under one below its base folder)."""
 
 

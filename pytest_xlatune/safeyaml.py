@@ -15,13 +15,14 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
+from .errors import XlatuneError
 
 __all__ = ["EXPECTED", "AliasRefused", "compose", "load"]
 
 EXPECTED = "plain YAML without anchors and aliases (write the value out)"
 
 
-class AliasRefused(ComposerError):
+class AliasRefused(XlatuneError, ComposerError):
     """An alias (`*name`) in a document; `key` is the dotted key path where it was used."""
 
     def __init__(self, key: str, alias: str, mark: yaml.Mark | None) -> None:
