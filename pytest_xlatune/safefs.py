@@ -14,6 +14,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+
 from .errors import XlatuneError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -15,6 +15,7 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
+
 from .errors import XlatuneError
 
 __all__ = ["EXPECTED", "AliasRefused", "compose", "load"]
