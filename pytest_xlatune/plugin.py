@@ -98,6 +98,8 @@ class CellsSeen:
                 self.runtime.note_cell(load_cell(Path(cell_path)))
             except CellError:
                 return  # already reported by the worker that collected it
+        if self.runtime.settings.gate:
+            self.runtime.note_gate(Path(cell_path), report)
         if report.when == "call":
             self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
             if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock

@@ -26,6 +26,7 @@ from ..store import StoreWriteError
 from .watch import SweepStopped
 from ..launch.base import LauncherError
 from ..judge.lock import LockError
+from ..paths import lock_path
 from .session import RUNTIME_KEY, Runtime, specs_for
 
 # Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
@@ -66,14 +67,22 @@ class CellFile(pytest.File):
 
     cell: Cell
 
-    def collect(self) -> Iterator[Wave]:
+    def collect(self) -> Iterator[Wave | Unlocked]:
         self.cell = load_cell(self.path)
         # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
         # the item name instead (only on xdist workers running loadgroup).
         suffix = f"@{slot_group(self.cell)}" if getattr(self.config.option, "loadgroup", False) else ""
         runtime = self.config.stash[RUNTIME_KEY]
-        specs = specs_for(self.cell, runtime.settings)
+        try:
+            specs = specs_for(self.cell, runtime.settings)
+        except LockError:
+            if runtime.settings.gate and not lock_path(self.cell.path).exists():
+                # A sweep that found nothing better writes no lock: nothing to gate here, and the
+                # other cells of `pytest cells/ --xlatune-gate` still run.
+                yield Unlocked.from_parent(self, name="gate", cell=self.cell)
+                return
+            raise
         if self.cell.catalog_waves:
             # Catalog candidates run in the order the stored evidence run gives (a session after
             # the evidence run); which of them are skipped is decided again at run time.
@@ -104,6 +113,25 @@ class Wave(pytest.Collector):
             # bracket is the parametrization, so --lf/--ff/--sw find these items again.
             yield CellItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}",
                                        spec=spec, cell=self.cell)
+
+
+class Unlocked(pytest.Item):
+    """Under --xlatune-gate, a cell without a lock: one skipped item saying so (a sweep that found
+    nothing better writes no lock), so the other cells of `pytest cells/ --xlatune-gate` run."""
+
+    def __init__(self, *, cell: Cell, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cell = cell
+
+    def runtest(self) -> None:
+        path = lock_path(self.cell.path)
+        root = self.config.rootpath
+        shown = path.relative_to(root) if path.is_relative_to(root) else path
+        _skip(f"{shown}: no recipe lock, nothing to gate (a finished sweep writes one when it finds a "
+              f"recipe better than the baseline: run pytest {self.cell.path.name} first)")
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"cell: {self.cell.path.name} (no lock)"
 
 
 def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
@@ -140,6 +168,15 @@ class CellItem(pytest.Item):
                                      ("xlatune_item", self.spec.name)])
         try:
             self._run()
+        except (Regression, RunFailed) as error:
+            settings = self.config.stash[RUNTIME_KEY].settings
+            if not (settings.gate and settings.gate_advisory):
+                raise
+            # --xlatune-gate-advisory: reported (x, and in <MODEL_TAG>-gate.md), never failed.
+            self.user_properties.append(("xlatune_gate_advisory", True))
+            text = str(error) if isinstance(error, Regression) else \
+                f"job {error.result.job_id} ({error.result.verdict.value}): {error.result.reason}"
+            pytest.xfail(f"advisory gate: {text}")
         except SweepStopped as stop:
             runtime = self.config.stash[RUNTIME_KEY]
             self.user_properties.append(("xlatune_sweep_stop", True))  # no lock from this sweep

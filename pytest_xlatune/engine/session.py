@@ -24,6 +24,8 @@ from ..adaptive.cache import request_for
 from ..adaptive.stored import summary_lines
 from .recover import recover_submissions
 from .sweep import Sweep
+from .gate_outputs import environments, gate_item, measured_on, write_gate_reports
+from ..report.gate import GateItem
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
@@ -56,6 +58,7 @@ class Runtime:
         self._held: list[ResultStore] = []  # stores this session owns (their locks)
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
+        self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
 
     def paths(self, cell: Cell) -> CellPaths:
         return CellPaths(cell.path, self.root, self.settings.store_dir)
@@ -126,6 +129,8 @@ class Runtime:
                                                   self.paths(cell), store, self.transport, self.warn,
                                                   other_images=gate_images(cell, self.settings)))
         launcher, nodelist = backend.launcher, backend.nodelist
+        if backend.environments and dict(backend.environments) != environments(store):
+            store.append("environment", images=dict(backend.environments))  # a lock's measured_on
         specs = specs_for(cell, self.settings)
         try:
             recover_submissions(store, launcher, self.report)  # before anything is submitted
@@ -223,8 +228,16 @@ class Runtime:
         return [stored for cell in (self.cells.values() if cells is None else cells)
                 if (stored := self.stored(cell)) is not None]
 
+    def note_gate(self, cell_path: Path, report: pytest.TestReport) -> None:
+        """A gate item of the cell ended: its outcome goes into `<MODEL_TAG>-gate.md`."""
+        if (item := gate_item(report)) is not None:
+            self.gate_items.setdefault(cell_path, []).append(item)
+
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
-        """The tuning reports (and exports) of these cells, from their stored results."""
+        """The tuning reports (and exports) of these cells, from their stored results; under
+        --xlatune-gate the gate's own `<MODEL_TAG>-gate.md` instead (the tuning report stays)."""
+        if self.settings.gate:
+            return write_gate_reports(self)
         return write_reports(self.report_inputs(cells), self.settings.report_dir, mode=self.settings.numerics,
                              write_zh=self.settings.write_zh, export_dir=self.settings.export_dir)
 
@@ -249,9 +262,10 @@ class Runtime:
             except LockError:
                 existing = None  # unreadable: a whole sweep replaces it
             stopped = cell.path in self.stopped
+            image = self.cell_settings(cell).image
             built = None if not_run or stopped else build_lock(
-                cell, list(stored.results), stored.nodelist, self.cell_settings(cell).image,
-                mode=self.settings.numerics)
+                cell, list(stored.results), stored.nodelist, image, mode=self.settings.numerics,
+                measured_on=measured_on(self.store_for(cell), image))
             change, why = lock_change(existing, built, not_run, stopped)
             if change and built is not None:
                 write_atomic(path, dumps(built))

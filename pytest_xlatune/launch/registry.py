@@ -16,6 +16,7 @@ from types import MappingProxyType
 from ..cell.grammar import CONTAINER_IMAGE, GrammarError
 from ..transport.hostcmd import HostCmdTransport
 from .base import CommandRefused, Launcher, LauncherError
+from .environment import check_interpreters, remedy
 from .local import LocalLauncher
 from .maxtext.launcher import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .sbatch import SbatchLauncher
@@ -211,6 +212,9 @@ class Backend:
     other_jobs: str = ""  # other jobs on the partition (shown with -v)
     busy: str = ""  # other jobs on the pinned nodes (id|user|state|nodes|name lines)
     fetch_artifacts: Fetch | None = None  # remote clusters: copy an evidence run's artifacts here
+    # image → what it runs on ("Python 3.11.7, JAX 0.4.35 (/venv/bin/python)"), as pre-flight saw
+    # it; a lock records its image's, the gate report shows both (local backend only)
+    environments: tuple[tuple[str, str], ...] = ()
 
 
 Factory = Callable[[LaunchContext], Backend]
@@ -219,7 +223,14 @@ Factory = Callable[[LaunchContext], Backend]
 def _local(ctx: LaunchContext) -> Backend:
     launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1,
                              ctx.other_images)
-    return Backend(launcher, LOCAL_NODELIST)
+    found, problems = check_interpreters(LocalTransport(), {ctx.cell_settings.image: launcher.python,
+                                                            **launcher.pythons}, launcher.module)
+    if problems:  # every interpreter at once, before any job: not one retried failure per item
+        where = ctx.cell_settings.image_source if ctx.cell_settings.image else "--xlatune-python"
+        raise PreflightError(f"{ctx.cell.path}: {where}: expected an interpreter that can run the workload, "
+                             f"found {'; '.join(problems)}: {remedy(launcher.module)}")
+    return Backend(launcher, LOCAL_NODELIST,
+                   environments=tuple((image, i.measured_on) for image, i in found.items()))
 
 
 def _slurm(ctx: LaunchContext) -> Backend:
