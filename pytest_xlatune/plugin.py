@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("xlatune_cells", "glob patterns (relative to rootdir) of cell files collected "
                   "without naming them (default: cells/*.yml cells/*.yaml)", type="linelist",
                   default=["cells/*.yml", "cells/*.yaml"])
+
+
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`-n N` without `--dist`: xdist's default `load` would split a cell's items between workers
+    (the second one refused by the store's lock); keep each cell's slot on one worker instead, as
+    `--dist loadgroup` does. An explicit `--dist` is left as given."""
+    if getattr(config.option, "dist", "no") == "load" and not _dist_given(config):
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist workers parse the command line again (`-n 2` alone reads as no loadgroup there):
+    tell them the controller schedules by group, so cell items carry their group suffix."""
+    node.workerinput["xlatune_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
+
+
+def _dist_given(config: pytest.Config) -> bool:
+    args = [*config.invocation_params.args, *config.getini("addopts"),
+            *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return any(a in ("--dist", "-d", "--distload") or a.startswith("--dist=") for a in args)
 
 
 def pytest_configure(config: pytest.Config) -> None:

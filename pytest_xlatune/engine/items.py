@@ -72,7 +72,9 @@ class CellFile(pytest.File):
         # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
         # the item name instead (only on xdist workers running loadgroup).
-        suffix = f"@{slot_group(self.cell)}" if getattr(self.config.option, "loadgroup", False) else ""
+        grouped = getattr(self.config.option, "loadgroup", False) or \
+            getattr(self.config, "workerinput", {}).get("xlatune_loadgroup", False)  # plugin: -n alone
+        suffix = f"@{slot_group(self.cell)}" if grouped else ""
         runtime = self.config.stash[RUNTIME_KEY]
         try:
             specs = specs_for(self.cell, runtime.settings)
@@ -188,7 +190,7 @@ class CellItem(pytest.Item):
 
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
-        sweep = runtime.sweep_for(self.cell)
+        sweep = runtime.sweep_for(self.cell, self.nodeid)
         if reason := sweep.skip_reason(self.spec):
             _skip(reason)
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):

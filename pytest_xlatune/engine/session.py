@@ -9,7 +9,7 @@ import pytest
 
 from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
 from ..plan.request import possible_specs
-from ..cell.model import Cell
+from ..cell.model import BackendKind, Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change
 from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_store
@@ -17,7 +17,7 @@ from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
-from ..launch.preflight import PreflightError
+from ..launch.preflight import PreflightError, failure_line
 from ..judge.stop import stop_message
 from .watch import SweepStopped
 from ..adaptive.cache import request_for
@@ -51,6 +51,7 @@ class Runtime:
         self.needs: dict[str, str] = {}  # item id → what it needed that is not in the store
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
+        self.failed_first: dict[Path, str] = {}  # the item that printed a cell's pre-flight failure
         self._transport: Transport | None = None
         self.locks: dict[Path, Lock] = {}
         self.stops: list[str] = []
@@ -104,21 +105,36 @@ class Runtime:
                 lines.append((cell, sweep.adaptive.drift()))
         return lines
 
-    def sweep_for(self, cell: Cell) -> Sweep:
-        """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
+    def sweep_for(self, cell: Cell, item: str = "") -> Sweep:
+        """The cell's sweep; the first call runs pre-flight. A failure fails the item that ran it
+        with the whole message, and every later item of the cell with one line pointing there."""
         if cell.path in self.failed:
-            raise PreflightError(self.failed[cell.path])
+            first = self.failed_first.get(cell.path, "")
+            raise PreflightError(f"{cell.path.name}: not run: pre-flight failed"
+                                 + (f" (see {first} above)" if first else f": {self.failed[cell.path]}"))
         if cell.path not in self.sweeps:
             try:
                 self.sweeps[cell.path] = self._open_sweep(cell)
             except StoreError as error:  # another session owns the store: nothing is submitted
-                self.failed[cell.path] = str(error)
+                self._fail(cell, str(error), item)
                 self.refused.add(cell.path)  # its owner writes the cell's report, not this session
                 raise PreflightError(str(error)) from None
             except PreflightError as error:
-                self.failed[cell.path] = str(error)
+                self._fail(cell, str(error), item)
                 raise
+            except Exception as error:  # a backend or transport failure: one line, never a traceback
+                line = failure_line(cell.path, error, self.settings.ssh_host, self.settings.host_cmd,
+                                    cell.backend.kind is not BackendKind.LOCAL)
+                self._fail(cell, line, item)
+                raise PreflightError(line) from None
         return self.sweeps[cell.path]
+
+    def _fail(self, cell: Cell, message: str, item: str) -> None:
+        self.failed[cell.path] = message
+        self.failed_first.setdefault(cell.path, item)
+        for store in [s for s in self._held if s.path == self.store_for(cell).path]:
+            store.release()  # never a false "in use" for the cell's later items or sessions
+            self._held.remove(store)
 
     def _open_sweep(self, cell: Cell) -> Sweep:
         store = self.store_for(cell)

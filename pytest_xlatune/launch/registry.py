@@ -24,7 +24,7 @@ from .slurm_jobs import SlurmPlacement
 from ..cell import sections as cell_sections
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import restore_default_changes
-from .preflight import FrozenSlot, PreflightError, resolve_slot
+from .preflight import FrozenSlot, PreflightError, reach_hint, resolve_slot
 from ..evidence.fetch import fetch_evidence
 from ..paths import CellPaths, slug_of_workdir, store_file
 from ..settings import CellSettings, Settings
@@ -78,7 +78,8 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
     except CommandRefused as error:  # the bridge's policy said no: not a Slurm failure
         raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
     except (LauncherError, TransportError) as error:
-        raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}") from None
+        raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}; "
+                             f"{reach_hint(settings.ssh_host, settings.host_cmd)}") from None
     placement = SlurmPlacement(nodelist=frozen.nodelist, nodes=frozen.nodes,
                                partition=cell.backend.option("partition") or cell.slot.partition,
                                time_limit=cell.backend.option("time"))
