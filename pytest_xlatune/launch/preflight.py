@@ -108,7 +108,7 @@ def failure_line(cell_path: Path, error: Exception, ssh_host: str, host_cmd: str
     """An exception a backend or transport raised at pre-flight, as one line naming the option
     that fixes it (never a traceback)."""
     text = " ".join(str(error).split()) or type(error).__name__
-    where = (f"--xlatune-ssh-host" if ssh_host else "--xlatune-host-cmd" if host_cmd else "backend")
+    where = ("--xlatune-ssh-host" if ssh_host else "--xlatune-host-cmd" if host_cmd else "backend")
     kind = "" if isinstance(error, TransportError) else f"{type(error).__name__}: "  # ours say what failed
     line = f"{cell_path}: {where}: pre-flight failed: {kind}{text}"
     return f"{line}; {reach_hint(ssh_host, host_cmd)}" if slurm or ssh_host or host_cmd else line
