@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 import shlex
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -45,11 +46,13 @@ def slot_group(cell: Cell) -> str:
 
 
 class RunFailed(Exception):
-    """A job ended without a measurement; carries the result for a readable failure."""
+    """A job ended without a measurement; carries the result for a readable failure. `stored`:
+    the result of a job of an earlier session, reused (not run again) in this one."""
 
-    def __init__(self, result: JobResult) -> None:
+    def __init__(self, result: JobResult, stored: bool = False) -> None:
         super().__init__(result.reason)
         self.result = result
+        self.stored = stored
 
 
 class Stopped(Exception):
@@ -134,6 +137,22 @@ class Unlocked(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"cell: {self.cell.path.name} (no lock)"
+
+
+def stored_failure_line(result: JobResult, nodeid: str, now: float) -> str:
+    """What a failure reused from the store says first: which job, how long ago, how to rerun."""
+    ended = result.ended_at or result.finished_at or result.submitted_at
+    age = f", {_age(now - ended)} ago" if ended else ""
+    return (f"stored failure (job {result.job_id}{age}, from an earlier session; not run again): "
+            f"run its job again with pytest --lf, or pytest {shlex.quote(nodeid)} --xlatune-remeasure")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
@@ -235,7 +254,7 @@ class CellItem(pytest.Item):
                              f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
                              f" (job {result.job_id}); not a performance regression: re-tune the recipe")
         if not result.measured:
-            raise RunFailed(result)
+            raise RunFailed(result, stored=outcome.reused)
         if spec.kind is RunKind.CROSS_CONFIG:
             self._gate_cross_config(sweep, spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:
@@ -325,6 +344,8 @@ class CellItem(pytest.Item):
             result = error.result
             lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}",
                      f"log: {result.log_path}"]
+            if error.stored:  # never mistaken for a run of this session
+                lines.insert(0, stored_failure_line(result, self.nodeid, time.time()))
             if result.log_tail:
                 lines += ["--- log tail ---", result.log_tail.rstrip()]
             return "\n".join(lines)

@@ -36,8 +36,9 @@ class Runtime:
 
     def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
                  warn: Callable[[str], None] | None = None, session_id: str = "",
-                 make_backend: Factory = make_backend) -> None:
+                 make_backend: Factory = make_backend, rerun_failed: bool = False) -> None:
         self.settings = settings
+        self.rerun_failed = rerun_failed  # --lf/--ff: stored failures run again
         self.make_backend = make_backend  # plugin.py: the pytest_xlatune_make_launcher hook
         self.session_id = session_id  # xdist workers of one session share it
         self.root = root
@@ -163,7 +164,8 @@ class Runtime:
         sweep = Sweep(
             cell=cell, specs=specs, store=store, launcher=launcher,
             nodelist=nodelist, nodes=backend.nodes, poll_interval=self.settings.poll_interval,
-            remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
+            remeasure=self.settings.remeasure, rerun_failed=self.rerun_failed,
+            report=self.report, warn=self.warn,
             queue_depth=launcher.queue_depth, log_source=launcher.log_source,
             image=self.cell_settings(cell).image,
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
