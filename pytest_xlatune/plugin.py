@@ -86,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
                       warn=lambda text: write(text, True),
                       session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
                       make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context),
-                      rerun_failed=bool(config.getoption("lf", False) or config.getoption("failedfirst", False)))
+                      rerun_failed=bool(config.getoption("lf", False)))
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     _STOP_SIGNALS.install()

@@ -38,7 +38,7 @@ class Runtime:
                  warn: Callable[[str], None] | None = None, session_id: str = "",
                  make_backend: Factory = make_backend, rerun_failed: bool = False) -> None:
         self.settings = settings
-        self.rerun_failed = rerun_failed  # --lf/--ff: stored failures run again
+        self.rerun_failed = rerun_failed  # --lf: stored failures run again
         self.make_backend = make_backend  # plugin.py: the pytest_xlatune_make_launcher hook
         self.session_id = session_id  # xdist workers of one session share it
         self.root = root
