@@ -170,9 +170,12 @@ def test_the_gate_writes_its_own_report_and_leaves_the_tuning_report_as_the_swee
     assert lock["measured_on"].endswith(f"({sys.executable})")
     slower = image(pytester.path, "slow-python", """
 case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
-    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", *FAKE)
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", "--html=gate.html",
+                                "--self-contained-html", *FAKE)
     result.assert_outcomes(passed=10, failed=2)
     result.stdout.fnmatch_lines(["xlatune: gate report written to gated-gate.md"])
+    html = (pytester.path / "gate.html").read_text()
+    assert "Image gate: gated.yml" in html and "FAILED: 2 of 12 gate item(s) failed" in html
     assert (pytester.path / "gated-tuning.md").read_text() == tuning
     gate = (pytester.path / "gated-gate.md").read_text()
     assert "**Verdict: FAILED: 2 of 12 gate item(s) failed**" in gate
