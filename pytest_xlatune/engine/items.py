@@ -129,11 +129,13 @@ class Unlocked(pytest.Item):
         self.cell = cell
 
     def runtest(self) -> None:
-        path = lock_path(self.cell.path)
         root = self.config.rootpath
-        shown = path.relative_to(root) if path.is_relative_to(root) else path
-        _skip(f"{shown}: no recipe lock, nothing to gate (a finished sweep writes one when it finds a "
-              f"recipe better than the baseline: run pytest {self.cell.path.name} first)")
+
+        def shown(path: Path) -> Path:
+            return path.relative_to(root) if path.is_relative_to(root) else path
+
+        _skip(f"{shown(lock_path(self.cell.path))}: no recipe lock, nothing to gate (a finished sweep writes "
+              f"one when it finds a recipe better than the baseline: run pytest {shown(self.cell.path)} first)")
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"cell: {self.cell.path.name} (no lock)"
