@@ -122,7 +122,7 @@ class CellsSeen:
             except CellError:
                 return  # already reported by the worker that collected it
         if self.runtime.settings.gate:
-            self.runtime.note_gate(Path(cell_path), report)
+            self.runtime.note_gate(Path(str(cell_path)), report)
         if report.when == "call":
             self.runtime.note_ran(Path(cell_path), props["xlatune_item"])
             if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock
