@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default=["cells/*.yml", "cells/*.yaml"])
 
 
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`-n N` without `--dist`: xdist's default `load` would split a cell's items between workers
+    (the second one refused by the store's lock); keep each cell's slot on one worker instead, as
+    `--dist loadgroup` does. An explicit `--dist` is left as given."""
+    if getattr(config.option, "dist", "no") == "load" and not _dist_given(config):
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist workers parse the command line again (`-n 2` alone reads as no loadgroup there):
+    tell them the controller schedules by group, so cell items carry their group suffix."""
+    node.workerinput["xlatune_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
+
+
+def _dist_given(config: pytest.Config) -> bool:
+    args = [*config.invocation_params.args, *config.getini("addopts"),
+            *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    return any(a in ("--dist", "-d", "--distload") or a.startswith("--dist=") for a in args)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
     for added in config.hook.pytest_xlatune_backend_kinds():
@@ -68,7 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
     runtime = Runtime(settings, config.rootpath, lambda text: write(text, False),
                       warn=lambda text: write(text, True),
                       session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
-                      make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context))
+                      make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context),
+                      rerun_failed=bool(config.getoption("lf", False)))
     config.stash[RUNTIME_KEY] = runtime
     config.pluginmanager.register(CellsSeen(runtime), "xlatune-cells-seen")
     config.pluginmanager.register(FinalFigures(runtime), "xlatune-final-figures")
@@ -122,6 +145,8 @@ class CellsSeen:
                 self.runtime.note_cell(load_cell(cell_path))
             except CellError:
                 return  # already reported by the worker that collected it
+        if self.runtime.settings.gate:
+            self.runtime.note_gate(Path(str(cell_path)), report)
         if report.when == "call":
             self.runtime.note_ran(cell_path, str(props["xlatune_item"]))
             if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock

@@ -138,6 +138,9 @@ OPTIONS = (
            metavar="DIR"),
     Option("gate", "image-upgrade gate: re-run only the baselines and the recipes locked in "
            "<cell>.lock.json, and fail on a removed flag or a regression", False, "bool"),
+    Option("gate-advisory", "with --xlatune-gate: report, do not fail: a regression or a failed "
+           "run is an expected failure (x) and <MODEL_TAG>-gate.md says so; the exit code stays 0",
+           False, "bool"),
     Option("image", "the image to run: a container image for maxtext-slurm, the Python "
            "interpreter (a venv with its JAX/XLA build) for the local and sbatch backends",
            "", metavar="IMAGE"),
@@ -227,6 +230,7 @@ class Settings:
     workdir: str = "xlatune-jobs"
     fresh_baseline: bool = False
     gate: bool = False
+    gate_advisory: bool = False
     image: str = ""
     notify: str = ""
     policy: str = ""
@@ -247,6 +251,8 @@ class Settings:
         if host_cmd and str(values["ssh-host"]).strip():
             raise pytest.UsageError("--xlatune-host-cmd and --xlatune-ssh-host: expected one way to "
                                     "reach Slurm, found both")
+        if values["gate-advisory"] and not values["gate"]:
+            raise pytest.UsageError("--xlatune-gate-advisory: expected with --xlatune-gate, found it alone")
         return cls(
             store_dir=root / values["store"],
             report_dir=root / values["report-dir"],
@@ -262,6 +268,7 @@ class Settings:
             workdir=str(values["workdir"]),
             fresh_baseline=bool(values["fresh-baseline"]),
             gate=bool(values["gate"]),
+            gate_advisory=bool(values["gate-advisory"]),
             image=str(values["image"]),
             notify=str(values["notify"]),
             policy=str(values["policy"]),

@@ -6,6 +6,7 @@ import itertools
 import os
 import re
 import shlex
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -27,6 +28,7 @@ from ..store import StoreWriteError
 from .watch import SweepStopped
 from ..launch.base import LauncherError
 from ..judge.lock import LockError
+from ..paths import lock_path
 from .session import RUNTIME_KEY, Runtime, specs_for
 from ..errors import XlatuneError
 
@@ -59,11 +61,13 @@ def slot_group(cell: Cell) -> str:
 
 
 class RunFailed(XlatuneError):
-    """A job ended without a measurement; carries the result for a readable failure."""
+    """A job ended without a measurement; carries the result for a readable failure. `stored`:
+    the result of a job of an earlier session, reused (not run again) in this one."""
 
-    def __init__(self, result: JobResult) -> None:
+    def __init__(self, result: JobResult, stored: bool = False) -> None:
         super().__init__(result.reason)
         self.result = result
+        self.stored = stored
 
 
 class Stopped(XlatuneError):
@@ -81,14 +85,24 @@ class CellFile(pytest.File):
 
     cell: Cell
 
-    def collect(self) -> Iterator[Wave]:
+    def collect(self) -> Iterator[Wave | Unlocked]:
         self.cell = load_cell(self.path)
         # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
         # the item name instead (only on xdist workers running loadgroup).
-        suffix = f"@{slot_group(self.cell)}" if getattr(self.config.option, "loadgroup", False) else ""
+        grouped = getattr(self.config.option, "loadgroup", False) or \
+            getattr(self.config, "workerinput", {}).get("xlatune_loadgroup", False)  # plugin: -n alone
+        suffix = f"@{slot_group(self.cell)}" if grouped else ""
         runtime = self.config.stash[RUNTIME_KEY]
-        specs = specs_for(self.cell, runtime.settings)
+        try:
+            specs = specs_for(self.cell, runtime.settings)
+        except LockError:
+            if runtime.settings.gate and not lock_path(self.cell.path).exists():
+                # A sweep that found nothing better writes no lock: nothing to gate here, and the
+                # other cells of `pytest cells/ --xlatune-gate` still run.
+                yield Unlocked.from_parent(self, name="gate", cell=self.cell)
+                return
+            raise
         if self.cell.catalog_waves:
             # Catalog candidates run in the order the stored evidence run gives (a session after
             # the evidence run); which of them are skipped is decided again at run time.
@@ -120,6 +134,43 @@ class Wave(pytest.Collector):
             # bracket is the parametrization, so --lf/--ff/--sw find these items again.
             yield CellItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}",
                                        spec=spec, cell=self.cell)
+
+
+class Unlocked(pytest.Item):
+    """Under --xlatune-gate, a cell without a lock: one skipped item saying so (a sweep that found
+    nothing better writes no lock), so the other cells of `pytest cells/ --xlatune-gate` run."""
+
+    def __init__(self, *, cell: Cell, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cell = cell
+
+    def runtest(self) -> None:
+        root = self.config.rootpath
+
+        def shown(path: Path) -> Path:
+            return path.relative_to(root) if path.is_relative_to(root) else path
+
+        _skip(f"{shown(lock_path(self.cell.path))}: no recipe lock, nothing to gate (a finished sweep writes "
+              f"one when it finds a recipe better than the baseline: run pytest {shown(self.cell.path)} first)")
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"cell: {self.cell.path.name} (no lock)"
+
+
+def stored_failure_line(result: JobResult, nodeid: str, now: float) -> str:
+    """What a failure reused from the store says first: which job, how long ago, how to rerun."""
+    ended = result.ended_at or result.finished_at or result.submitted_at
+    age = f", {_age(now - ended)} ago" if ended else ""
+    return (f"stored failure (job {result.job_id}{age}, from an earlier session; not run again): "
+            f"run its job again with pytest --lf, or pytest {shlex.quote(nodeid)} --xlatune-remeasure")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(seconds, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
@@ -156,6 +207,15 @@ class CellItem(pytest.Item):
                                      ("xlatune_item", self.spec.name)])
         try:
             self._run()
+        except (Regression, RunFailed) as error:
+            settings = self.config.stash[RUNTIME_KEY].settings
+            if not (settings.gate and settings.gate_advisory):
+                raise
+            # --xlatune-gate-advisory: reported (x, and in <MODEL_TAG>-gate.md), never failed.
+            self.user_properties.append(("xlatune_gate_advisory", True))
+            text = str(error) if isinstance(error, Regression) else \
+                f"job {error.result.job_id} ({error.result.verdict.value}): {error.result.reason}"
+            pytest.xfail(f"advisory gate: {text}")
         except SweepStopped as stop:
             runtime = self.config.stash[RUNTIME_KEY]
             self.user_properties.append(("xlatune_sweep_stop", True))  # no lock from this sweep
@@ -167,7 +227,7 @@ class CellItem(pytest.Item):
 
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
-        sweep = runtime.sweep_for(self.cell)
+        sweep = runtime.sweep_for(self.cell, self.nodeid)
         if reason := sweep.skip_reason(self.spec):
             _skip(reason)
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):
@@ -212,7 +272,7 @@ class CellItem(pytest.Item):
                              f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
                              f" (job {result.job_id}); not a performance regression: re-tune the recipe")
         if not result.measured:
-            raise RunFailed(result)
+            raise RunFailed(result, stored=outcome.reused)
         if spec.kind is RunKind.CROSS_CONFIG:
             self._gate_cross_config(sweep, spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:
@@ -303,6 +363,8 @@ class CellItem(pytest.Item):
             result = error.result
             lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}",
                      f"log: {result.log_path}"]
+            if error.stored:  # never mistaken for a run of this session
+                lines.insert(0, stored_failure_line(result, self.nodeid, time.time()))
             if result.log_tail:
                 lines += ["--- log tail ---", result.log_tail.rstrip()]
             return "\n".join(lines)

@@ -50,6 +50,7 @@ class JobRunner:
     counters: SweepCounters
     policy: Policy
     remeasure: bool
+    rerun_failed: bool
     queue_depth: int
     nodes: int
     nodelist: str
@@ -108,7 +109,8 @@ class JobRunner:
         stored = self.store.latest_by_key().get(key)
         if stored and stored.verdict not in RERUN_VERDICTS and (
             not self.remeasure or key in self._ran_this_session
-        ):
+        ) and not (self.rerun_failed and not stored.measured and stored.verdict is not Verdict.OOM
+                   and key not in self._ran_this_session):  # --lf: the failure's job runs again
             return RunOutcome(stored, reused=True)
         self._ran_this_session.add(key)
         if (shared := self._share(spec, key)) is not None:

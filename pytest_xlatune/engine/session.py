@@ -9,7 +9,7 @@ import pytest
 
 from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
 from ..plan.request import possible_specs
-from ..cell.model import Cell
+from ..cell.model import BackendKind, Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
 from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_store
@@ -17,13 +17,15 @@ from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
-from ..launch.preflight import PreflightError
+from ..launch.preflight import PreflightError, failure_line
 from ..judge.stop import stop_message
 from .watch import SweepStopped
 from ..adaptive.cache import request_for
 from ..adaptive.stored import summary_lines
 from .recover import recover_submissions
 from .sweep import Sweep
+from .gate_outputs import environments, gate_item, measured_on, write_gate_reports
+from ..report.gate import GateItem
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
@@ -34,8 +36,9 @@ class Runtime:
 
     def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
                  warn: Callable[[str], None] | None = None, session_id: str = "",
-                 make_backend: Factory = make_backend) -> None:
+                 make_backend: Factory = make_backend, rerun_failed: bool = False) -> None:
         self.settings = settings
+        self.rerun_failed = rerun_failed  # --lf: stored failures run again
         self.make_backend = make_backend  # plugin.py: the pytest_xlatune_make_launcher hook
         self.session_id = session_id  # xdist workers of one session share it
         self.root = root
@@ -49,6 +52,7 @@ class Runtime:
         self.needs: dict[str, str] = {}  # item id → what it needed that is not in the store
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
+        self.failed_first: dict[Path, str] = {}  # the item that printed a cell's pre-flight failure
         self._transport: Transport | None = None
         self.locks: dict[Path, Lock] = {}
         self.stops: list[str] = []
@@ -56,6 +60,7 @@ class Runtime:
         self._held: list[ResultStore] = []  # stores this session owns (their locks)
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
+        self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
 
     def paths(self, cell: Cell) -> CellPaths:
         return CellPaths(cell.path, self.root, self.settings.store_dir)
@@ -101,21 +106,36 @@ class Runtime:
                 lines.append((cell, sweep.adaptive.drift()))
         return lines
 
-    def sweep_for(self, cell: Cell) -> Sweep:
-        """The cell's sweep; the first call runs pre-flight (a failure fails every item of it)."""
+    def sweep_for(self, cell: Cell, item: str = "") -> Sweep:
+        """The cell's sweep; the first call runs pre-flight. A failure fails the item that ran it
+        with the whole message, and every later item of the cell with one line pointing there."""
         if cell.path in self.failed:
-            raise PreflightError(self.failed[cell.path])
+            first = self.failed_first.get(cell.path, "")
+            raise PreflightError(f"{cell.path.name}: not run: pre-flight failed"
+                                 + (f" (see {first} above)" if first else f": {self.failed[cell.path]}"))
         if cell.path not in self.sweeps:
             try:
                 self.sweeps[cell.path] = self._open_sweep(cell)
             except StoreError as error:  # another session owns the store: nothing is submitted
-                self.failed[cell.path] = str(error)
+                self._fail(cell, str(error), item)
                 self.refused.add(cell.path)  # its owner writes the cell's report, not this session
                 raise PreflightError(str(error)) from None
             except PreflightError as error:
-                self.failed[cell.path] = str(error)
+                self._fail(cell, str(error), item)
                 raise
+            except Exception as error:  # a backend or transport failure: one line, never a traceback
+                line = failure_line(cell.path, error, self.settings.ssh_host, self.settings.host_cmd,
+                                    cell.backend.kind is not BackendKind.LOCAL)
+                self._fail(cell, line, item)
+                raise PreflightError(line) from None
         return self.sweeps[cell.path]
+
+    def _fail(self, cell: Cell, message: str, item: str) -> None:
+        self.failed[cell.path] = message
+        self.failed_first.setdefault(cell.path, item)
+        for store in [s for s in self._held if s.path == self.store_for(cell).path]:
+            store.release()  # never a false "in use" for the cell's later items or sessions
+            self._held.remove(store)
 
     def _open_sweep(self, cell: Cell) -> Sweep:
         store = self.store_for(cell)
@@ -126,6 +146,8 @@ class Runtime:
                                                   self.paths(cell), store, self.transport, self.warn,
                                                   other_images=gate_images(cell, self.settings)))
         launcher, nodelist = backend.launcher, backend.nodelist
+        if backend.environments and dict(backend.environments) != environments(store):
+            store.append("environment", images=dict(backend.environments))  # a lock's measured_on
         specs = specs_for(cell, self.settings)
         try:
             recover_submissions(store, launcher, self.report)  # before anything is submitted
@@ -142,7 +164,8 @@ class Runtime:
         sweep = Sweep(
             cell=cell, specs=specs, store=store, launcher=launcher,
             nodelist=nodelist, nodes=backend.nodes, poll_interval=self.settings.poll_interval,
-            remeasure=self.settings.remeasure, report=self.report, warn=self.warn,
+            remeasure=self.settings.remeasure, rerun_failed=self.rerun_failed,
+            report=self.report, warn=self.warn,
             queue_depth=launcher.queue_depth, log_source=launcher.log_source,
             image=self.cell_settings(cell).image,
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
@@ -223,8 +246,16 @@ class Runtime:
         return [stored for cell in (self.cells.values() if cells is None else cells)
                 if (stored := self.stored(cell)) is not None]
 
+    def note_gate(self, cell_path: Path, report: pytest.TestReport) -> None:
+        """A gate item of the cell ended: its outcome goes into `<MODEL_TAG>-gate.md`."""
+        if (item := gate_item(report)) is not None:
+            self.gate_items.setdefault(cell_path, []).append(item)
+
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
-        """The tuning reports (and exports) of these cells, from their stored results."""
+        """The tuning reports (and exports) of these cells, from their stored results; under
+        --xlatune-gate the gate's own `<MODEL_TAG>-gate.md` instead (the tuning report stays)."""
+        if self.settings.gate:
+            return write_gate_reports(self)
         return write_reports(self.report_inputs(cells), self.settings.report_dir, mode=self.settings.numerics,
                              write_zh=self.settings.write_zh, export_dir=self.settings.export_dir)
 
@@ -249,9 +280,10 @@ class Runtime:
             except LockError:
                 existing = None  # unreadable: a whole sweep replaces it
             stopped = cell.path in self.stopped
+            image = self.cell_settings(cell).image
             built = None if not_run or stopped else build_lock(
-                cell, list(stored.results), stored.nodelist, self.cell_settings(cell).image,
-                mode=self.settings.numerics)
+                cell, list(stored.results), stored.nodelist, image, mode=self.settings.numerics,
+                measured_on=measured_on(self.store_for(cell), image))
             why_not = "" if built is not None or not_run or stopped else unconfirmed(
                 cell, list(stored.results), mode=self.settings.numerics)
             change, why = lock_change(existing, built, not_run, stopped, why_not)

@@ -52,6 +52,7 @@ class Sweep(JobRunner):
     nodes: int = 1  # the nodes every job holds (the frozen nodelist's): node-minutes accounting
     poll_interval: float = 0.5
     remeasure: bool = False
+    rerun_failed: bool = False  # --lf: a stored failure (not an OOM) is run again, once
     report: Report = lambda text: None  # progress
     warn: Report | None = None  # incidents (default: report)
     sleep: Callable[[float], None] = time.sleep

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,16 @@ class Lock:
     nodelist: str
     date: str
     recipes: tuple[LockedRecipe, ...]
+    # What the sweep measured on: the interpreter and JAX version (local backend), the container
+    # image (maxtext-slurm); "" when the backend does not say (a lock written before it was kept).
+    measured_on: str = ""
 
     def recipe(self, config_tag: str) -> LockedRecipe | None:
         return next((r for r in self.recipes if r.config_tag == config_tag), None)
 
 
 def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
-               today: dt.date | None = None, mode: Mode = Mode.FAIL) -> Lock | None:
+               today: dt.date | None = None, mode: Mode = Mode.FAIL, measured_on: str = "") -> Lock | None:
     """The recipe of the primary tag (better beyond noise, the simplest of the tied winners,
     never one whose loss left the baseline's unless `mode` is WARN), and its re-run on each
     other tag that it did not regress; None when nothing beat the baseline."""
@@ -90,7 +93,7 @@ def build_lock(cell: Cell, results: list[JobResult], nodelist: str, image: str,
         return None
     return Lock(model_tag=cell.model_tag, parallelism=cell.parallelism.text, image=image,
                 nodelist=nodelist, date=(today or dt.date.today()).isoformat(),
-                recipes=tuple(recipes))
+                recipes=tuple(recipes), measured_on=measured_on)
 
 
 def unconfirmed(cell: Cell, results: list[JobResult], mode: Mode = Mode.FAIL) -> str:
@@ -120,6 +123,8 @@ def lock_change(existing: Lock | None, built: Lock | None, not_run: list[str],
                        + ("; the lock on file is kept" if existing is not None else ""))
     if existing is not None and _same(existing, built):
         return False, f"the sweep found the recipe on file ({_recipes(built)})"
+    if existing is not None and _same(existing, replace(built, measured_on=existing.measured_on)):
+        return True, f"the recipe on file ({_recipes(built)}), now measured on {built.measured_on}"
     if existing is None:
         return True, f"new lock: {_recipes(built)}"
     return True, f"recipe changed: {_recipes(existing)} → {_recipes(built)}"
@@ -127,8 +132,8 @@ def lock_change(existing: Lock | None, built: Lock | None, not_run: list[str],
 
 def _same(a: Lock, b: Lock) -> bool:
     """Equal but for the date (a rerun reusing every stored result measures nothing new)."""
-    return (a.model_tag, a.parallelism, a.image, a.nodelist, a.recipes) == \
-        (b.model_tag, b.parallelism, b.image, b.nodelist, b.recipes)
+    return (a.model_tag, a.parallelism, a.image, a.nodelist, a.recipes, a.measured_on) == \
+        (b.model_tag, b.parallelism, b.image, b.nodelist, b.recipes, b.measured_on)
 
 
 def _recipes(lock: Lock) -> str:
@@ -161,7 +166,7 @@ def load_lock(path: Path) -> Lock:
         )) for r in data["recipes"])
         return Lock(model_tag=data["model_tag"], parallelism=data["parallelism"],
                     image=data["image"], nodelist=data["nodelist"], date=data["date"],
-                    recipes=recipes)
+                    recipes=recipes, measured_on=str(data.get("measured_on", "")))
     except (KeyError, TypeError, ValueError) as error:
         raise LockError(f"{path}: recipes: expected the lock schema, found a problem at {error}") from None
 

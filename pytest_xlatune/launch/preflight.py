@@ -13,6 +13,7 @@ from ..cell.model import ClusterSlot
 from ..slurm.client import SlurmClient
 from ..slurm.parsers import NodeState, NodeStatus
 from ..errors import XlatuneError
+from ..transport.base import TransportError
 
 
 class PreflightError(XlatuneError):
@@ -91,3 +92,24 @@ def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient,
     return FrozenSlot(nodelist=nodelist, hosts=tuple(hosts), partition=slot.partition,
                       other_jobs=client.queue_of_partition(slot.partition),
                       busy=client.queue_on_nodes(nodelist))
+
+
+def reach_hint(ssh_host: str, host_cmd: str) -> str:
+    """What to pass or check when Slurm (or the host behind it) could not be reached."""
+    if ssh_host:
+        return (f"check --xlatune-ssh-host {ssh_host} (the host, its key in known_hosts, your SSH key), "
+                "or pass --xlatune-host-cmd CHECKOUT from inside the maxtext-slurm container")
+    if host_cmd:
+        return f"check --xlatune-host-cmd {host_cmd}: is the checkout's .host-cmd bridge running on the host?"
+    return ("no Slurm client here: reach the cluster with --xlatune-ssh-host HOST (SSH to its login node) "
+            "or --xlatune-host-cmd CHECKOUT (from inside the maxtext-slurm container)")
+
+
+def failure_line(cell_path: Path, error: Exception, ssh_host: str, host_cmd: str, slurm: bool) -> str:
+    """An exception a backend or transport raised at pre-flight, as one line naming the option
+    that fixes it (never a traceback)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    where = ("--xlatune-ssh-host" if ssh_host else "--xlatune-host-cmd" if host_cmd else "backend")
+    kind = "" if isinstance(error, TransportError) else f"{type(error).__name__}: "  # ours say what failed
+    line = f"{cell_path}: {where}: pre-flight failed: {kind}{text}"
+    return f"{line}; {reach_hint(ssh_host, host_cmd)}" if slurm or ssh_host or host_cmd else line

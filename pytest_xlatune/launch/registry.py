@@ -17,6 +17,7 @@ from ..cell.grammar import CONTAINER_IMAGE, GrammarError
 from ..transport.hostcmd import HostCmdTransport
 from .base import CommandRefused, Launcher, LauncherError
 from .devices import check_gpu
+from .environment import check_interpreters, remedy
 from .local import LocalLauncher
 from .maxtext.launcher import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .sbatch import SbatchLauncher
@@ -24,7 +25,7 @@ from .slurm_jobs import SlurmPlacement
 from ..cell import sections as cell_sections
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import restore_default_changes
-from .preflight import FrozenSlot, PreflightError, resolve_slot
+from .preflight import FrozenSlot, PreflightError, reach_hint, resolve_slot
 from ..evidence.fetch import fetch_evidence
 from ..paths import CellPaths, slug_of_workdir, store_file
 from ..settings import CellSettings, Settings
@@ -78,7 +79,8 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
     except CommandRefused as error:  # the bridge's policy said no: not a Slurm failure
         raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
     except (LauncherError, TransportError) as error:
-        raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}") from None
+        raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}; "
+                             f"{reach_hint(settings.ssh_host, settings.host_cmd)}") from None
     placement = SlurmPlacement(nodelist=frozen.nodelist, nodes=frozen.nodes,
                                partition=cell.backend.option("partition") or cell.slot.partition,
                                time_limit=cell.backend.option("time"))
@@ -212,6 +214,9 @@ class Backend:
     other_jobs: str = ""  # other jobs on the partition (shown with -v)
     busy: str = ""  # other jobs on the pinned nodes (id|user|state|nodes|name lines)
     fetch_artifacts: Fetch | None = None  # remote clusters: copy an evidence run's artifacts here
+    # image → what it runs on ("Python 3.11.7, JAX 0.4.35 (/venv/bin/python)"), as pre-flight saw
+    # it; a lock records its image's, the gate report shows both (local backend only)
+    environments: tuple[tuple[str, str], ...] = ()
 
 
 Factory = Callable[[LaunchContext], Backend]
@@ -221,7 +226,14 @@ def _local(ctx: LaunchContext) -> Backend:
     check_gpu(ctx.cell)  # a hardware=gpu cell on a machine without one would measure no-op flags
     launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1,
                              ctx.other_images)
-    return Backend(launcher, LOCAL_NODELIST)
+    found, problems = check_interpreters(LocalTransport(), {ctx.cell_settings.image: launcher.python,
+                                                            **launcher.pythons}, launcher.module)
+    if problems:  # every interpreter at once, before any job: not one retried failure per item
+        where = ctx.cell_settings.image_source if ctx.cell_settings.image else "--xlatune-python"
+        raise PreflightError(f"{ctx.cell.path}: {where}: expected an interpreter that can run the workload, "
+                             f"found {'; '.join(problems)}: {remedy(launcher.module)}")
+    return Backend(launcher, LOCAL_NODELIST,
+                   environments=tuple((image, i.measured_on) for image, i in found.items()))
 
 
 def _slurm(ctx: LaunchContext) -> Backend:

@@ -140,6 +140,12 @@ def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: 
     runtime = session.config.stash.get(RUNTIME_KEY, None)
     if runtime is None:
         return
+    if runtime.settings.gate:  # the gate's verdict, as <MODEL_TAG>-gate.md says it
+        from ..engine.gate_outputs import gate_cells
+        from .gate import render_html
+
+        prefix.append(STYLE + render_html([c for cells in gate_cells(runtime).values() for c in cells]))
+        return
     # The same ReportData the markdown report renders (evidence and the numerics mode included).
     parts = [cell_html(report_data(report, runtime.settings.numerics)) for report in runtime.report_inputs()]
     if parts:

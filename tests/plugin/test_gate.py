@@ -101,11 +101,24 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_f
     assert "no longer beats" not in result.stdout.str()  # 1030 still beats the baseline (1000)
 
 
-def test_gate_without_a_lock_is_one_clear_line(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
-    cell = pytester.makefile(".yml", nolock=CELL)
+def test_a_cell_without_a_lock_is_skipped_in_one_line_and_the_others_are_gated(
+        pytester: pytest.Pytester, swept: Path) -> None:
+    # `pytest cells/ --xlatune-gate`: a sweep that found nothing better wrote no lock for nolock.yml.
+    pytester.makefile(".yml", nolock=CELL.replace("model_tag: gated", "model_tag: unlocked"))
+    result = pytester.runpytest("gated.yml", "nolock.yml", "--xlatune-gate", "-rs", *FAKE)
+    result.assert_outcomes(passed=12, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] nolock.yml:1: nolock.lock.json: no recipe lock, nothing to gate "
+                                 "(a finished sweep writes one when it finds a recipe better than the "
+                                 "baseline: run pytest nolock.yml first)"])
+    assert "Traceback" not in result.stdout.str() and "error" not in result.stdout.str().lower()
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_an_unreadable_lock_is_one_clear_line(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    cell = pytester.makefile(".yml", broken=CELL)
+    cell.with_suffix(".lock.json").write_text("{not json")
     result = pytester.runpytest(str(cell), "--xlatune-gate", *FAKE)
-    result.stdout.fnmatch_lines(["*nolock.lock.json: expected a recipe lock written by a finished "
-                                 "sweep (run the sweep first), found no file"])
+    result.stdout.fnmatch_lines(["*broken.lock.json: expected JSON, found *"])
     assert "Traceback" not in result.stdout.str()
 
 
@@ -146,3 +159,60 @@ def test_a_lock_written_on_a_faster_cluster_does_not_fail_the_same_image(
 
 def events(pytester: pytest.Pytester) -> list[dict[str, object]]:
     return [json.loads(line) for line in (pytester.path / ".xlatune" / "gated.jsonl").read_text().splitlines()]
+
+
+def test_the_gate_writes_its_own_report_and_leaves_the_tuning_report_as_the_sweep_wrote_it(
+        pytester: pytest.Pytester, swept: Path) -> None:
+    tuning = (pytester.path / "gated-tuning.md").read_text()
+    lock = json.loads(swept.with_suffix(".lock.json").read_text())
+    # The lock says what it was measured on: this interpreter and its JAX version.
+    assert lock["measured_on"].startswith(f"Python {sys.version.split()[0]}, ")
+    assert lock["measured_on"].endswith(f"({sys.executable})")
+    slower = image(pytester.path, "slow-python", """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", "--html=gate.html",
+                                "--self-contained-html", *FAKE)
+    result.assert_outcomes(passed=10, failed=2)
+    result.stdout.fnmatch_lines(["xlatune: gate report written to gated-gate.md"])
+    html = (pytester.path / "gate.html").read_text()
+    assert "Image gate: gated.yml" in html and "FAILED: 2 of 12 gate item(s) failed" in html
+    assert (pytester.path / "gated-tuning.md").read_text() == tuning
+    gate = (pytester.path / "gated-gate.md").read_text()
+    assert "**Verdict: FAILED: 2 of 12 gate item(s) failed**" in gate
+    assert f"| new | {slower} | Python {sys.version.split()[0]}, " in gate
+    assert f"| lock ({lock['date']}, gated.lock.json) | (default) | {lock['measured_on']} |" in gate
+    assert "`gate::fast[sparse]` (failed):" in gate and "recipe 'fast' [sparse] regressed vs the lock" in gate
+
+
+def test_advisory_mode_reports_the_regression_and_does_not_fail(pytester: pytest.Pytester, swept: Path) -> None:
+    slower = image(pytester.path, "slow-python", """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
+    result = pytester.runpytest(str(swept), "--xlatune-gate", "--xlatune-gate-advisory",
+                                f"--xlatune-image={slower}", "-rx", *FAKE)
+    result.assert_outcomes(passed=10, xfailed=2)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["XFAIL *gate::fast[[]sparse[]]* - advisory gate: recipe 'fast' [[]sparse[]] regressed*"])
+    gate = (pytester.path / "gated-gate.md").read_text()
+    assert "**Verdict: FAILED (advisory: reported, the exit code stays 0): 2 of 12 gate item(s) failed**" in gate
+
+
+def test_advisory_without_the_gate_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--xlatune-gate-advisory")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--xlatune-gate-advisory: expected with --xlatune-gate, found it alone"])
+
+
+def test_a_new_venv_without_the_workload_fails_preflight_once_in_one_line(
+        pytester: pytest.Pytester, swept: Path) -> None:
+    # A new venv that lacks the workload module: every item used to be retried and fail with
+    # "exited with code 1 before any completed step"; pre-flight says so once, before any job.
+    bare = image(pytester.path, "bare-python", "export PYTHONPATH=/nonexistent PYTHONNOUSERSITE=1\n"
+                                                "exec python3 -I \"$@\"")
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={bare}", *FAKE)
+    result.assert_outcomes(failed=12)
+    line = (f"*gated.yml: --xlatune-image: expected an interpreter that can run the workload, found {bare} "
+            "(Python *) cannot import the workload module fake_trainer: make fake_trainer importable there*")
+    result.stdout.fnmatch_lines([line])
+    assert "before any completed step" not in result.stdout.str()
+    jobs = [e for e in events(pytester) if e["event"] == "submitted" and e.get("wave") == "gate"]
+    assert jobs == []

@@ -248,3 +248,14 @@ def test_xdist_workers_splitting_one_cell_are_told_to_use_loadgroup(tmp_path: Pa
                              capture_output=True, text=True, timeout=300)
     assert grouped.returncode == 0, grouped.stdout
     assert "in use by" not in grouped.stdout
+
+
+def test_n_without_dist_keeps_each_cell_on_one_worker(tmp_path: Path, cell: Path) -> None:
+    """`-n 2` alone used to mean `--dist load`: items of one cell on two workers, the second
+    refused ("in use by another xdist worker … --dist loadgroup"); now it groups them itself."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, "-n", "2"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "in use by" not in out and "Traceback" not in out
+    assert_nothing_twice(tmp_path, cell)

@@ -735,3 +735,18 @@ def test_nearest_config_is_the_same_family_dense_or_moe_and_closest_size(wanted:
 
     names = [n.removesuffix(".gpu.yml") for n in UPSTREAM_CONFIGS if n.endswith(".gpu.yml")]
     assert nearest_config(names, wanted) == nearest
+
+
+def test_every_checkout_problem_is_in_one_preflight_message(cell_path: Path) -> None:
+    """A checkout without train_env.sh nor the model's config: both in one line, each with its fix
+    (was: one per run, the second seen only after fixing the first)."""
+    files = checkout_files()
+    del files[f"{CK}/train_env.sh"], files[f"{CK}/configs/demo.gpu.yml"]
+    files[f"{CK}/configs/demo-big.env.sh"] = b""
+    with pytest.raises(PreflightError) as info:
+        make(FakeTransport(files), cell_path, prepare=False).prepare()
+    message = str(info.value)
+    assert message.startswith(f"{cell_path}: backend.checkout: expected train_env.sh in the maxtext-slurm "
+                              f"checkout {CK}, found none; and {cell_path}: model_tag: expected "
+                              "configs/demo.gpu.yml"), message
+    assert "\n" not in message

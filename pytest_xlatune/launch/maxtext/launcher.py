@@ -138,18 +138,21 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         self._prepared = True
 
     def _prepare(self, where: str) -> None:
-        for required in (self.path("submit.sh"), self.train_env):
-            if not self.transport.exists(required):
-                raise PreflightError(f"{where}: expected {posixpath.relpath(required, self.checkout)} in the "
-                                     f"maxtext-slurm checkout {self.checkout}, found none")
-        problem = check_submit_tools(self.transport, self.checkout)
-        if problem:
-            raise PreflightError(f"{where}: {problem}")
+        # Every problem of the checkout at once, each naming what fixes it: one pre-flight, one fix.
+        problems = [f"expected {posixpath.relpath(required, self.checkout)} in the maxtext-slurm checkout "
+                    f"{self.checkout}, found none"
+                    for required in (self.path("submit.sh"), self.train_env) if not self.transport.exists(required)]
+        if problem := check_submit_tools(self.transport, self.checkout):
+            problems.append(problem)
         configs = self._find(self.path("configs"), "-mindepth", "1", "-maxdepth", "1", "-name", "*.gpu.yml")
         try:
             self.model_name = resolve_model_name([posixpath.basename(c) for c in configs], self.model_tag)
         except ValueError as error:
-            raise PreflightError(f"{self.cell}: model_tag: {error} (in {self.path('configs')})") from None
+            model = f"{self.cell}: model_tag: {error} (in {self.path('configs')})"
+            raise PreflightError(model if not problems else
+                                 f"{where}: {'; '.join(problems)}; and {model}") from None
+        if problems:
+            raise PreflightError(f"{where}: {'; '.join(problems)}")
         settings = self.inventory()["gpu_yml"]["settings"]
         self._yml_parallelism = {f"{k}={v}" for k, v in settings.items() if k.endswith("_parallelism")}
         self.user_cache = self._checkout_cache(settings)
