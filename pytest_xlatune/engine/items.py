@@ -140,7 +140,7 @@ class Unlocked(pytest.Item):
     """Under --xlatune-gate, a cell without a lock: one skipped item saying so (a sweep that found
     nothing better writes no lock), so the other cells of `pytest cells/ --xlatune-gate` run."""
 
-    def __init__(self, *, cell: Cell, **kwargs: Any) -> None:
+    def __init__(self, *, cell: Cell, **kwargs: Unpack[NodeArgs]) -> None:
         super().__init__(**kwargs)
         self.cell = cell
 
