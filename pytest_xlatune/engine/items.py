@@ -18,6 +18,7 @@ from ..cell.load import CellError, load_cell
 from ..evidence.artifacts import evidence_facts
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
+from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError
 from ..judge import figures, stats, verdicts
 from ..report.final import figure_properties
@@ -227,7 +228,10 @@ class CellItem(pytest.Item):
 
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
-        sweep = runtime.sweep_for(self.cell, self.nodeid)
+        try:
+            sweep = runtime.sweep_for(self.cell, self.nodeid)
+        except NoGpuHere as error:
+            _skip(str(error))
         if reason := sweep.skip_reason(self.spec):
             _skip(reason)
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):

@@ -17,6 +17,7 @@ from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
 from ..plan.expand import RunSpec, expand, expand_gate
 from ..notify import Notifier
+from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError, failure_line
 from ..judge.stop import stop_message
 from .watch import SweepStopped
@@ -53,6 +54,7 @@ class Runtime:
         self.upcoming: dict[Path, list[RunSpec]] = {}
         self.failed: dict[Path, str] = {}
         self.failed_first: dict[Path, str] = {}  # the item that printed a cell's pre-flight failure
+        self.no_gpu: dict[Path, str] = {}  # GPU cells on a machine without a GPU: skipped, one line
         self._transport: Transport | None = None
         self.locks: dict[Path, Lock] = {}
         self.stops: list[str] = []
@@ -109,6 +111,8 @@ class Runtime:
     def sweep_for(self, cell: Cell, item: str = "") -> Sweep:
         """The cell's sweep; the first call runs pre-flight. A failure fails the item that ran it
         with the whole message, and every later item of the cell with one line pointing there."""
+        if cell.path in self.no_gpu:  # skipped, not failed: the machine, not the cell, is wrong
+            raise NoGpuHere(self.no_gpu[cell.path])
         if cell.path in self.failed:
             first = self.failed_first.get(cell.path, "")
             raise PreflightError(f"{cell.path.name}: not run: pre-flight failed"
@@ -120,6 +124,9 @@ class Runtime:
                 self._fail(cell, str(error), item)
                 self.refused.add(cell.path)  # its owner writes the cell's report, not this session
                 raise PreflightError(str(error)) from None
+            except NoGpuHere as error:
+                self.no_gpu[cell.path] = str(error)
+                raise
             except PreflightError as error:
                 self._fail(cell, str(error), item)
                 raise

@@ -45,12 +45,17 @@ def needs_gpu(cell: Cell) -> bool:
     return next(_gpu_keys(cell), None) is not None
 
 
+class NoGpuHere(PreflightError):
+    """A GPU cell on a machine without a GPU: its items are skipped (not failed), so that
+    `pytest cells/` on a laptop runs the CPU cells and says why the GPU cell did not run."""
+
+
 def check_gpu(cell: Cell, probe: Callable[[], list[str]] = nvidia_gpus) -> None:
     """Refuse (one line naming the cell and key) a GPU cell on a machine that has no GPU."""
     key = next(_gpu_keys(cell), None)
     if key is None or probe():
         return
-    raise PreflightError(
+    raise NoGpuHere(
         f"{cell.path}: {key}: expected an NVIDIA GPU on this machine for hardware=gpu, found none "
         f"(no {' or '.join(_GPU_NODES)}): this cell needs a GPU; run it where one is "
         "(scripts/gpu-cell.sh)"
