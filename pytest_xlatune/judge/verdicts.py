@@ -135,16 +135,19 @@ def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[Job
 
 def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
     """Why a win is not confirmed ("" when it is): a win needs a second run that agrees with it,
-    a repeat (the runs agree) or the winner's evidence run (within the runs' 99 % prediction
-    interval and above the baseline); a winner's evidence run that disagrees contradicts the win."""
+    a repeat (the runs agree) or the winner's evidence run; that re-run contradicts the win when
+    it is not above the baseline, or outside the runs' 99 % prediction interval and under half
+    their gain."""
     tab = table(results, result.config_tag)
     values = group_of(result, results)
     base = sum(tab.baseline) / len(tab.baseline) if tab.baseline else 0.0
     shown = ", ".join(f"{v:.1f}" for v in values)
     evidence = winner_evidence(result, results)
+    mean = sum(values) / len(values)
     for e in evidence:
         tgs = e.tgs or 0.0
-        if stats.outlier(tgs, values, tab.noise) or tgs <= base:
+        # Contradicts: no win at all, or beyond the runs' noise and under half the win.
+        if tgs <= base or (stats.outlier(tgs, values, tab.noise) and tgs - base < (mean - base) / 2):
             return (f"the winner's re-run {e.item} (job {e.job_id}) measured {tgs:.1f} TGS "
                     f"({(tgs / base - 1) * 100 if base else 0.0:+.2f} % vs the baseline), which "
                     f"contradicts {result.profile}'s {len(values)} run(s) ({shown})")
