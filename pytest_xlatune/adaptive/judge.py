@@ -127,7 +127,7 @@ class Board:
             return None
         levels, ref_var = reference
         m = len(runs)
-        residuals = [math.log(value) - level for (_, value, _, _), level in zip(runs, levels)]
+        residuals = [math.log(value) - level for (_, value, _, _), level in zip(runs, levels, strict=True)]
         delta = sum(residuals) / m
         pooled = (self.noise.cv_pct / 100) ** 2
         own = sum((r - delta) ** 2 for r in residuals) / (m - 1) if m >= 2 else 0.0

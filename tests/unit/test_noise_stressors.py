@@ -124,7 +124,7 @@ def test_noise_far_above_the_prior_is_reported_as_measured_and_nothing_wins(tmp_
         values = [1000 * (1 + rng.gauss(0, truth)) for _ in range(3)]
         jobs = [str(10 + 3 * i + j) for j in range(3)]
         results.append(run(name, sum(values) / 3, job=jobs[0], flags=(f"--xla_{name}=1",),
-                           runs=tuple(zip(jobs, values))))
+                           runs=tuple(zip(jobs, values, strict=True))))
     noise = verdicts.noise(results, "default")
     assert truth * 100 / 2 <= noise.cv_pct <= truth * 100 * 2 and noise.df == 5 and not noise.assumed
     assert verdicts.winners(results, "default", 4) == []
