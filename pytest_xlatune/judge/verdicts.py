@@ -59,9 +59,10 @@ def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list
 class Table:
     """One config tag's noise and its groups of identical settings (built once per results list)."""
 
-    noise: stats.Noise
+    noise: stats.Noise  # pooled over the groups that agree with the others
     groups: Mapping[tuple[object, ...], tuple[float, ...]]  # settings → every run's steady TGS
     baseline: tuple[float, ...]  # the baseline-deployed repeats (and controls)
+    unstable: frozenset[tuple[object, ...]] = frozenset()  # groups beyond the others' noise
 
 
 _TABLES: OrderedDict[tuple[object, ...], tuple[tuple[JobResult, ...], Table]] = OrderedDict()
@@ -78,8 +79,14 @@ def table(results: Sequence[JobResult], config_tag: str) -> Table:
         return hit[1]
     groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r))
               for g in identical_groups(results, config_tag)}
-    built = Table(stats.pooled_noise(list(groups.values())), groups,
-                  tuple(baseline_values(results, config_tag)))
+    everything = stats.pooled_noise(list(groups.values()))
+    # A group whose runs disagree beyond all the others (F test at 99 %) is unstable: its spread
+    # widens its own interval (stats.compare) but not everyone's.
+    unstable = frozenset(k for k, v in groups.items()
+                         if len(v) >= 2 and stats.disagree(v, stats.without(everything, v)))
+    steady = [v for k, v in groups.items() if k not in unstable]
+    noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
+    built = Table(noise, groups, tuple(baseline_values(results, config_tag)), unstable)
     _TABLES[fingerprint] = (tuple(results), built)
     if len(_TABLES) > _TABLES_KEPT:
         _TABLES.popitem(last=False)
@@ -106,8 +113,7 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
         reference = tab.baseline if result.kind == RunKind.EVIDENCE.value else \
             tab.groups.get(settings_key(result), ())
         return bool(reference) and result.tgs is not None and stats.outlier(result.tgs, reference, tab.noise)
-    values = group_of(result, results)
-    return len(values) >= 2 and stats.disagree(values, stats.without(tab.noise, values))
+    return settings_key(result) in tab.unstable
 
 
 def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Comparison | None:
@@ -166,7 +172,8 @@ class Disagreement:
     spread_pct: float  # (max − min) / mean
 
     def text(self) -> str:
-        values = ", ".join(f"{r.tgs:.1f} (job {r.job_id})" for r in self.runs)
+        values = ", ".join(f"{v:.1f} (job {j})" for r in self.runs
+                           for j, v in (r.runs or ((r.job_id, r.tgs or 0.0),)))
         return f"{' = '.join(sorted({r.profile for r in self.runs}))}: {values}, spread {self.spread_pct:.1f} %"
 
 
