@@ -177,11 +177,14 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
              Role.WINNER_EVIDENCE: "winner_evidence", Role.CONTROL: "baseline"}
     results = []
     for obs in state.runs:
-        spec_flags = sweep.flags.get(obs.item, ()) if obs.role is Role.PROFILE else ()
+        source = judge.item_of(state.plan, obs.key) if obs.role is Role.WINNER_EVIDENCE else None
+        spec_flags = sweep.flags.get(obs.item, ()) if obs.role is Role.PROFILE else \
+            sweep.flags.get(source.name, ()) if source else ()
         verdict = Verdict.SUCCESS if obs.measured else Verdict.OOM
         results.append(JobResult(key=obs.run, item=obs.item, wave="wave2" if obs.role is Role.PROFILE else "wave1",
                                  profile=obs.item, config_tag="default", kind=kinds[obs.role], job_id=obs.run,
-                                 verdict=verdict, xla_flags=spec_flags, tgs=obs.value if obs.measured else None))
+                                 verdict=verdict, xla_flags=spec_flags, tgs=obs.value if obs.measured else None,
+                                 resolved_from=source.name if source else ""))
     for r in results:
         if r.kind == "profile" and r.measured:
             out.judged.add(r.item)
@@ -189,7 +192,9 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
             if comparison is not None and comparison.verdict is stats.Direction.BETTER:
                 out.better.add(r.item)
     chosen = verdicts.choose(results, "default")
-    out.recipe = chosen.recipe.item if chosen else None
+    # What the lock would hold: the recipe only when a run agrees with its win (lock.build_lock).
+    confirmed = chosen is not None and not verdicts.confirmation(chosen.recipe, results)
+    out.recipe = chosen.recipe.item if chosen and confirmed else None
 
 
 def score(sweep: Sweep, out: Outcome) -> dict[str, float]:

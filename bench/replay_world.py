@@ -195,8 +195,8 @@ def job(rng: random.Random, world: World, sweep: Sweep, item: PlanItem, effect_i
         return Job(start, (), (), 0, t + world.teardown_s, failure)
     evidence = role in (Role.EVIDENCE, Role.WINNER_EVIDENCE)
     effect = 0.0 if role.is_control or role is Role.EVIDENCE else sweep.effects.get(effect_item, 0.0)
-    noise = world.profile_noise_pct if world.profile_noise_pct is not None and role is Role.PROFILE \
-        else world.noise_pct
+    candidate = role in (Role.PROFILE, Role.WINNER_EVIDENCE)  # the winner's re-run is a candidate's run
+    noise = world.profile_noise_pct if world.profile_noise_pct is not None and candidate else world.noise_pct
     level = math.log(world.base_tgs) + math.log1p(effect / 100) + rng.gauss(0.0, noise / 100)
     scatter = world.step_scatter_pct / 100
     innovation = scatter * math.sqrt(1 - world.step_autocorr**2)
