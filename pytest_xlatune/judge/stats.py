@@ -215,11 +215,14 @@ def disagree(values: Sequence[float], reference: Noise, confidence: float = PRIO
 
 
 def outlier(value: float, group: Sequence[float], noise: Noise,
-            confidence: float = PRIOR_REJECT_CONFIDENCE) -> bool:
-    """One run outside the `confidence` prediction interval of a group of identical settings."""
+            confidence: float = PRIOR_REJECT_CONFIDENCE, own_se: float = 0.0) -> bool:
+    """One run outside the `confidence` prediction interval of a group of identical settings;
+    `own_se`: the run's own relative standard error (its steps), e.g. a profiled run's fewer steps."""
     x = _values(group, "outlier")
     cv = max(noise.cv_pct, x.std(ddof=1) / x.mean() * 100 if x.size >= 2 else 0.0) / 100
-    se = cv * math.sqrt(1 + 1 / x.size)
+    se = math.sqrt(cv**2 * (1 + 1 / x.size) + own_se**2)
+    if not math.isfinite(se):
+        return False  # one step says nothing about where the run's mean could be
     if se == 0:
         return value != float(x.mean())
     return abs(math.log(value / float(x.mean()))) > float(_st.t.ppf((1 + confidence) / 2, noise.df)) * se

@@ -99,6 +99,14 @@ def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
     return table(results, config_tag).noise
 
 
+def own_se(result: JobResult) -> float:
+    """A run's relative standard error from its own steady steps (0 without them)."""
+    if len(result.tgs_values) < 2:
+        return 0.0
+    job = stats.job_estimate(result.tgs_values)
+    return job.stderr / job.mean
+
+
 def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:
     """Every run with the result's effective settings (its own at least)."""
     return table(results, result.config_tag).groups.get(settings_key(result)) or tuple(run_values(result))
@@ -112,7 +120,8 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     if result.kind in _UNPOOLED:
         reference = tab.baseline if result.kind == RunKind.EVIDENCE.value else \
             tab.groups.get(settings_key(result), ())
-        return bool(reference) and result.tgs is not None and stats.outlier(result.tgs, reference, tab.noise)
+        return bool(reference) and result.tgs is not None and \
+            stats.outlier(result.tgs, reference, tab.noise, own_se=own_se(result))
     return settings_key(result) in tab.unstable
 
 
@@ -153,7 +162,7 @@ def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
     for e in evidence:
         tgs = e.tgs or 0.0
         # Contradicts: no win at all, or beyond the runs' noise and under half the win.
-        if tgs <= base or (stats.outlier(tgs, values, tab.noise) and tgs - base < (mean - base) / 2):
+        if tgs <= base or (stats.outlier(tgs, values, tab.noise, own_se=own_se(e)) and tgs - base < (mean - base) / 2):
             return (f"the winner's re-run {e.item} (job {e.job_id}) measured {tgs:.1f} TGS "
                     f"({(tgs / base - 1) * 100 if base else 0.0:+.2f} % vs the baseline), which "
                     f"contradicts {result.profile}'s {len(values)} run(s) ({shown})")
