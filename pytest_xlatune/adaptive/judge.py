@@ -132,7 +132,8 @@ class Board:
         pooled = (self.noise.cv_pct / 100) ** 2
         own = sum((r - delta) ** 2 for r in residuals) / (m - 1) if m >= 2 else 0.0
         rest = stats.without(self.noise, [value for _, value, _, _ in runs]) if m >= 2 else self.noise
-        unstable = m >= 2 and rest.cv_pct > 0 and own / (rest.cv_pct / 100) ** 2 > quantile_f(m - 1, rest.df)
+        scale = (rest.cv_pct / 100) ** 2 + self.step_var / self.plan.steady_steps  # never below the steps' SE
+        unstable = m >= 2 and scale > 0 and own / scale > quantile_f(m - 1, rest.df)
         extra = ref_var + sum(r[3] for r in runs) / m**2
         unit, df = (own, stats.welch(own / m, float(m - 1), extra, self.noise.df)) if own > pooled \
             else (pooled, self.noise.df)

@@ -77,13 +77,14 @@ def table(results: Sequence[JobResult], config_tag: str) -> Table:
     if hit is not None:
         _TABLES.move_to_end(fingerprint)
         return hit[1]
-    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r))
-              for g in identical_groups(results, config_tag)}
+    found = identical_groups(results, config_tag)
+    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
+    floors = {settings_key(g[0]): _step_floor(g) for g in found}
     everything = stats.pooled_noise(list(groups.values()))
     # A group whose runs disagree beyond all the others (F test at 99 %) is unstable: its spread
     # widens its own interval (stats.compare) but not everyone's.
     unstable = frozenset(k for k, v in groups.items()
-                         if len(v) >= 2 and stats.disagree(v, stats.without(everything, v)))
+                         if len(v) >= 2 and stats.disagree(v, stats.without(everything, v), floor_se=floors[k]))
     steady = [v for k, v in groups.items() if k not in unstable]
     noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
     built = Table(noise, groups, tuple(baseline_values(results, config_tag)), unstable)
@@ -105,6 +106,13 @@ def own_se(result: JobResult) -> float:
         return 0.0
     job = stats.job_estimate(result.tgs_values)
     return job.stderr / job.mean
+
+
+def _step_floor(group: Sequence[JobResult]) -> float:
+    """The group's typical relative standard error of one run's mean, from the runs' steps (a
+    pooled result's steps are its runs' together: its SE × √runs is one run's)."""
+    squares = [(own_se(r) ** 2) * max(1, len(r.runs)) for r in group]
+    return (sum(squares) / len(squares)) ** 0.5 if squares else 0.0
 
 
 def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:
