@@ -129,7 +129,8 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
         j = rng.randrange(n)
         probe = profiles[j][0]
         profiles[j] = (probe, ("--xla_gpu_sim_probe=true",), 3.0, "")
-    for lever in range(0 if world.all_null else _pick(rng, {1: 0.65, 2: 0.35})):  # the dominant lever; then a weaker one
+    levers = 0 if world.all_null else _pick(rng, {1: 0.65, 2: 0.35})
+    for lever in range(levers):  # the dominant lever; then a weaker one
         best = rng.uniform(3.0, 12.0) if lever == 0 else rng.uniform(3.0, 5.0)
         count = _pick(rng, {1: 0.35, 2: 0.3, 3: 0.2, 4: 0.15})
         sizes = [best] + [best * rng.uniform(0.5, 0.97) for _ in range(count - 1)]
