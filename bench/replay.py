@@ -329,15 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the first sweep (default: 1)")
     parser.add_argument("--noise", type=float, default=World.noise_pct, help="run-to-run CV in %% (default: 0.8)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("--stressor-sweeps", type=int, default=20,
-                        help="sweeps per stressor (noise 15 %%, unstable profiles, bursty load; 0: none; default: 20)")
+    parser.add_argument("--stressor-sweeps", type=int, default=None,
+                        help="sweeps per stressor (noise 15 %%, unstable profiles, bursty load; 0: none; "
+                             "default: a tenth of --sweeps, at least 1)")
     args = parser.parse_args(argv)
     if args.sweeps < 1:
         parser.error(f"--sweeps: expected an integer >= 1, found {args.sweeps}")
     data = simulate(args.sweeps, args.seed, World(noise_pct=args.noise))
     text = table(data)
-    if args.stressor_sweeps > 0:
-        stressed, data["stressors"] = stressors(args.stressor_sweeps, args.seed)
+    per_stressor = max(1, args.sweeps // 10) if args.stressor_sweeps is None else args.stressor_sweeps
+    if per_stressor > 0:
+        stressed, data["stressors"] = stressors(per_stressor, args.seed)
         text += "\n\n" + stressed
     return emit(text, data, args.json)
 
