@@ -177,19 +177,24 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
              Role.WINNER_EVIDENCE: "winner_evidence", Role.CONTROL: "baseline"}
     results = []
     for obs in state.runs:
-        spec_flags = sweep.flags.get(obs.item, ()) if obs.role is Role.PROFILE else ()
+        source = judge.item_of(state.plan, obs.key) if obs.role is Role.WINNER_EVIDENCE else None
+        spec_flags = sweep.flags.get(obs.item, ()) if obs.role is Role.PROFILE else \
+            sweep.flags.get(source.name, ()) if source else ()
         verdict = Verdict.SUCCESS if obs.measured else Verdict.OOM
         results.append(JobResult(key=obs.run, item=obs.item, wave="wave2" if obs.role is Role.PROFILE else "wave1",
                                  profile=obs.item, config_tag="default", kind=kinds[obs.role], job_id=obs.run,
-                                 verdict=verdict, xla_flags=spec_flags, tgs=obs.value if obs.measured else None))
+                                 verdict=verdict, xla_flags=spec_flags, tgs=obs.value if obs.measured else None,
+                                 resolved_from=source.name if source else ""))
     for r in results:
         if r.kind == "profile" and r.measured:
             out.judged.add(r.item)
-            comparison = verdicts.compare([r.tgs or 0.0], results, "default")
+            comparison = verdicts.compare_result(r, results)
             if comparison is not None and comparison.verdict is stats.Direction.BETTER:
                 out.better.add(r.item)
     chosen = verdicts.choose(results, "default")
-    out.recipe = chosen.recipe.item if chosen else None
+    # What the lock would hold: the recipe only when a run agrees with its win (lock.build_lock).
+    confirmed = chosen is not None and not verdicts.confirmation(chosen.recipe, results)
+    out.recipe = chosen.recipe.item if chosen and confirmed else None
 
 
 def score(sweep: Sweep, out: Outcome) -> dict[str, float]:
@@ -201,6 +206,8 @@ def score(sweep: Sweep, out: Outcome) -> dict[str, float]:
     judged_nulls = [p for p in nulls if p in out.judged]
     return {"found": float(found), "nulls": len(judged_nulls),
             "false": sum(p in out.better for p in judged_nulls),
+            # A recipe without a true gain: the lock would deploy a false win.
+            "false_win": float(out.recipe is not None and sweep.effects.get(out.recipe, 0.0) <= 0.0),
             "probes": float(bool(sweep.probe)), "probe_judged": float(sweep.probe in out.judged),
             "probe_better": float(sweep.probe in out.better)}
 
@@ -242,6 +249,7 @@ def _figures(sweeps: int, seed: int, world: World, totals: dict[str, dict[str, A
         "node_hours_ratio": totals["adaptive"]["node_hours"] / totals["fixed"]["node_hours"],
     }
     for metric, hit, of in (("best_found", "found", None), ("false_better", "false", "nulls"),
+                            ("false_win", "false_win", None),
                             ("power_3pct", "probe_better", "probe_judged"),
                             ("power_3pct_all", "probe_better", "probes"), ("reach_3pct", "probe_judged", "probes")):
         data[metric] = {p: (totals[p][hit] / sweeps if of is None else rate(p, hit, of)) for p in POLICIES}
@@ -268,6 +276,7 @@ def table(data: dict[str, Any]) -> str:
             ("jobs per sweep", "{:.1f}", per["adaptive"]["jobs"], per["fixed"]["jobs"]),
             ("best found (within 0.5 %)", "{:.1%}", data["best_found"]["adaptive"], data["best_found"]["fixed"]),
             ("no-op profiles called better", "{:.2%}", data["false_better"]["adaptive"], data["false_better"]["fixed"]),
+            ("recipes without a true gain", "{:.1%}", data["false_win"]["adaptive"], data["false_win"]["fixed"]),
             ("+3 % profile called better", "{:.1%}", data["power_3pct"]["adaptive"], data["power_3pct"]["fixed"]),
             ("  … of all, skipped = missed", "{:.1%}", data["power_3pct_all"]["adaptive"],
              data["power_3pct_all"]["fixed"]),
@@ -293,17 +302,46 @@ def table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+STRESSORS = {  # issue 23: what the verdicts must survive (no profile has any effect in the first two)
+    "noise 15 %, null profiles": World(noise_pct=15.0, all_null=True),
+    "steady baseline, unstable null profiles": World(noise_pct=0.3, profile_noise_pct=15.0, all_null=True),
+    "bursty co-tenant (-20 % 1 h in 3)": World(burst_pct=20.0),
+}
+
+
+def stressors(sweeps: int, seed: int) -> tuple[str, dict[str, Any]]:
+    """False wins (a recipe with no true gain) and no-ops called better under each stressor."""
+    lines = [f"{'stressor':42}{'false wins':>22}{'no-ops called better':>24}",
+             f"{'':42}{'adaptive':>11}{'fixed':>11}{'adaptive':>12}{'fixed':>12}"]
+    found: dict[str, Any] = {}
+    for name, world in STRESSORS.items():
+        data = simulate(sweeps, seed, world)
+        found[name] = {k: data[k] for k in ("false_win", "false_better")}
+        fw, fb = data["false_win"], data["false_better"]
+        lines.append(f"{name:42}{fw['adaptive']:>11.1%}{fw['fixed']:>11.1%}{fb['adaptive']:>12.2%}{fb['fixed']:>12.2%}")
+    lines.append(f"{sweeps} sweeps per stressor, seed {seed}")
+    return "\n".join(lines), found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweeps", type=int, default=500, help="seeded sweeps to simulate (default: 500)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the first sweep (default: 1)")
     parser.add_argument("--noise", type=float, default=World.noise_pct, help="run-to-run CV in %% (default: 0.8)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--stressor-sweeps", type=int, default=None,
+                        help="sweeps per stressor (noise 15 %%, unstable profiles, bursty load; 0: none; "
+                             "default: a tenth of --sweeps, at least 1)")
     args = parser.parse_args(argv)
     if args.sweeps < 1:
         parser.error(f"--sweeps: expected an integer >= 1, found {args.sweeps}")
     data = simulate(args.sweeps, args.seed, World(noise_pct=args.noise))
-    return emit(table(data), data, args.json)
+    text = table(data)
+    per_stressor = max(1, args.sweeps // 10) if args.stressor_sweeps is None else args.stressor_sweeps
+    if per_stressor > 0:
+        stressed, data["stressors"] = stressors(per_stressor, args.seed)
+        text += "\n\n" + stressed
+    return emit(text, data, args.json)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,14 @@ class World:
     profiler_overhead_s: float = 60.0
     nodes: int = 8
     profiles: tuple[int, int] = (22, 34)
+    # Stressors (issue 23): every profile a no-op; candidates' runs with their own, larger noise
+    # (unstable profiles on a steady baseline); a co-tenant that slows every step of every run by
+    # burst_pct in a window of burst_h hours every burst_every_h hours.
+    all_null: bool = False
+    profile_noise_pct: float | None = None
+    burst_pct: float = 0.0
+    burst_h: float = 1.0
+    burst_every_h: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,8 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
     n = rng.randint(*world.profiles)
     profiles: list[Profile] = []
     for i in range(n):
-        profiles.append((f"p{i:02d}", (f"--xla_gpu_sim_flag{i}=true",), _other_effect(rng), ""))
+        effect = _other_effect(rng)
+        profiles.append((f"p{i:02d}", (f"--xla_gpu_sim_flag{i}=true",), 0.0 if world.all_null else effect, ""))
     for j in rng.sample(range(n), _pick(rng, {0: 0.3, 1: 0.35, 2: 0.25, 3: 0.1})):
         name, flags, _, _ = profiles[j]
         profiles[j] = (name, flags, 0.0, "oom")
@@ -116,11 +125,12 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
         j = rng.randrange(n)
         profiles[j] = (profiles[j][0], ("--xla_gpu_sim_obsolete=true",), 0.0, "unknown_flag")
     probe = ""
-    if rng.random() < 0.5:
+    if not world.all_null and rng.random() < 0.5:
         j = rng.randrange(n)
         probe = profiles[j][0]
         profiles[j] = (probe, ("--xla_gpu_sim_probe=true",), 3.0, "")
-    for lever in range(_pick(rng, {1: 0.65, 2: 0.35})):  # the dominant lever; then a weaker one
+    levers = 0 if world.all_null else _pick(rng, {1: 0.65, 2: 0.35})
+    for lever in range(levers):  # the dominant lever; then a weaker one
         best = rng.uniform(3.0, 12.0) if lever == 0 else rng.uniform(3.0, 5.0)
         count = _pick(rng, {1: 0.35, 2: 0.3, 3: 0.2, 4: 0.15})
         sizes = [best] + [best * rng.uniform(0.5, 0.97) for _ in range(count - 1)]
@@ -132,7 +142,7 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
     # Duplicates the effective-settings key must catch: the image default appended after the env
     # file's value (= restore_default), a copy with a redundant earlier value (last wins), and
     # the env file's own value (= the baseline).
-    restore = _other_effect(rng)
+    restore = 0.0 if world.all_null else _other_effect(rng)
     extra: list[Profile] = [("sim_env_default", (f"{ENV_FLAG}={ENV_DEFAULT}",), restore, "")]
     if rng.random() < 0.5:
         name, flags, effect, failure = profiles[rng.randrange(len(profiles))]
@@ -186,13 +196,15 @@ def job(rng: random.Random, world: World, sweep: Sweep, item: PlanItem, effect_i
         return Job(start, (), (), 0, t + world.teardown_s, failure)
     evidence = role in (Role.EVIDENCE, Role.WINNER_EVIDENCE)
     effect = 0.0 if role.is_control or role is Role.EVIDENCE else sweep.effects.get(effect_item, 0.0)
-    level = math.log(world.base_tgs) + math.log1p(effect / 100) + rng.gauss(0.0, world.noise_pct / 100)
+    candidate = role in (Role.PROFILE, Role.WINNER_EVIDENCE)  # the winner's re-run is a candidate's run
+    noise = world.profile_noise_pct if world.profile_noise_pct is not None and candidate else world.noise_pct
+    level = math.log(world.base_tgs) + math.log1p(effect / 100) + rng.gauss(0.0, noise / 100)
     scatter = world.step_scatter_pct / 100
     innovation = scatter * math.sqrt(1 - world.step_autocorr**2)
     ar, ends, tgs = rng.gauss(0.0, scatter), [], []
     for step in range(STEPS):
         ar = world.step_autocorr * ar + rng.gauss(0.0, innovation)
-        value = math.exp(level + drift_at(sweep, t) + ar)
+        value = math.exp(level + drift_at(sweep, t) + ar + _burst(world, t))
         seconds = world.base_step_s * world.base_tgs / value * (1.5 if step == 0 else 1.0)
         if evidence and 5 <= step <= 8:
             seconds += world.profiler_overhead_s / 4
@@ -200,3 +212,10 @@ def job(rng: random.Random, world: World, sweep: Sweep, item: PlanItem, effect_i
         ends.append(t)
         tgs.append(value)
     return Job(start, tuple(ends), tuple(tgs), 9 if evidence else WARMUP, t + world.teardown_s)
+
+
+def _burst(world: World, t: float) -> float:
+    """The co-tenant's slow-down at time t (log units): burst_pct inside its windows, else 0."""
+    if not world.burst_pct or (t / 3600) % world.burst_every_h >= world.burst_h:
+        return 0.0
+    return math.log1p(-world.burst_pct / 100)

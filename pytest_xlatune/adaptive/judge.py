@@ -47,6 +47,7 @@ class Estimate:
     df: float
     confidence: float
     unstable: bool = False  # its runs disagree beyond the other groups' noise: never better
+    replicated: bool = True  # its runs after the first (which chose it for a repeat) win alone
 
     @property
     def m(self) -> int:
@@ -70,7 +71,7 @@ class Estimate:
 
     @property
     def better(self) -> bool:
-        return not self.unstable and self.log_delta - self.half > 0
+        return not self.unstable and self.replicated and self.log_delta - self.half > 0
 
     @property
     def worse(self) -> bool:
@@ -127,20 +128,25 @@ class Board:
             return None
         levels, ref_var = reference
         m = len(runs)
-        residuals = [math.log(value) - level for (_, value, _, _), level in zip(runs, levels)]
+        residuals = [math.log(value) - level for (_, value, _, _), level in zip(runs, levels, strict=True)]
         delta = sum(residuals) / m
         pooled = (self.noise.cv_pct / 100) ** 2
         own = sum((r - delta) ** 2 for r in residuals) / (m - 1) if m >= 2 else 0.0
         rest = stats.without(self.noise, [value for _, value, _, _ in runs]) if m >= 2 else self.noise
-        unstable = m >= 2 and (own > 0 if rest.cv_pct <= 0 else
-                               own / (rest.cv_pct / 100) ** 2 > quantile_f(m - 1, rest.df))
+        scale = (rest.cv_pct / 100) ** 2 + self.step_var / self.plan.steady_steps  # never below the steps' SE
+        unstable = m >= 2 and scale > 0 and own / scale > quantile_f(m - 1, rest.df)
         extra = ref_var + sum(r[3] for r in runs) / m**2
-        if own > pooled:
-            df = stats.welch(own / m, float(m - 1), extra, self.noise.df)
-            return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(own / m + extra), df,
-                            self.plan.policy.confidence, unstable)
-        return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(pooled / m + extra), self.noise.df,
-                        self.plan.policy.confidence, unstable)
+        unit, df = (own, stats.welch(own / m, float(m - 1), extra, self.noise.df)) if own > pooled \
+            else (pooled, self.noise.df)
+        confidence = self.plan.policy.confidence
+        # A repeat runs because the first run looked good: that run is a biased witness, so the
+        # runs after it must show the win on their own (a replication), with the error rate
+        # shared among the candidates tested (Bonferroni: the sweep keeps the best of many).
+        alpha = (1 - confidence) / 2 / max(1, self.tested)
+        replicated = m < 2 or (sum(residuals[1:]) / (m - 1) - quantile(1 - alpha, df)
+                               * math.sqrt(unit / (m - 1) + extra) > 0)
+        return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(unit / m + extra), df,
+                        confidence, unstable, replicated)
 
     def with_value(self, run: Observation, value: float, now: float, steps: int | None = None) -> Estimate | None:
         """The run's key as it would stand if the running `run` ended now at `value` (`steps`:

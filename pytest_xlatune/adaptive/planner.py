@@ -80,6 +80,9 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
     control = _control_due(state, now)
     if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
         return [control or repeat]
+    if searching and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))),
+                                  None)) is not None:
+        return [control or Control(why)]
     if searching and (check := _cross_check(state, board)) is not None:
         return [control or check]
     stop = _stop(board, state)

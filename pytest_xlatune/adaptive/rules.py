@@ -79,9 +79,25 @@ def undecided(est: Estimate, board: Board) -> str | None:
             f"≥ +{policy.interest_pct:g} % ({policy.interest_confidence:.0%} bound)")
 
 
+def _bracketed(est: Estimate, board: Board) -> bool:
+    """A control ran after the key's first run: its reference there is measured, not carried
+    forward from older controls (a co-tenant's burst then shows in the controls, not as a win)."""
+    first = min((t for _, _, t, _ in dict(board.samples).get(est.key, ())), default=None)
+    return first is not None and any(p.time > first for p in board.points)
+
+
+def awaiting_control(est: Estimate, board: Board) -> str | None:
+    """Why a win otherwise confirmed needs a control first (None: it does not)."""
+    if est.better and est.m >= 2 and est.delta_pct >= board.plan.thresholds.win_pct and not _bracketed(est, board):
+        return f"a control after the win's first run, before it counts: {est.text()}"
+    return None
+
+
 def confirmed_win(est: Estimate, board: Board) -> bool:
-    """Better beyond the noise, at or above win_pct, on at least two runs."""
-    return est.better and est.m >= 2 and est.delta_pct >= board.plan.thresholds.win_pct
+    """Better beyond the noise, at or above win_pct, on at least two runs, with a control
+    measured after its first run."""
+    return (est.better and est.m >= 2 and est.delta_pct >= board.plan.thresholds.win_pct
+            and _bracketed(est, board))
 
 
 def above_bounded(est: Estimate, board: Board) -> bool:

@@ -202,24 +202,30 @@ def without(noise: Noise, values: Sequence[float]) -> Noise:
     return Noise(cv, rest_df, noise.n - x.size, cv, noise.groups - 1, noise.prior_cv_pct)
 
 
-def disagree(values: Sequence[float], reference: Noise, confidence: float = PRIOR_REJECT_CONFIDENCE) -> bool:
+def disagree(values: Sequence[float], reference: Noise, confidence: float = PRIOR_REJECT_CONFIDENCE,
+             floor_se: float = 0.0) -> bool:
     """Runs of identical settings spread beyond `reference` (F test, one-sided at `confidence`;
-    an assumed reference counts with its pseudo-degrees of freedom)."""
+    an assumed reference counts with its pseudo-degrees of freedom). `floor_se`: the runs' own
+    relative standard error from their steps: run means never agree better than that."""
     x = _values(values, "disagree")
     if x.size < 2:
         return False
-    own = x.std(ddof=1) / x.mean() * 100
-    if reference.cv_pct <= 0:
-        return bool(own > 0)
-    return bool((own / reference.cv_pct) ** 2 > float(_st.f.ppf(confidence, x.size - 1, reference.df)))
+    own = float(x.std(ddof=1) / x.mean())
+    scale = (reference.cv_pct / 100) ** 2 + floor_se**2
+    if scale <= 0:
+        return False  # runs that never differ (a scripted stand-in) give no scale to test against
+    return bool(own**2 / scale > float(_st.f.ppf(confidence, x.size - 1, reference.df)))
 
 
 def outlier(value: float, group: Sequence[float], noise: Noise,
-            confidence: float = PRIOR_REJECT_CONFIDENCE) -> bool:
-    """One run outside the `confidence` prediction interval of a group of identical settings."""
+            confidence: float = PRIOR_REJECT_CONFIDENCE, own_se: float = 0.0) -> bool:
+    """One run outside the `confidence` prediction interval of a group of identical settings;
+    `own_se`: the run's own relative standard error (its steps), e.g. a profiled run's fewer steps."""
     x = _values(group, "outlier")
     cv = max(noise.cv_pct, x.std(ddof=1) / x.mean() * 100 if x.size >= 2 else 0.0) / 100
-    se = cv * math.sqrt(1 + 1 / x.size)
+    se = math.sqrt(cv**2 * (1 + 1 / x.size) + own_se**2)
+    if not math.isfinite(se):
+        return False  # one step says nothing about where the run's mean could be
     if se == 0:
         return value != float(x.mean())
     return abs(math.log(value / float(x.mean()))) > float(_st.t.ppf((1 + confidence) / 2, noise.df)) * se

@@ -59,9 +59,10 @@ def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list
 class Table:
     """One config tag's noise and its groups of identical settings (built once per results list)."""
 
-    noise: stats.Noise
+    noise: stats.Noise  # pooled over the groups that agree with the others
     groups: Mapping[tuple[object, ...], tuple[float, ...]]  # settings → every run's steady TGS
     baseline: tuple[float, ...]  # the baseline-deployed repeats (and controls)
+    unstable: frozenset[tuple[object, ...]] = frozenset()  # groups beyond the others' noise
 
 
 _TABLES: OrderedDict[tuple[object, ...], tuple[tuple[JobResult, ...], Table]] = OrderedDict()
@@ -76,10 +77,17 @@ def table(results: Sequence[JobResult], config_tag: str) -> Table:
     if hit is not None:
         _TABLES.move_to_end(fingerprint)
         return hit[1]
-    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r))
-              for g in identical_groups(results, config_tag)}
-    built = Table(stats.pooled_noise(list(groups.values())), groups,
-                  tuple(baseline_values(results, config_tag)))
+    found = identical_groups(results, config_tag)
+    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
+    floors = {settings_key(g[0]): _step_floor(g) for g in found}
+    everything = stats.pooled_noise(list(groups.values()))
+    # A group whose runs disagree beyond all the others (F test at 99 %) is unstable: its spread
+    # widens its own interval (stats.compare) but not everyone's.
+    unstable = frozenset(k for k, v in groups.items()
+                         if len(v) >= 2 and stats.disagree(v, stats.without(everything, v), floor_se=floors[k]))
+    steady = [v for k, v in groups.items() if k not in unstable]
+    noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
+    built = Table(noise, groups, tuple(baseline_values(results, config_tag)), unstable)
     _TABLES[fingerprint] = (tuple(results), built)
     if len(_TABLES) > _TABLES_KEPT:
         _TABLES.popitem(last=False)
@@ -90,6 +98,21 @@ def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
     """Run-to-run noise of a config tag from every group of identical-settings runs (see stats:
     the prior only when no settings ran twice)."""
     return table(results, config_tag).noise
+
+
+def own_se(result: JobResult) -> float:
+    """A run's relative standard error from its own steady steps (0 without them)."""
+    if len(result.tgs_values) < 2:
+        return 0.0
+    job = stats.job_estimate(result.tgs_values)
+    return job.stderr / job.mean
+
+
+def _step_floor(group: Sequence[JobResult]) -> float:
+    """The group's typical relative standard error of one run's mean, from the runs' steps (a
+    pooled result's steps are its runs' together: its SE × √runs is one run's)."""
+    squares = [(own_se(r) ** 2) * max(1, len(r.runs)) for r in group]
+    return (sum(squares) / len(squares)) ** 0.5 if squares else 0.0
 
 
 def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:
@@ -105,9 +128,9 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     if result.kind in _UNPOOLED:
         reference = tab.baseline if result.kind == RunKind.EVIDENCE.value else \
             tab.groups.get(settings_key(result), ())
-        return bool(reference) and result.tgs is not None and stats.outlier(result.tgs, reference, tab.noise)
-    values = group_of(result, results)
-    return len(values) >= 2 and stats.disagree(values, stats.without(tab.noise, values))
+        return bool(reference) and result.tgs is not None and \
+            stats.outlier(result.tgs, reference, tab.noise, own_se=own_se(result))
+    return settings_key(result) in tab.unstable
 
 
 def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Comparison | None:
@@ -135,16 +158,19 @@ def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[Job
 
 def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
     """Why a win is not confirmed ("" when it is): a win needs a second run that agrees with it,
-    a repeat (the runs agree) or the winner's evidence run (within the runs' 99 % prediction
-    interval and above the baseline); a winner's evidence run that disagrees contradicts the win."""
+    a repeat (the runs agree) or the winner's evidence run; that re-run contradicts the win when
+    it is not above the baseline, or outside the runs' 99 % prediction interval and under half
+    their gain."""
     tab = table(results, result.config_tag)
     values = group_of(result, results)
     base = sum(tab.baseline) / len(tab.baseline) if tab.baseline else 0.0
     shown = ", ".join(f"{v:.1f}" for v in values)
     evidence = winner_evidence(result, results)
+    mean = sum(values) / len(values)
     for e in evidence:
         tgs = e.tgs or 0.0
-        if stats.outlier(tgs, values, tab.noise) or tgs <= base:
+        # Contradicts: no win at all, or beyond the runs' noise and under half the win.
+        if tgs <= base or (stats.outlier(tgs, values, tab.noise, own_se=own_se(e)) and tgs - base < (mean - base) / 2):
             return (f"the winner's re-run {e.item} (job {e.job_id}) measured {tgs:.1f} TGS "
                     f"({(tgs / base - 1) * 100 if base else 0.0:+.2f} % vs the baseline), which "
                     f"contradicts {result.profile}'s {len(values)} run(s) ({shown})")
@@ -163,7 +189,8 @@ class Disagreement:
     spread_pct: float  # (max − min) / mean
 
     def text(self) -> str:
-        values = ", ".join(f"{r.tgs:.1f} (job {r.job_id})" for r in self.runs)
+        values = ", ".join(f"{v:.1f} (job {j})" for r in self.runs
+                           for j, v in (r.runs or ((r.job_id, r.tgs or 0.0),)))
         return f"{' = '.join(sorted({r.profile for r in self.runs}))}: {values}, spread {self.spread_pct:.1f} %"
 
 

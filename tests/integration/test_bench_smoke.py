@@ -67,6 +67,11 @@ def test_replay_simulator_writes_every_figure_for_both_policies(tmp_path: Path) 
     fixed = data["per_sweep"]["fixed"]
     assert fixed.get("controls", 0) == fixed.get("repeats", 0) == fixed.get("shares", 0) == 0
     assert "node-hours ratio adaptive/fixed" in stdout and "6 sweeps, seed 3" in stdout
+    # Issue 23's stressors, one sweep each at this size: false wins next to today's table.
+    assert set(data["stressors"]) == {"noise 15 %, null profiles", "steady baseline, unstable null profiles",
+                                      "bursty co-tenant (-20 % 1 h in 3)"}
+    assert all(set(v["false_win"]) == {"adaptive", "fixed"} for v in data["stressors"].values())
+    assert "1 sweeps per stressor, seed 3" in stdout
 
 
 @pytest.mark.jax

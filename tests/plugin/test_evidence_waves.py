@@ -73,7 +73,7 @@ def test_stack_and_winner_evidence_run_and_the_report_explains_the_winner(
 
 def test_stack_skips_with_a_reason_when_only_one_flag_won(pytester: pytest.Pytester,
                                                           fake_trainer_env: None) -> None:
-    cell = pytester.makefile(".yml", ev=CELL.replace("fake_penalty: 1.08", "fake_penalty: 1.001"))
+    cell = pytester.makefile(".yml", ev=CELL.replace("fake_penalty: 1.08", "fake_penalty: 0.999"))
     result = pytester.runpytest(str(cell), "-rs", *EVIDENCE_FAKE)
     result.assert_outcomes(passed=7, skipped=1)
     result.stdout.fnmatch_lines(["*fewer than 2 winning profiles (better than baseline-deployed "

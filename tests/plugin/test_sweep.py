@@ -107,15 +107,17 @@ def test_exitfirst_stops_after_the_first_failure(pytester: pytest.Pytester, cell
 
 def test_ambiguous_cross_config_result_is_remeasured_before_deciding(
         pytester: pytest.Pytester, fake_trainer_env: None) -> None:
-    # 1100 × 0.9 = 990 vs 1000, exactly -1 %: the interval straddles the tolerance, so the gate re-measures twice and then
-    # decides on the odds (50 % < 80 %): pass, after three jobs of the same recipe.
+    # 1100 × 0.9 = 990 vs 1000, exactly -1 %: on the line, which counts as inside the tolerance.
+    # The fake's baselines agree to ~0.01 % and no prior widens that any more, so the interval
+    # straddles the line only when the machine's timing does: then the gate re-measures (at most
+    # twice) and decides on the odds (50 % < 80 %). Either way: pass, never a fourth job.
     cell = pytester.makefile(".yml", edge=CELL.replace(
         "dense: {fake_penalize: --xla_fake_tgs}",
         "dense: {fake_penalize: --xla_fake_tgs, fake_penalty: 0.9}"))
     result = pytester.runpytest(str(cell), "-k", "fast or best or baseline", *FAKE)
     result.assert_outcomes(passed=6)
     logs = list((pytester.path / ".xlatune").rglob("*-fake-best-dense.log"))
-    assert len(logs) == 3
+    assert 1 <= len(logs) <= 3
 
 
 STACK_CELL = """\

@@ -69,7 +69,13 @@ def test_a_first_win_needs_its_confirming_run_and_then_counts() -> None:
     assert rules.confirmation(est(once, "win"), once) is not None
     assert not rules.confirmed_win(est(once, "win"), once)
     assert rules.confirmation(est(twice, "win"), twice) is None
-    assert rules.confirmed_win(est(twice, "win"), twice)
+    # No control since its first run: a co-tenant's burst could be the "win"; a control decides.
+    assert not rules.confirmed_win(est(twice, "win"), twice)
+    assert "a control after the win's first run" in (rules.awaiting_control(est(twice, "win"), twice) or "")
+    controlled = board_of(the_plan, ("win", 2 * H, 1080.0, 10), ("win", 2.2 * H, 1082.0, 10),
+                          controls=((2.4 * H, BASE),))
+    assert rules.confirmed_win(est(controlled, "win"), controlled)
+    assert rules.awaiting_control(est(controlled, "win"), controlled) is None
     small = board_of(the_plan, ("win", 2 * H, 1040.0, 10), ("win", 2.2 * H, 1040.0, 10))
     assert not rules.confirmed_win(est(small, "win"), small)  # better, but below +5 %
 

@@ -12,6 +12,7 @@ from pytest_xlatune.judge.lock import build_lock
 from pytest_xlatune.judge.numerics import Mode
 from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.results import JobResult, Verdict
+from pytest_xlatune.judge import verdicts
 from pytest_xlatune.judge.verdicts import choose, disagreements, noise, recipe, winners
 
 CELL = """\
@@ -165,8 +166,13 @@ def test_every_run_with_identical_settings_feeds_the_noise() -> None:
                flags=("--xla_o=0", "--xla_o=2"), job="6")]
     tight = noise(base, "default")
     assert tight.groups == 1 and tight.df == 2 and not tight.assumed and tight.cv_pct == pytest.approx(0.2, abs=0.001)
-    pooled = noise(base + dup, "default")
-    assert pooled.groups == 2 and pooled.n == 5 and pooled.df == 3 and pooled.cv_pct > 4
+    # Beyond the others' noise (F test at 99 %): unstable, so its spread is its own (a wide
+    # interval, never a win) and does not widen everyone else's.
+    assert noise(base + dup, "default") == tight
+    assert verdicts.compare_result(dup[0], base + dup).unstable  # type: ignore[union-attr]
+    agreeing = [dup[0], dataclasses.replace(dup[1], tgs=1004.0)]
+    pooled = noise(base + agreeing, "default")
+    assert pooled.groups == 2 and pooled.n == 5 and pooled.df == 3
     [flagged] = disagreements(base + dup, "default")
     assert {r.job_id for r in flagged.runs} == {"5", "6"} and flagged.spread_pct == pytest.approx(11.3, abs=0.1)
     # Evidence runs (profiled) never pool with plain runs.
