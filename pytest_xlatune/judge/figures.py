@@ -101,10 +101,12 @@ def figure(result: JobResult, results: Sequence[JobResult]) -> Figure | None:
     runs = peers(result, results)
     if not runs:
         return None
-    values = [r.tgs or 0.0 for r in runs]
+    # Every run behind each result (a pooled adaptive result holds its repeats): the values the
+    # comparison's candidate mean is taken over, so the TGS shown and its Δ % agree.
+    each = list({job: (job, tgs) for r in runs for job, tgs in (r.runs or ((r.job_id, r.tgs or 0.0),))}.values())
     steps = [r.step_seconds for r in runs if r.step_seconds is not None]
     comparison = None if result.kind in UNCOMPARED else verdicts.compare_result(result, results)
-    return Figure(tgs=statistics.fmean(values), runs=tuple((r.job_id, r.tgs or 0.0) for r in runs),
+    return Figure(tgs=statistics.fmean(v for _, v in each), runs=tuple(each),
                   step_seconds=statistics.fmean(steps) if steps else None, comparison=comparison,
                   profiles=tuple(dict.fromkeys(r.profile for r in runs)))
 
