@@ -240,12 +240,15 @@ def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
         # Whether the fake rerun stops a job early depends on when its steps reach the watcher
         # (the excerpt's jobs ran to their end): that suffix alone is left out of the comparison.
         shown = re.sub(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)", "", shown)
-        assert _norm(shown) == _norm(line), f"docs: {line}\nplugin: {shown}"
+        # The verdict word follows the run's noise (the fake runs agree to 0.01 %, so a +1.7 %
+        # is `better` there): the excerpt's own word is checked against its interval above.
+        assert _norm(VERDICT_WORDS.sub("V", shown)) == _norm(VERDICT_WORDS.sub("V", line)), \
+            f"docs: {line}\nplugin: {shown}"
     readme_default_run_is_printed_like_the_plugin(plan, verbose)
 
 
 STOPPED = re.compile(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)")
-VERDICT_WORDS = re.compile(r"\b(better|worse|within noise)\b")
+VERDICT_WORDS = re.compile(r"\b(better|worse|within noise|unstable)\b")
 
 
 def _shape(line: str) -> str:
