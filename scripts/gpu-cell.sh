@@ -15,7 +15,7 @@
 # XLATUNE_GPU_ADAPTIVE=1 (the adaptive sweep instead: repeats, controls, compilation cache),
 # XLATUNE_GPU_TIMEOUT (hard stop for pytest in seconds, default 500), XLATUNE_GPU_CELL (another
 # cell, default cells/demo_gpu.yml), XLATUNE_GPU_ANY=1 (skip the GPU check: try the script on
-# CPU with a hardware=auto cell).
+# CPU with a jax_platform=auto cell).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="${XLATUNE_PYTHON:-python3}"

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from ..cell.model import Cell
 from .preflight import PreflightError
 
-HARDWARE_KEY = "hardware"  # MaxText's key; the embedded workload reads it (workload/args.py)
+HARDWARE_KEY = "jax_platform"  # the embedded workload's key (workload/args.py); not MaxText's `hardware`,
+# which upstream's gpu.yml configs set to gpu on every machine, the CPU stand-ins included
 _GPU_NODES = ("/dev/nvidia[0-9]*", "/proc/driver/nvidia/gpus/*")
 
 
@@ -26,7 +27,7 @@ def nvidia_gpus() -> list[str]:
 
 
 def _gpu_keys(cell: Cell) -> Iterator[str]:
-    """Where the cell asks for ``hardware=gpu``: the cell's, a config tag's or a profile's overrides."""
+    """Where the cell asks for ``jax_platform=gpu``: the cell's, a config tag's or a profile's overrides."""
     def wants(pairs: tuple[tuple[str, str], ...]) -> bool:
         return any(k == HARDWARE_KEY and v == "gpu" for k, v in pairs)
 
@@ -41,7 +42,7 @@ def _gpu_keys(cell: Cell) -> Iterator[str]:
 
 
 def needs_gpu(cell: Cell) -> bool:
-    """Whether some run of the cell asks the workload for ``hardware=gpu``."""
+    """Whether some run of the cell asks the workload for ``jax_platform=gpu``."""
     return next(_gpu_keys(cell), None) is not None
 
 
@@ -56,7 +57,7 @@ def check_gpu(cell: Cell, probe: Callable[[], list[str]] = nvidia_gpus) -> None:
     if key is None or probe():
         return
     raise NoGpuHere(
-        f"{cell.path}: {key}: expected an NVIDIA GPU on this machine for hardware=gpu, found none "
+        f"{cell.path}: {key}: expected an NVIDIA GPU on this machine for jax_platform=gpu, found none "
         f"(no {' or '.join(_GPU_NODES)}): this cell needs a GPU; run it where one is "
         "(scripts/gpu-cell.sh)"
     )

@@ -223,7 +223,7 @@ Factory = Callable[[LaunchContext], Backend]
 
 
 def _local(ctx: LaunchContext) -> Backend:
-    check_gpu(ctx.cell)  # a hardware=gpu cell on a machine without one would measure no-op flags
+    check_gpu(ctx.cell)  # a jax_platform=gpu cell on a machine without one would measure no-op flags
     launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1,
                              ctx.other_images)
     found, problems = check_interpreters(LocalTransport(), {ctx.cell_settings.image: launcher.python,

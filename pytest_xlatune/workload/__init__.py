@@ -46,7 +46,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if cfg.ignored:
         print(f"WARNING: ignoring unknown config keys: {' '.join(cfg.ignored)}", file=sys.stderr, flush=True)
-    prepare_env(cfg.num_devices, hardware=cfg.hardware)
+    prepare_env(cfg.num_devices, hardware=cfg.jax_platform)
     from .train import run  # jax is imported only now, after XLA_FLAGS is final
 
     return run(cfg)

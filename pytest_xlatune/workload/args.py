@@ -63,7 +63,7 @@ class Config:
     dtype: str = "float32"
     # MaxText's key for the platform: cpu (the default here: virtual host devices), gpu (the
     # CUDA GPUs of this machine, jax[cuda] needed) or auto (the GPUs when jax finds some, else cpu).
-    hardware: str = "cpu"
+    jax_platform: str = "cpu"  # not MaxText's `hardware` (its gpu.yml configs say gpu on any machine)
     ignored: tuple[str, ...] = field(default=(), compare=False)
 
     # Derived sizes -------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def _validate(c: Config) -> None:
     _need(c.dataset_type == "synthetic", f"dataset_type={c.dataset_type!r}: only 'synthetic' is supported")
     _need(c.profiler in _PROFILERS, f"profiler={c.profiler!r}: expected '' or 'xplane'")
     _need(c.dtype in _DTYPES, f"dtype={c.dtype!r}: expected one of {', '.join(_DTYPES)}")
-    _need(c.hardware in HARDWARE, f"hardware={c.hardware!r}: expected one of {', '.join(HARDWARE)}")
+    _need(c.jax_platform in HARDWARE, f"jax_platform={c.jax_platform!r}: expected one of {', '.join(HARDWARE)}")
     _need(c.fault in _FAULTS, f"fault={c.fault!r}: expected one of {', '.join(f for f in _FAULTS if f)}")
     _need(c.num_devices <= 512, f"{c.num_devices} devices is too many for a CPU run")
     _need(

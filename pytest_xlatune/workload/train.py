@@ -106,7 +106,7 @@ def run(c: Config) -> int:
     try:
         count = jax.device_count()
     except (RuntimeError, AssertionError) as error:  # JAX_PLATFORMS=cuda without a CUDA jax or GPU
-        print(f"error: hardware={c.hardware}: jax cannot start its backend (no GPU, or jax without CUDA: "
+        print(f"error: jax_platform={c.jax_platform}: jax cannot start its backend (no GPU, or jax without CUDA: "
               f"pip install 'jax[cuda12]'): {type(error).__name__}: {error}".rstrip(": "), file=sys.stderr)
         return 1
     if count < c.num_devices:

@@ -32,10 +32,10 @@ def test_gpu_cell_flags_are_xla_gpu_flags_that_pass_the_grammar() -> None:
     assert len(flags) == 7
     for flag in flags:
         assert grammar.XLA_FLAG.check(flag).startswith("--xla_gpu_")
-    assert dict(cell.overrides)["hardware"] == "gpu"
+    assert dict(cell.overrides)["jax_platform"] == "gpu"
     # the workload accepts every override the cell passes (no key falls into "ignored")
     cfg = parse_args([f"{k}={v}" for k, v in (*cell.overrides, *cell.parallelism.overrides())])
-    assert (cfg.hardware, cfg.num_devices, cfg.ignored) == ("gpu", 1, ())
+    assert (cfg.jax_platform, cfg.num_devices, cfg.ignored) == ("gpu", 1, ())
 
 
 def test_gpu_cell_is_refused_in_one_line_without_a_gpu() -> None:
@@ -44,7 +44,7 @@ def test_gpu_cell_is_refused_in_one_line_without_a_gpu() -> None:
         check_gpu(cell, probe=list)
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith(f"{GPU_CELL}: overrides.hardware: expected an NVIDIA GPU")
+    assert message.startswith(f"{GPU_CELL}: overrides.jax_platform: expected an NVIDIA GPU")
     assert "this cell needs a GPU" in message
     check_gpu(cell, probe=lambda: ["/dev/nvidia0"])  # a GPU: nothing to refuse
 
@@ -53,11 +53,11 @@ def test_only_cells_that_ask_for_a_gpu_need_one() -> None:
     cpu = load_cell(REPO / "cells" / "demo_fsdp8.yml")
     assert not needs_gpu(cpu)
     check_gpu(cpu, probe=list)  # never refused, GPU or not
-    tagged = dataclasses.replace(cpu, config_tags=(ConfigTag("default"), ConfigTag("gpu", (("hardware", "gpu"),))))
-    with pytest.raises(PreflightError, match=r": config_tags\.gpu\.overrides\.hardware: expected an NVIDIA GPU"):
+    tagged = dataclasses.replace(cpu, config_tags=(ConfigTag("default"), ConfigTag("gpu", (("jax_platform", "gpu"),))))
+    with pytest.raises(PreflightError, match=r": config_tags\.gpu\.overrides\.jax_platform: expected an NVIDIA GPU"):
         check_gpu(tagged, probe=list)
-    profiled = dataclasses.replace(cpu, profiles=(Profile("on_gpu", 2, overrides=(("hardware", "gpu"),)),))
-    with pytest.raises(PreflightError, match=r": waves\.2\.on_gpu\.overrides\.hardware: "):
+    profiled = dataclasses.replace(cpu, profiles=(Profile("on_gpu", 2, overrides=(("jax_platform", "gpu"),)),))
+    with pytest.raises(PreflightError, match=r": waves\.2\.on_gpu\.overrides\.jax_platform: "):
         check_gpu(profiled, probe=list)
 
 
@@ -68,15 +68,17 @@ def test_gpu_cell_skips_every_item_at_preflight_here(pytester: pytest.Pytester) 
     cell.write_text(GPU_CELL.read_text())
     result = pytester.runpytest(str(cell), "-p", "no:cacheprovider", "--xlatune-no-report", "-rs")
     result.assert_outcomes(skipped=11)
-    result.stdout.fnmatch_lines(["*demo_gpu.yml: overrides.hardware: expected an NVIDIA GPU on this machine*"
+    result.stdout.fnmatch_lines(["*demo_gpu.yml: overrides.jax_platform: expected an NVIDIA GPU on this machine*"
                                  "this cell needs a GPU*"])
     assert not list(pytester.path.glob(".xlatune/**/*.log")), "no job may start"
 
 
 def test_workload_hardware_pins_the_platform() -> None:
-    assert parse_args([]).hardware == "cpu"  # the default the CPU tests rely on
-    with pytest.raises(ArgError, match="hardware='tpu': expected one of cpu, gpu, auto"):
-        parse_args(["hardware=tpu"])
+    assert parse_args([]).jax_platform == "cpu"  # the default the CPU tests rely on
+    # MaxText's own `hardware: gpu` (every upstream gpu.yml, so every CPU stand-in job) is not it
+    assert parse_args(["hardware=gpu"]).jax_platform == "cpu"
+    with pytest.raises(ArgError, match="jax_platform='tpu': expected one of cpu, gpu, auto"):
+        parse_args(["jax_platform=tpu"])
     env = {"XLA_FLAGS": "--xla_gpu_autotune_level=0", "JAX_PLATFORMS": "cpu"}
     prepare_env(1, env, hardware="gpu")
     assert env == {"XLA_FLAGS": "--xla_gpu_autotune_level=0", "JAX_PLATFORMS": "cuda"}
