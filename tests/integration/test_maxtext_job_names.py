@@ -10,7 +10,9 @@ on that stack: baselines, recipe and their old-image controls); the real
 
 from __future__ import annotations
 
+import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from pytest_xlatune.plan.request import job_request, possible_requests
 from pytest_xlatune.cell.grammar import JOB_NAME_MAX
 from pytest_xlatune.launch.base import JobRequest
 from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
+from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.plan.expand import RunKind, RunSpec, expand, expand_gate
 from pytest_xlatune.slurm.client import SlurmClient
@@ -122,6 +125,14 @@ def test_example_real_cluster_cells_pass_preflight_against_upstream_as_they_are(
                                     SlurmPlacement(cell.slot.nodelist, 8, None), cell.model_tag,
                                     sweep_id="example.1", cell=str(cell_file))
     before = (checkout / "train_env.sh").read_bytes()
+    config = checkout / "configs" / f"{cell.model_tag}.gpu.yml"
+    if not config.exists():  # a model upstream lacks (qwen3-32b): pre-flight says what to add, from where
+        with pytest.raises(PreflightError, match=rf"add configs/{re.escape(cell.model_tag)}\.gpu\.yml, "
+                                                 r"starting from (configs/\S+\.gpu\.yml)") as refused:
+            launcher.prepare()
+        nearest = re.search(r"starting from (configs/\S+\.gpu\.yml)", str(refused.value))
+        assert nearest is not None
+        shutil.copy(checkout / nearest.group(1), config)  # what the user does, as the message says
     launcher.prepare()
     launcher.check_requests(possible_requests(cell, expand(cell)))
     assert launcher.model_name == cell.model_tag  # an upstream config, by its exact name
