@@ -54,15 +54,18 @@ fi
 # the exit code is the first failing lane's (a lane that selected nothing, exit 5, counts as
 # passed when the other ran). Extra args go to both lanes.
 lanes="$(mktemp -d)"
-# A background command of a script starts with SIGINT ignored, and so would every pytest the tests
-# spawn (Python then installs no Ctrl-C handler): the lane starts with SIGINT's default, as in a
-# terminal, so the tests that press Ctrl-C test what a user gets.
-python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-    pytest tests -p no:cacheprovider -ra -m "not slurm" --basetemp="$lanes/rest" "$@" >"$lanes/rest.log" 2>&1 &
+# A background command of a script starts with SIGINT ignored (and under nohup, SIGHUP), and so
+# would every pytest the tests spawn (Python then installs no handler): each lane starts with the
+# signals' defaults, as in a terminal, so the tests that press Ctrl-C or hang up test what a user
+# gets, however this script itself was started.
+with_default_signals=(python -c 'import os, signal, sys
+for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM): signal.signal(s, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])')
+"${with_default_signals[@]}" pytest tests -p no:cacheprovider -ra -m "not slurm" --basetemp="$lanes/rest" "$@" >"$lanes/rest.log" 2>&1 &
 rest=$!
 trap 'kill "$rest" 2>/dev/null || true; scripts/local-slurm.sh down || true' EXIT
 set +e
-pytest tests -p no:cacheprovider -ra -m slurm --basetemp="$lanes/slurm" "$@"
+"${with_default_signals[@]}" pytest tests -p no:cacheprovider -ra -m slurm --basetemp="$lanes/slurm" "$@"
 slurm_rc=$?
 wait "$rest"
 rest_rc=$?
