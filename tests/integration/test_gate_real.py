@@ -1,7 +1,8 @@
 """The image-upgrade gate end to end with the real embedded JAX workload.
 
-The deployed env file pins -O0 (tuned "for another parallelism"); the sweep finds that appending
--O2 wins, locks it, and the gate replays it on "images" (Python interpreters). On the real local
+The deployed env file pins -O0 (tuned "for another parallelism"); the lock holds -O2 appended after
+it (what the sweep locks when it confirms that win), and the gate replays it on "images" (Python
+interpreters). On the real local
 Slurm, with a CPU hog started between the lock and the gate (the machine loaded differently than
 when the lock was written): the same image passes — the gate compares each new-image run with its
 control on the lock's image in the same time window, so the hog alone fails nothing; an image whose
@@ -20,6 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.judge.lock import Lock, LockedRecipe, dumps
 
 pytestmark = [pytest.mark.jax]
 
@@ -73,24 +77,28 @@ def cpu_hog() -> Iterator[None]:
 COMMON = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.3", "-rf"]
 
 
-def swept(pytester: pytest.Pytester, where: dict[str, str]) -> Path:
-    """The cell swept and its lock written: -O2 appended after the env file's -O0 wins."""
+def locked(pytester: pytest.Pytester, where: dict[str, str]) -> Path:
+    """The cell and the lock its sweep writes when -O2 appended after the env file's -O0 wins.
+
+    Written here, not swept: how much -O2 wins over -O0 on this 2-core machine moves with its load
+    (+147 % in one CI run, +38 % in the next), and a sweep that cannot confirm the win rightly
+    writes no lock (docs/explanation/noise.md; the sweep's verdicts are tested on their own). The
+    gate compares each new-image run with its control on the lock's image in this session, so the
+    lock's figures do not decide it."""
     cell = pytester.makefile(".yml", gate=CELL.format(**where))
-    sweep = pytester.runpytest(str(cell), "-v", *COMMON)
-    shown = sweep.stdout.str()  # the verdict of each run and the lock line, for a failure
-    sweep.assert_outcomes(passed=5)  # baseline, restore_default, evidence, opt_o2, winner evidence
-    assert cell.with_suffix(".lock.json").exists(), shown
-    lock = json.loads(cell.with_suffix(".lock.json").read_text())
-    assert [(r["profile"], r["xla_flags"]) for r in lock["recipes"]] == [
-        ("opt_o2", ["--xla_backend_optimization_level=2"])]
-    assert lock["recipes"][0]["ci_low_pct"] > 0  # better than -O0 beyond the noise
+    loaded = load_cell(cell)
+    lock = Lock(loaded.model_tag, loaded.parallelism.text, "", loaded.slot.nodelist or "", "2026-12-03", (
+        LockedRecipe(config_tag="default", profile="opt_o2", xla_flags=("--xla_backend_optimization_level=2",),
+                     env=(), overrides=(), tgs=1000.0, ci_low_pct=60.0, ci_high_pct=160.0,
+                     baseline_tgs=500.0, delta_pct=100.0, job_ids=("1",)),))
+    cell.with_suffix(".lock.json").write_text(dumps(lock))
     return cell
 
 
 @pytest.mark.slurm
 def test_on_slurm_under_a_cpu_hog_the_same_image_passes_and_a_removed_flag_or_a_slower_recipe_fails(
         pytester: pytest.Pytester, local_slurm: None) -> None:
-    cell = swept(pytester, ON_SLURM)
+    cell = locked(pytester, ON_SLURM)
     with cpu_hog():
         same = pytester.runpytest(str(cell), "--xlatune-gate",
                                   f"--xlatune-image={image(pytester.path, 'same')}", *COMMON)
