@@ -23,6 +23,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .hlo import TRAIN_STEP_DUMP_RE
+
 __all__ = ["Fingerprint", "canonical_hlo", "canonical_ir", "fingerprint", "read_dump"]
 
 _HLO_METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
@@ -32,8 +34,6 @@ _IR_ATTACHMENT = re.compile(r", ![A-Za-z_.][\w.]* ![0-9]+")
 _IR_ARG_LOAD = re.compile(r"^\s*%arg\d+(?:_gep)? = (?:getelementptr i8, ptr %args|load ptr, ptr %arg\d+_gep)\b")
 _IR_ARG = re.compile(r"%arg\d+\b")
 _MODULE_ID = re.compile(r"^module_\d+\.")
-_HLO_FILE = re.compile(r"after_optimizations\.txt$")
-_NOT_THE_MODULE = ("-buffer-assignment", "-live-range", "-memory-usage")
 _CODE_FILE = re.compile(r"(?:\.ir-with-opt\.ll|\.ptx)$")
 
 
@@ -91,7 +91,7 @@ def fingerprint(files: Mapping[str, str]) -> Fingerprint:
     hlo_files = code_files = 0
     for name in sorted(files, key=_key):
         key = _key(name)
-        if _HLO_FILE.search(key) and not any(part in key for part in _NOT_THE_MODULE):
+        if TRAIN_STEP_DUMP_RE.search(key):
             hlo.update(canonical_hlo(files[name]).encode())
             hlo_files += 1
         elif _CODE_FILE.search(key):
@@ -107,7 +107,7 @@ def read_dump(directory: str, module: str = "train_step") -> dict[str, str]:
     found = {}
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if module in entry.name and entry.is_file(follow_symlinks=False) and (
-                _HLO_FILE.search(entry.name) or _CODE_FILE.search(entry.name)):
+                TRAIN_STEP_DUMP_RE.search(entry.name) or _CODE_FILE.search(entry.name)):
             with open(entry.path, encoding="utf-8", errors="replace") as handle:
                 found[entry.name] = handle.read()
     return found

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
-__all__ = ["Collective", "Kind", "collectives", "find_train_step_dump"]
+__all__ = ["TRAIN_STEP_DUMP_RE", "Collective", "Kind", "collectives", "find_train_step_dump"]
 
 
 class Kind(Enum):
@@ -62,7 +62,8 @@ class Collective:
 
 # --- parsing ----------------------------------------------------------------------------------
 
-_TRAIN_STEP_DUMP_RE = re.compile(r"(?:^|\.)p?jit_train_step\.(?:.*[._-])?after_optimizations\.txt$")
+# The train step's optimized module (not its -buffer-assignment, -live-range … side files).
+TRAIN_STEP_DUMP_RE = re.compile(r"(?:^|\.)p?jit_train_step\.(?:.*[._-])?after_optimizations\.txt$")
 # The shape after "=" tells an instruction from a continued attribute line ("  calls=%f").
 _INSTR_RE = re.compile(r"^\s+(?:ROOT\s+)?%?(?P<name>[^\s=]+)\s*=\s*(?P<rest>(?:\(|[a-z][a-z0-9]*\[).*)$")
 _HEADER_RE = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[^\s(]+)")
@@ -329,5 +330,5 @@ def find_train_step_dump(paths: Iterable[str],
         except OSError:
             return -1
 
-    hits = [p for p in paths if _TRAIN_STEP_DUMP_RE.search(os.path.basename(p))]
+    hits = [p for p in paths if TRAIN_STEP_DUMP_RE.search(os.path.basename(p))]
     return max(sorted(hits), key=size or local_size, default=None)
