@@ -15,7 +15,7 @@ from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
 
 if TYPE_CHECKING:
-    from .session import Runtime
+    from .session import Session
 
 
 def gate_item(report: pytest.TestReport) -> GateItem | None:
@@ -34,7 +34,7 @@ def gate_item(report: pytest.TestReport) -> GateItem | None:
     return GateItem(item, Outcome.FAILED, report.longreprtext)
 
 
-def gate_cells(runtime: Runtime) -> dict[str, list[GateCell]]:
+def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
     """model tag → the gated cells whose items ran in this session."""
     by_tag: dict[str, list[GateCell]] = {}
     for cell in runtime.cells_that_ran():
@@ -72,7 +72,7 @@ def measured_on(store: ResultStore, image: str) -> str:
     return f"image {image or docker}" if image or docker else ""
 
 
-def write_gate_reports(runtime: Runtime) -> list[Output]:
+def write_gate_reports(runtime: Session) -> list[Output]:
     """`<MODEL_TAG>-gate.md` per model tag gated in this session."""
     return [write_if_changed(runtime.settings.report_dir / f"{tag}-gate.md", render_document(tag, cells),
                              "gate report")

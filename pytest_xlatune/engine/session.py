@@ -1,39 +1,49 @@
-"""The per-session state: one Sweep per cell, created on first use, closed at session end."""
+"""The Session: the pytest session's xlatune state (one Sweep per cell, created on first use,
+closed at session end), registered as a plugin object whose hooks read and write that state.
+
+plugin.py builds it in pytest_configure (`Session.start`); its hooks are methods here, so no hook
+reaches the state through the config's stash, and a test can build one without pytest.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from ..launch.registry import Factory, LaunchContext, make_backend, open_transport
-from ..plan.request import possible_specs
+from ..cell.load import CellError, load_cell
 from ..cell.model import BackendKind, Cell
-from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
-from ..paths import CellPaths, lock_path
-from ..report.build import CellReport, from_store
-from ..report.files import Output, write_atomic, write_reports
-from ..results import Spent
-from ..plan.expand import RunSpec, expand, expand_gate
-from ..notify import Notifier
+from ..judge.lock import Lock, load_lock
+from ..judge.stop import stop_message
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError, failure_line
-from ..judge.stop import stop_message
-from .watch import SweepStopped
-from ..adaptive.cache import request_for
-from ..adaptive.stored import summary_lines
-from .recover import recover_submissions
-from .sweep import Sweep
-from .gate_outputs import environments, gate_item, measured_on, write_gate_reports
+from ..launch.registry import Factory, make_backend, open_transport
+from ..notify import Notifier
+from ..paths import CellPaths, lock_path
+from ..plan.expand import RunSpec
+from ..report.build import CellReport, from_store
+from ..report.files import Output
 from ..report.gate import GateItem
 from ..settings import CellSettings, Settings
+from ..shareable import clean
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
+from . import outputs
+from .final_figures import FinalFigures
+from .gate_outputs import gate_item
+from .opening import gate_images, open_sweep, specs_for
+from .stopsignals import StopSignals
+from .sweep import Sweep
+from .watch import SweepStopped
+
+__all__ = ["RUNTIME_KEY", "SESSION_KEY", "Runtime", "Session", "gate_images", "specs_for"]
 
 
-class Runtime:
-    """Holds the sweeps of this pytest session (stashed on the config)."""
+class Session:
+    """The sweeps and bookkeeping of this pytest session; a plugin object (`xlatune-session`)."""
 
     def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
                  warn: Callable[[str], None] | None = None, session_id: str = "",
@@ -63,6 +73,111 @@ class Runtime:
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
         self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
+        self.signals = StopSignals()  # SIGTERM/SIGHUP as Ctrl-C while the session runs
+        self.figures = FinalFigures(self)
+
+    @classmethod
+    def start(cls, config: pytest.Config, settings: Settings) -> Session:
+        """Build the session's Session, stash it, register it (and its parts) as plugins."""
+
+        def write(text: str, always: bool) -> None:
+            terminal = config.pluginmanager.get_plugin("terminalreporter")
+            capture = config.pluginmanager.get_plugin("capturemanager")
+            if terminal is None or (config.option.verbose <= 0 and not always):
+                return
+            # Written while the item runs, so step around output capturing.
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                terminal.write_line(clean(f"  [xlatune] {text}", terminal=True))
+
+        # Progress (steps, re-attach) with -v; incidents (retries, RESUMEs, failed polls, cancels on
+        # sight, notifications not sent) always: a sweep runs for hours while nobody watches.
+        worker = getattr(config, "workerinput", None)
+        session = cls(settings, config.rootpath, lambda text: write(text, False),
+                      warn=lambda text: write(text, True),
+                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
+                      make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context),
+                      rerun_failed=bool(config.getoption("lf", False)))
+        config.stash[SESSION_KEY] = session
+        config.pluginmanager.register(session, "xlatune-session")
+        config.pluginmanager.register(session.figures, "xlatune-final-figures")
+        if config.pluginmanager.hasplugin("html"):
+            from ..report import html as htmlreport
+            from .html_hooks import HtmlHooks
+
+            config.pluginmanager.register(htmlreport, "xlatune-html")
+            config.pluginmanager.register(HtmlHooks(session), "xlatune-html-session")
+        session.signals.install()
+        return session
+
+    # The hooks that need the session's state (the stateless ones are plugin.py's).
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .items import CellItem  # items.py reads SESSION_KEY from here
+
+        for item in session.items:
+            if isinstance(item, CellItem):
+                self.note_item(item.cell, item.spec)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Under xdist the controller collects nothing: it learns the cells from workers' reports,
+        so it can write each cell's report once, at the end."""
+        props = dict(report.user_properties)
+        if not props.get("xlatune_cell"):
+            return
+        cell_path = Path(str(props["xlatune_cell"]))
+        if cell_path not in self.cells:
+            try:
+                self.note_cell(load_cell(cell_path))
+            except CellError:
+                return  # already reported by the worker that collected it
+        if self.settings.gate:
+            self.note_gate(cell_path, report)
+        if report.when == "call":
+            self.note_ran(cell_path, str(props["xlatune_item"]))
+            if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock
+                self.note_stopped(cell_path)
+            if props.get("xlatune_needs"):
+                self.needs[report.nodeid] = str(props["xlatune_needs"])
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        settings = self.settings
+        return [clean(f"xlatune: store {settings.store_dir}, reports in {settings.report_dir}, "
+                      f"poll every {settings.poll_interval:g} s"
+                      + (", remeasure" if settings.remeasure else ""), terminal=True)]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.close()
+        # --collect-only and a session that ran no item write nothing; the report and the lock only
+        # for cells whose items ran, each only when its content changes.
+        if self.settings.write_report and not hasattr(session.config, "workerinput") \
+                and not session.config.option.collectonly:
+            try:
+                self.outputs = self.write_reports(self.cells_that_ran()) + self.write_locks()
+            except OSError as error:
+                self.stops.append(f"xlatune: the report could not be written: {error}")
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+        def write(text: str) -> None:
+            terminalreporter.write_line(clean(text, terminal=True))
+
+        for message in self.stops:
+            terminalreporter.write_sep("=", "xlatune STOP", red=True)
+            write(message)
+        if self.needs:
+            terminalreporter.write_sep("-", "xlatune: runs the selected items needed (not run)")
+            for nodeid, text in self.needs.items():
+                write(f"{nodeid}: {text}")
+        for output in self.outputs:
+            write(output.line(config.invocation_params.dir))
+        for cell, spent in outputs.costs(self):
+            write(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
+        for cell, line in outputs.adaptive_lines(self):
+            write(f"xlatune: {cell.path.name}: {line}")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.signals.restore()
+
+    # The state.
 
     def paths(self, cell: Cell) -> CellPaths:
         return CellPaths(cell.path, self.root, self.settings.store_dir)
@@ -89,24 +204,6 @@ class Runtime:
     def cells_that_ran(self) -> list[Cell]:
         """The cells with at least one item run this session: only their outputs are written."""
         return [cell for path, cell in self.cells.items() if self.ran.get(path)]
-
-    def costs(self) -> list[tuple[Cell, Spent]]:
-        """What each cell that ran this session has cost so far (every job of its store)."""
-        return [(cell, stored.spent or Spent.of(())) for cell in self.cells_that_ran()
-                if (stored := self.stored(cell)) is not None]
-
-    def adaptive_lines(self) -> list[tuple[Cell, str]]:
-        """What the adaptive sweeps of this session saved, and the drift their controls saw."""
-        lines = []
-        for cell in self.cells_that_ran():
-            sweep = self.sweeps.get(cell.path)
-            if sweep is None or sweep.adaptive is None:
-                continue
-            stored = summary_lines(sweep.store.results(), list(sweep.store.events()))
-            lines += [(cell, line) for line in stored]
-            if not any(line.startswith("drift: ") for line in stored):  # no control recorded one
-                lines.append((cell, sweep.adaptive.drift()))
-        return lines
 
     def sweep_for(self, cell: Cell, item: str = "") -> Sweep:
         """The cell's sweep; the first call runs pre-flight. A failure fails the item that ran it
@@ -149,62 +246,7 @@ class Runtime:
         for note in store.adopt(self.paths(cell).legacy_store) + store.acquire(self.session_id):
             self.warn(note)
         self._held.append(store)
-        backend = self.make_backend(LaunchContext(cell, self.settings, self.cell_settings(cell),
-                                                  self.paths(cell), store, self.transport, self.warn,
-                                                  other_images=gate_images(cell, self.settings)))
-        launcher, nodelist = backend.launcher, backend.nodelist
-        if backend.environments and dict(backend.environments) != environments(store):
-            store.append("environment", images=dict(backend.environments))  # a lock's measured_on
-        specs = specs_for(cell, self.settings)
-        try:
-            recover_submissions(store, launcher, self.report)  # before anything is submitted
-            self._warn_busy(cell, store, nodelist, backend.busy)
-            self._freeze(cell, store, nodelist)
-            # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
-            image, cache = self.cell_settings(cell).image, not self.settings.fixed_protocol
-            launcher.check_requests(request_for(cell, spec, image, cache=cache) for spec in possible_specs(specs))
-        except PreflightError:
-            launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
-            raise
-        if backend.other_jobs.strip():
-            self.report(f"{cell.path.name}: other jobs on the partition:\n{backend.other_jobs.rstrip()}")
-        sweep = Sweep(
-            cell=cell, specs=specs, store=store, launcher=launcher,
-            nodelist=nodelist, nodes=backend.nodes, poll_interval=self.settings.poll_interval,
-            remeasure=self.settings.remeasure, rerun_failed=self.rerun_failed,
-            report=self.report, warn=self.warn,
-            queue_depth=launcher.queue_depth, log_source=launcher.log_source,
-            image=self.cell_settings(cell).image,
-            policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
-            numerics=self.settings.numerics,
-            fetch_artifacts=backend.fetch_artifacts, fixed_protocol=self.settings.fixed_protocol,
-            budget=self.settings.budget,
-        )
-        sweep.set_upcoming(self.upcoming.get(cell.path, []))
-        sweep.adopt_orphans()
-        return sweep
-
-    def _warn_busy(self, cell: Cell, store: ResultStore, nodelist: str, busy: str) -> None:
-        """Say (without -v) which other jobs hold the pinned nodes: the sweep waits behind them."""
-        own = {str(r["job_id"]) for r in store.pending_submissions().values()}
-        lines = [ln for ln in busy.splitlines() if ln.strip() and ln.split("|", 1)[0] not in own]
-        if lines:
-            self.warn(f"{cell.path.name}: {len(lines)} other job(s) on the pinned nodes {nodelist}; "
-                      "the sweep's jobs will wait for them (id|user|state|nodes|name):\n"
-                      + "\n".join(lines))
-
-    def _freeze(self, cell: Cell, store: ResultStore, nodelist: str) -> None:
-        """Record the frozen nodelist; refuse to mix results of another one unless asked."""
-        info = store.sweep_info()
-        if info is not None and info["nodelist"] == nodelist:
-            return
-        if info is not None and not self.settings.fresh_baseline:
-            raise PreflightError(
-                f"{cell.path}: nodelist: expected the sweep's frozen nodelist {info['nodelist']!r}, "
-                f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
-            )
-        store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
-                      model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+        return open_sweep(self, cell, store)
 
     def cell_settings(self, cell: Cell) -> CellSettings:
         """The cell's image, interpreter, playbook and hang thresholds (resolved once per cell)."""
@@ -259,45 +301,17 @@ class Runtime:
             self.gate_items.setdefault(cell_path, []).append(item)
 
     def write_reports(self, cells: list[Cell] | None = None) -> list[Output]:
-        """The tuning reports (and exports) of these cells, from their stored results; under
-        --xlatune-gate the gate's own `<MODEL_TAG>-gate.md` instead (the tuning report stays)."""
-        if self.settings.gate:
-            return write_gate_reports(self)
-        return write_reports(self.report_inputs(cells), self.settings.report_dir, mode=self.settings.numerics,
-                             write_zh=self.settings.write_zh, export_dir=self.settings.export_dir)
+        """The tuning reports (or under --xlatune-gate the gate reports) of these cells."""
+        return outputs.session_reports(self, cells)
+
+    def write_locks(self) -> list[Output]:
+        """The locks of the cells whose whole sweep ran (engine/outputs.py)."""
+        return outputs.session_locks(self)
 
     def lock_for(self, cell: Cell) -> Lock:
         if cell.path not in self.locks:
             self.locks[cell.path] = load_lock(lock_path(cell.path))
         return self.locks[cell.path]
-
-    def write_locks(self) -> list[Output]:
-        """After a whole sweep of a cell ran (not a gate run): `<cell>.lock.json` when its
-        recipe differs from the lock on file (`lock.lock_change` says why, or why not)."""
-        outputs = []
-        for cell in self.cells_that_ran():
-            stored = self.stored(cell)
-            if stored is None or self.settings.gate:
-                continue
-            path = lock_path(cell.path)
-            ran = self.ran.get(cell.path, set())
-            not_run = [spec.name for spec in self.specs_of(cell) if spec.name not in ran]
-            try:
-                existing: Lock | None = load_lock(path) if path.exists() else None
-            except LockError:
-                existing = None  # unreadable: a whole sweep replaces it
-            stopped = cell.path in self.stopped
-            image = self.cell_settings(cell).image
-            built = None if not_run or stopped else build_lock(
-                cell, list(stored.results), stored.nodelist, image, mode=self.settings.numerics,
-                measured_on=measured_on(self.store_for(cell), image))
-            why_not = "" if built is not None or not_run or stopped else unconfirmed(
-                cell, list(stored.results), mode=self.settings.numerics)
-            change, why = lock_change(existing, built, not_run, stopped, why_not)
-            if change and built is not None:
-                write_atomic(path, dumps(built))
-            outputs.append(Output(path, "recipe lock", change, why, exists=path.exists()))
-        return outputs
 
     def transport(self) -> Transport:
         """The session's one transport (one SSH connection), opened on first use."""
@@ -329,19 +343,6 @@ class Runtime:
                 store.release()
 
 
-def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
-    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes (and each
-    run's control on the lock's image, just before it)."""
-    if not settings.gate:
-        return expand(cell)
-    lock = load_lock(lock_path(cell.path))
-    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
-                              for r in lock.recipes}, old_image=lock.image)
-
-
-def gate_images(cell: Cell, settings: Settings) -> tuple[str, ...]:
-    """The images a session's runs use besides its own: under --xlatune-gate, the lock's."""
-    return (load_lock(lock_path(cell.path)).image,) if settings.gate else ()
-
-
-RUNTIME_KEY = pytest.StashKey[Runtime]()
+SESSION_KEY = pytest.StashKey[Session]()
+Runtime = Session  # the name before the Session became a plugin object
+RUNTIME_KEY = SESSION_KEY

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from ..judge import figures, stats
 from .build import CellReport
 
@@ -147,3 +149,24 @@ def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool
         return False
     path.write_text(text, encoding="utf-8")
     return True
+
+
+def teststatus(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    """An item line's category, letter and words: `PASSED 600.5 TGS …` (`REUSED …` for a stored
+    run); None for a report without a figure (pytest's own words)."""
+    if report.when != "call":
+        return None
+    props = dict(report.user_properties)
+    if "xlatune_tgs" not in props or props["xlatune_tgs"] is None or not report.passed:
+        return None
+    text = status_text(props)  # the terminal summary repeats it when a later run changed it
+    if props.get("xlatune_numerics"):
+        text += " — numerics changed: " + str(props["xlatune_numerics"])
+    if props.get("xlatune_shared"):
+        text += f" (same effective settings as {props['xlatune_shared']}: shared)"
+    if props.get("xlatune_stopped"):
+        text += f" ({props['xlatune_stopped']})"
+    word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
+    markup = {"yellow": True} if props.get("xlatune_numerics") or props.get("xlatune_unstable") \
+        else {"green": True}
+    return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)

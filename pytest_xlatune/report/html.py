@@ -1,25 +1,19 @@
-"""pytest-html hooks: xlatune columns per item, the log tail of a failed job as an extra, and per
-cell an SVG chart and the leaderboard above the results table.
+"""pytest-html hooks: xlatune columns per item (the hooks that read the session, a failed job's
+log tail and per cell an SVG chart and the leaderboard above the table, are engine/html_hooks.py).
 
-Registered by plugin.pytest_configure only when pytest-html is active. Everything is inline
+Registered by the Session only when pytest-html is active. Everything is inline
 HTML/SVG (no script, no external file), so `--self-contained-html` needs nothing more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
 import pytest
-from pytest_html import extras
 
-from ..engine.items import CellItem, RunFailed
-from .build import report_data
 from .html_cell import STYLE, cell_html, leaderboard_html  # noqa: F401  (the blocks, engine-free)
-from ..results import JobResult
-from ..shareable import clean
-from ..engine.session import RUNTIME_KEY
 
 FIRST_EXTRA_COLUMN = 2  # after Result and Test
 
@@ -100,53 +94,3 @@ def _escape_test_id(report: pytest.TestReport | pytest.CollectReport, cells: lis
     for index, cell in enumerate(cells):
         if cell == raw:  # as pytest-html 4 builds it; left alone if a later version escapes it
             cells[index] = f'<td class="col-testId">{escape(test_id)}</td>'
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item,
-                              call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    """Attach the log tail of a job that ended without a measurement (failed or OOM xfail)."""
-    report = yield
-    if (report.when == "call" and isinstance(item, CellItem) and (report.failed or report.skipped)
-            and item.config.getoption("htmlpath", None)):
-        result = _failed_result(item, call)
-        if result is not None:
-            report.extras = [*getattr(report, "extras", []), extras.text(
-                _log_text(result), name=escape(f"log tail (job {result.job_id})"))]
-            if hasattr(report, "wasxfail"):
-                # pytest-html shows an xfail's longrepr: the traceback of pytest.xfail() itself.
-                report.longrepr = f"{report.wasxfail}\nlog: {result.log_path}"
-    return report
-
-
-def _failed_result(item: CellItem, call: pytest.CallInfo[None]) -> JobResult | None:
-    if call.excinfo is not None and isinstance(call.excinfo.value, RunFailed):
-        return call.excinfo.value.result
-    props = dict(item.user_properties)
-    job_id, verdict = props.get("xlatune_job_id"), props.get("xlatune_verdict")
-    if job_id is None or verdict in (None, "success", "soft_success"):
-        return None  # a regression of a measured run: the failure text says it all
-    sweep = item.config.stash[RUNTIME_KEY].sweeps.get(item.cell.path)
-    return next((r for r in sweep.results() if r.job_id == job_id), None) if sweep else None
-
-
-def _log_text(result: JobResult) -> str:
-    header = f"job {result.job_id} ({result.verdict.value}): {result.reason}\nlog: {result.log_path}\n"
-    return header + "\n" + (result.log_tail.rstrip() + "\n" if result.log_tail else "(no log tail)\n")
-
-
-def pytest_html_results_summary(prefix: list[str], summary: list[str], postfix: list[str],
-                                session: pytest.Session) -> None:
-    runtime = session.config.stash.get(RUNTIME_KEY, None)
-    if runtime is None:
-        return
-    if runtime.settings.gate:  # the gate's verdict, as <MODEL_TAG>-gate.md says it
-        from ..engine.gate_outputs import gate_cells
-        from .gate import render_html
-
-        prefix.append(STYLE + render_html([c for cells in gate_cells(runtime).values() for c in cells]))
-        return
-    # The same ReportData the markdown report renders (evidence and the numerics mode included).
-    parts = [cell_html(report_data(report, runtime.settings.numerics)) for report in runtime.report_inputs()]
-    if parts:
-        prefix.append(clean(STYLE + "".join(parts)))  # escaped below; secrets and escape codes out here

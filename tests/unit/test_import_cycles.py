@@ -149,8 +149,6 @@ KNOWN_BACK_EDGES = frozenset({
     ("plan.request", "launch.base"),  # JobRequest
     ("slurm.client", "launch.base"),  # CommandRefused, LauncherError
     ("slurm.parsers", "launch.base"),  # JobState
-    ("report.html", "engine.items"),  # the pytest-html hooks read CellItem, RunFailed
-    ("report.html", "engine.session"),  # ... and the Runtime (RUNTIME_KEY)
 })
 
 

@@ -1,0 +1,100 @@
+"""A cell's sweep opened: its store owned, its backend started, pre-flight run, its runs planned."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..adaptive.cache import request_for
+from ..cell.model import Cell
+from ..judge.lock import load_lock
+from ..launch.preflight import PreflightError
+from ..launch.registry import LaunchContext
+from ..paths import lock_path
+from ..plan.expand import RunSpec, expand, expand_gate
+from ..plan.request import possible_specs
+from ..settings import Settings
+from ..store import ResultStore
+from .gate_outputs import environments
+from .recover import recover_submissions
+from .sweep import Sweep
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+def open_sweep(session: Session, cell: Cell, store: ResultStore) -> Sweep:
+    """Start the cell's backend on its (owned) store, run pre-flight and build its Sweep."""
+    settings, cell_settings = session.settings, session.cell_settings(cell)
+    backend = session.make_backend(LaunchContext(cell, settings, cell_settings, session.paths(cell), store,
+                                                 session.transport, session.warn,
+                                                 other_images=gate_images(cell, settings)))
+    launcher, nodelist = backend.launcher, backend.nodelist
+    if backend.environments and dict(backend.environments) != environments(store):
+        store.append("environment", images=dict(backend.environments))  # a lock's measured_on
+    specs = specs_for(cell, settings)
+    try:
+        recover_submissions(store, launcher, session.report)  # before anything is submitted
+        _warn_busy(session, cell, store, nodelist, backend.busy)
+        _freeze(cell, store, nodelist, settings)
+        # maxtext-slurm: every JOB_NAME fits and every run has its TUNE_PROFILE arm.
+        image, cache = cell_settings.image, not settings.fixed_protocol
+        launcher.check_requests(request_for(cell, spec, image, cache=cache) for spec in possible_specs(specs))
+    except PreflightError:
+        launcher.close()  # e.g. remove a TUNE_PROFILE block installed by pre-flight
+        raise
+    if backend.other_jobs.strip():
+        session.report(f"{cell.path.name}: other jobs on the partition:\n{backend.other_jobs.rstrip()}")
+    sweep = Sweep(
+        cell=cell, specs=specs, store=store, launcher=launcher,
+        nodelist=nodelist, nodes=backend.nodes, poll_interval=settings.poll_interval,
+        remeasure=settings.remeasure, rerun_failed=session.rerun_failed,
+        report=session.report, warn=session.warn,
+        queue_depth=launcher.queue_depth, log_source=launcher.log_source,
+        image=cell_settings.image,
+        policy=cell_settings.policy, hang=cell_settings.hang,
+        numerics=settings.numerics,
+        fetch_artifacts=backend.fetch_artifacts, fixed_protocol=settings.fixed_protocol,
+        budget=settings.budget,
+    )
+    sweep.set_upcoming(session.upcoming.get(cell.path, []))
+    sweep.adopt_orphans()
+    return sweep
+
+
+def _warn_busy(session: Session, cell: Cell, store: ResultStore, nodelist: str, busy: str) -> None:
+    """Say (without -v) which other jobs hold the pinned nodes: the sweep waits behind them."""
+    own = {str(r["job_id"]) for r in store.pending_submissions().values()}
+    lines = [ln for ln in busy.splitlines() if ln.strip() and ln.split("|", 1)[0] not in own]
+    if lines:
+        session.warn(f"{cell.path.name}: {len(lines)} other job(s) on the pinned nodes {nodelist}; "
+                     "the sweep's jobs will wait for them (id|user|state|nodes|name):\n"
+                     + "\n".join(lines))
+
+
+def _freeze(cell: Cell, store: ResultStore, nodelist: str, settings: Settings) -> None:
+    """Record the frozen nodelist; refuse to mix results of another one unless asked."""
+    info = store.sweep_info()
+    if info is not None and info["nodelist"] == nodelist:
+        return
+    if info is not None and not settings.fresh_baseline:
+        raise PreflightError(
+            f"{cell.path}: nodelist: expected the sweep's frozen nodelist {info['nodelist']!r}, "
+            f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
+        )
+    store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
+                 model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+
+
+def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
+    """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes (and each
+    run's control on the lock's image, just before it)."""
+    if not settings.gate:
+        return expand(cell)
+    lock = load_lock(lock_path(cell.path))
+    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
+                              for r in lock.recipes}, old_image=lock.image)
+
+
+def gate_images(cell: Cell, settings: Settings) -> tuple[str, ...]:
+    """The images a session's runs use besides its own: under --xlatune-gate, the lock's."""
+    return (load_lock(lock_path(cell.path)).image,) if settings.gate else ()
