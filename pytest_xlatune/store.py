@@ -13,7 +13,8 @@ A line is written with `os.write` on an `O_APPEND` descriptor until every byte i
 fsynced; a write that fails (disk full, EIO) is undone (the file is cut back to where it was)
 and raised as StoreWriteError, so a result is never reported unless its record is durable.
 A `kill -9` leaves at worst a torn last line: the session that next owns the store sets it
-aside and starts the next record on a fresh line. Events:
+aside and starts the next record on a fresh line. Events (each one frozen dataclass in
+records.py, with its fields and JSON form; `write` takes them, `append` checks the kind):
 
 - `sweep`: the frozen nodelist and backend of a cell (first run of the cell);
 - `submitting`: a submission about to be made, with its mark (Slurm: the job comment), written
@@ -25,7 +26,10 @@ aside and starts the next record on a fresh line. Events:
 - `cancelled`: a submitted job this session cancelled before its result (submitted again next run);
 - `attempt`: a failed job the playbook retried (the item's final `result` comes later);
 - `stop`: a stop trigger fired (the reason; a rerun resumes from the store);
-- `quarantined`: a damaged record of this key was set aside (its submission is not waited for).
+- `quarantined`: a damaged record of this key was set aside (its submission is not waited for);
+- `environment`, `inventory`: what pre-flight found (a lock's measured_on; maxtext-slurm's files);
+- `node_resume`, `cleanup`, `tune_arm_added`: a node resumed, TUNE_PROFILE blocks added and removed;
+- `drift`, `conclude`, `skipped`, `early_stop`: the adaptive sweep's controls and decisions.
 
 Every line carries a checksum (store_lines.py). A line that fails it, contradicts itself or is no
 record is never used: the session that takes the store moves it into `<cell>.jsonl.quarantine`
@@ -47,7 +51,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import store_lines
+from . import records, store_lines
+from .records import R, Record
 from .results import JobResult
 from .safefs import LinkRefused, link_message, open_nofollow
 from .store_lines import SCHEMA_VERSION, Parsed
@@ -205,7 +210,7 @@ class ResultStore:
         pending = {str(r["job_id"]): key for key, r in self.pending_submissions().items()}
         done = [job for job in noted if job in pending]
         for job in done:
-            self.append("cancelled", job_id=job, key=pending[job], noted_by=previous.get("pid", "?"))
+            self.write(records.Cancelled(job_id=job, key=pending[job], noted_by=previous.get("pid", "?")))
         if not done:
             return []
         return [f"{self.path}: recorded job(s) {', '.join(done)} as cancelled by the session before "
@@ -274,7 +279,7 @@ class ResultStore:
             if not isinstance(key, str) or said.get("event") not in ("result", "attempt", "submitted"):
                 garbage.append(number)
                 continue
-            self.append("quarantined", key=key, of=said["event"], line=number, why=why)
+            self.write(records.Quarantined(key=key, of=said["event"], line=number, why=why))
             if len(notes) < _SHOWN:
                 what = f"the {said['event']} record of {said.get('item') or key}"
                 notes.append(f"{self.path}:{number}: {what} was quarantined into "
@@ -290,7 +295,13 @@ class ResultStore:
 
     # ---- writing ------------------------------------------------------------------------
 
+    def write(self, record: Record) -> None:
+        """Append one record, durably (StoreWriteError when it cannot be)."""
+        self.append(record.EVENT, **record.to_json())
+
     def append(self, event: str, **payload: Any) -> None:
+        """Append an event's fields as given; `event` must name a records.py class (RecordError)."""
+        records.record_class(event)
         line = store_lines.encode({"schema": SCHEMA_VERSION, "event": event, "time": time.time(), **payload})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +334,7 @@ class ResultStore:
             os.close(fd)
 
     def add_result(self, result: JobResult) -> None:
-        self.append("result", **result.to_dict())
+        self.write(records.Result(result))
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -394,6 +405,10 @@ class ResultStore:
 
     def latest_by_key(self) -> dict[str, JobResult]:
         return dict(self._parse().latest)
+
+    def records(self, kind: type[R]) -> list[R]:
+        """The usable records of one kind, as its dataclass, in file order."""
+        return [kind.from_json(r) for r in self._parse().by_event.get(kind.EVENT, ())]
 
     def events_of(self, event: str) -> list[dict[str, Any]]:
         """The usable records of one event, in file order."""

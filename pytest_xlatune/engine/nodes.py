@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import records
 from ..judge.policy import Action, Policy, SweepCounters, decide, incident
 from ..judge.signatures import FailureClass
 from ..launch.base import Launcher
@@ -40,7 +41,7 @@ def resume(launcher: Launcher, store: ResultStore, nodes: tuple[str, ...], count
             sleep(policy.rule(FailureClass.NODE_DOWN).wait_s)
             still = dict(launcher.unusable_nodes())
         for node in todo:
-            store.append("node_resume", node=node, was=unusable[node], now=still.get(node, "usable"))
+            store.write(records.NodeResume(node=node, was=unusable[node], now=still.get(node, "usable")))
             if node not in still:
                 counters = counters.resume_took(node)
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import records
 from ..adaptive.cache import request_for
 from ..cell.model import Cell
 from ..judge.lock import load_lock
@@ -30,7 +31,7 @@ def open_sweep(session: Session, cell: Cell, store: ResultStore) -> Sweep:
                                                  other_images=gate_images(cell, settings)))
     launcher, nodelist = backend.launcher, backend.nodelist
     if backend.environments and dict(backend.environments) != environments(store):
-        store.append("environment", images=dict(backend.environments))  # a lock's measured_on
+        store.write(records.Environment(images=dict(backend.environments)))  # a lock's measured_on
     specs = specs_for(cell, settings)
     try:
         recover_submissions(store, launcher, session.report)  # before anything is submitted
@@ -81,8 +82,8 @@ def _freeze(cell: Cell, store: ResultStore, nodelist: str, settings: Settings) -
             f"{cell.path}: nodelist: expected the sweep's frozen nodelist {info['nodelist']!r}, "
             f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
         )
-    store.append("sweep", nodelist=nodelist, backend=cell.backend.kind.value,
-                 model_tag=cell.model_tag, parallelism=cell.parallelism.text)
+    store.write(records.Sweep(nodelist=nodelist, backend=cell.backend.kind.value,
+                              model_tag=cell.model_tag, parallelism=cell.parallelism.text))
 
 
 def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import records
 from ..launch.base import Launcher, LauncherError
 from ..launch.preflight import PreflightError
 from ..store import ResultStore
@@ -32,11 +33,11 @@ def recover_submissions(store: ResultStore, launcher: Launcher, report: Callable
             ) from None
         if job is None or job.job_id in store.noted_cancelled:
             # none started, or the session before cancelled it itself (its record failed)
-            store.append("unsubmitted", key=intent["key"], item=item, mark=mark)
+            store.write(records.Unsubmitted(key=str(intent["key"]), item=item, mark=mark))
             continue
-        store.append("submitted", key=intent["key"], item=item, job_id=job.job_id,
-                     log_path=job.log_path, job_dir=job.job_dir, handle=job.handle, mark=mark,
-                     recovered=True)
+        store.write(records.Submitted(key=str(intent["key"]), item=item, job_id=job.job_id,
+                                      log_path=job.log_path, job_dir=job.job_dir, handle=job.handle,
+                                      mark=mark, recovered=True))
         report(f"{item}: found job {job.job_id}, which the session before submitted as it was "
                "killed (by its mark); its item re-attaches to it")
         found += 1

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from .. import records
 from ..adaptive.cache import request_for
 from ..cell.model import Cell
 from ..judge import numerics
@@ -146,7 +147,7 @@ class JobRunner:
                 raise SweepStopped(decision.stop_reason or decision.reason,
                                    decision.failing_nodes, decision.recovery)
             if decision.action in (Action.RETRY_SAME_NODELIST, Action.RESUME_NODE_THEN_RETRY):
-                self.store.append("attempt", **result.to_dict())
+                self.store.write(records.Attempt(result))
                 self._warn(f"{spec.name} job {job.job_id}: {decision.reason}")
                 if decision.action is Action.RESUME_NODE_THEN_RETRY:
                     self._resume(decision.failing_nodes)
@@ -191,8 +192,8 @@ class JobRunner:
                           mark=f"xlatune-{uuid.uuid4().hex[:16]}")
         # Before the scheduler hears of it: a kill before the job id is stored leaves this, and
         # the rerun finds the job by its mark (engine/recover.py) instead of submitting it again.
-        self.store.append("submitting", key=key, item=spec.name, job_name=request.job_name,
-                          mark=request.mark, **_cache_field(request.compile_cache))
+        self.store.write(records.Submitting(key=key, item=spec.name, job_name=request.job_name,
+                                            mark=request.mark, compile_cache=request.compile_cache))
         try:
             job = submit_through_outage(self.poller, request, self.sleep, limit_s,
                                         record=lambda job: self._record_submission(spec, key, job, request.mark))
@@ -210,9 +211,9 @@ class JobRunner:
         """Recorded before anything else happens (signals wait meanwhile: stopsignals.deferred),
         so a killed session re-attaches to the job and an interrupted one cancels it."""
         try:
-            self.store.append("submitted", key=key, item=spec.name, job_id=job.job_id,
-                              log_path=job.log_path, job_dir=job.job_dir, handle=job.handle, mark=mark,
-                              **_cache_field(job.compile_cache))
+            self.store.write(records.Submitted(key=key, item=spec.name, job_id=job.job_id,
+                                               log_path=job.log_path, job_dir=job.job_dir, handle=job.handle,
+                                               mark=mark, compile_cache=job.compile_cache))
         except StoreWriteError:
             self.launcher.cancel(job.job_id)  # unrecorded, a rerun would submit it twice
             self.store.note_cancelled(job.job_id)  # the rerun, finding it by its mark, runs it again
@@ -278,7 +279,7 @@ class JobRunner:
                 continue
             # A cancelled submission is not re-attached on the next run: it is submitted again.
             try:
-                self.store.append("cancelled", job_id=job_id, key=self._key_of_job.get(job_id, ""))
+                self.store.write(records.Cancelled(job_id=job_id, key=self._key_of_job.get(job_id, "")))
             except StoreWriteError:
                 # The store is failing (a full disk): the lock file's note keeps it instead, so
                 # the rerun runs it again rather than take it for a cancel by hand.
@@ -372,11 +373,6 @@ class JobRunner:
             node_minutes=node_minutes(self.nodes, started, ended), compile_cache=job.compile_cache,
         )
 
-
-
-def _cache_field(directory: str) -> dict[str, str]:
-    """A store record's `compile_cache` field: only where a run has one (records stay as before)."""
-    return {"compile_cache": directory} if directory else {}
 
 
 def _controller_limit_s(policy: Policy) -> float:

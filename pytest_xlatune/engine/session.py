@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from .. import records
 from ..cell.load import CellError, load_cell
 from ..cell.model import BackendKind, Cell
 from ..judge.lock import Lock, load_lock
@@ -272,7 +273,7 @@ class Session:
         message = stop_message(cell, stop.reason, sweep.nodelist, results, pending,
                                stop.failing_nodes, stop.recovery)
         try:
-            sweep.store.append("stop", reason=stop.reason, pending=pending)
+            sweep.store.write(records.Stop(reason=stop.reason, pending=tuple(pending)))
         except StoreWriteError as error:
             message += f"\n(not recorded: {error})"
         self.notifier(cell).send(message)

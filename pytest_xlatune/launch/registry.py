@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from .. import records
 from ..cell.grammar import CONTAINER_IMAGE, GrammarError
 from ..transport.hostcmd import HostCmdTransport
 from .base import CommandRefused, Launcher, LauncherError
@@ -158,7 +159,7 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
         return launcher  # submit() refuses to run without the block
     launcher.prepare()
     try:
-        store.append("inventory", **launcher.inventory())
+        store.write(records.Inventory.from_json(launcher.inventory()))
     except BaseException:
         launcher.close()  # the block goes again: this launcher will never reach Runtime.close
         raise
