@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 from ..errors import XlatuneError
@@ -77,7 +78,7 @@ class JobState(str, Enum):
 
     @classmethod
     def parse(cls, text: str) -> JobState:
-        """Map a state word (`CANCELLED by 0`, sacct's `+`, a backend's own spellings) to a JobState."""
+        """Map a state word (`CANCELLED by 0`, sacct's `+`, Slurm's compact codes and other words) to a JobState."""
         word = text.strip().split(" ", 1)[0].rstrip("+").upper()
         if word in cls.__members__:
             return cls[word]
@@ -88,12 +89,24 @@ _FINISHED = frozenset({
     JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
     JobState.OUT_OF_MEMORY, JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE,
 })
-_SPELLINGS: dict[str, JobState] = {}
-
-
-def add_spellings(spellings: Mapping[str, JobState]) -> None:
-    """Teach JobState.parse a backend's other spellings of the states (Slurm's compact %t codes)."""
-    _SPELLINGS.update(spellings)
+_SPELLINGS: Mapping[str, JobState] = MappingProxyType({
+    # Slurm's other words for the states (JobState is named as sacct prints them):
+    # compact codes (squeue %t)
+    "PD": JobState.PENDING, "CF": JobState.CONFIGURING, "R": JobState.RUNNING,
+    "CG": JobState.COMPLETING, "CD": JobState.COMPLETED, "F": JobState.FAILED,
+    "CA": JobState.CANCELLED, "TO": JobState.TIMEOUT, "NF": JobState.NODE_FAIL,
+    "OOM": JobState.OUT_OF_MEMORY, "PR": JobState.PREEMPTED, "BF": JobState.BOOT_FAIL,
+    "DL": JobState.DEADLINE,
+    # requeued/held jobs wait to run again; suspended/stopped ones wait to resume
+    "REQUEUED": JobState.PENDING, "RQ": JobState.PENDING, "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
+    "SUSPENDED": JobState.PENDING, "S": JobState.PENDING, "STOPPED": JobState.PENDING,
+    "ST": JobState.PENDING,
+    # still holding its nodes
+    "RESIZING": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.COMPLETING,
+    "SO": JobState.COMPLETING,
+    "SPECIAL_EXIT": JobState.FAILED, "SE": JobState.FAILED, "REVOKED": JobState.CANCELLED,
+})
 
 
 class JobPhase(Enum):

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ..launch.base import JobState, add_spellings
+from ..launch.base import JobState
 from ..errors import XlatuneError
 
 __all__ = [
@@ -42,29 +42,6 @@ class SlurmParseError(XlatuneError, ValueError):
 def _clip(text: str, n: int = 120) -> str:
     text = text.strip().replace("\n", "\\n")
     return text if len(text) <= n else text[: n - 1] + "…"
-
-
-
-
-_STATE_ALIASES = {
-    # compact codes (squeue %t)
-    "PD": JobState.PENDING, "CF": JobState.CONFIGURING, "R": JobState.RUNNING,
-    "CG": JobState.COMPLETING, "CD": JobState.COMPLETED, "F": JobState.FAILED,
-    "CA": JobState.CANCELLED, "TO": JobState.TIMEOUT, "NF": JobState.NODE_FAIL,
-    "OOM": JobState.OUT_OF_MEMORY, "PR": JobState.PREEMPTED, "BF": JobState.BOOT_FAIL,
-    "DL": JobState.DEADLINE,
-    # requeued/held jobs wait to run again; suspended/stopped ones wait to resume
-    "REQUEUED": JobState.PENDING, "RQ": JobState.PENDING, "REQUEUE_HOLD": JobState.PENDING,
-    "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
-    "SUSPENDED": JobState.PENDING, "S": JobState.PENDING, "STOPPED": JobState.PENDING,
-    "ST": JobState.PENDING,
-    # still holding its nodes
-    "RESIZING": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.COMPLETING,
-    "SO": JobState.COMPLETING,
-    "SPECIAL_EXIT": JobState.FAILED, "SE": JobState.FAILED, "REVOKED": JobState.CANCELLED,
-}
-add_spellings(_STATE_ALIASES)
-
 
 # What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.
 CONTROLLER_DOWN = re.compile(r"Unable to contact slurm controller|Socket timed out on send/recv|"
