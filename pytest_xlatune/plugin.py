@@ -12,11 +12,10 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from . import shareable
 from .engine.cellfiles import check_cell_paths, dist_given, is_cell_file
 from .engine.items import CellFile, CellItem
 from .engine.session import Session
-from .launch.registry import Backend, LaunchContext, make_backend, register_kind, unregister_kinds
+from .launch.registry import Backend, LaunchContext, backend_kinds, make_backend
 from .report.final import teststatus
 from .settings import Settings, add_options
 from .shareable import clean_report
@@ -68,21 +67,13 @@ def pytest_configure_node(node: WorkerNode) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
-    for added in config.hook.pytest_xlatune_backend_kinds():
-        for backend_plugin in added:
-            register_kind(backend_plugin)
+    kinds = backend_kinds(p for added in config.hook.pytest_xlatune_backend_kinds() for p in added)
     settings = Settings.from_config(config)
     settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
     settings.check_store()
     settings.check_outputs()
-    shareable.configure(settings.mask)
     check_cell_paths(config)
-    Session.start(config, settings)  # registers it: the hooks that need state are its methods
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    unregister_kinds()
-    shareable.reset()
+    Session.start(config, settings, kinds)  # registers it: the hooks that need state are its methods
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after every other plugin's wrapper

@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,21 +100,28 @@ def _renderings(value: str) -> set[str]:
             json.dumps(value, ensure_ascii=False)[1:-1], markdown_text(value), value.replace("|", "\\|")}
 
 
-_SESSION: dict[str, Masker] = {}  # the masker pytest_configure built, under "masker"
+# The masker of the session running in this context: the Session sets it at its start and puts
+# back what was there at its end (a pytester session run inside another restores the outer one's).
+_MASKER: ContextVar[Masker | None] = ContextVar("xlatune_masker", default=None)
 
 
-def configure(extra: Iterable[re.Pattern[str]] = (), environ: Mapping[str, str] | None = None) -> None:
-    """Set the session's masker (pytest_configure); `extra` from --xlatune-mask / xlatune_mask."""
-    _SESSION["masker"] = Masker.build(environ, extra)
+def configure(extra: Iterable[re.Pattern[str]] = (), environ: Mapping[str, str] | None = None) -> Token[Masker | None]:
+    """Set this context's masker (the Session's start; the report CLI); `extra` from --xlatune-mask /
+    xlatune_mask. Hand the token to `reset` to put the one before back."""
+    return _MASKER.set(Masker.build(environ, extra))
 
 
-def reset() -> None:
-    _SESSION.pop("masker", None)
+def reset(token: Token[Masker | None] | None = None) -> None:
+    """Put back the masker `token`'s configure replaced (none: forget this context's)."""
+    if token is None:
+        _MASKER.set(None)
+    else:
+        _MASKER.reset(token)
 
 
 def masker() -> Masker:
     """The session's masker, or one from the current environment when none was configured."""
-    return _SESSION.get("masker") or Masker.build()
+    return _MASKER.get() or Masker.build()
 
 
 def clean(text: str, terminal: bool = False) -> str:

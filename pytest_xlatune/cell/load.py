@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -22,10 +24,11 @@ from .fit import dcn_misfit
 __all__ = ["CellError", "load_cell"]
 
 
-def load_cell(path: Path) -> Cell:
-    """Read, validate and freeze one cell file; raise CellError at the first problem."""
+def load_cell(path: Path, kinds: Mapping[str, N.KindCheck] = MappingProxyType({})) -> Cell:
+    """Read, validate and freeze one cell file; raise CellError at the first problem. `kinds`:
+    the backend kinds plugins added (the session's; launch.registry.BackendPlugin.check)."""
     path = Path(path)
-    return _cell(N.Ctx(path), _compose(path, _read(path)))
+    return _cell(N.Ctx(path, kinds), _compose(path, _read(path)))
 
 
 def _read(path: Path) -> str:

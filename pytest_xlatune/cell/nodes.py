@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -82,12 +82,18 @@ def describe(node: Node) -> str:
 def _one_line(text: str) -> bool:
     return all(ch >= " " and ch != "\x7f" for ch in text)
 
+# A plugin backend kind's check of one of its keys: (key, value as written) → None, or what was expected.
+KindCheck = Callable[[str, str], "str | None"]
+
 
 @dataclass(frozen=True)
 class Ctx:
-    """One cell file being read: where errors point, and the profile names claimed so far."""
+    """One cell file being read: where errors point, the profile names claimed so far, and the
+    backend kinds plugins added (kind → the check of one of its keys: None when fine, else what
+    was expected)."""
 
     path: Path
+    kinds: Mapping[str, KindCheck] = field(default_factory=dict)
     # name -> (key, line, what made it up: "" for a profile the cell wrote, "catalog fsdp", "stack")
     name_at: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 

@@ -56,10 +56,6 @@ BACKEND_OPTIONS: dict[str, dict[str, str]] = {
     "sbatch": {"command": "text", "time": "time", "partition": "partition"},
 }
 
-# Backend kinds plugins added (launch.registry.register_kind): kind → the check of one of its
-# keys, (key, value as written) → None when fine, else what was expected (the error says where).
-PLUGIN_KINDS: dict[str, Callable[[str, str], str | None]] = {}
-
 PARALLELISM_EXPECTED = "AXIS=N[,AXIS=N...] with AXIS in FSDP|PP|TP and N an integer >= 1"
 
 
@@ -206,14 +202,14 @@ def backend(r: N.Ctx, node: Node, key: str) -> Backend:
     fields = N.mapping(r, node, key)
     kind = "local"
     if "kind" in fields:
-        known = (*BACKEND_KINDS, *sorted(PLUGIN_KINDS))
+        known = (*BACKEND_KINDS, *sorted(r.kinds))
         kind_node, kinds = fields["kind"][1], f"one of {', '.join(known)}"
         kind = N.string(r, kind_node, "backend.kind", expected=kinds)
         if kind not in known:
             close = difflib.get_close_matches(kind, known, n=1)
             r.fail(kind_node, "backend.kind", kinds, suggestion=close[0] if close else None)
-    if kind in PLUGIN_KINDS:
-        return plugin_backend(r, fields, key, kind, PLUGIN_KINDS[kind])
+    if kind in r.kinds:
+        return plugin_backend(r, fields, key, kind, r.kinds[kind])
     allowed = BACKEND_OPTIONS[kind]
     options = []
     for name, (knode, vnode) in fields.items():

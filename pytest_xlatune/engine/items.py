@@ -87,14 +87,14 @@ class CellFile(pytest.File):
     cell: Cell
 
     def collect(self) -> Iterator[Wave | Unlocked]:
-        self.cell = load_cell(self.path)
+        runtime = self.config.stash[RUNTIME_KEY]
+        self.cell = load_cell(self.path, runtime.kind_checks)
         # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
         # the item name instead (only on xdist workers running loadgroup).
         grouped = getattr(self.config.option, "loadgroup", False) or \
             getattr(self.config, "workerinput", {}).get("xlatune_loadgroup", False)  # plugin: -n alone
         suffix = f"@{slot_group(self.cell)}" if grouped else ""
-        runtime = self.config.stash[RUNTIME_KEY]
         try:
             specs = specs_for(self.cell, runtime.settings)
         except LockError:

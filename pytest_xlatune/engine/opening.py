@@ -28,7 +28,7 @@ def open_sweep(session: Session, cell: Cell, store: ResultStore) -> Sweep:
     settings, cell_settings = session.settings, session.cell_settings(cell)
     backend = session.make_backend(LaunchContext(cell, settings, cell_settings, session.paths(cell), store,
                                                  session.transport, session.warn,
-                                                 other_images=gate_images(cell, settings)))
+                                                 other_images=gate_images(cell, settings), kinds=session.kinds))
     launcher, nodelist = backend.launcher, backend.nodelist
     if backend.environments and dict(backend.environments) != environments(store):
         store.write(records.Environment(images=dict(backend.environments)))  # a lock's measured_on

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
+from contextvars import Token
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -21,7 +23,7 @@ from ..judge.lock import Lock, load_lock
 from ..judge.stop import stop_message
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError, failure_line
-from ..launch.registry import Factory, make_backend, open_transport
+from ..launch.registry import BackendKinds, Factory, checks, make_backend, open_transport
 from ..notify import Notifier
 from ..paths import CellPaths, lock_path
 from ..plan.expand import RunSpec
@@ -29,7 +31,8 @@ from ..report.build import CellReport, from_store
 from ..report.files import Output
 from ..report.gate import GateItem
 from ..settings import CellSettings, Settings
-from ..shareable import clean
+from .. import shareable
+from ..shareable import Masker, clean
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
 from . import outputs
@@ -48,8 +51,11 @@ class Session:
 
     def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
                  warn: Callable[[str], None] | None = None, session_id: str = "",
-                 make_backend: Factory = make_backend, rerun_failed: bool = False) -> None:
+                 make_backend: Factory = make_backend, rerun_failed: bool = False,
+                 kinds: BackendKinds = MappingProxyType({})) -> None:
         self.settings = settings
+        self.kinds = kinds  # the backend kinds plugins added (hook pytest_xlatune_backend_kinds)
+        self.kind_checks = checks(kinds)  # ... as the cell loader takes them
         self.rerun_failed = rerun_failed  # --lf: stored failures run again
         self.make_backend = make_backend  # plugin.py: the pytest_xlatune_make_launcher hook
         self.session_id = session_id  # xdist workers of one session share it
@@ -75,10 +81,11 @@ class Session:
         self._cell_settings: dict[Path, CellSettings] = {}
         self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
         self.signals = StopSignals()  # SIGTERM/SIGHUP as Ctrl-C while the session runs
+        self.masking: Token[Masker | None] | None = None  # its masker (shareable.py), put back at the end
         self.figures = FinalFigures(self)
 
     @classmethod
-    def start(cls, config: pytest.Config, settings: Settings) -> Session:
+    def start(cls, config: pytest.Config, settings: Settings, kinds: BackendKinds = MappingProxyType({})) -> Session:
         """Build the session's Session, stash it, register it (and its parts) as plugins."""
 
         def write(text: str, always: bool) -> None:
@@ -97,7 +104,8 @@ class Session:
                       warn=lambda text: write(text, True),
                       session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
                       make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context),
-                      rerun_failed=bool(config.getoption("lf", False)))
+                      rerun_failed=bool(config.getoption("lf", False)), kinds=kinds)
+        session.masking = shareable.configure(settings.mask)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "xlatune-session")
         config.pluginmanager.register(session.figures, "xlatune-final-figures")
@@ -128,7 +136,7 @@ class Session:
         cell_path = Path(str(props["xlatune_cell"]))
         if cell_path not in self.cells:
             try:
-                self.note_cell(load_cell(cell_path))
+                self.note_cell(load_cell(cell_path, self.kind_checks))
             except CellError:
                 return  # already reported by the worker that collected it
         if self.settings.gate:
@@ -177,6 +185,8 @@ class Session:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.signals.restore()
+        shareable.reset(self.masking)
+        self.masking = None
 
     # The state.
 

@@ -8,8 +8,8 @@ import posixpath
 import shlex
 import socket
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -23,7 +23,6 @@ from .local import LocalLauncher
 from .maxtext.launcher import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
 from .sbatch import SbatchLauncher
 from .slurm_jobs import SlurmPlacement
-from ..cell import sections as cell_sections
 from ..cell.model import BackendKind, Cell
 from ..plan.expand import restore_default_changes
 from .preflight import FrozenSlot, PreflightError, reach_hint, resolve_slot
@@ -203,6 +202,7 @@ class LaunchContext:
     transport: Callable[[], Transport]  # the session's one transport, opened on first use
     warn: Callable[[str], None]
     other_images: tuple[str, ...] = ()  # images some runs use instead of the session's (the gate's lock image)
+    kinds: BackendKinds = field(default_factory=dict)  # the backend kinds plugins added
 
 
 @dataclass(frozen=True)
@@ -273,26 +273,28 @@ class BackendPlugin:
     check: Callable[[str, str], str | None] = _accept_any
 
 
-_PLUGIN_FACTORIES: dict[str, Factory] = {}
+BackendKinds = Mapping[str, BackendPlugin]  # the kinds plugins added, by name (the Session holds them)
 
 
-def register_kind(plugin: BackendPlugin) -> None:
-    """Add a backend kind: the cell schema accepts it, make_backend starts it."""
-    if plugin.kind in {k.value for k in BackendKind}:
-        raise ValueError(f"backend kind {plugin.kind!r} is built in; take it over with "
-                         "pytest_xlatune_make_launcher instead")
-    cell_sections.PLUGIN_KINDS[plugin.kind] = plugin.check
-    _PLUGIN_FACTORIES[plugin.kind] = plugin.factory
+def backend_kinds(plugins: Iterable[BackendPlugin]) -> BackendKinds:
+    """The added kinds by name: the cell schema accepts them (`load_cell(path, kinds)` with
+    `checks(kinds)`), make_backend starts them. A built-in name is refused (ValueError)."""
+    kinds: dict[str, BackendPlugin] = {}
+    for plugin in plugins:
+        if plugin.kind in {k.value for k in BackendKind}:
+            raise ValueError(f"backend kind {plugin.kind!r} is built in; take it over with "
+                             "pytest_xlatune_make_launcher instead")
+        kinds[plugin.kind] = plugin
+    return MappingProxyType(kinds)
 
 
-def unregister_kinds() -> None:
-    """Forget every added kind (the end of a pytest session)."""
-    cell_sections.PLUGIN_KINDS.clear()
-    _PLUGIN_FACTORIES.clear()
+def checks(kinds: BackendKinds) -> Mapping[str, Callable[[str, str], str | None]]:
+    """Each added kind's check of its keys, as the cell loader takes them."""
+    return MappingProxyType({name: plugin.check for name, plugin in kinds.items()})
 
 
 def make_backend(ctx: LaunchContext) -> Backend:
-    """The backends by `backend.kind`: built in, or added by a plugin (register_kind); a plugin
-    can take over any kind first through pytest_xlatune_make_launcher."""
+    """The backends by `backend.kind`: built in, or added by a plugin (ctx.kinds); a plugin can
+    take over any kind first through pytest_xlatune_make_launcher."""
     kind = ctx.cell.backend.kind
-    return FACTORIES[kind](ctx) if isinstance(kind, BackendKind) else _PLUGIN_FACTORIES[kind.value](ctx)
+    return FACTORIES[kind](ctx) if isinstance(kind, BackendKind) else ctx.kinds[kind.value].factory(ctx)
