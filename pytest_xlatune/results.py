@@ -61,7 +61,7 @@ _NOT_VERDICTS = (FailureClass.UNKNOWN, FailureClass.NODE_DOWN, FailureClass.CONT
 
 class Verdict(Enum):
     """How a job ended, as far as the sweep is concerned: every failure class that a job can end
-    with (same name, same stored value; tests/unit/test_results_verdict.py keeps the two in step),
+    with (same name, same stored value; tests/unit/ground/test_results_verdict.py keeps the two in step),
     and the sweep's own words."""
 
     SUCCESS = "success"

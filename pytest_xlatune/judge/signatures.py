@@ -205,7 +205,7 @@ def harmless(line: str) -> bool:
 
 
 # Byte needles for StepLog: every streamed signature's lines hold one of these or of logs.OOM_NEEDLES
-# (tests/unit/test_logs_real.py).
+# (tests/unit/judge/test_logs_real.py).
 EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     # None occurs in a known-noise line, so noise costs no per-line work; each needle is one
     # memmem pass per block, so there are as few as the streamed signatures allow (StepLog also

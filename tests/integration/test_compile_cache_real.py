@@ -1,6 +1,6 @@
 """The compilation cache on the local backend with the real JAX workload: a repeat of the same
 settings loads what the first run compiled (JAX logs the hit, its first step is shorter), and the
-store says which cache each run used. (Which runs get which cache: tests/unit/test_compile_cache.py.)"""
+store says which cache each run used. (Which runs get which cache: tests/unit/launch/test_compile_cache.py.)"""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import CommandResult, TransportError
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 STANDIN = TESTS / "maxtext_slurm_standin"
 DATA = TESTS / "data" / "maxtext"
 CK = "/work/ck"

@@ -19,7 +19,7 @@ from pytest_xlatune.slurm.parsers import (
     parse_submitted_batch_job,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
+DATA = Path(__file__).resolve().parents[2] / "data" / "slurm"
 
 
 def recorded(name: str) -> str:

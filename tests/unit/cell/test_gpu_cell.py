@@ -22,7 +22,7 @@ from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.workload import ArgError, parse_args, prepare_env
 from tests import report_cases as cases
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GPU_CELL = REPO / "cells" / "demo_gpu.yml"
 
 

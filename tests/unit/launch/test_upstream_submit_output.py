@@ -10,7 +10,7 @@ import pytest
 
 from pytest_xlatune.launch.maxtext.submit import parse_job_dir, parse_submit_output
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "maxtext" / "upstream"
+DATA = Path(__file__).resolve().parents[2] / "data" / "maxtext" / "upstream"
 
 SUBMITTED = {  # file → (job id, exp tag of its JOB_NAME)
     "submit_baseline.txt": ("3101", "baseline-_env_TUNE_PROFILE_baseline"),

@@ -1,7 +1,7 @@
 """The tuning report (.md and its .zh.md mirror) rendered from hand-made results, against golden
 files in tests/data/golden/. After an intended change, rewrite them and review the diff:
 
-    XLATUNE_UPDATE_GOLDEN=1 pytest tests/unit/test_report_golden.py
+    XLATUNE_UPDATE_GOLDEN=1 pytest tests/unit/report/test_report_golden.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pytest_xlatune.report.data import ReportData
 from pytest_xlatune.report.markdown import render_document
 from tests import report_cases as cases
 
-GOLDEN = Path(__file__).parent.parent / "data" / "golden"
+GOLDEN = Path(__file__).parents[2] / "data" / "golden"
 UPDATE = os.environ.get("XLATUNE_UPDATE_GOLDEN") == "1"
 LANGUAGES = ("en", "zh")
 

@@ -14,7 +14,7 @@ from pytest_xlatune.evidence import hlo
 from pytest_xlatune.evidence.artifacts import op_kinds
 from pytest_xlatune.evidence.profile import ProfileError, collective_kind, summarize, summarize_events
 
-DATA = Path(__file__).parents[1] / "data" / "profile"
+DATA = Path(__file__).parents[2] / "data" / "profile"
 RECORDED = ["fsdp", "fsdp_no_cpu_ar_combiner", "fsdp_opt_o1", "pp"]
 
 

@@ -25,7 +25,7 @@ from pytest_xlatune.judge.logs import (
 )
 from pytest_xlatune.judge.steady import last_loss, steady_state
 
-LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 LOG_FILES = sorted(p.name for p in LOGS.glob("*.log"))
 TW = "total_weights"
 

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_maxtext_launcher import CK, STANDIN, FakeTransport, checkout_files, submit_output
-from test_maxtext_launcher import cell_path  # noqa: F401  (the fixture)
-from test_maxtext_launcher import make as make_launcher
+from tests.unit.launch.test_maxtext_launcher import CK, STANDIN, FakeTransport, checkout_files, submit_output
+from tests.unit.launch.test_maxtext_launcher import cell_path  # noqa: F401  (the fixture)
+from tests.unit.launch.test_maxtext_launcher import make as make_launcher
 
 from pytest_xlatune.adaptive.cache import cache_dir, request_for
 from pytest_xlatune.cell.load import load_cell

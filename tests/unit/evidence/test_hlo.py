@@ -19,7 +19,7 @@ from pytest_xlatune.evidence.collective_table import (
 )
 from pytest_xlatune.evidence.hlo import Collective, Kind, collectives, find_train_step_dump
 
-DATA = Path(__file__).parents[1] / "data" / "hlo"
+DATA = Path(__file__).parents[2] / "data" / "hlo"
 KINDS = "all-gather|reduce-scatter|all-reduce|collective-permute|all-to-all|ragged-all-to-all|collective-broadcast"
 # Independent of the module's parser: an opcode directly followed by "(", never part of a name.
 OPCODE = re.compile(rf"(?<![\w.%-])({KINDS})(?:-start)?\(")

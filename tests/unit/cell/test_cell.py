@@ -16,7 +16,7 @@ from pytest_xlatune.cell.model import (
     Profile, Thresholds,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "cells"
 
 # Lines 1-3 of most malformed cells; what a case appends starts on line 4.
@@ -440,7 +440,7 @@ def test_every_key_of_the_schema_table_is_in_the_docs_cell() -> None:
     """schema.KEYS is the one list of top-level keys; the cell reference's example shows each."""
     from pytest_xlatune.cell.schema import KEYS, TOP_KEYS
 
-    readme = (Path(__file__).parents[2] / "docs" / "reference" / "cell.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "docs" / "reference" / "cell.md").read_text(encoding="utf-8")
     example = readme.split("## A cell", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     assert TOP_KEYS == tuple(key.name for key in KEYS)
     assert [k for k in TOP_KEYS if not re.search(rf"(^|[#|] *){k}:", example, re.M)] == []

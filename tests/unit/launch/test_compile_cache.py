@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_poller import ScriptedLauncher
+from tests.unit.engine.test_poller import ScriptedLauncher
 
 from pytest_xlatune.adaptive.cache import cache_dir, request_for
 from pytest_xlatune.cell.load import load_cell
@@ -23,7 +23,7 @@ from pytest_xlatune.plan.expand import RunKind, RunSpec, expand, expand_gate
 from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.store import ResultStore
 
-DEMO = Path(__file__).resolve().parents[2] / "cells" / "demo_fsdp8.yml"
+DEMO = Path(__file__).resolve().parents[3] / "cells" / "demo_fsdp8.yml"
 THRESHOLDS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
 
 

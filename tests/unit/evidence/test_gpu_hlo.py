@@ -15,7 +15,7 @@ from pytest_xlatune.report.build import build
 from pytest_xlatune.report.markdown import render_tuning_md
 from tests import report_cases as cases
 
-GPU = Path(__file__).resolve().parents[1] / "data" / "hlo" / "gpu"
+GPU = Path(__file__).resolve().parents[2] / "data" / "hlo" / "gpu"
 
 
 def _read(name: str) -> str:

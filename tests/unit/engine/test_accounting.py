@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests import report_cases as cases
-from test_poller import Clock, ScriptedLauncher, cell
+from tests.unit.engine.test_poller import Clock, ScriptedLauncher, cell
 
 from pytest_xlatune.engine.poller import Poller
 from pytest_xlatune.engine.sweep import Sweep

@@ -14,7 +14,7 @@ from pytest_xlatune.cell.load import load_cell
 from pytest_xlatune.cell.model import Backend, BackendKind, Cell
 from pytest_xlatune.plan.expand import RunKind, RunSpec, expand
 
-DEMO = Path(__file__).resolve().parents[2] / "cells" / "demo_fsdp8.yml"
+DEMO = Path(__file__).resolve().parents[3] / "cells" / "demo_fsdp8.yml"
 
 
 @pytest.fixture(scope="module")

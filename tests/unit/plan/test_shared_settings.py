@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_poller import ScriptedLauncher
+from tests.unit.engine.test_poller import ScriptedLauncher
 
 from pytest_xlatune.cell.model import Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, Profile
 from pytest_xlatune.engine.sweep import Sweep

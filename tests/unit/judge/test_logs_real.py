@@ -21,7 +21,7 @@ from pytest_xlatune.judge.steady import last_loss, steady_state
 from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES, is_evidence
 from pytest_xlatune.judge.triage import Evidence, FailureClass, diagnose
 
-REAL = Path(__file__).resolve().parents[1] / "data" / "logs" / "real"
+REAL = Path(__file__).resolve().parents[2] / "data" / "logs" / "real"
 HEADER_KEYS = {"source", "date", "transformation", "synthetic", "expect", "evidence", "origin",
                "found_via", "source_note"}
 # Lines that no signature matches and no noise filter drops: a long tail after the root cause.

@@ -17,9 +17,9 @@ from pytest_xlatune.launch.local import LocalLauncher
 from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.store import ResultStore
-from tests.unit.test_poller import Clock, ScriptedLauncher, cell, request_for
+from tests.unit.engine.test_poller import Clock, ScriptedLauncher, cell, request_for
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
+TESTS_DIR = Path(__file__).resolve().parents[2]
 
 
 class Killed(BaseException):

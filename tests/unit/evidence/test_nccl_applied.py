@@ -9,7 +9,7 @@ import yaml
 
 from pytest_xlatune.evidence.nccl_applied import Applied, read_trace, took_effect
 
-CASES = sorted((Path(__file__).parent.parent / "data" / "nccl").glob("*.txt"))
+CASES = sorted((Path(__file__).parents[2] / "data" / "nccl").glob("*.txt"))
 
 
 def _case(path: Path) -> tuple[dict[str, object], str]:

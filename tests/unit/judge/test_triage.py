@@ -14,7 +14,7 @@ from pytest_xlatune.results import Verdict
 from pytest_xlatune.judge.signatures import match_line
 from pytest_xlatune.judge.triage import Diagnosis, Evidence, FailureClass, MemoryFigures, diagnose, judge
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 F = FailureClass
 
 

@@ -15,7 +15,7 @@ from pytest_xlatune.cell.load import CellError, load_cell
 from pytest_xlatune.judge.policy import PolicyError, policy_from_text
 from pytest_xlatune.plan.expand import expand
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEEDS = [(ROOT / "tests" / "data" / "cells" / "hybrid_pp4_fsdp2.yml").read_text(),
          "model_tag: demo\nnodes: 1\nparallelism: FSDP=8\nconfig_tags:\n  sparse: {}\nwaves:\n  2:\n"
          "    - name: fast\n      xla_flags: [--xla_gpu_enable_latency_hiding_scheduler=true]\n"

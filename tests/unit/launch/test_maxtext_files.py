@@ -29,7 +29,7 @@ from pytest_xlatune.launch.maxtext.submit import (
     submit_argv,
 )
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 DATA = TESTS / "data" / "maxtext"
 STANDIN = TESTS / "maxtext_slurm_standin"
 

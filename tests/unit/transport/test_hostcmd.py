@@ -10,7 +10,7 @@ import pytest
 from pytest_xlatune.transport.hostcmd import START_HINT, PathMap, result_error
 from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "host_cmd"
+DATA = Path(__file__).resolve().parents[2] / "data" / "host_cmd"
 
 
 def recorded(name: str) -> dict[str, object]:
