@@ -15,19 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cells import cell_yaml
 from tests.conftest import FIXED as FAKE  # job counts of the fixed protocol (no confirming runs)
 
-CELL = """\
-model_tag: own
-nodes: 1
-parallelism: FSDP=8
-baseline_repeats: 1
-overrides: {fake_step_sleep: 0.15}
-waves:
-  2:
-    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
-    - {name: b, xla_flags: [--xla_fake_tgs=1200]}
-"""
+CELL = cell_yaml("own", ("a", "--xla_fake_tgs=1100"), ("b", "--xla_fake_tgs=1200"), step_sleep=0.15)
 ITEMS = 5  # baseline, evidence, a, b, the winner's evidence run
 
 

@@ -13,20 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.cells import cell_yaml
 from tests.conftest import FAKE
 
-CELL = """\
-model_tag: slow
-nodes: 1
-parallelism: FSDP=8
-baseline_repeats: 1
-overrides: {fake_step_sleep: 0.12}
-waves:
-  2:
-    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
-    - {name: b, xla_flags: [--xla_fake_tgs=1200]}
-    - {name: c, xla_flags: [--xla_fake_tgs=900]}
-"""
+CELL = cell_yaml("slow", ("a", "--xla_fake_tgs=1100"), ("b", "--xla_fake_tgs=1200"),
+                 ("c", "--xla_fake_tgs=900"), step_sleep=0.12)
 
 
 def events(store: Path) -> list[dict]:

@@ -10,21 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.cells import cell_yaml
 from tests.conftest import store_full_at
 
 # The scripted fake trainer, with the cache provider on (--lf/--ff/--sw need it).
 # Selection mechanics count on every selected item running once, in order: the fixed protocol.
 ARGS = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "--xlatune-fixed-protocol"]
 
-CELL = """\
-model_tag: sel
-nodes: 1
-parallelism: FSDP=2
-waves:
-  2:
-    - {name: good, xla_flags: [--xla_fake_tgs=1100]}
-    - {name: bad, xla_flags: [--xla_obsolete_flag=1]}
-"""
+CELL = cell_yaml("sel", ("good", "--xla_fake_tgs=1100"), ("bad", "--xla_obsolete_flag=1"),
+                 parallelism="FSDP=2", baseline_repeats=None)
 ALL = ["wave1::baseline[default]", "wave1::baseline-r2[default]", "wave1.5::evidence[default]",
        "wave2::good[default]", "wave2::bad[default]", "evidence2::winner[default]"]
 

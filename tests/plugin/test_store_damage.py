@@ -7,18 +7,10 @@ import stat
 
 import pytest
 
+from tests.cells import cell_yaml
 from tests.conftest import FIXED
 
-CELL = """\
-model_tag: dmg
-nodes: 1
-parallelism: FSDP=8
-baseline_repeats: 1
-overrides: {fake_step_sleep: 0.01}
-waves:
-  2:
-    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
-"""
+CELL = cell_yaml("dmg", ("a", "--xla_fake_tgs=1100"), step_sleep=0.01)
 
 
 def test_a_flipped_tgs_digit_is_quarantined_and_the_item_runs_again(

@@ -10,16 +10,9 @@ import pytest
 from pytest_xlatune.engine.items import stored_failure_line
 from pytest_xlatune.results import JobResult, Verdict
 
-CELL = """\
-model_tag: lf
-nodes: 1
-parallelism: FSDP=8
-baseline_repeats: 1
-waves:
-  2:
-    - {name: a, xla_flags: [--xla_fake_tgs=1100]}
-    - {name: b, xla_flags: [--xla_fake_tgs=900]}
-"""
+from tests.cells import cell_yaml
+
+CELL = cell_yaml("lf", ("a", "--xla_fake_tgs=1100"), ("b", "--xla_fake_tgs=900"))
 # The "cause": while `broken` exists, profile b's job crashes at once (same key: the interpreter
 # is not part of a run's identity, its image is).
 WRAPPER = """#!/bin/bash
