@@ -6,9 +6,9 @@ A job (a local process, as the local backend runs one) prints a step, then write
 warning lines as fast as it can, then XLA's RESOURCE_EXHAUSTED line, stamping when that line
 was written, and keeps running until it is cancelled. The real Watcher and Poller follow it at
 `--interval` through LocalLauncher's log reads and cancel; the delay from the OOM line's write to
-the cancel is reported in poll intervals (target <= 2). The same run measures the watcher with
-StepLog's reference search (one memmem pass per needle, the search before the one-pass one) as
-the "before" arm.
+the cancel is reported in poll intervals (target <= 2). The arms, alternating in the same run:
+the watcher as it is (one-pass search, and a look at the log's newest bytes while it is behind);
+without the look ahead; and as it was before both (one memmem pass per needle, no look ahead).
 """
 
 from __future__ import annotations
@@ -97,6 +97,10 @@ def one_run(tmp: Path, mb: int, interval: float) -> dict[str, Any]:
             "delay_s": delay, "delay_intervals": delay / interval, "log_bytes": size}
 
 
+def _no_look_ahead(self: Watcher, job: SubmittedJob, offset: int, seen: Any, ahead: Any) -> Any:
+    return ahead
+
+
 def _fast_dir() -> Path | None:
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and shutil.disk_usage(shm).free > 4 << 30 else None
@@ -113,15 +117,18 @@ def main() -> None:
                              "writeback would slow the burst down to the watcher's pace)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="xlatune-burst-", dir=args.dir))
-    one_pass = logs._lines_with_once
-    out: dict[str, list[dict[str, Any]]] = {"one pass": [], "per needle (before)": []}
+    one_pass, look_ahead = logs._lines_with_once, Watcher._look_ahead
+    arms = {"now": (one_pass, look_ahead), "no look ahead": (one_pass, _no_look_ahead),
+            "before (neither)": (logs._lines_with, _no_look_ahead)}
+    out: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     try:
-        for _ in range(args.repeat):  # the arms alternate, so both see the same load
-            for arm, search in (("one pass", one_pass), ("per needle (before)", logs._lines_with)):
+        for _ in range(args.repeat):  # the arms alternate, so all see the same load
+            for arm, (search, look) in arms.items():
                 logs._lines_with_once = search  # what a new StepLog searches with
+                Watcher._look_ahead = look  # type: ignore[method-assign]
                 out[arm].append(one_run(tmp, args.mb, args.interval))
     finally:
-        logs._lines_with_once = one_pass
+        logs._lines_with_once, Watcher._look_ahead = one_pass, look_ahead  # type: ignore[method-assign]
         shutil.rmtree(tmp)
     print(f"burst {args.mb} MB, then an OOM line; poll interval {args.interval} s; {args.repeat} runs per arm; "
           f"log in {args.dir or tempfile.gettempdir()}")
