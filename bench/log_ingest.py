@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_xlatune.judge import logs  # noqa: E402
-from pytest_xlatune.judge.logs import StepLog  # noqa: E402
-from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES  # noqa: E402
+from pytest_xlatune.judge import logs
+from pytest_xlatune.judge.logs import StepLog
+from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES
 
 CHUNK = 8 << 20
 WARNINGS = (

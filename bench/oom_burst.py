@@ -28,12 +28,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_xlatune.engine.poller import Poller  # noqa: E402
-from pytest_xlatune.engine.watch import Watcher  # noqa: E402
-from pytest_xlatune.judge import logs  # noqa: E402
-from pytest_xlatune.judge.hang import HangSettings  # noqa: E402
-from pytest_xlatune.launch.base import SubmittedJob  # noqa: E402
-from pytest_xlatune.launch.local import LocalLauncher  # noqa: E402
+from pytest_xlatune.engine.poller import Poller
+from pytest_xlatune.engine.watch import Watcher
+from pytest_xlatune.judge import logs
+from pytest_xlatune.judge.hang import HangSettings
+from pytest_xlatune.launch.base import SubmittedJob
+from pytest_xlatune.launch.local import LocalLauncher
 
 JOB = textwrap.dedent("""\
     import os, sys, time

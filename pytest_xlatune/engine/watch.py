@@ -52,12 +52,13 @@ class Watched:
     ended_at: float | None = None  # the poller's first finished answer (or when we stopped watching)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ahead:
-    """The look ahead's own StepLog and the log offset it has read to."""
+    """The look ahead's own StepLog, the log offset it has read to, and whether it is behind."""
 
     log: StepLog
     offset: int
+    behind: bool = False
 
 
 @dataclass
@@ -196,25 +197,27 @@ class Watcher:
 
     def _look_ahead(self, job: SubmittedJob, offset: int, seen: Watched, ahead: Ahead | None) -> Ahead | None:
         """Cancel on sight on the log's newest lines, before the watcher has read up to them: a
-        second StepLog follows the log from its end as of the first look (again from the end if
-        it falls a READ_CHUNK behind). The job's StepLog still ingests every byte in order."""
-        end = self._log_end(job, offset)  # the log ends before end + LOOK_AHEAD // 2
-        if end - offset <= READ_CHUNK:
-            return ahead  # the next read gets there
-        if ahead is None or ahead.offset < end - READ_CHUNK:
+        second StepLog follows the log from its end as of the first look (one read per look; from
+        the end again when it falls a READ_CHUNK behind). The job's StepLog still reads every
+        byte in order, and triage reads that one."""
+        if ahead is None or ahead.behind:
+            end = self._log_end(job, offset)  # the log ends before end + LOOK_AHEAD // 2
+            if end - offset <= READ_CHUNK:
+                return None  # the next read gets there
             start = end - LOOK_AHEAD // 2
             first = self.launcher.read_log(job, start, LOOK_AHEAD).find(b"\n")  # whole lines only
             ahead = Ahead(StepLog(), start + first + 1 if first >= 0 else end)
             ahead.log.last_step = seen.log.last_step  # past step 0, no unknown flag is looked for
+        if ahead.offset <= offset:
+            return None  # the watcher has caught up with it
         chunk = self.launcher.read_log(job, ahead.offset, READ_CHUNK)
-        ahead.offset += len(chunk)
         ahead.log.feed(chunk)
         self._cancel_on_sight(job, seen, ahead.log)
-        return ahead
+        return Ahead(ahead.log, ahead.offset + len(chunk), behind=len(chunk) == READ_CHUNK)
 
     def _log_end(self, job: SubmittedJob, offset: int) -> int:
         """Where the log ends now, within LOOK_AHEAD, from one-byte reads (a launcher has no size
-        call): a few dozen reads, only while the watcher is behind."""
+        call): about 2 log2(backlog / READ_CHUNK) + 8 of them, at a look ahead's start only."""
         low, step = offset, READ_CHUNK  # the log holds at least `low` bytes
         while self.launcher.read_log(job, low + step - 1, 1):
             low, step = low + step, step * 2

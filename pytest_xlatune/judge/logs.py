@@ -364,8 +364,8 @@ def _lines_with_once(buf: bytes, start: int, end: int, wanted: _Needles) -> list
     pos, line_end = start, -1
     while pos < end:
         stop = min(end, pos + _WINDOW)
-        for _, at, _ in automaton.find_matches_as_indexes(view[pos : min(end, stop + overlap)]):
-            at += pos
+        for _, found_at, _ in automaton.find_matches_as_indexes(view[pos : min(end, stop + overlap)]):
+            at = pos + found_at
             if at >= stop:  # the next window's
                 break
             if at < line_end:  # a second needle on a line already searched

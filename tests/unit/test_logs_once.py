@@ -80,7 +80,7 @@ LINES = [
 @st.composite
 def noisy_logs(draw: st.DrawFn) -> tuple[bytes, int]:
     parts = []
-    for n in range(draw(st.integers(1, 60))):
+    for _ in range(draw(st.integers(1, 60))):
         how = draw(st.sampled_from(["line", "line", "needle", "glued", "text"]))
         if how == "line":
             parts.append(draw(st.sampled_from(LINES)).format(n=draw(st.integers(0, 9))) + "\n")

@@ -40,7 +40,7 @@ class Burst:
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
         done = JobProgress(JobPhase.FINISHED, JobState.CANCELLED, None)
         running = JobProgress(JobPhase.RUNNING, JobState.RUNNING)
-        return {job_id: running if self.cancelled_at is None else done for job_id in job_ids}
+        return dict.fromkeys(job_ids, running if self.cancelled_at is None else done)
 
     def cancel(self, job_id: str) -> None:
         self.cancelled_at = self.read_to
