@@ -5,16 +5,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
+from pytest_xlatune.engine import watch as watch_module
 from pytest_xlatune.engine.poller import Poller
-from pytest_xlatune.engine.watch import LOOK_AHEAD, READ_CHUNK, Ahead, Watcher
+from pytest_xlatune.engine.watch import Ahead, Watcher
 from pytest_xlatune.judge.hang import HangSettings
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobState, SubmittedJob
 
 STEP = b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 10.0, loss: 2.0\n"
 OOM = b"0: jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 9GiB\n"
+# Small reads and looks (the watcher's are 8 MiB and 64 KiB), so a backlog of 3 reads is 48 KiB.
+READ_CHUNK, LOOK_AHEAD = 16 << 10, 1 << 10
 JUNK = (b"W external/xla/service/gpu/gpu_hlo_schedule.cc:789] no cost for fusion.12" + b" " * 26 + b"\n") \
     * ((3 * READ_CHUNK) // 100)
 JOB = SubmittedJob("7", "/logs/7.log", "/jobs/7")
+
+
+@pytest.fixture(autouse=True)
+def small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch_module, "READ_CHUNK", READ_CHUNK)
+    monkeypatch.setattr(watch_module, "LOOK_AHEAD", LOOK_AHEAD)
 
 
 class Clock:
@@ -72,13 +83,13 @@ def test_an_oom_after_a_burst_is_cancelled_before_the_backlog_is_read() -> None:
 def test_what_the_job_writes_after_the_first_look_is_followed() -> None:
     clock = Clock()
 
-    class Growing(Burst):  # each read in order takes 0.6 s; after the first, an OOM amid 100s of KiB
+    class Growing(Burst):  # each read in order takes 0.6 s; after the first, an OOM amid junk
         def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
                      ended: bool = False) -> bytes:
             if offset == self.read_to and limit == READ_CHUNK:
                 clock.now += 0.6
                 if offset == READ_CHUNK:
-                    self.text += JUNK[: 100 << 10] + OOM + JUNK[: 2 * LOOK_AHEAD]
+                    self.text += JUNK[: 3 * LOOK_AHEAD] + OOM + JUNK[: 2 * LOOK_AHEAD]
             return super().read_log(job, offset, limit, ended=ended)
 
     launcher = Growing(STEP + JUNK)
