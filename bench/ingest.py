@@ -76,10 +76,8 @@ def run(tmp: Path, quick: bool) -> Section:
         while f.read(log_ingest.CHUNK):
             pass
     repeat = 3
-    grep = min(log_ingest.time_grep(big) for _ in range(repeat))
     needles = log_ingest.write_needles(tmp / "needles")
-    grep_f = min(log_ingest.time_grep(big, needles) for _ in range(1 if quick else repeat))
-    feed = min(log_ingest.time_feed(big) for _ in range(repeat))
+    grep, grep_f, feed = log_ingest.contest(big, needles, repeat, 1 if quick else repeat)
     if grep[1] != lines or feed[2] != 15:
         raise RuntimeError(f"counts disagree: grep {grep[1]} vs {lines} lines, StepLog {feed[2]} steps")
     fig = section.figures
