@@ -8,7 +8,7 @@ timing assertions, a missed target is reported, not raised):
   queue_gap        N short sbatch jobs through the plugin vs hand-queued with sbatch
   scheduler_load   Slurm CLI calls per poll interval with 1/8/50 tracked jobs; SSH connections
   time_to_verdict  `Unknown flag` / OOM line written → job cancelled and item decided
-  log_ingest       StepLog vs `grep -c`; one incremental poll on a big vs a 1 MB log
+  log_ingest       StepLog vs `grep -c` and `grep -F -c -f` its needles; one poll on a big vs a 1 MB log
   demo             the demo sweep fresh and reused (quick: reuse of a tiny fake-trainer cell)
 
 Needs the local Slurm cluster (scripts/local-slurm.sh up) and root for the loopback sshd.

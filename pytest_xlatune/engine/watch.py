@@ -33,6 +33,10 @@ LOG_READS_PER_POLL = 2
 # At most this much of a log is read per look, so a job that writes GBs between two looks
 # costs bounded memory; the watcher reads on without sleeping until it has caught up.
 READ_CHUNK = 8 << 20
+# While reads come back full (the watcher is behind, e.g. after a GB burst of output), the newest
+# LOOK_AHEAD bytes of the log are also looked at once per read period: a fatal line at the end
+# of the backlog is acted on at once, not after the backlog is ingested.
+LOOK_AHEAD = 64 << 10
 
 
 @dataclass
@@ -46,6 +50,15 @@ class Watched:
     hang_phase: HangPhase | None = None
     started_at: float | None = None  # the poller's first RUNNING answer
     ended_at: float | None = None  # the poller's first finished answer (or when we stopped watching)
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """The look ahead's own StepLog, the log offset it has read to, and whether it is behind."""
+
+    log: StepLog
+    offset: int
+    behind: bool = False
 
 
 @dataclass
@@ -87,6 +100,7 @@ class Watcher:
         # scheduler calls), so a fatal line is acted on within half an interval; the ticks are
         # drift-free, so every other one finds the poller's answer stale and asks Slurm again.
         tick, period = self.clock(), self.interval / LOG_READS_PER_POLL
+        look_ahead_at, ahead = tick, None
         while True:
             progress = self.poller.status(job.job_id)  # asks Slurm at most once per interval
             seen.progress = progress
@@ -149,8 +163,11 @@ class Watcher:
                 latest = seen.log.steps[last_reported].tokens_per_s
                 self.report(f"{name} job {job.job_id} {progress.state.value} step {last_reported + 1}/"
                             f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
-            if len(chunk) == READ_CHUNK:
-                continue  # more is waiting: read on at once
+            if len(chunk) == READ_CHUNK:  # more is waiting: read on at once
+                if not seen.cancelled_for and self.clock() >= look_ahead_at:
+                    look_ahead_at = self.clock() + period
+                    ahead = self._look_ahead(job, offset, seen, ahead)
+                continue
             tick += period
             if tick <= self.clock():  # this round took longer than a period: skip the missed ticks
                 tick = self.clock() + period
@@ -178,14 +195,48 @@ class Watcher:
         teardown after they ended (it lasts until slurmctld gives up on a dead slurmd)."""
         return progress.phase is JobPhase.RUNNING and progress.state is not JobState.COMPLETING
 
-    def _cancel_on_sight(self, job: SubmittedJob, seen: Watched) -> None:
+    def _look_ahead(self, job: SubmittedJob, offset: int, seen: Watched, ahead: Ahead | None) -> Ahead | None:
+        """Cancel on sight on the log's newest lines, before the watcher has read up to them: a
+        second StepLog follows the log from its end as of the first look (one read per look; from
+        the end again when it falls a READ_CHUNK behind). The job's StepLog still reads every
+        byte in order, and triage reads that one."""
+        if ahead is None or ahead.behind:
+            end = self._log_end(job, offset)  # the log ends before end + LOOK_AHEAD // 2
+            if end - offset <= READ_CHUNK:
+                return None  # the next read gets there
+            start = end - LOOK_AHEAD // 2
+            first = self.launcher.read_log(job, start, LOOK_AHEAD).find(b"\n")  # whole lines only
+            ahead = Ahead(StepLog(), start + first + 1 if first >= 0 else end)
+            ahead.log.last_step = seen.log.last_step  # past step 0, no unknown flag is looked for
+        if ahead.offset <= offset:
+            return None  # the watcher has caught up with it
+        chunk = self.launcher.read_log(job, ahead.offset, READ_CHUNK)
+        ahead.log.feed(chunk)
+        self._cancel_on_sight(job, seen, ahead.log)
+        return Ahead(ahead.log, ahead.offset + len(chunk), behind=len(chunk) == READ_CHUNK)
+
+    def _log_end(self, job: SubmittedJob, offset: int) -> int:
+        """Where the log ends now, within LOOK_AHEAD, from one-byte reads (a launcher has no size
+        call): about 2 log2(backlog / READ_CHUNK) + 8 of them, at a look ahead's start only."""
+        low, step = offset, READ_CHUNK  # the log holds at least `low` bytes
+        while self.launcher.read_log(job, low + step - 1, 1):
+            low, step = low + step, step * 2
+        high = low + step  # it holds fewer than `high`
+        while high - low > LOOK_AHEAD // 2:
+            middle = (low + high) // 2
+            low, high = (middle, high) if self.launcher.read_log(job, middle - 1, 1) else (low, middle)
+        return low
+
+    def _cancel_on_sight(self, job: SubmittedJob, seen: Watched, log: StepLog | None = None) -> None:
         """Cancel at once on a line the playbook says the job cannot recover from (an unknown
-        flag, a coordination timeout, a GPU runtime error …): do not wait for a time limit."""
-        if seen.log.unknown_flag:
+        flag, a coordination timeout, a GPU runtime error …): do not wait for a time limit.
+        `log`: what to look at, when not the job's StepLog (the look ahead's)."""
+        log = log or seen.log
+        if log.unknown_flag:
             self._cancel(job, seen, "unknown_flag")
             return
-        diagnosis = diagnose(Evidence(last_step=seen.log.last_step, expected_steps=self.steps,
-                                      exit_code=None, log_text=seen.log.triage_text(),
+        diagnosis = diagnose(Evidence(last_step=log.last_step, expected_steps=self.steps,
+                                      exit_code=None, log_text=log.triage_text(),
                                       scheduler_state=JobState.RUNNING))
         if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
             self._warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")

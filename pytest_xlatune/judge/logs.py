@@ -5,10 +5,13 @@ One line's grammar is lines.py's; which lines are evidence is signatures.py's; w
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+
+import ahocorasick_rs
 
 from .lines import (NOISE_BYTES_RE, NOISE_RE, STEP_MARK_RE, STEP_MARKS, STEP_RE, StepRecord, parse_step_line,
                     strip_ansi)
@@ -24,6 +27,7 @@ _TAIL_SCAN = 64 << 10  # how far back from a feed's end the tail looks for non-n
 _SUMMARY_WINDOW = 64 << 10  # JOB SUMMARY is the job's trailer: only a feed's end is searched
 _STATUS_WINDOW = 4 << 10  # `Status:` follows the summary header within this many bytes
 _MAX_LINE = 1 << 20  # a partial line longer than this is truncated
+_WINDOW = 64 << 10  # the one-pass search's window (its matches are listed window by window)
 _SMALL = 16 << 10  # regions shorter than this are searched with bytes.find, not memmem
 # A tail line is kept to this many bytes: the tail is re-read by triage on every feed, so a
 # 50 MB line must not ride along (its start is what a person reads anyway).
@@ -76,6 +80,14 @@ def _libc_find() -> Callable[[bytes, bytes, int, int], int] | None:
 _find = _libc_find() or _bytes_find
 
 
+@functools.lru_cache(maxsize=16)
+def _automaton(needles: tuple[bytes, ...]) -> ahocorasick_rs.BytesAhoCorasick:
+    """One Aho-Corasick automaton for all of a search's needles (leftmost-first: its SIMD
+    prefilter reads a GB log faster than `grep -c` reads one pattern; the matches are only where
+    to look, so which needle matched does not matter)."""
+    return ahocorasick_rs.BytesAhoCorasick(needles, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
+
+
 class SignalKind(Enum):
     """What a failure-relevant line says."""
 
@@ -105,6 +117,8 @@ class StepLog:
     def __init__(self) -> None:
         self._evidence_needles: _Needles = [(n, SignalKind.EVIDENCE) for n in EVIDENCE_NEEDLES]
         self._is_evidence = is_evidence
+        # All needles in one pass; _lines_with (one memmem pass per needle) finds the same lines.
+        self._lines_with: Callable[[bytes, int, int, _Needles], list[_Hit]] = _lines_with_once
         # (byte offset, line, last step before it): failure lines from anywhere in the log
         self.evidence: list[tuple[int, str, int | None]] = []
         self.first_step_line: str | None = None
@@ -177,7 +191,7 @@ class StepLog:
             wanted += [(needle, SignalKind.OOM) for needle in OOM_NEEDLES]
         if len(self.evidence) < MAX_EVIDENCE_LINES:
             wanted += self._evidence_needles
-        hits = _lines_with(buf, start, end, wanted)
+        hits = self._lines_with(buf, start, end, wanted)
         if self.last_step is None:
             # XLA reads XLA_FLAGS and MaxText prints Memstats before step 0: only the text
             # before the first step line is searched for them.
@@ -187,7 +201,7 @@ class StepLog:
             if not self.saw_memstats:
                 early.append((_MEMSTATS_NEEDLE, SignalKind.MEMSTATS))
             pre_end = min((hit[0] for hit in hits if hit[2] is None), default=end)
-            hits += _lines_with(buf, start, pre_end, early)
+            hits += self._lines_with(buf, start, pre_end, early)
         summary_from = max(start, end - _SUMMARY_WINDOW)
         hits += _lines_with(buf, summary_from, end, [(_SUMMARY_NEEDLE, SignalKind.JOB_SUMMARY)])
         hits.sort(key=lambda hit: hit[0])  # file order, so that `after_step` is right
@@ -334,4 +348,34 @@ def _lines_with(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit
                 line_end = end if line_end < 0 else line_end
                 out.append((line_start, line_end, kind))
                 at = _find(buf, needle, line_end, stop)
+    return out
+
+
+def _lines_with_once(buf: bytes, start: int, end: int, wanted: _Needles) -> list[_Hit]:
+    """_lines_with's answer, in its order, from one pass for all needles: the automaton finds
+    the lines holding any needle (window by window, so a line full of needles costs bounded
+    memory), then each such line is searched for each needle."""
+    if not wanted or start >= end:
+        return []
+    automaton = _automaton(tuple(needle for needle, _ in wanted))
+    overlap = max(len(needle) for needle, _ in wanted) - 1  # a needle may straddle windows
+    view = memoryview(buf)
+    out: list[_Hit] = []
+    pos, line_end = start, -1
+    while pos < end:
+        stop = min(end, pos + _WINDOW)
+        for _, found_at, _ in automaton.find_matches_as_indexes(view[pos : min(end, stop + overlap)]):
+            at = pos + found_at
+            if at >= stop:  # the next window's
+                break
+            if at < line_end:  # a second needle on a line already searched
+                continue
+            line_start = buf.rfind(b"\n", start, at) + 1 or start
+            line_end = buf.find(b"\n", at, end)
+            line_end = end if line_end < 0 else line_end
+            # _lines_with goes block by block, each needle in turn: its order within a line
+            found = sorted(((first - start) // _BLOCK, i, kind) for i, (needle, kind) in enumerate(wanted)
+                           if (first := _find(buf, needle, line_start, line_end)) >= 0)
+            out += [(line_start, line_end, kind) for _, _, kind in found]
+        pos = max(stop, line_end)
     return out
