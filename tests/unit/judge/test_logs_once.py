@@ -13,7 +13,7 @@ from pytest_xlatune.judge import logs
 from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 RECORDED = sorted([*(DATA / "logs").glob("*.log"), *(DATA / "logs" / "real").glob("*.txt"),
                    *(DATA / "triage").glob("*.log")])
 
