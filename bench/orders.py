@@ -131,7 +131,7 @@ def optuna_arm(sw: Sweep, world: World, rng: random.Random, pruner: optuna.prune
         base.append(sum(tl.tgs[tl.steady_from:]) / len(tl.tgs[tl.steady_from:]))
         t = tl.end
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", pruner=pruner,
+    study = optuna.create_study(direction="maximize", pruner=pruner, study_name="orders",  # Hyperband hashes it
                                 sampler=optuna.samplers.RandomSampler(seed=rng.randrange(1 << 30)))
     candidates = [i for i in plan.items if i.role is Role.PROFILE]
     names = [i.name for i in candidates]

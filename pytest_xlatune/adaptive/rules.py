@@ -9,7 +9,9 @@ look only when its first leaves it undecided (1 in 180 in the simulator); a prof
 `interest_confidence` (80 %) bound still reaches +3 % — is run again, so it is called better more
 often than one run would (≈ 60 % at 0.8 % noise; 74 % measured). A running job is stopped only
 when its remaining steps cannot change a decision at `stop_confidence` (95 %; 0.46 % of stops
-did in the simulator).
+did in the simulator), or as futile (`futile`): a candidate whose true effect is exactly
++win_pct is stopped so with odds at most `futility_alpha` (5 %) over all its looks. One partial
+run is never "better" below win_pct (judge.Estimate.partial).
 """
 
 from __future__ import annotations
