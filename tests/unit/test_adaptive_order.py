@@ -114,3 +114,24 @@ def test_a_first_run_at_the_win_threshold_not_yet_better_is_repeated_before_the_
     actions = planner.decide(state, 2500.0)
     assert len(actions) == 1 and actions[0].item == "w"
     assert "a possible win at or above +5 %, repeated now" in actions[0].reason
+
+
+def test_the_real_driver_runs_a_later_listed_likely_winner_ahead_only_with_a_prior() -> None:
+    from typing import cast
+
+    from pytest_xlatune.engine.adaptive import Driver, SweepView
+    from pytest_xlatune.plan.expand import RunKind, RunSpec
+
+    items = plan("p1", "p2", "p3").items
+    specs = {name: RunSpec("wave2", name, "default", RunKind.PROFILE) for name in ("p1", "p2", "p3")}
+    ordered = Plan(items, prior=Prior.of([("p3", "FSDP", 7.0)], family="FSDP"))
+    driver = Driver(cast(SweepView, None), ordered, specs, {}, "p3")
+    state = _baselines_ran(ordered)
+    ahead = planner.decide(state, 1800.0)[0]
+    assert isinstance(ahead, Submit) and ahead.item == "p3"
+    assert driver._ahead(ahead, "p1", state)  # p3 runs inside p1's item; p1 runs after it
+    assert not driver._ahead(ahead, "p3", state)  # it is the item at hand
+    ran = state.with_run(observation("r", "p3", "p3", Role.PROFILE, 1800.0, flat(BASE)))
+    assert not driver._ahead(ahead, "p1", ran)  # already ran: never twice
+    plain = Driver(cast(SweepView, None), Plan(items), specs, {}, "p3")
+    assert not plain._ahead(Submit("p3", "x"), "p1", _baselines_ran(Plan(items)))  # no prior: list order
