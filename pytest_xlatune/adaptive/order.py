@@ -8,15 +8,28 @@ families' (shrunk the same way); an evidence hint adds its own gain. Candidates 
 expected gain, highest first; equal gains (no prior: all 0) keep list order, so a sweep without a
 prior runs in list order exactly as before. The order changes only *when* a candidate runs,
 never what a verdict needs: every rule (judge, rules) is order-free.
+
+Other sweeps' effects are matched to this cell's candidates by their settings (XLA flags and env
+vars: `settings_key`; overrides carry the config tag's too, so they are left out), not by name, so a renamed profile still counts and a same-named one
+with other flags does not. A sweep's family is the set of its parallelism axes over 1 (`family`);
+a store that never recorded its parallelism is UNKNOWN, which weighs as another family's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from ..plan.expand import RunKind
+from ..results import JobResult
 
 SHRINK = 1.0  # one measured sweep counts half: n / (n + 1)
 OTHER_WEIGHT = 0.25  # another parallelism family's effect, a quarter (sign flips are common)
+UNKNOWN = "unknown"  # the family of a store that never recorded its parallelism
+
+Settings = tuple[str, ...]  # a candidate's settings, sorted: flags, then env:NAME=V
+Seen = tuple[Settings, str, float]  # (settings, parallelism family, measured effect %)
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,56 @@ class Prior:
                 whys.append(f"evidence: {why} → {hint:+.2f}")
             gains.append(Gain(name, pct, "; ".join(whys)))
         return cls(tuple(gains))
+
+
+    @classmethod
+    def across(cls, candidates: Mapping[str, Settings], seen: Iterable[Seen], family: str) -> Prior:
+        """The prior of this cell's candidates (name → settings) from other sweeps' effects."""
+        by_settings: dict[Settings, list[str]] = {}
+        for name, settings in candidates.items():
+            by_settings.setdefault(settings, []).append(name)
+        return cls.of([(name, fam, pct) for settings, fam, pct in seen for name in by_settings.get(settings, [])],
+                      family)
+
+
+def family(parallelism: str) -> str:
+    """'FSDP=8,TP=2' → 'FSDP+TP': the axes over 1, sorted ('single' when none); UNKNOWN when the
+    text is empty or not axis=size pairs."""
+    axes = []
+    for part in parallelism.split(","):
+        name, _, size = part.strip().partition("=")
+        if not name or not size.strip().isdigit():
+            return UNKNOWN
+        if int(size) > 1:
+            axes.append(name.strip())
+    return "+".join(sorted(axes)) or "single"
+
+
+def settings_key(xla_flags: Iterable[str], env: Iterable[tuple[str, str]]) -> Settings:
+    return (*sorted(xla_flags), *sorted(f"env:{k}={v}" for k, v in env))
+
+
+def effects(results: Iterable[JobResult], fam: str) -> list[Seen]:
+    """Each measured candidate's effect (%) against its own config tag's measured baselines (the
+    latest result of each run; shares of another run's job are that run, counted once)."""
+    results = [r for r in results if r.measured and r.tgs is not None and not r.shared_from]
+    base: dict[str, list[float]] = {}
+    for r in results:
+        if r.kind is RunKind.BASELINE and r.tgs is not None:
+            base.setdefault(r.config_tag, []).append(r.tgs)
+    return [(settings_key(r.xla_flags, r.env), fam, (r.tgs / mean - 1.0) * 100.0)
+            for r in results if r.kind is RunKind.PROFILE and r.tgs is not None and (r.xla_flags or r.env)
+            and (mean := statistics.fmean(base.get(r.config_tag, [0.0]))) > 0]
+
+
+def order_line(names: Sequence[str], prior: Prior) -> str:
+    """One line: the planned order and why, when it differs from list order ("" when not)."""
+    order = ranked(names, prior)
+    if [g.name for g in order] == list(names):
+        return ""
+    ahead = [g for i, g in enumerate(order) if names.index(g.name) > i]
+    return (f"candidates in planned order {', '.join(g.name for g in order)}; ahead of list order: "
+            + "; ".join(f"{g.name} {g.pct:+.2f} % ({g.why})" for g in ahead))
 
 
 def ranked(names: Sequence[str], prior: Prior) -> list[Gain]:
