@@ -296,3 +296,5 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         write(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
     for cell, line in runtime.adaptive_lines() if runtime is not None else ():
         write(f"xlatune: {cell.path.name}: {line}")
+    for cell, line in runtime.order_lines() if runtime is not None else ():
+        write(f"xlatune: {cell.path.name}: {line}")

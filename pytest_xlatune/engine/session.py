@@ -15,7 +15,7 @@ from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_store
 from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
-from ..plan.expand import RunSpec, expand, expand_gate
+from ..plan.expand import RunKind, RunSpec, expand, expand_gate
 from ..notify import Notifier
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError, failure_line
@@ -24,6 +24,8 @@ from .watch import SweepStopped
 from ..adaptive.cache import request_for
 from ..adaptive.stored import summary_lines
 from .recover import recover_submissions
+from .prior import prior_for
+from ..adaptive.order import Prior, order_line
 from .sweep import Sweep
 from .gate_outputs import environments, gate_item, measured_on, write_gate_reports
 from ..report.gate import GateItem
@@ -178,11 +180,30 @@ class Runtime:
             policy=self.cell_settings(cell).policy, hang=self.cell_settings(cell).hang,
             numerics=self.settings.numerics,
             fetch_artifacts=backend.fetch_artifacts, fixed_protocol=self.settings.fixed_protocol,
-            budget=self.settings.budget,
+            budget=self.settings.budget, prior=self.prior(cell),
         )
         sweep.set_upcoming(self.upcoming.get(cell.path, []))
         sweep.adopt_orphans()
         return sweep
+
+    def prior(self, cell: Cell) -> Prior:
+        """Other sweeps' effects on the cell's selected candidates (none under the fixed protocol
+        or the gate: they run in list order)."""
+        if self.settings.fixed_protocol or self.settings.gate:
+            return Prior()
+        return prior_for(cell, self.upcoming.get(cell.path, []), self.settings.store_dir, self.paths(cell).store)
+
+    def order_lines(self) -> list[tuple[Cell, str]]:
+        """Each cell's planned candidate order and why, where a prior changes list order."""
+        lines = []
+        for cell in self.cells.values():
+            sweep = self.sweeps.get(cell.path)
+            prior = sweep.prior if sweep is not None else self.prior(cell)
+            names = [s.name for s in self.upcoming.get(cell.path, [])
+                     if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name]
+            if line := order_line(names, prior):
+                lines.append((cell, line))
+        return lines
 
     def _warn_busy(self, cell: Cell, store: ResultStore, nodelist: str, busy: str) -> None:
         """Say (without -v) which other jobs hold the pinned nodes: the sweep waits behind them."""
