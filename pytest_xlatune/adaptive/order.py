@@ -107,16 +107,20 @@ def settings_key(xla_flags: Iterable[str], env: Iterable[tuple[str, str]]) -> Se
 
 
 def effects(results: Iterable[JobResult], fam: str) -> list[Seen]:
-    """Each measured candidate's effect (%) against its own config tag's measured baselines (the
-    latest result of each run; shares of another run's job are that run, counted once)."""
-    results = [r for r in results if r.measured and r.tgs is not None and not r.shared_from]
+    """One sweep's effect (%) of each measured candidate's settings: the mean of its runs (the
+    latest result of each run key; a share of another run's job is that run) against the mean of
+    its own config tag's measured baselines. One entry per settings: one sweep counts once."""
     base: dict[str, list[float]] = {}
+    runs: dict[tuple[str, Settings], list[float]] = {}
     for r in results:
-        if r.kind is RunKind.BASELINE and r.tgs is not None:
+        if not r.measured or r.tgs is None or r.shared_from:
+            continue
+        if r.kind is RunKind.BASELINE:
             base.setdefault(r.config_tag, []).append(r.tgs)
-    return [(settings_key(r.xla_flags, r.env), fam, (r.tgs / mean - 1.0) * 100.0)
-            for r in results if r.kind is RunKind.PROFILE and r.tgs is not None and (r.xla_flags or r.env)
-            and (mean := statistics.fmean(base.get(r.config_tag, [0.0]))) > 0]
+        elif r.kind is RunKind.PROFILE and (r.xla_flags or r.env):
+            runs.setdefault((r.config_tag, settings_key(r.xla_flags, r.env)), []).append(r.tgs)
+    return [(settings, fam, (statistics.fmean(tgs) / statistics.fmean(base[tag]) - 1.0) * 100.0)
+            for (tag, settings), tgs in runs.items() if base.get(tag)]
 
 
 def order_line(names: Sequence[str], prior: Prior) -> str:

@@ -30,8 +30,9 @@ def test_the_family_is_the_set_of_axes_over_one() -> None:
 
 def test_effects_are_against_the_own_baselines_each_settings_once() -> None:
     runs = [result("b1", "baseline", 1000.0), result("b2", "baseline", 1020.0, job="2"),
-            result("x", "profile", 1111.0, ("--xla_b=2",), job="3"),
+            result("x", "profile", 1131.0, ("--xla_b=2",), job="3"),
             result("y", "profile", 1111.0, ("--xla_b=2",), job="3", shared_from="x"),  # x's job again
+            result("x-r", "profile", 1091.0, ("--xla_b=2",), job="5"),  # its repeat: one sweep, one mean
             result("z", "profile", 900.0, job="4")]  # sets nothing: matches no candidate
     (settings, fam, pct), = effects(runs, "FSDP")
     assert settings == ("--xla_b=2",) and fam == "FSDP" and math.isclose(pct, 10.0)
