@@ -10,9 +10,10 @@ prior runs in list order exactly as before. The order changes only *when* a cand
 never what a verdict needs: every rule (judge, rules) is order-free.
 
 Other sweeps' effects are matched to this cell's candidates by their settings (XLA flags and env
-vars: `settings_key`; overrides carry the config tag's too, so they are left out), not by name, so a renamed profile still counts and a same-named one
-with other flags does not. A sweep's family is the set of its parallelism axes over 1 (`family`);
-a store that never recorded its parallelism is UNKNOWN, which weighs as another family's.
+vars: `settings_key`; overrides carry the config tag's too, so they are left out), not by name,
+so a renamed profile still counts and a same-named one with other flags does not. A sweep's
+family is the set of its parallelism axes over 1 (`family`); a store that never recorded its
+parallelism is UNKNOWN, which weighs as another family's.
 """
 
 from __future__ import annotations
