@@ -44,7 +44,7 @@ def test_a_second_cell_runs_the_first_sweeps_winner_first(pytester: pytest.Pytes
     planned = pytester.runpytest(str(second), "--collect-only", "-q", *FAKE)
     planned.stdout.fnmatch_lines(["xlatune: two.yml: candidates in planned order wave2::fast[[]default[]], "
                                   "wave2::slow[[]default[]]; ahead of list order: wave2::fast[[]default[]] "
-                                  "+*.* % (+20.0 % in 1 FSDP sweep(s) *)"])
+                                  "+10.00 % (+20.0 % in 1 FSDP sweep(s) → +10.00)"])
     ran = pytester.runpytest(str(second), "-v", *FAKE)
     ran.stdout.fnmatch_lines(["*wave2::fast[[]default[]]: run ahead of wave2::slow[[]default[]]: "
                               "next candidate by expected gain*"])
