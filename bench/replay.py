@@ -289,9 +289,10 @@ def table(data: dict[str, Any]) -> str:
     lines.append("adaptive per sweep: " + ", ".join(
         f"{ad.get(k, 0.0):.2f} {label}" for k, label in (
             ("stop_loser", "losers stopped"), ("stop_settled", "settled stopped"), ("stop_winner", "winners stopped"),
+            ("stop_futile", "futile stopped"),
             ("shares", "duplicates shared"), ("controls", "controls"), ("repeats_undecided", "undecided repeats"),
             ("repeats_confirming", "confirming runs"), ("repeats_race", "leader races"))))
-    stops = sum(ad.get(f"stop_{k}", 0.0) for k in ("loser", "settled", "winner"))
+    stops = sum(ad.get(f"stop_{k}", 0.0) for k in ("loser", "settled", "winner", "futile"))
     lines.append(f"early stops after which the full run would have changed a decision: "
                  f"{ad.get('flips', 0.0) / stops if stops else 0.0:.2%} of {stops:.1f} per sweep")
     lines.append(f"adaptive drift beyond the noise in {ad['drift_flagged']:.0%} of sweeps; conclusions: "

@@ -26,20 +26,25 @@ NULLS = ("null_a", "null_b", "null_c", "null_d", "null_e", "null_f", "null_g", "
 WIN_FLAGS = ["--xla_fake_tgs=1080"]
 
 
-def cell_text(seed: int) -> str:
+def cell_text(seed: int, place: str = "") -> str:
+    """The cell; `place` (first, middle, last) moves the win and its duplicate there."""
     profiles = [("slow", "--xla_fake_tgs=700"), *[(n, f"--xla_fake_{n}=true") for n in NULLS[:3]],
                 ("win", WIN_FLAGS[0]), ("win_again", WIN_FLAGS[0]),
                 *[(n, f"--xla_fake_{n}=true") for n in NULLS[3:]]]
+    if place:
+        wins, rest = profiles[4:6], profiles[:4] + profiles[6:]
+        at = {"first": 0, "middle": len(rest) // 2, "last": len(rest)}[place]
+        profiles = rest[:at] + wins + rest[at:]
     lines = "\n".join(f"    - {{name: {name}, xla_flags: [{flag}]}}" for name, flag in profiles)
     return (f"model_tag: side\nnodes: 1\nparallelism: FSDP=8\nbaseline_repeats: 2\n"
             f"overrides: {{fake_step_sleep: 0.08, fake_noise: 0.004, fake_seed: {seed}}}\n"
             f"waves:\n  2:\n{lines}\n")
 
 
-def run_one(where: Path, seed: int, fixed: bool) -> dict[str, Any]:
+def run_one(where: Path, seed: int, fixed: bool, place: str = "") -> dict[str, Any]:
     """One sweep of the cell in its own directory: its jobs' time, recipe, and verdicts."""
     where.mkdir(parents=True)
-    (where / "side.yml").write_text(cell_text(seed))
+    (where / "side.yml").write_text(cell_text(seed, place))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "tests"),
                                                                      os.environ.get("PYTHONPATH")])))
     args = [sys.executable, "-m", "pytest", "side.yml", "-v", "-rs", "--xlatune-workload=fake_trainer",
@@ -59,13 +64,28 @@ def run_one(where: Path, seed: int, fixed: bool) -> dict[str, Any]:
             "shared": sum(1 for e in events if e["event"] == "result" and e.get("shared_from")),
             "skipped": done.stdout.count("SKIPPED ["), "summary": [line for line in done.stdout.splitlines()
                                                                    if line.startswith("xlatune: side.yml")],
-            "tail": done.stdout[-3000:] if done.returncode else ""}
+            "tail": done.stdout[-3000:] if done.returncode else "",
+            "with_stop_rule_seconds": _with_stop_rule(jobs.values()) if fixed else None}
 
 
-def measure(seed: int) -> dict[str, Any]:
+def _with_stop_rule(jobs: Any) -> float:
+    """The fixed protocol's job time had it used the workflow's stop rule: its jobs in order up
+    to the second run of the win's settings (the win and its duplicate: a confirmed ≥ +5 %
+    win), then the winner's evidence run."""
+    ordered = sorted(jobs, key=lambda j: j.get("submitted_at") or 0.0)
+    seconds, wins = 0.0, 0
+    for job in ordered:
+        if wins >= 2 and job.get("kind") != "winner_evidence":
+            continue
+        seconds += (job.get("node_minutes") or 0.0) * 60
+        wins += list(job.get("xla_flags") or ()) == WIN_FLAGS
+    return seconds
+
+
+def measure(seed: int, place: str = "") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="xlatune-side-") as tmp:
-        adaptive = run_one(Path(tmp) / "adaptive", seed, fixed=False)
-        fixed = run_one(Path(tmp) / "fixed", seed, fixed=True)
+        adaptive = run_one(Path(tmp) / "adaptive", seed, fixed=False, place=place)
+        fixed = run_one(Path(tmp) / "fixed", seed, fixed=True, place=place)
     return {"seed": seed, "adaptive": adaptive, "fixed": fixed,
             "job_time_ratio": adaptive["job_seconds"] / fixed["job_seconds"] if fixed["job_seconds"] else None,
             "same_recipe": adaptive["recipe"] == fixed["recipe"] and bool(adaptive["recipe"]),
@@ -76,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--place", choices=("first", "middle", "last"), default="",
+                        help="move the win and its duplicate to the start, middle or end of the list")
     options = parser.parse_args(argv)
-    data = measure(options.seed)
+    data = measure(options.seed, options.place)
     print("| what | adaptive | fixed |\n|---|---|---|")
     for label, key in (("job time (s, every job)", "job_seconds"), ("jobs", "jobs"),
                        ("early stops", "stopped_early"), ("shared duplicates", "shared"),
@@ -89,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{data['fixed']['nulls_called_better'] or 'none'} |")
     ratio = data["job_time_ratio"]
     print(f"job time ratio adaptive/fixed: {ratio:.3f} (target <= 0.7)" if ratio else "job time ratio: n/a")
+    stop = data["fixed"]["with_stop_rule_seconds"]
+    if stop:
+        print(f"job time ratio adaptive/(fixed with the stop rule, {stop:.1f} s): "
+              f"{data['adaptive']['job_seconds'] / stop:.3f}")
     if options.json:
         options.json.write_text(json.dumps(data, indent=2))
     return 0 if data["adaptive"]["returncode"] == 0 and data["fixed"]["returncode"] == 0 else 1

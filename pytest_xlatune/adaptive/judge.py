@@ -48,6 +48,7 @@ class Estimate:
     confidence: float
     unstable: bool = False  # its runs disagree beyond the other groups' noise: never better
     replicated: bool = True  # its runs after the first (which chose it for a repeat) win alone
+    partial: bool = False  # one run, stopped early, below win_pct: never better on that alone
 
     @property
     def m(self) -> int:
@@ -71,7 +72,7 @@ class Estimate:
 
     @property
     def better(self) -> bool:
-        return not self.unstable and self.replicated and self.log_delta - self.half > 0
+        return not self.unstable and self.replicated and not self.partial and self.log_delta - self.half > 0
 
     @property
     def worse(self) -> bool:
@@ -145,8 +146,11 @@ class Board:
         alpha = (1 - confidence) / 2 / max(1, self.tested)
         replicated = m < 2 or (sum(residuals[1:]) / (m - 1) - quantile(1 - alpha, df)
                                * math.sqrt(unit / (m - 1) + extra) > 0)
+        # One partial run is no "better" verdict below win_pct (a futile or settled stop never
+        # makes a small win out of a few steps); at or above it a confirming run follows anyway.
+        partial = m == 1 and runs[0][3] > 0 and delta < math.log1p(self.plan.thresholds.win_pct / 100)
         return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(unit / m + extra), df,
-                        confidence, unstable, replicated)
+                        confidence, unstable, replicated, partial)
 
     def with_value(self, run: Observation, value: float, now: float, steps: int | None = None) -> Estimate | None:
         """The run's key as it would stand if the running `run` ended now at `value` (`steps`:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..cell.model import Thresholds
+from .order import Prior, ranked
 
 Key = Hashable  # an effective-settings key (keys.effective_key); equal keys = identical runs
 
@@ -109,12 +110,13 @@ class Policy:
     control_max_age_s: float = 100 * 60.0  # … or when the last control is older than this
     min_steady: int = 2  # steady steps before a running job can be judged
     stop_confidence: float = 0.95  # the remaining steps must not change a decision at this level
+    futility_alpha: float = 0.05  # odds a candidate at exactly +win_pct is stopped as futile, over all looks
     finish_variants: bool = True  # a win stops the search only after the recipe's variants ran
     prior_drift_pct_per_sqrt_h: float = 0.25  # drift assumed unless the controls show more
     max_in_flight: int = 1  # the sweep runs serially (one pinned nodelist)
 
     def __post_init__(self) -> None:
-        for name in ("confidence", "interest_confidence", "stop_confidence"):
+        for name in ("confidence", "interest_confidence", "stop_confidence", "futility_alpha"):
             value = getattr(self, name)
             if not 0.0 < value < 1.0:
                 raise ValueError(f"Policy.{name}: expected a probability in (0, 1), found {value!r}")
@@ -163,6 +165,7 @@ class Plan:
     # The other config tags a recipe must not regress (the skill's stop condition: a confirmed win
     # ends the search only once it is checked on each of them; the cell's wave 6).
     other_tags: tuple[str, ...] = ()
+    prior: Prior = field(default_factory=Prior)  # expected gains: likely winners first (adaptive.order)
 
     def __post_init__(self) -> None:
         names = [i.name for i in self.items]
@@ -175,6 +178,12 @@ class Plan:
     @property
     def baseline(self) -> PlanItem:
         return next(i for i in self.items if i.role is Role.BASELINE)
+
+    @property
+    def candidate_order(self) -> tuple[PlanItem, ...]:
+        """The candidates in the order the sweep tries them: by expected gain, ties in list order."""
+        profiles = {i.name: i for i in self.items if i.role is Role.PROFILE}
+        return tuple(profiles[g.name] for g in ranked(list(profiles), self.prior))
 
     def item(self, name: str) -> PlanItem:
         for i in self.items:
@@ -231,6 +240,7 @@ class StopKind(Enum):
     LOSER = "loser"  # clearly worse than the baseline, beyond the run-to-run noise
     SETTLED = "settled"  # within the noise and of no interest, whatever its remaining steps say
     WINNER = "winner"  # clearly better; its remaining steps change no decision
+    FUTILE = "futile"  # a win at thresholds.win_pct implausible (a sequential test, rules.futile)
 
 
 class Conclusion(Enum):

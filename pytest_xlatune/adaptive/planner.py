@@ -7,7 +7,8 @@ would have. What it works through:
 
 1. the planned baselines and the evidence run, in list order;
 2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
-3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation);
+3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation), and
+   a first run at or above it that is not yet better beyond the noise its repeat (rules.promising);
 4. the next candidate in list order, unless a stop condition holds — a confirmed win that does
    not regress the other config tags (plan.other_tags: each is checked with a CrossCheck run
    first; a win that regresses one is no stop), then only the recipe's variants, items setting
@@ -80,6 +81,8 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
     control = _control_due(state, now)
     if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
         return [control or repeat]
+    if searching and (repeat := _repeat(state, board, rules.promising)) is not None:
+        return [control or repeat]
     if searching and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))),
                                   None)) is not None:
         return [control or Control(why)]
@@ -88,7 +91,7 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
     stop = _stop(board, state)
     shares, candidate = _cursor(state, stop)
     if searching and candidate is not None:
-        return [*shares, control or Submit(candidate.name, "next candidate in list order")]
+        return [*shares, control or Submit(candidate.name, _why_next(plan, candidate))]
     if searching and (repeat := _repeat(state, board, rules.undecided)) is not None:
         return [*shares, control or repeat]
     if searching and (raced := rules.race(board)) is not None:
@@ -160,8 +163,8 @@ def _cursor(state: SweepState,
     """Shares for the duplicates reached, and the next candidate to run (None: the search is
     over). After a confirmed win only the recipe's variants are candidates."""
     plan, shares = state.plan, list[Action]()
-    for item in plan.items:
-        if item.role is not Role.PROFILE or _ran(state, item) or item.name in state.shared:
+    for item in plan.candidate_order:
+        if _ran(state, item) or item.name in state.shared:
             continue
         source = plan.source_of(item)
         if source is not None:
@@ -175,6 +178,13 @@ def _cursor(state: SweepState,
                 and item.settings & recipe.settings):
             return shares, item
     return shares, None
+
+
+def _why_next(plan: Plan, item: PlanItem) -> str:
+    gain = plan.prior.gain(item.name)
+    if not plan.prior.gains:
+        return "next candidate in list order"
+    return f"next candidate by expected gain: {gain.pct:+.2f} % ({gain.why})"
 
 
 def _share(item: PlanItem, source: PlanItem) -> Share:

@@ -9,7 +9,9 @@ look only when its first leaves it undecided (1 in 180 in the simulator); a prof
 `interest_confidence` (80 %) bound still reaches +3 % — is run again, so it is called better more
 often than one run would (≈ 60 % at 0.8 % noise; 74 % measured). A running job is stopped only
 when its remaining steps cannot change a decision at `stop_confidence` (95 %; 0.46 % of stops
-did in the simulator).
+did in the simulator), or as futile (`futile`): a candidate whose true effect is exactly
++win_pct is stopped so with odds at most `futility_alpha` (5 %) over all its looks. One partial
+run is never "better" below win_pct (judge.Estimate.partial).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import math
 from statistics import NormalDist
 
 from .judge import Board, Estimate, step_variance, item_of, quantile
-from .model import Observation, RunState, StopEarly, StopKind
+from .model import Observation, Plan, RunState, StopEarly, StopKind
 
 Signature = tuple[int, int, int, int, int]
 
@@ -77,6 +79,16 @@ def undecided(est: Estimate, board: Board) -> str | None:
         return None
     return (f"undecided: {est.text()}, not better beyond the noise but could still be "
             f"≥ +{policy.interest_pct:g} % ({policy.interest_confidence:.0%} bound)")
+
+
+def promising(est: Estimate, board: Board) -> str | None:
+    """Why a key's first run asks for its repeat before the next candidate (None: it does not):
+    at or above +win_pct but not yet better beyond the noise — its repeat may end the search
+    (the workflow's stop rule), so it runs now rather than after every other candidate."""
+    win = board.plan.thresholds.win_pct
+    if est.m != 1 or est.better or est.delta_pct < win or undecided(est, board) is None:
+        return None
+    return f"a possible win at or above +{win:g} %, repeated now (it may end the search): {est.text()}"
 
 
 def _bracketed(est: Estimate, board: Board) -> bool:
@@ -145,7 +157,8 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
     """Stop a running candidate when its remaining steps cannot change any decision: its key's
     signature is the same at both ends of where its final mean can still land (the in-job
     scatter of the steps left, at stop_confidence), and it is not an undecided run whose repeat
-    will need its best value. Baselines, controls and evidence runs are never stopped."""
+    will need its best value; else when a win at win_pct is implausible (`futile`). Baselines,
+    controls and evidence runs are never stopped."""
     policy, total = board.plan.policy, board.plan.steady_steps
     n = len(run.steady)
     if not run.role.stoppable or run.state is not RunState.RUNNING or not policy.min_steady <= n < total:
@@ -159,9 +172,38 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
         return None
     sig = signature(low, board)
     if sig != signature(high, board) or sig != signature(now_stopped, board) or sig[0] == 2:
-        return None
+        why = futile(now_stopped, board, n)
+        return StopEarly(run.run, StopKind.FUTILE, why) if why is not None else None
     mid = now_stopped
     kind = StopKind.LOSER if sig[0] == 0 else StopKind.WINNER if sig[0] == 3 else StopKind.SETTLED
     return StopEarly(run.run, kind, f"{kind.value} after {n} of {total} steady steps: {mid.text()}; "
                                     f"the remaining steps cannot change a decision "
                                     f"({policy.stop_confidence:.0%})")
+
+
+def looks(plan: Plan) -> int:
+    """The looks a running job gets: one per steady step from min_steady to the last but one."""
+    return max(1, plan.steady_steps - plan.policy.min_steady)
+
+
+def futile(stopped: Estimate, board: Board, n: int) -> str | None:
+    """Why a running candidate cannot be a win at thresholds.win_pct (None: it still can).
+
+    A sequential test on its steady steps so far: its one-sided upper bound at 1 − α/L (α =
+    policy.futility_alpha, L = `looks`, Bonferroni over the looks) is below +win_pct, the
+    bound's variance the run-to-run noise, the steps not yet run and the references' error (as
+    `Board.with_value` with the steps so far). A candidate whose true effect is exactly win_pct
+    is stopped at some look with odds at most α. Only a key's first run is tested, and only
+    when stopping now leaves it worse or within the noise and of no interest (not better, not
+    undecided), so a futile stop never makes a verdict a full run would not support."""
+    policy, win = board.plan.policy, math.log1p(board.plan.thresholds.win_pct / 100)
+    if stopped.m != 1 or stopped.better or undecided(stopped, board) is not None:
+        return None
+    level = 1 - policy.futility_alpha / looks(board.plan)
+    bound = stopped.upper(level)
+    if bound >= win:
+        return None
+    return (f"futile after {n} of {board.plan.steady_steps} steady steps: {stopped.text()}, its "
+            f"{level:.2%} upper bound {math.expm1(bound) * 100:+.2f} % is below the win threshold "
+            f"+{board.plan.thresholds.win_pct:g} % (sequential test, false-stop odds ≤ "
+            f"{policy.futility_alpha:.0%})")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..adaptive import planner
 from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
+from ..adaptive.order import Prior
 from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
 from ..adaptive.model import (Budget, Conclude, Control, CrossCheck, Observation, Plan, PlanItem, Repeat, Role,
                               RunState, Share, StopEarly, Submit, SweepState)
@@ -74,9 +75,10 @@ class Driver:
     _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec]) -> Driver | None:
+    def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec], prior: Prior | None = None) -> Driver | None:
         """The driver of the selected runs of the primary config tag; None when there is nothing
-        to plan adaptively (no baseline selected, or a gate run)."""
+        to plan adaptively (no baseline selected, or a gate run). `prior`: expected gains by item
+        (adaptive.order): likely winners run first."""
         primary = sweep.cell.primary_config.name
         if any(s.kind.value.startswith("gate") for s in upcoming):
             return None
@@ -86,7 +88,7 @@ class Driver:
         items = plan_items(sweep.cell, planned, sweep.image)
         cross = {s.config_tag: s for s in upcoming if s.kind is RunKind.CROSS_CONFIG and s.config_tag != primary}
         plan = Plan(items, thresholds=sweep.cell.thresholds, budget=sweep.budget,
-                    steady_steps=max(3, sweep.cell.steps - 5), other_tags=tuple(cross))
+                    steady_steps=max(3, sweep.cell.steps - 5), other_tags=tuple(cross), prior=prior or Prior())
         specs = {item.name: spec for item, spec in zip(items, planned)}
         roles = run_roles(plan, planned, sweep.key)
         return cls(sweep, plan, specs, roles, planned[-1].name, cross)
@@ -209,9 +211,20 @@ class Driver:
                     and not any(r.item == current for r in state.runs) \
                     and (why := planner.search_over(state, now)):
                 return self._skipped(current, why)  # past a stop condition: only variants still run
+            elif isinstance(action, Submit) and self._ahead(action, current, state):
+                # A likely winner listed later (plan.prior): run it now; its own item reuses the run.
+                self.sweep.report(f"{action.item}: run ahead of {current}: {action.reason}")
+                self.sweep.run(self.specs[action.item])
             else:  # the current item (or a share, a baseline, a stop of a job not ours): run it
                 return ""
         return ""
+
+    def _ahead(self, action: Submit, current: str | None, state: SweepState) -> bool:
+        """The planner's next candidate is another, later-listed one by expected gain (only with
+        a prior: without one it is always the current item)."""
+        return (bool(self.plan.prior.gains) and current is not None and action.item != current
+                and action.item in self.specs and self.plan.item(action.item).role is Role.PROFILE
+                and not any(r.item == action.item for r in state.runs))
 
     def _control(self, state: SweepState, action: Control, current: str | None) -> None:
         n = sum(1 for r in state.runs if r.role is Role.CONTROL)

@@ -55,7 +55,7 @@ def open_sweep(session: Session, cell: Cell, store: ResultStore) -> Sweep:
         policy=cell_settings.policy, hang=cell_settings.hang,
         numerics=settings.numerics,
         fetch_artifacts=backend.fetch_artifacts, fixed_protocol=settings.fixed_protocol,
-        budget=settings.budget,
+        budget=settings.budget, prior=session.prior(cell),
     )
     sweep.set_upcoming(session.upcoming.get(cell.path, []))
     sweep.adopt_orphans()

@@ -18,6 +18,7 @@ import pytest
 
 from .. import records
 from ..cell.load import CellError, load_cell
+from ..adaptive.order import Prior, order_line
 from ..cell.model import BackendKind, Cell
 from ..judge.lock import Lock, load_lock
 from ..judge.stop import stop_message
@@ -26,7 +27,7 @@ from ..launch.preflight import PreflightError, failure_line
 from ..launch.registry import BackendKinds, Factory, checks, make_backend, open_transport
 from ..notify import Notifier
 from ..paths import CellPaths, lock_path
-from ..plan.expand import RunSpec
+from ..plan.expand import RunKind, RunSpec
 from ..report.build import CellReport, from_store
 from ..report.files import Output
 from ..report.gate import GateItem
@@ -39,6 +40,7 @@ from . import outputs
 from .final_figures import FinalFigures
 from .gate_outputs import gate_item
 from .opening import gate_images, open_sweep, specs_for
+from .prior import prior_for
 from .stopsignals import StopSignals
 from .sweep import Sweep
 from .watch import SweepStopped
@@ -182,6 +184,8 @@ class Session:
             write(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
         for cell, line in outputs.adaptive_lines(self):
             write(f"xlatune: {cell.path.name}: {line}")
+        for cell, line in self.order_lines():
+            write(f"xlatune: {cell.path.name}: {line}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.signals.restore()
@@ -258,6 +262,25 @@ class Session:
             self.warn(note)
         self._held.append(store)
         return open_sweep(self, cell, store)
+
+    def prior(self, cell: Cell) -> Prior:
+        """Other sweeps' effects on the cell's selected candidates (none under the fixed protocol
+        or the gate: they run in list order)."""
+        if self.settings.fixed_protocol or self.settings.gate:
+            return Prior()
+        return prior_for(cell, self.upcoming.get(cell.path, []), self.settings.store_dir, self.paths(cell).store)
+
+    def order_lines(self) -> list[tuple[Cell, str]]:
+        """Each cell's planned candidate order and why, where a prior changes list order."""
+        lines = []
+        for cell in self.cells.values():
+            sweep = self.sweeps.get(cell.path)
+            prior = sweep.prior if sweep is not None else self.prior(cell)
+            names = [s.name for s in self.upcoming.get(cell.path, [])
+                     if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name]
+            if line := order_line(names, prior):
+                lines.append((cell, line))
+        return lines
 
     def cell_settings(self, cell: Cell) -> CellSettings:
         """The cell's image, interpreter, playbook and hang thresholds (resolved once per cell)."""

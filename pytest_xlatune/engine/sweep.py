@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from ..adaptive.keys import EffectiveKey, effective_key
 from ..adaptive.model import Budget
+from ..adaptive.order import Prior
 from ..cell.model import Cell
 from ..evidence.artifacts import evidence_facts
 from ..judge import numerics, verdicts
@@ -69,6 +70,7 @@ class Sweep(JobRunner):
     choices: SweepChoices = field(default_factory=PlanOrder)  # which runs are queued next
     fixed_protocol: bool = False  # today's protocol: no sharing, no controls, repeats, early stops
     budget: Budget = field(default_factory=Budget)  # --xlatune-budget (adaptive sweeps only)
+    prior: Prior = field(default_factory=Prior)  # other sweeps' effects: likely winners first
     adaptive: Driver | None = None  # set by set_upcoming unless fixed_protocol
     _pool: Driver | None = None  # the whole cell's plan: which stored runs are controls and repeats
     counters: SweepCounters = field(default_factory=SweepCounters)
@@ -99,7 +101,7 @@ class Sweep(JobRunner):
         """The selected runs of this cell in execution order (for keeping the queue full)."""
         self._upcoming = list(specs)
         if not self.fixed_protocol:
-            self.adaptive = Driver.plan_for(self, self._upcoming)
+            self.adaptive = Driver.plan_for(self, self._upcoming, self.prior)
 
     # ---- lookups over the store -------------------------------------------------------
 
