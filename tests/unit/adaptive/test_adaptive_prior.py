@@ -13,7 +13,7 @@ from pytest_xlatune.engine.prior import prior_for
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.results import JobResult, Verdict
 from pytest_xlatune.store import ResultStore
-from tests.unit.test_plan import make_cell
+from tests.unit.plan.test_plan import make_cell
 
 
 def result(item: str, kind: str, tgs: float, flags: tuple[str, ...] = (), job: str = "1",
