@@ -23,6 +23,7 @@ from ..judge.stop import stop_message
 from .watch import SweepStopped
 from ..adaptive.cache import request_for
 from ..adaptive.stored import summary_lines
+from ..evidence.inert import inert_lines
 from .recover import recover_submissions
 from .sweep import Sweep
 from .gate_outputs import environments, gate_item, measured_on, write_gate_reports
@@ -102,7 +103,8 @@ class Runtime:
             sweep = self.sweeps.get(cell.path)
             if sweep is None or sweep.adaptive is None:
                 continue
-            stored = summary_lines(sweep.store.results(), list(sweep.store.events()))
+            stored = (*summary_lines(sweep.store.results(), list(sweep.store.events())),
+                      *inert_lines(sweep.store.latest_by_key().values()))
             lines += [(cell, line) for line in stored]
             if not any(line.startswith("drift: ") for line in stored):  # no control recorded one
                 lines.append((cell, sweep.adaptive.drift()))
