@@ -252,7 +252,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     text = status_text(props)  # the terminal summary repeats it when a later run changed it
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])
-    if props.get("xlatune_shared"):
+    if props.get("xlatune_inert"):
+        text += f" ({props['xlatune_inert']})"
+    elif props.get("xlatune_shared"):
         text += f" (same effective settings as {props['xlatune_shared']}: shared)"
     if props.get("xlatune_stopped"):
         text += f" ({props['xlatune_stopped']})"
