@@ -13,7 +13,10 @@ from test_poller import Clock, ScriptedLauncher
 from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.evidence.inert import COMPILED_LINE, PROGRAM_DIR, Settings, inert_lines, inert_source, inert_text
+from pytest_xlatune.judge.gate_flags import FlagState, LockedFlag, locked_flags
+from pytest_xlatune.judge.lock import Lock, LockedRecipe
 from pytest_xlatune.launch.base import JobRequest, SubmittedJob
+from pytest_xlatune.report.gate import GateCell, GateItem, Outcome, render_cell, render_html
 from pytest_xlatune.plan.expand import RunSpec, expand
 from pytest_xlatune.results import JobResult, RunKind, Verdict
 from pytest_xlatune.store import ResultStore
@@ -152,3 +155,44 @@ def test_a_session_killed_at_the_cut_stores_the_share_on_its_rerun_and_submits_n
     assert again.store.pending_submissions() == {}
     third = sweep(tmp_path, DumpingLauncher(tmp_path / "jobs", first=20))
     assert third.run(spec(third, "wave2::same[default]")).reused  # and stays stored
+
+
+# --- the gate: each locked flag on the new image ----------------------------------------------
+
+def gate_run(kind: RunKind, job_id: str, **fields: object) -> JobResult:
+    return replace(measured(f"gate::{kind.value}", job_id, kind), wave="gate", **fields)  # type: ignore[arg-type]
+
+
+def recipe(*flags: str, env: tuple[tuple[str, str], ...] = ()) -> LockedRecipe:
+    return LockedRecipe("default", "fast", flags, env, (), 2.0, 1.0, 3.0, 1.0, 100.0, ("7",))
+
+
+def states(flags: tuple[LockedFlag, ...]) -> dict[str, FlagState]:
+    return {f.setting: f.state for f in flags}
+
+
+def test_a_locked_flag_is_removed_inert_or_still_effective_on_the_new_image() -> None:
+    base, fast = gate_run(RunKind.BASELINE, "1"), gate_run(RunKind.GATE_RECIPE, "2")
+    old = gate_run(RunKind.GATE_OLD_RECIPE, "3")  # the lock's image: never read here
+    timeout = "--xla_gpu_nccl_termination_timeout_seconds=60"
+    lock = recipe("--xla_a=1", timeout, env=(("NCCL_X", "1"),))
+    same = locked_flags(lock, [base, fast, old], {"1": "p", "2": "p", "3": "q"})
+    assert states(same) == {"--xla_a=1": FlagState.INERT, timeout: FlagState.RUNTIME, "NCCL_X=1": FlagState.RUNTIME}
+    assert same[0].text() == ("`--xla_a=1` [default]: inert: the recipe compiles to the baseline's program "
+                              "on the new image (a default now, or no effect)")
+    assert states(locked_flags(lock, [base, fast], {"1": "p", "2": "q"}))["--xla_a=1"] is FlagState.EFFECTIVE
+    assert states(locked_flags(lock, [base, fast], {"1": "p"}))["--xla_a=1"] is FlagState.NOT_JUDGED
+    rejected = replace(fast, verdict=Verdict.UNKNOWN_FLAG, tgs=None,
+                       reason="XLA rejected flag --xla_b: Unknown flag in XLA_FLAGS: --xla_b=2")
+    found = states(locked_flags(recipe("--xla_a=1", "--xla_b=2"), [base, rejected], {"1": "p"}))
+    assert found == {"--xla_a=1": FlagState.NOT_JUDGED, "--xla_b=2": FlagState.REMOVED}
+
+
+def test_the_gate_report_lists_each_locked_flag() -> None:
+    lock = Lock("m", "FSDP=8", "old", "n", "2026-12-01", (recipe("--xla_a=1"),))
+    flags = locked_flags(lock.recipes[0], [gate_run(RunKind.BASELINE, "1"), gate_run(RunKind.GATE_RECIPE, "2")],
+                         {"1": "p", "2": "p"})
+    gate = GateCell("c", "c.lock.json", lock, "new", "", "", (GateItem("gate::fast[default]", Outcome.PASSED),),
+                    (), flags)
+    assert "### Locked flags on the new image\n\n- `--xla_a=1` [default]: inert: " in render_cell(gate)
+    assert "--xla_a=1` [default]: inert: the recipe compiles" in render_html([gate])
