@@ -134,6 +134,9 @@ class JobRunner:
                 raise
             self.poller.forget(job.job_id)
             if seen.stop_reason and (inert := inert_result(self, spec, key)) is not None:
+                cut = self._result(spec, key, job, seen, self._diagnose(seen), submitted_at, ())
+                self.store.append("attempt", **replace(cut, verdict=Verdict.CANCELLED, reason=inert.reason,
+                                                       log_tail="").to_dict())  # its cost counts
                 return RunOutcome(inert, reused=False)  # cut after its compile (engine/inert.py)
             diagnosis = self._diagnose(seen)
             result = self._result(spec, key, job, seen, diagnosis, submitted_at, tuple(retries))

@@ -136,6 +136,8 @@ def test_an_inert_candidate_is_cut_after_its_compile_and_shares_the_baselines_re
     assert launcher.cancelled == ["102"]  # its own job, cut before any step was judged
     assert not other.inert and not env.inert and other.job_id == "103" and env.job_id == "104"
     assert [e["job_id"] for e in s.store.events_of("inert")] == ["102"]
+    cut = [r for r in s.store.jobs() if r.job_id == "102"]  # its cost is the sweep's
+    assert [(r.verdict, r.reason) for r in cut] == [(Verdict.CANCELLED, same.reason)]
     assert inert_lines(s.store.latest_by_key().values())[0].startswith("inert flags: wave2::same[default] (--xla_inert=1)")
 
 
