@@ -27,7 +27,7 @@ COMPILED_LINE = "xlatune: compiled train_step"
 # A job's program dump, under its job directory (an evidence run's full dump is xla_dump).
 PROGRAM_DIR = "program"
 
-# XLA flags read by the runtime (collective timeouts, NCCL communicator set-up, the allocator):
+# XLA flags read by the runtime (collective timeouts, NCCL communicator set-up, thread pools):
 # two runs that differ in one of them may run the same program differently.
 RUNTIME_XLA_FLAGS = (
     "--xla_gpu_nccl_termination_timeout_seconds",
@@ -40,6 +40,9 @@ RUNTIME_XLA_FLAGS = (
     "--xla_gpu_first_collective_call_warn_stuck_timeout",
     "--xla_gpu_collectives_use_persistent_cliques",
     "--xla_cpu_collective_timeout_seconds",
+    # XLA:CPU's thunk runtime: whether its Eigen calls (dots, convolutions) use the intra-op
+    # thread pool is decided when they run; the dumped HLO and kernels are the same either way.
+    "--xla_cpu_multi_thread_eigen",
 )
 
 
