@@ -46,6 +46,10 @@ RUNTIME_XLA_FLAGS = (
 )
 
 
+# Measured with the profiler on: their TGS is not the program's alone.
+_PROFILED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
+
+
 def program_dump_flags(directory: str) -> list[str]:
     """The XLA flags that dump only the train step's optimized module, as text, to `directory`."""
     return [f"--xla_dump_to={directory}", "--xla_dump_hlo_as_text",
@@ -88,12 +92,13 @@ class Settings:
 
 def inert_source(digest: str, settings: Settings, results: Sequence[JobResult],
                  fingerprints: Mapping[str, str]) -> JobResult | None:
-    """The measured run (its own job, run to its end) that compiled to `digest` with the same
-    runtime settings, a baseline run first; None when there is none. `fingerprints`: job id →
+    """The measured run (its own job, run to its end, no profiler) that compiled to `digest` with
+    the same runtime settings, a baseline run first; None when there is none. `fingerprints`: job id →
     digest of a complete fingerprint (evidence/fingerprint.Fingerprint.complete)."""
     if not digest or settings.unset_env:
         return None
     found = [r for r in results if r.measured and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from
+             and r.kind not in _PROFILED
              and fingerprints.get(r.job_id) == digest and Settings.of(r) == settings]
     found.sort(key=lambda r: (r.kind is not RunKind.BASELINE, r.submitted_at))
     return found[0] if found else None

@@ -55,8 +55,8 @@ def test_equal_programs_with_other_runtime_settings_are_never_inert(settings: Se
 
 def test_only_a_full_own_measurement_is_a_source() -> None:
     runs = [measured("a", "1", verdict=Verdict.STOPPED_EARLY), measured("b", "2", shared_from="c"),
-            measured("d", "3", verdict=Verdict.OOM, tgs=None)]
-    assert inert_source("abc", SETTINGS, runs, dict.fromkeys("123", "abc")) is None
+            measured("d", "3", verdict=Verdict.OOM, tgs=None), measured("e", "4", RunKind.EVIDENCE)]
+    assert inert_source("abc", SETTINGS, runs, dict.fromkeys("1234", "abc")) is None
 
 
 def test_the_report_line_names_each_inert_run_its_flags_and_its_source() -> None:
