@@ -74,7 +74,9 @@ def with_inert(runner: JobRunner, spec: RunSpec, key: str, job: SubmittedJob,
         if not done and (seen.compiled or seen.log.last_step is not None):
             done = True
             digest = record_fingerprint(runner.store, key, job)
-            source = inert_source(digest, settings_of(runner, spec), list(runner.store.latest_by_key().values()),
+            measured = [r for k, r in runner.store.latest_by_key().items() if k != key and (
+                not runner.remeasure or k in runner._ran_this_session)]  # --remeasure: this session's
+            source = inert_source(digest, settings_of(runner, spec), measured,
                                   fingerprints(runner.store)) if candidate else None
             if source is not None:
                 reason = inert_text(source.item)
@@ -89,13 +91,15 @@ def with_inert(runner: JobRunner, spec: RunSpec, key: str, job: SubmittedJob,
     return ask
 
 
-def inert_result(runner: JobRunner, spec: RunSpec, key: str) -> JobResult | None:
-    """Store and return `spec`'s share of the run its pending job compiled to (recorded by
-    with_inert), None when it has no such record; a job of ours still running is cancelled."""
-    pending = runner.store.pending_submissions().get(key)
-    if pending is None or runner.remeasure:
-        return None
-    job_id = str(pending["job_id"])
+def inert_result(runner: JobRunner, spec: RunSpec, key: str, job_id: str = "") -> JobResult | None:
+    """Store and return `spec`'s share of the run its job (`job_id`, else its pending job of an
+    earlier session) compiled to, as with_inert recorded it; None when it has no such record. A
+    job of ours still running is cancelled."""
+    if not job_id:
+        pending = runner.store.pending_submissions().get(key)
+        if pending is None or runner.remeasure:  # --remeasure never re-attaches either
+            return None
+        job_id = str(pending["job_id"])
     record = next((e for e in reversed(runner.store.events_of("inert"))
                    if e.get("key") == key and str(e.get("job_id")) == job_id), None)
     source = runner.store.latest_by_key().get(str(record["source_key"])) if record else None

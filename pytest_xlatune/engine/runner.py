@@ -133,7 +133,7 @@ class JobRunner:
                 self.cancel_all()
                 raise
             self.poller.forget(job.job_id)
-            if seen.stop_reason and (inert := inert_result(self, spec, key)) is not None:
+            if seen.stop_reason and (inert := inert_result(self, spec, key, job.job_id)) is not None:
                 cut = self._result(spec, key, job, seen, self._diagnose(seen), submitted_at, ())
                 self.store.append("attempt", **replace(cut, verdict=Verdict.CANCELLED, reason=inert.reason,
                                                        log_tail="").to_dict())  # its cost counts
