@@ -23,8 +23,8 @@ from .watch import Judge, Watched
 if TYPE_CHECKING:
     from .runner import JobRunner
 
-# Runs that may be cut as inert: candidates. Baseline repeats, evidence and gate controls are
-# run on purpose.
+# Runs that may be cut as inert: candidates, measured once. Repeats (of any kind: a win's
+# confirmation, a control), evidence and gate runs measure again on purpose.
 CANDIDATES = (RunKind.PROFILE, RunKind.RESTORE_DEFAULT, RunKind.STACK)
 
 
@@ -67,7 +67,7 @@ def with_inert(runner: JobRunner, spec: RunSpec, key: str, job: SubmittedJob,
     an inert candidate; on each new step, `stop` (the adaptive sweep's early stop) as before."""
     done = False
     asked_at: int | None = None
-    candidate = spec.kind in CANDIDATES and not runner.fixed_protocol and not spec.evidence
+    candidate = spec.kind in CANDIDATES and not (runner.fixed_protocol or spec.evidence or spec.repeat)
 
     def ask(seen: Watched) -> str:
         nonlocal done, asked_at

@@ -139,6 +139,8 @@ def test_an_inert_candidate_is_cut_after_its_compile_and_shares_the_baselines_re
     cut = [r for r in s.store.jobs() if r.job_id == "102"]  # its cost is the sweep's
     assert [(r.verdict, r.reason) for r in cut] == [(Verdict.CANCELLED, same.reason)]
     assert inert_lines(s.store.latest_by_key().values())[0].startswith("inert flags: wave2::same[default] (--xla_inert=1)")
+    again = s.run(spec(s, "wave2::other[default]").remeasured(1)).result  # a repeat measures again
+    assert not again.inert and again.job_id == "105" and launcher.cancelled == ["102"]
 
 
 def test_a_session_killed_at_the_cut_stores_the_share_on_its_rerun_and_submits_nothing(tmp_path: Path) -> None:
