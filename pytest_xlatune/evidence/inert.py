@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..results import JobResult, RunKind, Verdict
+from ..results import JobResult, RunKind
 
 __all__ = ["COMPILED_LINE", "PROGRAM_DIR", "RUNTIME_XLA_FLAGS", "Settings", "inert_lines",
            "inert_source", "inert_text", "program_dump_flags"]
@@ -92,13 +92,13 @@ class Settings:
 
 def inert_source(digest: str, settings: Settings, results: Sequence[JobResult],
                  fingerprints: Mapping[str, str]) -> JobResult | None:
-    """The measured run (its own job, run to its end, no profiler) that compiled to `digest` with
-    the same runtime settings, a baseline run first; None when there is none. `fingerprints`: job id →
+    """The measured run (its own job, no profiler; a partial steady state when the adaptive
+    sweep stopped it early) that compiled to `digest` with the same runtime settings, a
+    baseline run first; None when there is none. `fingerprints`: job id →
     digest of a complete fingerprint (evidence/fingerprint.Fingerprint.complete)."""
     if not digest or settings.unset_env:
         return None
-    found = [r for r in results if r.measured and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from
-             and r.kind not in _PROFILED
+    found = [r for r in results if r.measured and not r.shared_from and r.kind not in _PROFILED
              and fingerprints.get(r.job_id) == digest and Settings.of(r) == settings]
     found.sort(key=lambda r: (r.kind is not RunKind.BASELINE, r.submitted_at))
     return found[0] if found else None

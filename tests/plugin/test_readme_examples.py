@@ -59,7 +59,8 @@ NUMBER = re.compile(r"[-+]?\d+\.\d+")
 # so opt_o2 shares restore_default's job); stale_flag fails by itself.
 DEMO_SPEEDS = {"opt_o1": 1256.2, "opt_o2": 1180.0, "no_expensive": 662.0, "vec256": 681.0,
                "no_eigen_mt": 640.0, "no_ar_combine": 655.0, "seq_sched": 623.7, "split4": 668.0,
-               "o2_no_fastmath": 1150.0, "o1_bf16": 900.0}
+               "o2_no_fastmath": 1150.0, "o1_bf16": 900.0,
+               "o2_vec256": 1180.0}  # restore_default's program (inert): its speed
 # Profiles whose loss leaves the baseline's (bfloat16 compute): the fake trainer's loss drifts.
 DEMO_LOSS_DRIFT = {"o1_bf16": -0.002}
 

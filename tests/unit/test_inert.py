@@ -53,8 +53,10 @@ def test_equal_programs_with_other_runtime_settings_are_never_inert(settings: Se
     assert inert_source("abc", settings, [measured("baseline", "3")], {"3": "abc"}) is None
 
 
-def test_only_a_full_own_measurement_is_a_source() -> None:
-    runs = [measured("a", "1", verdict=Verdict.STOPPED_EARLY), measured("b", "2", shared_from="c"),
+def test_only_an_own_unprofiled_measurement_is_a_source() -> None:
+    stopped = measured("a", "5", verdict=Verdict.STOPPED_EARLY)  # its partial steady state counts
+    assert inert_source("abc", SETTINGS, [stopped], {"5": "abc"}) == stopped
+    runs = [measured("b", "2", shared_from="c"),
             measured("d", "3", verdict=Verdict.OOM, tgs=None), measured("e", "4", RunKind.EVIDENCE)]
     assert inert_source("abc", SETTINGS, runs, dict.fromkeys("1234", "abc")) is None
 
