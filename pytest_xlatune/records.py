@@ -277,9 +277,37 @@ class TuneArmAdded(Record):
     args: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Fingerprint(Record):
+    """A job's compiled train step, fingerprinted at compile-done (evidence/fingerprint.py)."""
+
+    EVENT: ClassVar[str] = "fingerprint"
+    key: str
+    job_id: str | int
+    digest: str
+    hlo_digest: str = ""
+    code_files: int = 0
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class Inert(Record):
+    """A candidate whose program and runtime settings equal a measured run's: stored before its job
+    is cut after compile (engine/inert.py); it shares `source_key`'s result."""
+
+    EVENT: ClassVar[str] = "inert"
+    key: str
+    item: str
+    job_id: str | int
+    source_key: str
+    source_item: str
+    reason: str = ""
+
+
 RECORDS: Mapping[str, type[Record]] = MappingProxyType({cls.EVENT: cls for cls in (
     Sweep, Environment, Inventory, Submitting, Submitted, Unsubmitted, Result, Attempt, Cancelled,
-    Stop, Quarantined, NodeResume, Drift, Conclude, Skipped, EarlyStop, Cleanup, TuneArmAdded)})
+    Stop, Quarantined, NodeResume, Drift, Conclude, Skipped, EarlyStop, Cleanup, TuneArmAdded,
+    Fingerprint, Inert)})
 
 
 def record_class(event: str) -> type[Record]:

@@ -141,6 +141,8 @@ class JobResult:
     node_minutes: float | None = None
     # A duplicate never run: the item whose job (same effective settings) this record shares.
     shared_from: str = ""
+    # Shared because its job compiled to shared_from's program (evidence/inert.py): cut after compile.
+    inert: bool = False
     # The JAX compilation cache directory the job was given (adaptive.cache; "" = none).
     compile_cache: str = ""
     # A pooled result (adaptive repeats): (job id, steady TGS) of every run behind `tgs`; () = one run.

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..judge.gate_flags import locked_flags
 from ..judge.lock import LockError, load_lock
 from ..paths import lock_path
 from ..report.files import Output, write_if_changed
 from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
+from .inert import fingerprints
 
 if TYPE_CHECKING:
     from .session import Session
@@ -52,7 +54,8 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
             cell_id=runtime.paths(cell).cell_id, lock_file=_shown(lock_path(cell.path), runtime.root),
             lock=lock, new_image=new_image, new_measured_on=measured_on(store, new_image),
             old_measured_on=measured_on(store, lock.image) if lock.image != new_image else "",
-            items=tuple(items), runs=runs))
+            items=tuple(items), runs=runs,
+            flags=tuple(f for recipe in lock.recipes for f in locked_flags(recipe, runs, fingerprints(store)))))
     return by_tag
 
 

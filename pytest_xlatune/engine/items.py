@@ -261,7 +261,8 @@ class CellItem(pytest.Item):
             ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
             ("xlatune_shared", result.shared_from), ("xlatune_compile_cache", result.compile_cache),
-            ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY else ""),
+            ("xlatune_inert", result.reason if result.inert else ""),
+            ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY and not result.inert else ""),
             ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),
             ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..adaptive.stored import summary_lines
+from ..evidence.inert import inert_lines
 from ..cell.model import Cell
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
 from ..paths import lock_path
@@ -69,7 +70,8 @@ def adaptive_lines(session: Session) -> list[tuple[Cell, str]]:
         sweep = session.sweeps.get(cell.path)
         if sweep is None or sweep.adaptive is None:
             continue
-        stored = summary_lines(sweep.store.results(), list(sweep.store.events()))
+        stored = (*summary_lines(sweep.store.results(), list(sweep.store.events())),
+                  *inert_lines(sweep.store.latest_by_key().values()))
         lines += [(cell, line) for line in stored]
         if not any(line.startswith("drift: ") for line in stored):  # no control recorded one
             lines.append((cell, sweep.adaptive.drift()))

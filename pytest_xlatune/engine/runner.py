@@ -21,6 +21,7 @@ from ..plan.expand import RunSpec, evidence_spec
 from ..plan.request import tokens_per_device_step
 from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
+from .inert import inert_result, record_fingerprint, with_inert
 from .nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
 from .stopsignals import deferred
@@ -114,7 +115,7 @@ class JobRunner:
                    and key not in self._ran_this_session):  # --lf: the failure's job runs again
             return RunOutcome(stored, reused=True)
         self._ran_this_session.add(key)
-        if (shared := self._share(spec, key)) is not None:
+        if (shared := self._share(spec, key) or inert_result(self, spec, key)) is not None:
             return RunOutcome(shared, reused=False)
         self._check_nodes()
         history: list[Diagnosis] = []
@@ -126,13 +127,18 @@ class JobRunner:
             job = job or self._submit(spec, key)
             submitted_at = self.clock()
             self._fill_queue(after=spec)
-            judge = self._stop_judge(spec, key, job)
+            judge = with_inert(self, spec, key, job, self._stop_judge(spec, key, job))
             try:
                 seen = self._seen_ahead.pop(job.job_id, None) or self.watcher.watch(spec.name, job, judge)
             except BaseException:
                 self.cancel_all()
                 raise
             self.poller.forget(job.job_id)
+            if seen.stop_reason and (inert := inert_result(self, spec, key, job.job_id)) is not None:
+                cut = self._result(spec, key, job, seen, self._diagnose(seen), submitted_at, ())
+                self.store.append("attempt", **replace(cut, verdict=Verdict.CANCELLED, reason=inert.reason,
+                                                       log_tail="").to_dict())  # its cost counts
+                return RunOutcome(inert, reused=False)  # cut after its compile (engine/inert.py)
             diagnosis = self._diagnose(seen)
             result = self._result(spec, key, job, seen, diagnosis, submitted_at, tuple(retries))
             stopped = seen.stop_reason or self._stopped_early(job.job_id)
@@ -163,6 +169,8 @@ class JobRunner:
                     self._warn(f"{spec.name}: waiting {left:.0f} s before the retry")
                     self.sleep(left)
                 continue
+            if result.measured:  # a source for inert candidates (engine/inert.py)
+                record_fingerprint(self.store, key, job)
             if decision.action is Action.DROP_INFRA_FLAKE:
                 result = replace(result, verdict=Verdict.INFRA_FLAKE, reason=decision.reason)
             self.store.add_result(result)

@@ -14,6 +14,9 @@ from .poller import Poller
 from ..judge.signatures import FailureClass
 from ..judge.triage import Evidence, diagnose
 from ..errors import XlatuneError
+from ..evidence.inert import COMPILED_LINE
+
+_COMPILED = COMPILED_LINE.encode()
 
 
 Judge = Callable[["Watched"], str]
@@ -48,6 +51,7 @@ class Watched:
     cancelled_for: str = ""  # "" | "unknown_flag" | "hang" | "stopped_early" | a failure class
     stop_reason: str = ""  # why the adaptive sweep stopped it early ("" = it was not)
     hang_phase: HangPhase | None = None
+    compiled: bool = False  # the job said its train step is compiled (evidence/inert.COMPILED_LINE)
     started_at: float | None = None  # the poller's first RUNNING answer
     ended_at: float | None = None  # the poller's first finished answer (or when we stopped watching)
 
@@ -93,7 +97,7 @@ class Watcher:
         returns why to stop it early ("" = let it run): it is cancelled and watched no further."""
         seen = Watched(StepLog(), JobProgress(JobPhase.PENDING, JobState.UNKNOWN))
         detector = HangDetector(self.hang)
-        offset, last_reported, was_running = 0, -1, False
+        offset, last_reported, was_running, last = 0, -1, False, b""
         self._unsent_cancel = False
         fresh_since: float | None = None  # since when Slurm has answered without a break
         # The log is read LOG_READS_PER_POLL times per poll interval (reads are cheap and not
@@ -113,6 +117,10 @@ class Watcher:
             offset += len(chunk)
             now = self.clock()
             new_steps = seen.log.feed(chunk)
+            just_compiled = not seen.compiled and (  # the line may be split between two reads
+                _COMPILED in chunk or _COMPILED in last + chunk[:len(_COMPILED)])
+            seen.compiled = seen.compiled or just_compiled
+            last = chunk[-len(_COMPILED):]
             if ended:
                 while len(chunk) == READ_CHUNK:  # the rest of a big log, chunk by chunk
                     chunk = self.launcher.read_log(job, offset, READ_CHUNK, ended=True)
@@ -134,7 +142,7 @@ class Watcher:
                             unstuck_warnings=seen.log.unstuck_warnings)
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
-                if new_steps and judge is not None and not seen.cancelled_for and \
+                if (new_steps or just_compiled) and judge is not None and not seen.cancelled_for and \
                         progress.phase is JobPhase.RUNNING and (reason := judge(seen)):
                     self.report(f"{name} job {job.job_id}: stopping early: {reason}")
                     seen.stop_reason = reason

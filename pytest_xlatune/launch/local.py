@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..evidence.inert import PROGRAM_DIR, program_dump_flags
 from ..jaxcache import CACHE_DIR, USER_NAMES, cache_env, cache_path
 from ..paths import job_dir_name, job_log_name
 from ..safefs import LinkRefused, check_no_links, open_nofollow
@@ -21,13 +22,16 @@ HEADER_LIMIT = 64 << 10
 
 
 def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None,
-                        cache_root: Path | None = None) -> dict[str, str]:
+                        cache_root: Path | None = None, program_dir: Path | None = None) -> dict[str, str]:
     """The job's environment: XLA flags appended to the inherited ones (last wins), env, then the
-    run's compilation cache under `cache_root` (none when the environment already names one)."""
+    run's compilation cache under `cache_root` (none when the environment already names one).
+    `dump_dir`: an evidence run's full dump; `program_dir`: only the train step's (inert flags)."""
     env = dict(base)
     flags = list(request.xla_flags)
     if dump_dir is not None:
         flags += [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"]
+    elif program_dir is not None:
+        flags += program_dump_flags(str(program_dir))
     if flags:
         inherited = env.get("XLA_FLAGS", "")
         env["XLA_FLAGS"] = " ".join(([inherited] if inherited else []) + flags)
@@ -92,7 +96,7 @@ class LocalLauncher:
         dump_dir = job_dir / "xla_dump" if request.evidence else None
         argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
                 f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
-        env = compose_environment(os.environ, request, dump_dir, self.cache_root)
+        env = compose_environment(os.environ, request, dump_dir, self.cache_root, job_dir / PROGRAM_DIR)
         ours = cache_path(str(self.cache_root), request.compile_cache)
         cache = ours if ours and env.get(CACHE_DIR) == ours else ""
         if request.mark:

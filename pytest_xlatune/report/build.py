@@ -13,6 +13,7 @@ from ..plan.expand import RunKind, RunSpec, run_key
 from ..plan.resolve import current_results
 from ..results import JobResult, Spent
 from ..store import ResultStore
+from ..evidence.inert import inert_lines
 from ..adaptive.stored import pool_stored, summary_lines  # controls and repeats, as the session reports them
 from .data import ReportData, build
 
@@ -43,7 +44,8 @@ def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path,
     results = pool_stored(cell, specs, latest, key, image, current_results(cell, specs, latest, key, mode))
     jobs = store.jobs()
     return from_results(cell, root, results, nodelist, Spent.of(jobs),
-                        summary_lines(store.results(), list(store.events())), tuple(jobs))
+                        (*summary_lines(store.results(), list(store.events())),
+                         *inert_lines(latest.values())), tuple(jobs))
 
 
 def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str,

@@ -162,7 +162,9 @@ def teststatus(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[str
     text = status_text(props)  # the terminal summary repeats it when a later run changed it
     if props.get("xlatune_numerics"):
         text += " — numerics changed: " + str(props["xlatune_numerics"])
-    if props.get("xlatune_shared"):
+    if props.get("xlatune_inert"):
+        text += f" ({props['xlatune_inert']})"
+    elif props.get("xlatune_shared"):
         text += f" (same effective settings as {props['xlatune_shared']}: shared)"
     if props.get("xlatune_stopped"):
         text += f" ({props['xlatune_stopped']})"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from html import escape
 
+from ..judge.gate_flags import LockedFlag
 from ..judge.lock import Lock
 from ..results import JobResult
 
@@ -44,6 +45,7 @@ class GateCell:
     old_measured_on: str  # what the lock's image runs on today ("" unknown)
     items: tuple[GateItem, ...]
     runs: tuple[JobResult, ...]  # the gate's stored runs (this session's)
+    flags: tuple[LockedFlag, ...] = ()  # each locked setting on the new image (judge/gate_flags.py)
 
 
 def verdict(items: Sequence[GateItem]) -> str:
@@ -81,6 +83,8 @@ def render_cell(gate: GateCell) -> str:
         lines.append(f"\nThe lock's image runs on {gate.old_measured_on} today (the controls below).")
     lines += ["", "Locked recipes: " + "; ".join(
         f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % vs baseline at lock time" for r in lock.recipes)]
+    if gate.flags:
+        lines += ["", "### Locked flags on the new image", ""] + [f"- {_cell_text(f.text())}" for f in gate.flags]
     bad = [i for i in gate.items if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)]
     if bad:
         lines += ["", "### What failed", ""]
@@ -116,5 +120,8 @@ def render_html(cells: Sequence[GateCell]) -> str:
                      f"{escape(gate.new_measured_on or '(not recorded)')}<br>"
                      f"Lock ({escape(gate.lock.date)}) image {escape(gate.lock.image or '(default)')}: "
                      f"{escape(gate.lock.measured_on or '(not recorded in the lock)')}</p>"
-                     + (f"<ul>{failed}</ul>" if failed else "") + "</div>")
+                     + (f"<ul>{failed}</ul>" if failed else "")
+                     + ("<p>Locked flags on the new image:</p><ul>" + "".join(
+                         f"<li>{escape(f.text())}</li>" for f in gate.flags) + "</ul>" if gate.flags else "")
+                     + "</div>")
     return "".join(parts)

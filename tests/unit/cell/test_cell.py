@@ -267,7 +267,7 @@ def test_demo_cell_loads_to_the_expected_values() -> None:
         ("opt_o1", 2, 25), ("opt_o2", 2, 27), ("no_expensive", 2, 29), ("vec256", 2, 31),
         ("o1_bf16", 2, 33),
         ("no_eigen_mt", 3, 37), ("no_ar_combine", 3, 39), ("seq_sched", 3, 41), ("split4", 3, 43),
-        ("o2_no_fastmath", 4, 46), ("stale_flag", 4, 48)]
+        ("o2_no_fastmath", 4, 46), ("stale_flag", 4, 48), ("o2_vec256", 4, 52)]
     assert cell.profile("o1_bf16").overrides == (("dtype", "bfloat16"),)
     assert cell.profile("stale_flag") == Profile(
         # -O2 too: a variant of the recipe's lever, so the adaptive demo still runs it after the win
