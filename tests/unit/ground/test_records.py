@@ -46,6 +46,9 @@ SAMPLES: tuple[records.Record, ...] = (
     records.EarlyStop(job_id="17", key="k1", item="wave2::fast[default]", kind="slower", reason="slower"),
     records.Cleanup(restored=("/c/configs/m.env.sh",), errors={}, ssh_connections=1),
     records.TuneArmAdded(profile="fast", xla_flags=("--xla_a=1",), env=(("NCCL_X", "1"),), args=("a=1",)),
+    records.Fingerprint(key="k2", job_id="18", digest="ab12", hlo_digest="cd34", code_files=164, complete=True),
+    records.Inert(key="k2", item="wave2::vec256[default]", job_id="18", source_key="k1",
+                  source_item="wave1::baseline[default]", reason="inert here: compiles to `baseline`'s program"),
 )
 
 
