@@ -5,9 +5,9 @@ In a cell, `FSDP=N` and `PP=N` are DCN axes: MaxText's `dcn_fsdp_parallelism` an
 which the cell does not set; `TP` is `ici_tensor_parallelism`, within a node). The upstream
 configs leave `dcn_data_parallelism: -1`, so MaxText gives the remaining factor to data
 parallelism: the slot's node count must be a multiple of FSDP x PP (the xla-tuning skill:
-"ensure N x M = num_dcn_replicas"). A PP=4,FSDP=2 cell on 4 nodes cannot start; it is refused at
-collection instead of failing on the cluster after its queue wait. A one-node slot is not
-checked: there, the local Slurm stand-ins run every axis on one host's virtual devices.
+"ensure N x M = num_dcn_replicas"). A PP=4,FSDP=2 cell on 4 nodes cannot start, nor an FSDP=8
+cell on one node (its GPUs are ICI, not DCN); either is refused at collection instead of failing
+on the cluster after its queue wait.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def dcn_misfit(cell: Cell) -> tuple[str, str] | None:
         return None
     slot = cell.slot
     nodes = host_count(slot.nodelist) if slot.nodelist else slot.nodes
-    if not nodes or nodes == 1:  # one host: the test stand-ins run every axis on its devices
+    if not nodes:
         return None
     dcn = math.prod(cell.parallelism.size(axis) for axis in ("FSDP", "PP"))
     if nodes % dcn == 0:

@@ -45,9 +45,11 @@ class FinalFigures:
             rewrite_junit(Path(xml), self.final)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        """After pytest-html wrote its file (its last hook): the item rows' final figures."""
+        """After pytest-html wrote its file (its last hook): the item rows' final figures, and its
+        Environment table below the cells' TL;DR, chart and results (a session with cells only)."""
         html = getattr(config.option, "htmlpath", None)
-        if not html or not self.final or not config.pluginmanager.hasplugin("xlatune-html"):
+        if (not html or hasattr(config, "workerinput") or not self.session.cells
+                or not config.pluginmanager.hasplugin("xlatune-html")):
             return
         from ..report.html import figure_cells
 

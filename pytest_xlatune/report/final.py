@@ -8,6 +8,7 @@ figure of every item whose line said otherwise, and the junit file gets the fina
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,16 +125,35 @@ def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
     return changed
 
 
+# pytest-html 4's page opens on its Environment table (the Python, platform and plugin versions);
+# the reader should open on the sweep's TL;DR, warnings, patch and chart (the summary's prefix).
+_ENVIRONMENT = re.compile(r'[ \t]*<div id="environment-header">\s*<h2>Environment</h2>\s*</div>\s*'
+                          r'<table id="environment"></table>\n?')
+_FOOTER = '\n  <footer>'
+
+
+def environment_last(text: str) -> str:
+    """The page with pytest-html's Environment block moved below the results table, just above
+    the footer (whose script fills it by id); the page as it was when it has no such block."""
+    found = _ENVIRONMENT.search(text)
+    footer = text.rfind(_FOOTER)
+    if found is None or footer < found.end():
+        return text
+    block = found.group(0).strip()
+    return text[:found.start()] + text[found.end():footer] + "\n    " + block + text[footer:]
+
+
 def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool:
     """Give the per-item cells of a pytest-html report their final figure: for each (node id,
     cell class, text written at run time, final text), the first cell of that class after each
     place the node id appears, when it still holds the run-time text. pytest-html keeps its rows
-    in an escaped JSON blob; figures are plain ASCII, the same in every escaping. True: changed."""
+    in an escaped JSON blob; figures are plain ASCII, the same in every escaping. The page's
+    Environment block goes below the results (environment_last). True: changed."""
     try:
-        text = path.read_text(encoding="utf-8")
+        before = path.read_text(encoding="utf-8")
     except OSError:
         return False
-    before = text
+    text = environment_last(before)
     for nodeid, marker, old, new in cells:
         if old == new or not old:
             continue

@@ -78,10 +78,12 @@ def figure_cells(props: dict[str, Any], final: dict[str, Any]) -> list[tuple[str
 
 
 def pytest_html_results_table_html(report: pytest.TestReport | pytest.CollectReport, data: list[str]) -> None:
-    """A skipped item's log is its reason: not pytest's (path, line, 'Skipped: …') tuple."""
+    """A skipped item's log is its reason: not pytest's (path, line, 'Skipped: …') tuple. Ours: a
+    cell item (its properties name the cell) or the gate's lock-less cell (its place says `cell: `)."""
     longrepr = report.longrepr
-    if not (report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3
-            and dict(getattr(report, "user_properties", ())).get("xlatune_cell")):
+    location = getattr(report, "location", None) or ("", 0, "")
+    ours = dict(getattr(report, "user_properties", ())).get("xlatune_cell") or str(location[2]).startswith("cell: ")
+    if not (report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3 and ours):
         return
     tuple_text = escape(report.longreprtext) + "\n"
     reason = escape(str(longrepr[2]).removeprefix("Skipped: ")) + "\n"

@@ -172,6 +172,14 @@ def test_rendered_report_has_xlatune_columns_rows_log_tail_and_chart(
     baseline = chart[0].iter("line", "xlatune-baseline")
     assert len(baseline) == 1 and baseline[0].attrs.get("stroke-dasharray")
 
+    # The rendered page opens on the TL;DR; pytest-html's Environment table comes after the
+    # results, still filled in by the page's script (Python, Platform, Plugins).
+    order = [e.attrs.get("id") or " ".join(sorted(e.classes())) for e in dom.iter()
+             if e.attrs.get("id") in ("environment", "results-table") or "xlatune-tldr" in e.classes()]
+    assert order == ["xlatune-tldr", "results-table", "environment"], order
+    environment = next(e for e in dom.iter("table") if e.attrs.get("id") == "environment")
+    assert "Python" in environment.all_text() and "Plugins" in environment.all_text()
+
 
 def test_screenshot_of_the_report(report_html: Path, chromium: Path, tmp_path: Path) -> None:
     png = tmp_path / "report.png"

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.jax]
 DEEPSEEK = """\
 model_tag: {model}
 nodelist: node01
-parallelism: FSDP=8
+parallelism: FSDP=1                # FSDP is a DCN axis: one shard per node (cell/fit.py)
 pdbs: 2
 steps: 10
 baseline_repeats: 1
@@ -76,7 +76,7 @@ def upstream(pytester: pytest.Pytester, local_slurm: LocalSlurm, monkeypatch: py
     return root
 
 
-def test_deepseek3_fsdp8_with_pdbs_and_moe_tags_through_every_wave(pytester: pytest.Pytester, upstream: Path) -> None:
+def test_deepseek3_with_pdbs_and_moe_tags_through_every_wave(pytester: pytest.Pytester, upstream: Path) -> None:
     before = tree(upstream)
     cell = pytester.makefile(".yml", ds=DEEPSEEK.format(model="deepseek3-671b", checkout=json.dumps(str(upstream)),
                                                         ray="false"))

@@ -35,3 +35,9 @@ def test_every_output_shows_one_figure_per_item(pytester: pytest.Pytester, fake_
         assert len(outputs[name]) == 5, (name, outputs[name])
     assert len(outputs["html-rows"]) == 7, outputs["html-rows"]
     assert compare(outputs) == []
+    # The page opens on the cell's TL;DR and chart; pytest-html's Environment table is below the
+    # results, before the footer whose script fills it.
+    page = (root / "report.html").read_text()
+    tldr, results = page.find('<div class="xlatune-tldr">'), page.find('<table id="results-table">')
+    environment, footer = page.find('<div id="environment-header">'), page.find("<footer>")
+    assert 0 < tldr < page.find("<svg") < results < environment < page.find('<table id="environment">') < footer

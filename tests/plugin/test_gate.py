@@ -176,6 +176,7 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_f
     result.stdout.fnmatch_lines(["xlatune: gate report written to gated-gate.md"])
     html = (pytester.path / "gate.html").read_text()
     assert "Image gate: gated.yml" in html and "FAILED: 2 of 12 gate item(s) failed" in html
+    assert html.find("FAILED: 2 of 12") < html.find('<div id="environment-header">')  # the verdict first
     assert (pytester.path / "gated-tuning.md").read_text() == tuning
     gate = (pytester.path / "gated-gate.md").read_text()
     assert "**Verdict: FAILED: 2 of 12 gate item(s) failed**" in gate

@@ -170,7 +170,7 @@ MALFORMED = [
     ("profile-env-value-backtick", _wave2("- name: a\n  env: {NCCL_X: '`id`'}\n"),
      "waves.2[0].env.NCCL_X", 7, "an environment value"),
     ("profile-job-name-too-long",
-     "model_tag: " + "m" * 150 + "\nnodes: 1\nparallelism: FSDP=8\nbackend: {kind: maxtext-slurm, checkout: /x}\n"
+     "model_tag: " + "m" * 150 + "\nnodes: 8\nparallelism: FSDP=8\nbackend: {kind: maxtext-slurm, checkout: /x}\n"
      "waves:\n  2:\n    - {name: " + "p" * 40 + ", xla_flags: [--xla_a=1]}\n",
      "waves.2[0].name", 7, "found 280 bytes for profile 'pppp"),
     ("pipeline-shapes-without-pp", HEAD + "pipeline_shapes:\n  - microbatches: 8\n", "pipeline_shapes",
@@ -407,7 +407,7 @@ def test_the_load_time_job_name_check_counts_what_submit_sh_is_given(tmp_path: P
     assert size == grammar.JOB_NAME_MAX + 5
     with pytest.raises(ValueError, match=f"JOB_NAME would be {size} bytes"):
         submit_argv(model, gate, 1, None, "45:00", None, [], False, arm=f"{gate}.default", profiles=[name])
-    text = (f"model_tag: {model}\nnodes: 1\nparallelism: FSDP=8\nbackend: {{kind: maxtext-slurm, checkout: /x}}\n"
+    text = (f"model_tag: {model}\nnodes: 8\nparallelism: FSDP=8\nbackend: {{kind: maxtext-slurm, checkout: /x}}\n"
             f"waves:\n  2:\n    - name: {name}\n      xla_flags: [--xla_a=1]\n")
     with pytest.raises(CellError, match=f"{size} bytes for profile '{name}' in the image gate "
                                         f"\\(as '{gate}', its run on the lock's image\\) .*: shorten the "
@@ -424,7 +424,7 @@ def test_the_load_time_job_name_check_counts_what_submit_sh_is_given(tmp_path: P
 ])
 def test_a_name_the_cell_did_not_choose_never_asks_to_shorten_that_name(
         tmp_path: Path, model: int, waves: str, key: str, line: int, found: str) -> None:
-    text = (f"model_tag: {'m' * model}\nnodes: 1\nparallelism: FSDP=8\n"
+    text = (f"model_tag: {'m' * model}\nnodes: 8\nparallelism: FSDP=8\n"
             "backend: {kind: maxtext-slurm, checkout: /x}\n" + waves)
     with pytest.raises(CellError) as info:
         load_cell(_cell(tmp_path, text))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.judge.numerics import Mode
-from pytest_xlatune.report import chart, html, html_top
+from pytest_xlatune.report import chart, final, html, html_top
 from pytest_xlatune.report.__main__ import write_html_pages
 from pytest_xlatune.report.build import from_results
 from tests import report_cases as cases
@@ -56,6 +56,28 @@ def test_a_skipped_item_shows_its_reason_not_a_tuple(tmp_path: Path) -> None:
     data = [html.escape(report.longreprtext) + "\n", "captured"]
     html.pytest_html_results_table_html(report, data)
     assert data == ["no baseline-deployed run measured\n", "captured"]
+
+
+def test_the_gates_lock_less_cell_shows_its_reason_not_a_tuple_and_other_skips_are_left_alone(
+        tmp_path: Path) -> None:
+    # The gate's Unlocked item has no cell properties: its place (reportinfo) says `cell: `.
+    reason = "cells/x.lock.json: no recipe lock, nothing to gate"
+    for where, shown in [("cell: x.yml (no lock)", reason), ("test_other", None)]:
+        longrepr = (str(tmp_path / "cells" / "x.yml"), 1, f"Skipped: {reason}")
+        report = pytest.TestReport("cells/x.yml::gate", ("cells/x.yml", 0, where), {}, "skipped", longrepr, "call")
+        tuple_text = html.escape(report.longreprtext) + "\n"
+        data = [tuple_text]
+        html.pytest_html_results_table_html(report, data)
+        assert data == [f"{shown}\n" if shown else tuple_text]
+
+
+def test_the_environment_table_moves_below_the_results_on_pytest_htmls_page() -> None:
+    page = ('<h1 id="title">r</h1>\n    <div id="environment-header">\n      <h2>Environment</h2>\n    </div>\n'
+            '    <table id="environment"></table>\n    <div class="summary">TL;DR</div>\n'
+            '    <table id="results-table"></table>\n  <footer>\n    <script>x</script>\n  </footer>')
+    moved = final.environment_last(page)
+    assert moved.find("TL;DR") < moved.find("</table>") < moved.find("environment-header") < moved.find("<footer>")
+    assert final.environment_last(moved) == moved and final.environment_last("<p>no page</p>") == "<p>no page</p>"
 
 
 def test_the_rerender_cli_writes_the_html_beside_the_markdown(tmp_path: Path) -> None:
