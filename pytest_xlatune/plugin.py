@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from .cell.load import CellError, load_cell
+from .engine.history_outputs import after_session
 from .engine.items import CellFile, CellItem
 from .engine.session import RUNTIME_KEY, Runtime
 from .settings import Settings, add_options
@@ -272,7 +273,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if runtime.settings.write_report and not hasattr(session.config, "workerinput") \
             and not session.config.option.collectonly:
         try:
-            runtime.outputs = runtime.write_reports(runtime.cells_that_ran()) + runtime.write_locks()
+            runtime.outputs = (runtime.write_reports(runtime.cells_that_ran()) + runtime.write_locks()
+                               + after_session(runtime))
         except OSError as error:
             runtime.stops.append(f"xlatune: the report could not be written: {error}")
 

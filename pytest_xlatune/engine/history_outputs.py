@@ -1,0 +1,52 @@
+"""At the end of every sweep and gate session: each cell that ran appends its rows to its history
+(`<store>/<slug>.history.csv`, report/history.py), from the runs of the items it ran."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from ..judge.lock import build_lock
+from ..report.files import Output
+from ..report.history import HistoryRow, append_rows, gate_rows, history_path, sweep_rows
+from ..results import Spent
+
+if TYPE_CHECKING:
+    from .session import Runtime
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def append_history(runtime: Runtime, date: str = "") -> list[Output]:
+    """One row per config tag of each cell that ran (gate: the locked recipe on the new image;
+    sweep: the recipe it found, or none), the node-hours its items' jobs cost."""
+    date = date or now()
+    outputs = []
+    for cell in runtime.cells_that_ran():
+        stored = runtime.stored(cell)
+        if stored is None:
+            continue
+        ran = runtime.ran.get(cell.path, set())
+        store = runtime.store_for(cell)
+        image = runtime.cell_settings(cell).image
+        spent = Spent.of(r for r in store.jobs() if r.item in ran).node_hours
+        rows: list[HistoryRow]
+        if runtime.settings.gate:
+            rows = gate_rows(date, image, [r for r in store.latest_by_key().values() if r.item in ran], spent)
+        else:
+            results = [r for r in stored.results if r.item in ran]
+            built = build_lock(cell, list(stored.results), stored.nodelist, image, mode=runtime.settings.numerics)
+            recipes = {r.config_tag: r.profile for r in built.recipes} if built else {}
+            rows = sweep_rows(date, image, results, recipes, spent)
+        if rows:
+            path = history_path(runtime.paths(cell).store)
+            append_rows(path, rows)
+            outputs.append(Output(path, "history", True, f"{len(rows)} row(s) appended"))
+    return outputs
+
+
+def after_session(runtime: Runtime) -> list[Output]:
+    """What the session writes after its reports and locks: the history rows."""
+    return append_history(runtime)
