@@ -17,6 +17,14 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 20, 30, 70
 RECIPE, BASELINE, CHANGE = "#1565c0", "#37474f", "#c62828"
 
 
+def image_label(image: str) -> str:
+    """A short name for an image: a venv's folder (`/opt/new/bin/python` → `new`), else its last part."""
+    parts = [p for p in image.split("/") if p]
+    if len(parts) >= 3 and parts[-2] == "bin":
+        return parts[-3]
+    return parts[-1] if parts else "(default)"
+
+
 def series_change_points(frame: pd.DataFrame) -> list[ChangePoint]:
     """The change points of the recipe TGS column (rows without a recipe figure are left out, and
     the indexes are those of `frame`'s rows)."""
@@ -70,7 +78,7 @@ def svg(frame: pd.DataFrame, title: str) -> str:
             parts.append(f'<circle cx="{x(i):.1f}" cy="{_y(v, low, high):.1f}" r="3.5" fill="{color}">'
                          f'<title>{escape(name)} {v:.1f}</title></circle>')
     for i, (date, image) in enumerate(zip(frame["date"].astype(str), frame["image"].astype(str), strict=True)):
-        label = f"{date[:10]} {image.rsplit('/', 2)[-2] if image.count('/') >= 2 else image or '(default)'}"
+        label = f"{date[:10]} {image_label(image)}"
         parts.append(f'<text x="{x(i):.1f}" y="{HEIGHT - BOTTOM + 14}" font-size="9" text-anchor="middle" '
                      f'font-family="sans-serif">{escape(label[:28])}</text>')
     for point in series_change_points(frame):

@@ -105,3 +105,26 @@ def test_a_link_or_a_bad_file_is_one_line(tmp_path: Path) -> None:
     bad.write_text("date,kind\n1,2\n")
     with pytest.raises(HistoryError, match=r"bad.history.csv: columns: expected date, .* found no image"):
         load_history(bad)
+
+
+def test_the_report_cli_renders_the_history_in_markdown_and_html(tmp_path: Path) -> None:
+    from pytest_xlatune.report.__main__ import main
+
+    cell = tmp_path / "demo.yml"
+    cell.write_text("model_tag: demo\nnodes: 1\nparallelism: FSDP=8\nwaves:\n  2:\n"
+                    "    - {name: fast, xla_flags: [--xla_fake_tgs=1100]}\n")
+    store = tmp_path / ".xlatune" / "demo.jsonl"
+    for n, (image, tgs) in enumerate([("/a<b>/bin/python", 1100.0), ("/a<b>/bin/python", 1101.0),
+                                      ("/new/bin/python", 1030.0), ("/new/bin/python", 1031.0),
+                                      ("/new/bin/python", 1029.0)]):
+        append_rows(history_path(store), gate_rows(f"2026-12-0{n + 1}", image,
+                                                   gate_session(image, [tgs, tgs + 1], [1000.0]), 0.1))
+    out = tmp_path / "out"
+    assert main([str(cell), "--store", str(tmp_path / ".xlatune"), "--root", str(tmp_path), "--out", str(out)]) == 0
+    md = (out / "demo-history.md").read_text()
+    assert "![TGS history [default]](demo-history-demo-default.svg)" in md
+    assert "change point before run 3 (2026-12-03, image /new/bin/python)" in md
+    chart = (out / "demo-history-demo-default.svg").read_text()
+    assert chart.startswith("<svg") and chart.count('class="change-point"') == 1
+    html = (out / "demo-history.html").read_text()
+    assert chart.strip() in html and "a&lt;b&gt;" in html and "/a<b>" not in html
