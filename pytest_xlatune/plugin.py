@@ -274,7 +274,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             and not session.config.option.collectonly:
         try:
             runtime.outputs = (runtime.write_reports(runtime.cells_that_ran()) + runtime.write_locks()
-                               + after_session(runtime))
+                               + after_session(runtime, session))
         except OSError as error:
             runtime.stops.append(f"xlatune: the report could not be written: {error}")
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+import pytest
+
 from ..judge.lock import build_lock
 from ..report.files import Output
 from ..report.history import HistoryRow, append_rows, gate_rows, history_path, sweep_rows
-from ..results import Spent
+from .repair_outputs import exit_code, proposal_outputs, session_results, session_spent
 
 if TYPE_CHECKING:
     from .session import Runtime
@@ -29,12 +31,12 @@ def append_history(runtime: Runtime, date: str = "") -> list[Output]:
         if stored is None:
             continue
         ran = runtime.ran.get(cell.path, set())
-        store = runtime.store_for(cell)
         image = runtime.cell_settings(cell).image
-        spent = Spent.of(r for r in store.jobs() if r.item in ran).node_hours
+        here = [r for r in session_results(runtime, cell) if r.item in ran]
+        spent = session_spent(runtime, cell, here).node_hours
         rows: list[HistoryRow]
         if runtime.settings.gate:
-            rows = gate_rows(date, image, [r for r in store.latest_by_key().values() if r.item in ran], spent)
+            rows = gate_rows(date, image, here, spent)
         else:
             results = [r for r in stored.results if r.item in ran]
             built = build_lock(cell, list(stored.results), stored.nodelist, image, mode=runtime.settings.numerics)
@@ -47,6 +49,10 @@ def append_history(runtime: Runtime, date: str = "") -> list[Output]:
     return outputs
 
 
-def after_session(runtime: Runtime) -> list[Output]:
-    """What the session writes after its reports and locks: the history rows."""
-    return append_history(runtime)
+def after_session(runtime: Runtime, session: pytest.Session) -> list[Output]:
+    """What the session writes after its reports and locks: the history rows; with
+    --xlatune-gate-repair the proposed locks' lines and the exit code that tells them apart."""
+    repairs = list(runtime.repairs.values())
+    if runtime.settings.gate_repair:
+        session.exitstatus = exit_code(repairs, int(session.exitstatus))
+    return append_history(runtime) + proposal_outputs(repairs, runtime.root)

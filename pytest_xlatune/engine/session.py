@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,9 @@ from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_cha
 from ..paths import CellPaths, lock_path
 from ..report.build import CellReport, from_store
 from ..report.files import Output, write_atomic, write_reports
-from ..results import Spent
+from ..results import JobResult, Spent
 from ..plan.expand import RunSpec, expand, expand_gate
+from ..plan.repair import candidates, removed_flags, repair_specs
 from ..notify import Notifier
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError, failure_line
@@ -27,6 +29,7 @@ from .recover import recover_submissions
 from .sweep import Sweep
 from .gate_outputs import environments, gate_item, measured_on, write_gate_reports
 from ..report.gate import GateItem
+from ..report.repair import Repair
 from ..settings import CellSettings, Settings
 from ..store import ResultStore, StoreError, StoreWriteError
 from ..transport.base import Transport
@@ -63,6 +66,11 @@ class Runtime:
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
         self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
+        # Locked flags the gate's per-flag classification found inert on the new image (their
+        # compiled program did not change): a reason to repair, and dropped by its suggestion.
+        self.inert_flags: dict[Path, tuple[str, ...]] = {}
+        self.repairs: dict[Path, Repair | None] = {}  # --xlatune-gate-repair: each gated cell's
+        self.started_at = time.time()  # this session's jobs end after it (history, repair cost)
 
     def paths(self, cell: Cell) -> CellPaths:
         return CellPaths(cell.path, self.root, self.settings.store_dir)
@@ -155,7 +163,7 @@ class Runtime:
         launcher, nodelist = backend.launcher, backend.nodelist
         if backend.environments and dict(backend.environments) != environments(store):
             store.append("environment", images=dict(backend.environments))  # a lock's measured_on
-        specs = specs_for(cell, self.settings)
+        specs = self.plan_for(cell)
         try:
             recover_submissions(store, launcher, self.report)  # before anything is submitted
             self._warn_busy(cell, store, nodelist, backend.busy)
@@ -307,7 +315,15 @@ class Runtime:
 
     def specs_of(self, cell: Cell) -> list[RunSpec]:
         """The cell's runs: its live sweep's, else the plan's (specs_for)."""
-        return self.sweeps[cell.path].specs if cell.path in self.sweeps else specs_for(cell, self.settings)
+        return self.sweeps[cell.path].specs if cell.path in self.sweeps else self.plan_for(cell)
+
+    def plan_for(self, cell: Cell) -> list[RunSpec]:
+        """specs_for with what a repair plans from: the cell's stored results, its new image and
+        the locked flags found inert (`inert_flags`)."""
+        if not (self.settings.gate and self.settings.gate_repair):
+            return specs_for(cell, self.settings)
+        return specs_for(cell, self.settings, self.store_for(cell).results(), self.cell_settings(cell).image,
+                         self.inert_flags.get(cell.path, ()))
 
     def stored(self, cell: Cell) -> CellReport | None:
         """The cell's results as the report reads them, from its store alone (no launcher, no
@@ -329,14 +345,20 @@ class Runtime:
                 store.release()
 
 
-def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
+def specs_for(cell: Cell, settings: Settings, previous: Sequence[JobResult] = (), new_image: str = "",
+              inert: Sequence[str] = ()) -> list[RunSpec]:
     """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes (and each
-    run's control on the lock's image, just before it)."""
+    run's control on the lock's image, just before it), and with --xlatune-gate-repair the repair
+    wave planned from the `previous` results on file (plan/repair.py)."""
     if not settings.gate:
         return expand(cell)
     lock = load_lock(lock_path(cell.path))
-    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
-                              for r in lock.recipes}, old_image=lock.image)
+    specs = expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
+                               for r in lock.recipes}, old_image=lock.image)
+    if settings.gate_repair:
+        dropped = (*removed_flags(previous, new_image), *inert)
+        specs += repair_specs(cell, candidates(previous, lock, cell.primary_config.name, dropped=dropped))
+    return specs
 
 
 def gate_images(cell: Cell, settings: Settings) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from html import escape
 
 from ..judge.lock import Lock
 from ..results import JobResult
+from .repair import Repair, render_html as repair_html, render_section as render_repair
 
 
 class Outcome(Enum):
@@ -44,6 +45,7 @@ class GateCell:
     old_measured_on: str  # what the lock's image runs on today ("" unknown)
     items: tuple[GateItem, ...]
     runs: tuple[JobResult, ...]  # the gate's stored runs (this session's)
+    repair: Repair | None = None  # --xlatune-gate-repair, when the gate failed
 
 
 def verdict(items: Sequence[GateItem]) -> str:
@@ -94,7 +96,7 @@ def render_cell(gate: GateCell) -> str:
         tgs = f"{run.tgs:.1f}" if run.tgs is not None else "–"
         lines.append(f"| {_cell_text(run.item)} | {_cell_text(run.image or '(default)')} | {tgs} | {run.job_id} "
                      f"| {run.verdict.value} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (render_repair(gate.repair) if gate.repair else "")
 
 
 def render_document(model_tag: str, cells: Sequence[GateCell]) -> str:
@@ -116,5 +118,6 @@ def render_html(cells: Sequence[GateCell]) -> str:
                      f"{escape(gate.new_measured_on or '(not recorded)')}<br>"
                      f"Lock ({escape(gate.lock.date)}) image {escape(gate.lock.image or '(default)')}: "
                      f"{escape(gate.lock.measured_on or '(not recorded in the lock)')}</p>"
-                     + (f"<ul>{failed}</ul>" if failed else "") + "</div>")
+                     + (f"<ul>{failed}</ul>" if failed else "")
+                     + (repair_html(gate.repair) if gate.repair else "") + "</div>")
     return "".join(parts)

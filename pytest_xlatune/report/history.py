@@ -117,7 +117,8 @@ def load_history(path: Path) -> pd.DataFrame:
     """The history as a DataFrame (no file: empty, with the columns)."""
     text = read_text_nofollow(path)
     if not text:
-        return pd.DataFrame(columns=list(COLUMNS))
+        empty: pd.DataFrame = pd.DataFrame(columns=list(COLUMNS))
+        return empty
     try:
         frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""],
                             dtype={"image": str, "recipe": str, "config_tag": str, "kind": str, "date": str})
@@ -127,7 +128,8 @@ def load_history(path: Path) -> pd.DataFrame:
     if missing:
         raise HistoryError(f"{path}: columns: expected {', '.join(COLUMNS)}, found no {', '.join(missing)}")
     frame[["image", "recipe"]] = frame[["image", "recipe"]].fillna("")
-    return frame[list(COLUMNS)]
+    kept: pd.DataFrame = frame[list(COLUMNS)]
+    return kept
 
 
 def append_rows(path: Path, rows: Sequence[HistoryRow]) -> pd.DataFrame:

@@ -42,9 +42,9 @@ def _y(value: float, low: float, high: float) -> float:
 def svg(frame: pd.DataFrame, title: str) -> str:
     """The chart of one config tag's rows, in the order given."""
     n = len(frame)
-    cols = [frame[c].astype(float) for c in ("recipe_tgs", "recipe_low", "recipe_high",
-                                               "baseline_tgs", "baseline_low", "baseline_high")]
-    finite = [v for col in cols for v in col.tolist() if not math.isnan(v)]
+    cols: list[list[float]] = [[float(v) for v in frame[c].tolist()] for c in (
+        "recipe_tgs", "recipe_low", "recipe_high", "baseline_tgs", "baseline_low", "baseline_high")]
+    finite = [v for col in cols for v in col if not math.isnan(v)]
     if not finite:
         finite = [0.0, 1.0]
     low, high = min(finite), max(finite)
@@ -64,12 +64,12 @@ def svg(frame: pd.DataFrame, title: str) -> str:
         y = _y(value, low, high)
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end" '
                      f'font-family="sans-serif">{value:.1f}</text>')
-    for name, mean, lo, hi, color in (("recipe", *cols[0:3], RECIPE), ("baseline", *cols[3:6], BASELINE)):
-        points = [(x(i), _y(v, low, high)) for i, v in enumerate(mean.tolist()) if not math.isnan(v)]
+    for name, (mean, lo, hi), color in (("recipe", cols[0:3], RECIPE), ("baseline", cols[3:6], BASELINE)):
+        points = [(x(i), _y(v, low, high)) for i, v in enumerate(mean) if not math.isnan(v)]
         if len(points) > 1:
             path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
-        for i, (v, a, b) in enumerate(zip(mean.tolist(), lo.tolist(), hi.tolist(), strict=True)):
+        for i, (v, a, b) in enumerate(zip(mean, lo, hi, strict=True)):
             if math.isnan(v):
                 continue
             if not (math.isnan(a) or math.isnan(b)):
@@ -127,7 +127,7 @@ def _num(value: object) -> str:
     return "–" if math.isnan(v) else f"{v:.1f}"
 
 
-def _fig(r: pd.Series, name: str) -> str:  # type: ignore[type-arg]
+def _fig(r: pd.Series, name: str) -> str:
     mean, lo, hi = (float(r[f"{name}_{c}"]) for c in ("tgs", "low", "high"))
     if math.isnan(mean):
         return "–"

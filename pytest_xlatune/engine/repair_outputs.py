@@ -1,0 +1,155 @@
+"""Under --xlatune-gate-repair: whether a cell's repair runs, what it found (report/repair.py's
+Repair), the proposed lock `<cell>.lock.proposed.json` beside the lock, and the exit code."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..cell.model import Cell
+from ..evidence.artifacts import load
+from ..evidence.collective_table import describe_diff, diff
+from ..judge import figures
+from ..judge.lock import Lock, build_lock, dumps
+from ..paths import lock_path
+from ..plan.repair import REPAIR_WAVE, TOP_K
+from ..report.files import Output, write_atomic
+from ..report.gate import Outcome
+from ..report.repair import EXIT_CODES, Figure, Repair, RepairVerdict
+from ..results import JobResult, RunKind, Spent
+
+if TYPE_CHECKING:
+    from .session import Runtime
+
+BUDGET = (f"at most {TOP_K} candidates of the previous sweep plus the locked recipe without its removed or "
+          "inert flags, one run each on the new image, and one evidence run of the winner")
+_NEW_IMAGE_KINDS = (RunKind.BASELINE, RunKind.PROFILE, RunKind.WINNER_EVIDENCE)
+
+
+def proposed_path(cell_path: Path) -> Path:
+    """`<cell>.lock.proposed.json` beside `<cell>.lock.json`."""
+    return lock_path(cell_path).with_suffix(".proposed.json")
+
+
+def session_results(runtime: Runtime, cell: Cell) -> list[JobResult]:
+    """The results of the cell's runs as planned in this session (their keys: this image's)."""
+    sweep = runtime.sweeps.get(cell.path)
+    return sweep.results() if sweep is not None else []
+
+
+def session_spent(runtime: Runtime, cell: Cell, results: list[JobResult]) -> Spent:
+    """What the jobs of these runs cost in this session (every attempt, each once)."""
+    keys = {r.key for r in results}
+    return Spent.of(r for r in runtime.store_for(cell).jobs()
+                    if r.key in keys and r.finished_at >= runtime.started_at)
+
+
+def repair_reason(runtime: Runtime, cell: Cell) -> str:
+    """Why the cell's repair runs ("" when the gate passed and no locked flag is inert)."""
+    failed = [i.item for i in runtime.gate_items.get(cell.path, [])
+              if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)]
+    inert = runtime.inert_flags.get(cell.path, ())
+    parts = ([f"gate item(s) failed: {', '.join(failed)}"] if failed else []) + \
+        ([f"locked flag(s) inert on the new image: {', '.join(inert)}"] if inert else [])
+    return "; ".join(parts)
+
+
+def skip_reason(runtime: Runtime, cell: Cell) -> str:
+    """A repair item's skip line when nothing needs repair ("" to run it)."""
+    if repair_reason(runtime, cell):
+        return ""
+    return "the gate passed and no locked flag is inert: no repair needed"
+
+
+def _figure(run: JobResult | None, results: list[JobResult]) -> Figure | None:
+    if run is None:
+        return None
+    fig = figures.figure(run, results)
+    if fig is None:
+        return Figure(run.profile, run.xla_flags, None)
+    c = fig.comparison
+    return Figure(run.profile, run.xla_flags, fig.tgs, c.delta_pct if c else None,
+                  c.ci_low_pct if c else None, c.ci_high_pct if c else None, fig.job_ids)
+
+
+def _inventory_diff(lock: Lock, primary: str, latest: list[JobResult], winner: JobResult | None
+                    ) -> tuple[tuple[str, ...], str]:
+    locked = lock.recipe(primary)
+    old = [r for r in latest if r.kind is RunKind.WINNER_EVIDENCE and r.image == lock.image and r.measured
+           and locked is not None and r.xla_flags == locked.xla_flags and r.wave != REPAIR_WAVE]
+    if winner is None or not old:
+        return (), ("no HLO inventory to compare: " + ("the repair's winner ran no evidence run"
+                                                       if winner is None else "the lock's sweep kept no evidence run of its recipe"))
+    a, b = load(old[-1]).inventory, load(winner).inventory
+    if a is None or b is None:
+        return (), "no HLO inventory to compare: an evidence run's HLO dump is missing"
+    return tuple(describe_diff(diff(a, b))), ""
+
+
+def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Repair | None:
+    """The cell's repair, None when not asked for or the gate passed."""
+    if not runtime.settings.gate_repair:
+        return None
+    reason = repair_reason(runtime, cell)
+    primary = cell.primary_config.name
+    locked = lock.recipe(primary)
+    if not reason or locked is None:
+        return None
+    store = runtime.store_for(cell)
+    image = runtime.cell_settings(cell).image
+    latest = list(store.latest_by_key().values())
+    here = session_results(runtime, cell)
+    # The candidates are judged as a sweep's wave-2 profiles (verdicts.winners reads waves 2-4).
+    new = [replace(r, wave="wave2") if r.wave == REPAIR_WAVE and r.kind is RunKind.PROFILE else r
+           for r in here if r.image == image and r.kind in _NEW_IMAGE_KINDS and r.config_tag == primary]
+    gate_recipe = next((r for r in here if r.kind is RunKind.GATE_RECIPE and r.config_tag == primary), None)
+    judged = new + ([gate_recipe] if gate_recipe is not None else [])
+    repair_runs = [r for r in here if r.wave == REPAIR_WAVE and r.image == image]
+    winner = next((r for r in repair_runs if r.kind is RunKind.WINNER_EVIDENCE and r.measured), None)
+    info = store.sweep_info() or {}
+    built = build_lock(cell, new, str(info.get("nodelist", "")), image, mode=runtime.settings.numerics,
+                       measured_on=measured_on)
+    proposed = built.recipe(primary) if built is not None else None
+    if proposed is not None and (proposed.xla_flags, proposed.env) == (locked.xla_flags, locked.env):
+        proposed = None
+    why_not = "" if proposed is not None else (
+        "no candidate beat the new image's baseline beyond the noise with a second run agreeing"
+        if repair_runs else "no candidate ran (the previous sweep left none on file)")
+    proposed_file = ""
+    if proposed is not None and built is not None:
+        path = proposed_path(cell.path)
+        write_atomic(path, dumps(built))
+        proposed_file = str(path.relative_to(runtime.root)) if path.is_relative_to(runtime.root) else str(path)
+    diff_lines, diff_note = _inventory_diff(lock, primary, latest, winner)
+    profiles = [r for r in repair_runs if r.kind is RunKind.PROFILE]
+    proposed_run = next((r for r in profiles if proposed is not None and r.xla_flags == proposed.xla_flags
+                         and r.env == proposed.env), None)
+    return Repair(
+        cell_id=runtime.paths(cell).cell_id, reason=reason,
+        verdict=RepairVerdict.PROPOSED if proposed is not None else RepairVerdict.NONE_FOUND,
+        locked_at_lock_time=Figure(locked.profile, locked.xla_flags, locked.tgs, locked.delta_pct,
+                                   locked.ci_low_pct, locked.ci_high_pct, locked.job_ids),
+        locked_now=_figure(gate_recipe, judged) or Figure(locked.profile, locked.xla_flags, None),
+        proposed=_figure(proposed_run, judged), proposed_file=proposed_file, why_not=why_not,
+        candidates=tuple((r.profile, "repair candidate", fig.text() if (fig := _figure(r, judged)) else "")
+                         for r in profiles),
+        diff_lines=diff_lines, diff_note=diff_note,
+        node_hours=session_spent(runtime, cell, [r for r in here if r.wave == REPAIR_WAVE]).node_hours,
+        budget=BUDGET)
+
+
+def exit_code(repairs: list[Repair | None], status: int) -> int:
+    """The session's exit code with --xlatune-gate-repair: 6 when every repaired cell has a
+    proposal, 1 when one has none, pytest's own otherwise (0 passed; 2-5 as pytest)."""
+    found = [r for r in repairs if r is not None]
+    if status != 1 or not found:
+        return status
+    if any(r.verdict is RepairVerdict.NONE_FOUND for r in found):
+        return EXIT_CODES[RepairVerdict.NONE_FOUND]
+    return EXIT_CODES[RepairVerdict.PROPOSED]
+
+
+def proposal_outputs(repairs: list[Repair | None], root: Path) -> list[Output]:
+    return [Output(root / r.proposed_file, "proposed lock", True, f"{r.verdict.value}: review it, then replace the lock with it")
+            for r in repairs if r is not None and r.proposed_file]
