@@ -234,7 +234,8 @@ class CellItem(pytest.Item):
             sweep = runtime.sweep_for(self.cell, self.nodeid)
         except NoGpuHere as error:
             _skip(str(error))
-        if reason := sweep.skip_reason(self.spec) or (self.spec.wave == REPAIR_WAVE and repair_skip(runtime, self.cell)):
+        if reason := sweep.skip_reason(self.spec) or (
+                self.spec.wave == REPAIR_WAVE and repair_skip(runtime, self.cell)):
             _skip(reason)
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):
             _skip(reason)  # a stop condition or the budget ended the search before this item

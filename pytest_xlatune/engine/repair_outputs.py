@@ -13,7 +13,7 @@ from ..evidence.collective_table import describe_diff, diff
 from ..judge import figures
 from ..judge.lock import Lock, build_lock, dumps
 from ..paths import lock_path
-from ..plan.repair import REPAIR_WAVE, TOP_K
+from ..plan.repair import REPAIR_WAVE, TOP_K, candidates, removed_flags
 from ..report.files import Output, write_atomic
 from ..report.gate import Outcome
 from ..report.repair import EXIT_CODES, Figure, Repair, RepairVerdict
@@ -79,8 +79,9 @@ def _inventory_diff(lock: Lock, primary: str, latest: list[JobResult], winner: J
     old = [r for r in latest if r.kind is RunKind.WINNER_EVIDENCE and r.image == lock.image and r.measured
            and locked is not None and r.xla_flags == locked.xla_flags and r.wave != REPAIR_WAVE]
     if winner is None or not old:
-        return (), ("no HLO inventory to compare: " + ("the repair's winner ran no evidence run"
-                                                       if winner is None else "the lock's sweep kept no evidence run of its recipe"))
+        missing = "the repair's winner ran no evidence run" if winner is None else \
+            "the lock's sweep kept no evidence run of its recipe"
+        return (), f"no HLO inventory to compare: {missing}"
     a, b = load(old[-1]).inventory, load(winner).inventory
     if a is None or b is None:
         return (), "no HLO inventory to compare: an evidence run's HLO dump is missing"
@@ -103,8 +104,10 @@ def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Rep
     # The candidates are judged as a sweep's wave-2 profiles (verdicts.winners reads waves 2-4).
     new = [replace(r, wave="wave2") if r.wave == REPAIR_WAVE and r.kind is RunKind.PROFILE else r
            for r in here if r.image == image and r.kind in _NEW_IMAGE_KINDS and r.config_tag == primary]
-    gate_recipe = next((r for r in here if r.kind is RunKind.GATE_RECIPE and r.config_tag == primary), None)
-    judged = new + ([gate_recipe] if gate_recipe is not None else [])
+    # Every run of the locked recipe on the new image (the gate measures a likely regression again).
+    gate_runs = [r for r in here if r.kind is RunKind.GATE_RECIPE and r.config_tag == primary and r.image == image]
+    gate_recipe = gate_runs[0] if gate_runs else None
+    judged = new + gate_runs
     repair_runs = [r for r in here if r.wave == REPAIR_WAVE and r.image == image]
     winner = next((r for r in repair_runs if r.kind is RunKind.WINNER_EVIDENCE and r.measured), None)
     info = store.sweep_info() or {}
@@ -123,6 +126,9 @@ def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Rep
         proposed_file = str(path.relative_to(runtime.root)) if path.is_relative_to(runtime.root) else str(path)
     diff_lines, diff_note = _inventory_diff(lock, primary, latest, winner)
     profiles = [r for r in repair_runs if r.kind is RunKind.PROFILE]
+    previous = store.results()
+    dropped = (*removed_flags(previous, image), *runtime.inert_flags.get(cell.path, ()))
+    why = {c.profile: c.why for c in candidates(previous, lock, primary, dropped=dropped)}
     proposed_run = next((r for r in profiles if proposed is not None and r.xla_flags == proposed.xla_flags
                          and r.env == proposed.env), None)
     return Repair(
@@ -132,8 +138,8 @@ def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Rep
                                    locked.ci_low_pct, locked.ci_high_pct, locked.job_ids),
         locked_now=_figure(gate_recipe, judged) or Figure(locked.profile, locked.xla_flags, None),
         proposed=_figure(proposed_run, judged), proposed_file=proposed_file, why_not=why_not,
-        candidates=tuple((r.profile, "repair candidate", fig.text() if (fig := _figure(r, judged)) else "")
-                         for r in profiles),
+        candidates=tuple((r.profile, why.get(r.profile, "repair candidate"),
+                          fig.text() if (fig := _figure(r, judged)) else "") for r in profiles),
         diff_lines=diff_lines, diff_note=diff_note,
         node_hours=session_spent(runtime, cell, [r for r in here if r.wave == REPAIR_WAVE]).node_hours,
         budget=BUDGET)
@@ -151,5 +157,7 @@ def exit_code(repairs: list[Repair | None], status: int) -> int:
 
 
 def proposal_outputs(repairs: list[Repair | None], root: Path) -> list[Output]:
-    return [Output(root / r.proposed_file, "proposed lock", True, f"{r.verdict.value}: review it, then replace the lock with it")
+    """The terminal lines of the proposed locks written."""
+    return [Output(root / r.proposed_file, "proposed lock", True,
+                   f"{r.verdict.value}: review it, then replace the lock with it")
             for r in repairs if r is not None and r.proposed_file]

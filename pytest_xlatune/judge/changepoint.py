@@ -70,5 +70,5 @@ def change_points(values: Sequence[float], alpha: float = ALPHA, min_size: int =
         return []
     before, after = values[:k], values[k:]
     point = ChangePoint(offset + k, sum(before) / len(before), sum(after) / len(after), p, corrected)
-    return (change_points(before, alpha, min_size, offset) + [point]
-            + change_points(after, alpha, min_size, offset + k))
+    return [*change_points(before, alpha, min_size, offset), point,
+            *change_points(after, alpha, min_size, offset + k)]

@@ -35,8 +35,8 @@ def write_history_files(model_tag: str, cells: Sequence[tuple[str, str, Path]], 
     for cell_id, slug, frame in frames:
         md += [f"## {cell_id}", ""]
         html.append(f"<h2>{escape(cell_id)}</h2>")
-        for tag, rows in frame.groupby("config_tag", sort=False):
-            rows = pd.DataFrame(rows).reset_index(drop=True)
+        for tag, group in frame.groupby("config_tag", sort=False):
+            rows = pd.DataFrame(group).reset_index(drop=True)
             name = svg_name(model_tag, slug, str(tag))
             chart = svg(rows, f"{cell_id} [{tag}]: TGS per run")
             outputs.append(write_if_changed(out / name, chart + "\n", "history chart"))

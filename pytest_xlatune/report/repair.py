@@ -76,14 +76,16 @@ def render_section(repair: Repair) -> str:
     lines += ["", (f"Proposed lock: `{repair.proposed_file}` (replace the lock with it to deploy; the gate "
                    "replays it)." if repair.proposed_file else f"No proposed lock: {repair.why_not}."),
               "", "Candidates tried:", ""]
-    lines += [f"- `{_cell(p)}` ({_cell(why)}): {_cell(measured)}" for p, why, measured in repair.candidates] or ["- none"]
+    lines += [f"- `{_cell(p)}` ({_cell(why)}): {_cell(measured)}"
+              for p, why, measured in repair.candidates] or ["- none"]
     lines += ["", "Collective inventory, the lock's winner → the proposed winner:", ""]
     lines += [f"- {_cell(line)}" for line in repair.diff_lines] or [f"- {_cell(repair.diff_note)}"]
     return "\n".join(lines) + "\n"
 
 
 def render_html(repair: Repair) -> str:
-    items = "".join(f"<li><code>{escape(p)}</code> ({escape(why)}): {escape(m)}</li>" for p, why, m in repair.candidates)
+    items = "".join(f"<li><code>{escape(p)}</code> ({escape(why)}): {escape(m)}</li>"
+                    for p, why, m in repair.candidates)
     diff = "".join(f"<li>{escape(line)}</li>" for line in repair.diff_lines) or f"<li>{escape(repair.diff_note)}</li>"
     proposed = (f"<p>Proposed: <code>{escape(repair.proposed.profile)}</code> {escape(repair.proposed.text())}; "
                 f"written to <code>{escape(repair.proposed_file)}</code></p>" if repair.proposed is not None

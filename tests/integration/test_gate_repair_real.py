@@ -3,8 +3,9 @@ a lock, a slower "new image" venv fails the gate, the repair proposes another re
 proposed lock passes the gate on that venv.
 
 The new venv is a wrapper around this interpreter whose XLA "lost" the locked recipe's gain: any
-run that asks for -O2 gets -O0 appended (last wins), as in test_gate_real.py; -O1 is untouched,
-so the previous sweep's runner-up is the repair."""
+run that asks for the locked optimization level (-O2, or -O1 when the loaded machine made that the
+sweep's recipe) gets -O0 appended (last wins), as in test_gate_real.py; the other level is
+untouched, so the previous sweep's runner-up is the repair."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ waves:
 thresholds: {regression_pct: 10}
 """
 SLOWER = """#!/bin/bash
-case "$XLA_FLAGS" in *level=2*) export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac
+case "$XLA_FLAGS" in *level={level}*) export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac
 exec {python} "$@"
 """
 COMMON = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.2", "-rfs"]
@@ -47,22 +48,24 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
     sweep = pytester.runpytest(str(cell), *COMMON)
     lock = cell.with_suffix(".lock.json")
     assert lock.exists(), sweep.stdout.str()
-    assert json.loads(lock.read_text())["recipes"][0]["profile"] == "opt_o2"
+    locked = json.loads(lock.read_text())["recipes"][0]["profile"]
+    assert locked in ("opt_o2", "opt_o1")
+    other = "opt_o1" if locked == "opt_o2" else "opt_o2"
     slower = pytester.path / "new" / "bin" / "python"
     slower.parent.mkdir(parents=True)
-    slower.write_text(SLOWER.format(python=sys.executable))
+    slower.write_text(SLOWER.format(python=sys.executable, level=locked[-1]))
     slower.chmod(slower.stat().st_mode | stat.S_IEXEC)
 
     gate = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}",
                               *COMMON)
     out = gate.stdout.str()
     assert gate.ret == 6, out  # regressed, repair proposed
-    assert "recipe 'opt_o2' [default] regressed vs the lock" in out
+    assert f"recipe '{locked}' [default] regressed vs the lock" in out
     proposed_file = pytester.path / "repair.lock.proposed.json"
     proposed = json.loads(proposed_file.read_text())
-    assert proposed["recipes"][0]["profile"] == "opt_o1" and proposed["image"] == str(slower)
+    assert proposed["recipes"][0]["profile"] == other and proposed["image"] == str(slower)
     report = (pytester.path / "repair-gate.md").read_text()
-    assert "**regressed, repair proposed** (exit code 6)" in report and "| proposed: opt_o1 |" in report
+    assert "**regressed, repair proposed** (exit code 6)" in report and f"| proposed: {other} |" in report
     print(report[report.index("### Repair"):])
 
     shutil.copy(proposed_file, lock)

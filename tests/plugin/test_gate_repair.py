@@ -51,7 +51,7 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
     report = (pytester.path / "fixable-gate.md").read_text()
     assert "### Repair" in report and "**regressed, repair proposed** (exit code 6)" in report
     assert "| locked: fast |" in report and "| proposed: alt | --xla_fake_tgs=1060 | 1200." in report
-    assert "node-hours on the new image" in report and "`slow` (repair candidate)" in report
+    assert "node-hours on the new image" in report and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
     assert "Collective inventory" in report
 
     # Accept the proposal: the gate on the new image passes with it.
