@@ -76,3 +76,25 @@ def test_repair_without_the_gate_is_a_usage_error(pytester: pytest.Pytester) -> 
     result = pytester.runpytest("--xlatune-gate-repair")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--xlatune-gate-repair: expected with --xlatune-gate, found it alone*"])
+
+
+def test_five_gate_runs_across_two_venvs_chart_the_change_point_at_the_switch(
+        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    from pytest_xlatune.report.__main__ import main
+
+    cell = pytester.makefile(".yml", fixable=CELL)
+    pytester.runpytest(str(cell), *FAKE).assert_outcomes(passed=7)
+    same, new = image(pytester.path, "same-python", ""), image(pytester.path, "new-python", NEW)
+    codes = [pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={venv}", *FAKE).ret
+             for venv in (same, same, new, new, new)]
+    assert codes == [0, 0, 1, 1, 1]
+    out = pytester.path / "out"
+    assert main([str(cell), "--root", str(pytester.path), "--store", str(pytester.path / ".xlatune"),
+                 "--out", str(out)]) == 0
+    history = (out / "fixable-history.md").read_text()
+    # The sweep's row, then the five gates: the recipe fell from 1100 to 1030 at the fourth gate run.
+    assert "| sweep |" in history and history.count("| gate |") == 5
+    assert "- change point before run 4 (" in history and "recipe TGS 1100.1 → 1030.1 (-6.36 %" in history
+    chart = (out / "fixable-history-fixable-default.svg").read_text()
+    assert chart.count('class="change-point"') == 1
+    assert chart.strip() in (out / "fixable-history.html").read_text()  # inline, the same chart
