@@ -33,9 +33,10 @@ def proposed_path(cell_path: Path) -> Path:
 
 
 def session_results(runtime: Runtime, cell: Cell) -> list[JobResult]:
-    """The results of the cell's runs as planned in this session (their keys: this image's)."""
-    sweep = runtime.sweeps.get(cell.path)
-    return sweep.results() if sweep is not None else []
+    """The results of the cell's runs as planned in this session (their keys: this image's), read
+    from the store (under xdist the controller has no sweep of its own)."""
+    stored = runtime.stored(cell)
+    return list(stored.results) if stored is not None else []
 
 
 def session_spent(runtime: Runtime, cell: Cell, results: list[JobResult]) -> Spent:
