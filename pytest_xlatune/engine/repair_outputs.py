@@ -13,7 +13,7 @@ from ..evidence.collective_table import describe_diff, diff
 from ..judge import figures
 from ..judge.lock import Lock, build_lock, dumps
 from ..paths import lock_path
-from ..plan.repair import REPAIR_WAVE, TOP_K, candidates, removed_flags
+from ..plan.repair import REPAIR_WAVE, TOP_K, WINNER, candidates, removed_flags
 from ..report.files import Output, write_atomic
 from ..report.gate import Outcome
 from ..report.repair import EXIT_CODES, Figure, Repair, RepairVerdict
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .session import Runtime
 
 BUDGET = (f"at most {TOP_K} candidates of the previous sweep plus the locked recipe without its removed or "
-          "inert flags, one run each on the new image, and one evidence run of the winner")
+          "inert flags, one run each on the new image, the winner once more and once with its HLO dump")
 _NEW_IMAGE_KINDS = (RunKind.BASELINE, RunKind.PROFILE, RunKind.WINNER_EVIDENCE)
 
 
@@ -103,14 +103,18 @@ def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Rep
     latest = list(store.latest_by_key().values())
     here = session_results(runtime, cell)
     # The candidates are judged as a sweep's wave-2 profiles (verdicts.winners reads waves 2-4).
+    # The HLO-dump run (profiler on) only shows the inventory: the plain re-run confirms.
     new = [replace(r, wave="wave2") if r.wave == REPAIR_WAVE and r.kind is RunKind.PROFILE else r
-           for r in here if r.image == image and r.kind in _NEW_IMAGE_KINDS and r.config_tag == primary]
+           for r in here if r.image == image and r.kind in _NEW_IMAGE_KINDS and r.config_tag == primary
+           and not r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")]
     # Every run of the locked recipe on the new image (the gate measures a likely regression again).
-    gate_runs = [r for r in here if r.kind is RunKind.GATE_RECIPE and r.config_tag == primary and r.image == image]
+    gate_runs = [r for r in latest if r.kind is RunKind.GATE_RECIPE and r.config_tag == primary
+                 and r.image == image and r.finished_at >= runtime.started_at]
     gate_recipe = gate_runs[0] if gate_runs else None
     judged = new + gate_runs
     repair_runs = [r for r in here if r.wave == REPAIR_WAVE and r.image == image]
-    winner = next((r for r in repair_runs if r.kind is RunKind.WINNER_EVIDENCE and r.measured), None)
+    winner = next((r for r in repair_runs if r.kind is RunKind.WINNER_EVIDENCE and r.measured
+                   and r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")), None)
     info = store.sweep_info() or {}
     built = build_lock(cell, new, str(info.get("nodelist", "")), image, mode=runtime.settings.numerics,
                        measured_on=measured_on)

@@ -9,10 +9,11 @@ controls, numerics guard and confirmation as a sweep):
 - what the evidence suggests: the locked recipe without the flags the new image removed (a gate
   run of it that failed with an unknown flag, on file) or that are inert there (the `inert`
   hook: flags whose compiled program did not change);
-- then the winner among them once more with its HLO dump (`repair::winner`), the second run that
-  confirms it and the collective inventory the report compares with the lock's.
+- then the winner among them once more (`repair::confirm`, the second run that confirms it; a
+  profiled run is too slow to confirm anything on a loaded machine), and once with its HLO dump
+  (`repair::winner`: the collective inventory the report compares with the lock's).
 
-The budget is stated by construction: at most TOP_K + 1 runs plus one evidence run per cell.
+The budget is stated by construction: at most TOP_K + 2 runs plus one evidence run per cell.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .expand import RunSpec
 REPAIR_WAVE = "repair"
 TOP_K = 3
 PRUNED_SUFFIX = "-pruned"
+CONFIRM, WINNER = "confirm", "winner"  # the winner re-run plain (it confirms), then with its HLO dump
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ def repair_specs(cell: Cell, found: Sequence[Candidate]) -> list[RunSpec]:
     tag = cell.primary_config
     specs = [RunSpec(REPAIR_WAVE, c.profile, tag.name, RunKind.PROFILE, xla_flags=c.xla_flags, env=c.env,
                      config_overrides=tag.overrides, profile_overrides=c.overrides) for c in found]
-    if specs:
-        specs.append(RunSpec(REPAIR_WAVE, "winner", tag.name, RunKind.WINNER_EVIDENCE, evidence=True,
-                             config_overrides=tag.overrides))
+    if specs:  # the winner again without the profiler (its confirmation), then with the HLO dump
+        specs += [RunSpec(REPAIR_WAVE, CONFIRM, tag.name, RunKind.WINNER_EVIDENCE, config_overrides=tag.overrides),
+                  RunSpec(REPAIR_WAVE, WINNER, tag.name, RunKind.WINNER_EVIDENCE, evidence=True,
+                          config_overrides=tag.overrides)]
     return specs

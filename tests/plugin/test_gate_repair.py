@@ -36,7 +36,7 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
     same = image(pytester.path, "same-python", "")
     passed = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={same}", *FAKE)
     assert passed.ret == 0
-    passed.assert_outcomes(passed=6, skipped=3)  # the repair wave: nothing to repair
+    passed.assert_outcomes(passed=6, skipped=4)  # the repair wave: nothing to repair
     assert not cell.with_suffix(".lock.proposed.json").exists()
 
     result = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={new}",
@@ -51,7 +51,7 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
     report = (pytester.path / "fixable-gate.md").read_text()
     assert "### Repair" in report and "**regressed, repair proposed** (exit code 6)" in report
     assert "| locked: fast |" in report and "| proposed: alt | --xla_fake_tgs=1060 | 1200." in report
-    assert "node-hours on the new image" in report and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
+    assert "the winner once more" in report and "node-hours on the new image" in report and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
     assert "Collective inventory" in report
 
     # Accept the proposal: the gate on the new image passes with it.
