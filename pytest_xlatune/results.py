@@ -145,6 +145,9 @@ class JobResult:
     inert: bool = False
     # The JAX compilation cache directory the job was given (adaptive.cache; "" = none).
     compile_cache: str = ""
+    # A requested NCCL/RCCL setting left no trace in the library's debug lines (why; "" applied
+    # or none set): the run's TGS says nothing about the setting (evidence/nccl_applied.py).
+    not_applied: str = ""
     # A pooled result (adaptive repeats): (job id, steady TGS) of every run behind `tgs`; () = one run.
     runs: tuple[tuple[str, float], ...] = ()
 

@@ -141,6 +141,10 @@ OPTIONS = (
     Option("gate-advisory", "with --xlatune-gate: report, do not fail: a regression or a failed "
            "run is an expected failure (x) and <MODEL_TAG>-gate.md says so; the exit code stays 0",
            False, "bool"),
+    Option("gate-repair", "with --xlatune-gate: when a locked recipe regressed, lost a flag or has an "
+           "inert flag, re-tune on the new image in the same session (the previous sweep's top 3 and "
+           "the evidence's suggestion) and write <cell>.lock.proposed.json; exit code 6 when one is proposed",
+           False, "bool"),
     Option("image", "the image to run: a container image for maxtext-slurm, the Python "
            "interpreter (a venv with its JAX/XLA build) for the local and sbatch backends",
            "", metavar="IMAGE"),
@@ -231,6 +235,7 @@ class Settings:
     fresh_baseline: bool = False
     gate: bool = False
     gate_advisory: bool = False
+    gate_repair: bool = False
     image: str = ""
     notify: str = ""
     policy: str = ""
@@ -253,6 +258,8 @@ class Settings:
                                     "reach Slurm, found both")
         if values["gate-advisory"] and not values["gate"]:
             raise pytest.UsageError("--xlatune-gate-advisory: expected with --xlatune-gate, found it alone")
+        if values["gate-repair"] and not values["gate"]:
+            raise pytest.UsageError("--xlatune-gate-repair: expected with --xlatune-gate, found it alone")
         return cls(
             store_dir=root / values["store"],
             report_dir=root / values["report-dir"],
@@ -269,6 +276,7 @@ class Settings:
             fresh_baseline=bool(values["fresh-baseline"]),
             gate=bool(values["gate"]),
             gate_advisory=bool(values["gate-advisory"]),
+            gate_repair=bool(values["gate-repair"]),
             image=str(values["image"]),
             notify=str(values["notify"]),
             policy=str(values["policy"]),

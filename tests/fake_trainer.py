@@ -13,6 +13,8 @@ fake_format=no_tokens|no_seconds (step lines of MaxText eras without those field
 fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
 first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
 With --xla_fake_fail=crash, the environment variable FAKE_TRAINER_SAY is appended to the error line.
+FAKE_NCCL_TRACE=NAME (environment) prints the recorded public NCCL debug lines of
+tests/data/nccl/NAME.txt before the first step, when NCCL_DEBUG=INFO (as a real library would).
 Any flag containing "obsolete" aborts like XLA does with an unknown flag.
 
 Before a fault acts, a `fake_trainer: fault KIND at EPOCH` line records when it did, so tests
@@ -101,6 +103,11 @@ def main(argv: list[str]) -> int:
               f"RESOURCE_EXHAUSTED: {where}; No space left on device", flush=True)
         time.sleep(60)
         return 1
+    trace = os.environ.get("FAKE_NCCL_TRACE", "")
+    if trace and os.environ.get("NCCL_DEBUG") == "INFO":
+        recorded = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "nccl", f"{trace}.txt")
+        with open(recorded, encoding="utf-8") as handle:
+            print(handle.read().partition("\n---\n")[2], flush=True)
     steps = int(args.get("steps", "15"))
     if int(args.get("fake_long_line", "0")):  # one huge line (a dumped tensor, a progress bar)
         sys.stdout.write("x" * int(args["fake_long_line"]) + "\n")

@@ -15,6 +15,7 @@ from ..report.files import Output, write_if_changed
 from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
 from .inert import fingerprints
+from .repair_outputs import repair_of
 
 if TYPE_CHECKING:
     from .session import Session
@@ -50,12 +51,15 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
         store = runtime.store_for(cell)
         new_image = runtime.cell_settings(cell).image
         runs = tuple(r for r in store.latest_by_key().values() if r.wave == "gate")
+        if cell.path not in runtime.repairs:  # once: it writes the proposed lock
+            runtime.repairs[cell.path] = repair_of(runtime, cell, lock, measured_on(store, new_image))
         by_tag.setdefault(cell.model_tag, []).append(GateCell(
             cell_id=runtime.paths(cell).cell_id, lock_file=_shown(lock_path(cell.path), runtime.root),
             lock=lock, new_image=new_image, new_measured_on=measured_on(store, new_image),
             old_measured_on=measured_on(store, lock.image) if lock.image != new_image else "",
             items=tuple(items), runs=runs,
-            flags=tuple(f for recipe in lock.recipes for f in locked_flags(recipe, runs, fingerprints(store)))))
+            flags=tuple(f for recipe in lock.recipes for f in locked_flags(recipe, runs, fingerprints(store))),
+            repair=runtime.repairs[cell.path]))
     return by_tag
 
 

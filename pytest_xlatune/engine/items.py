@@ -30,7 +30,9 @@ from .watch import SweepStopped
 from ..launch.base import LauncherError
 from ..judge.lock import LockError
 from ..paths import lock_path
-from .session import RUNTIME_KEY, Runtime, specs_for
+from .session import RUNTIME_KEY, Runtime
+from .repair_outputs import skip_reason as repair_skip
+from ..plan.repair import REPAIR_WAVE
 from ..errors import XlatuneError
 
 if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure returns
@@ -96,7 +98,7 @@ class CellFile(pytest.File):
             getattr(self.config, "workerinput", {}).get("xlatune_loadgroup", False)  # plugin: -n alone
         suffix = f"@{slot_group(self.cell)}" if grouped else ""
         try:
-            specs = specs_for(self.cell, runtime.settings)
+            specs = runtime.plan_for(self.cell)
         except LockError:
             if runtime.settings.gate and not lock_path(self.cell.path).exists():
                 # A sweep that found nothing better writes no lock: nothing to gate here, and the
@@ -232,7 +234,8 @@ class CellItem(pytest.Item):
             sweep = runtime.sweep_for(self.cell, self.nodeid)
         except NoGpuHere as error:
             _skip(str(error))
-        if reason := sweep.skip_reason(self.spec):
+        if reason := sweep.skip_reason(self.spec) or (
+                self.spec.wave == REPAIR_WAVE and repair_skip(runtime, self.cell)):
             _skip(reason)
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):
             _skip(reason)  # a stop condition or the budget ended the search before this item

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import records
@@ -12,7 +13,9 @@ from ..launch.preflight import PreflightError
 from ..launch.registry import LaunchContext
 from ..paths import lock_path
 from ..plan.expand import RunSpec, expand, expand_gate
+from ..plan.repair import candidates, removed_flags, repair_specs
 from ..plan.request import possible_specs
+from ..results import JobResult
 from ..settings import Settings
 from ..store import ResultStore
 from .gate_outputs import environments
@@ -32,7 +35,7 @@ def open_sweep(session: Session, cell: Cell, store: ResultStore) -> Sweep:
     launcher, nodelist = backend.launcher, backend.nodelist
     if backend.environments and dict(backend.environments) != environments(store):
         store.write(records.Environment(images=dict(backend.environments)))  # a lock's measured_on
-    specs = specs_for(cell, settings)
+    specs = plan_for(session, cell)
     try:
         recover_submissions(store, launcher, session.report)  # before anything is submitted
         _warn_busy(session, cell, store, nodelist, backend.busy)
@@ -86,14 +89,29 @@ def _freeze(cell: Cell, store: ResultStore, nodelist: str, settings: Settings) -
                               model_tag=cell.model_tag, parallelism=cell.parallelism.text))
 
 
-def specs_for(cell: Cell, settings: Settings) -> list[RunSpec]:
+def specs_for(cell: Cell, settings: Settings, previous: Sequence[JobResult] = (), new_image: str = "",
+              inert: Sequence[str] = ()) -> list[RunSpec]:
     """The runs of a cell: the full sweep, or under --xlatune-gate the locked recipes (and each
-    run's control on the lock's image, just before it)."""
+    run's control on the lock's image, just before it), and with --xlatune-gate-repair the repair
+    wave planned from the `previous` results on file (plan/repair.py)."""
     if not settings.gate:
         return expand(cell)
     lock = load_lock(lock_path(cell.path))
-    return expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
-                              for r in lock.recipes}, old_image=lock.image)
+    specs = expand_gate(cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides)
+                               for r in lock.recipes}, old_image=lock.image)
+    if settings.gate_repair:
+        dropped = (*removed_flags(previous, new_image), *inert)
+        specs += repair_specs(cell, candidates(previous, lock, cell.primary_config.name, dropped=dropped))
+    return specs
+
+
+def plan_for(session: Session, cell: Cell) -> list[RunSpec]:
+    """specs_for with what a repair plans from: the cell's stored results, its new image and
+    the locked flags found inert (`Session.inert_flags`)."""
+    if not (session.settings.gate and session.settings.gate_repair):
+        return specs_for(cell, session.settings)
+    return specs_for(cell, session.settings, session.store_for(cell).results(),
+                     session.cell_settings(cell).image, session.inert_flags.get(cell.path, ()))
 
 
 def gate_images(cell: Cell, settings: Settings) -> tuple[str, ...]:

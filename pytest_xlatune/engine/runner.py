@@ -19,6 +19,7 @@ from ..judge.triage import Diagnosis, Evidence, diagnose
 from ..launch.base import JobPhase, JobState, Launcher, LauncherError, SubmittedJob
 from ..plan.expand import RunSpec, evidence_spec
 from ..plan.request import tokens_per_device_step
+from ..evidence.nccl_applied import not_applied
 from ..results import JobResult, Verdict, node_minutes
 from ..store import ResultStore, StoreWriteError
 from .inert import inert_result, record_fingerprint, with_inert
@@ -379,6 +380,7 @@ class JobRunner:
             submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
             nodes=self.nodes, started_at=started, ended_at=ended,
             node_minutes=node_minutes(self.nodes, started, ended), compile_cache=job.compile_cache,
+            not_applied=not_applied(spec.env, seen.log.library_lines) if verdict.measured else "",
         )
 
 

@@ -8,6 +8,7 @@ reaches the state through the config's stash, and a test can build one without p
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Callable
 from contextvars import Token
@@ -31,6 +32,7 @@ from ..plan.expand import RunKind, RunSpec
 from ..report.build import CellReport, from_store
 from ..report.files import Output
 from ..report.gate import GateItem
+from ..report.repair import Repair
 from ..settings import CellSettings, Settings
 from .. import shareable
 from ..shareable import Masker, clean
@@ -39,7 +41,8 @@ from ..transport.base import Transport
 from . import outputs
 from .final_figures import FinalFigures
 from .gate_outputs import gate_item
-from .opening import gate_images, open_sweep, specs_for
+from .history_outputs import after_session
+from .opening import gate_images, open_sweep, plan_for, specs_for
 from .prior import prior_for
 from .stopsignals import StopSignals
 from .sweep import Sweep
@@ -82,6 +85,11 @@ class Session:
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
         self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
+        # Locked flags the gate's per-flag classification found inert on the new image (their
+        # compiled program did not change): a reason to repair, and dropped by its suggestion.
+        self.inert_flags: dict[Path, tuple[str, ...]] = {}
+        self.repairs: dict[Path, Repair | None] = {}  # --xlatune-gate-repair: each gated cell's
+        self.started_at = time.time()  # this session's jobs end after it (history, repair cost)
         self.signals = StopSignals()  # SIGTERM/SIGHUP as Ctrl-C while the session runs
         self.masking: Token[Masker | None] | None = None  # its masker (shareable.py), put back at the end
         self.figures = FinalFigures(self)
@@ -163,7 +171,8 @@ class Session:
         if self.settings.write_report and not hasattr(session.config, "workerinput") \
                 and not session.config.option.collectonly:
             try:
-                self.outputs = self.write_reports(self.cells_that_ran()) + self.write_locks()
+                self.outputs = (self.write_reports(self.cells_that_ran()) + self.write_locks()
+                                + after_session(self, session))
             except OSError as error:
                 self.stops.append(f"xlatune: the report could not be written: {error}")
 
@@ -354,8 +363,8 @@ class Session:
         return self._transport
 
     def specs_of(self, cell: Cell) -> list[RunSpec]:
-        """The cell's runs: its live sweep's, else the plan's (specs_for)."""
-        return self.sweeps[cell.path].specs if cell.path in self.sweeps else specs_for(cell, self.settings)
+        """The cell's runs: its live sweep's, else the plan's (opening.plan_for)."""
+        return self.sweeps[cell.path].specs if cell.path in self.sweeps else plan_for(self, cell)
 
     def stored(self, cell: Cell) -> CellReport | None:
         """The cell's results as the report reads them, from its store alone (no launcher, no

@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["ALGORITHMS", "CHECKED", "PROTOCOLS", "Applied", "Finding", "Trace", "read_trace",
-           "took_effect"]
+__all__ = ["ALGORITHMS", "CHECKED", "PROTOCOLS", "Applied", "Finding", "Trace", "debug_env", "not_applied",
+           "read_trace", "requests_checked", "took_effect"]
 
 # nccl_common.h order: the numbers in "Bytes -> Algo A proto P" index these tuples.
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -194,3 +194,28 @@ def took_effect(requested: Mapping[str, str], trace: Trace) -> list[Finding]:
         else:
             findings.append(_channel_finding(name, value, trace))
     return findings
+
+
+def requests_checked(env: Iterable[tuple[str, str]]) -> bool:
+    """The run sets a library setting whose effect its debug lines can show."""
+    return any(name in CHECKED for name, _ in env)
+
+
+def debug_env(env: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """What a run that sets a checked setting adds to its environment so that its debug lines
+    show the effect (nothing the run sets itself is overridden)."""
+    pairs = tuple(env)
+    if not requests_checked(pairs):
+        return ()
+    have = {name for name, _ in pairs}
+    return tuple((name, value) for name, value in DEBUG_ENV.items() if name not in have)
+
+
+def not_applied(env: Iterable[tuple[str, str]], lines: Iterable[str]) -> str:
+    """Why a run's requested settings did not take effect ("" when they did, or when it set none,
+    or its debug lines are too few to say: UNKNOWN is never a verdict)."""
+    requested = {name: value for name, value in env if name in CHECKED}
+    if not requested:
+        return ""
+    findings = took_effect(requested, read_trace(lines))
+    return "; ".join(f"{f.name}={f.value}: {f.reason}" for f in findings if f.applied is Applied.NOT_APPLIED)

@@ -69,7 +69,7 @@ class Figure:
         if self.comparison is not None:
             c = self.comparison
             line += (f" {c.delta_pct:+.2f} % [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}] "
-                     + ("unstable" if self.unstable else c.verdict.value.replace("_", " ")))
+                     + stats.direction(c).replace("_", " "))
         if len(self.runs) > 1:
             line += f" ({self.runs_text()})"
         return line

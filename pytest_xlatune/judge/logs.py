@@ -47,6 +47,8 @@ _UNKNOWN_NEEDLES = (b"Unknown flag", b"line flag")
 _MEMSTATS_NEEDLE = b"Memstats"
 _SUMMARY_NEEDLE = b"JOB SUMMARY"
 _STATUS_NEEDLE = b"Status:"
+_LIBRARY_NEEDLES = (b"CCL INFO", b"CCL TRACE")  # NCCL/RCCL INFO and TRACE (the per-size choices)
+MAX_LIBRARY_LINES = 4096  # the init, env and tuning lines come first
 
 
 def _bytes_find(buf: bytes, needle: bytes, start: int, end: int) -> int:
@@ -96,6 +98,7 @@ class SignalKind(Enum):
     MEMSTATS = "memstats"
     JOB_SUMMARY = "job-summary"
     EVIDENCE = "evidence"  # a line a failure signature matches (signatures.is_evidence)
+    LIBRARY_INFO = "library-info"  # an NCCL/RCCL INFO line (evidence/nccl_applied.py reads them)
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,7 @@ class StepLog:
         self.summary_status: str | None = None  # e.g. "SUCCESS (exit 0)"
         self._status_budget = 0  # bytes still to search for `Status:` after a summary header
         self._ooms = 0
+        self.library_lines: list[str] = []  # the first NCCL/RCCL INFO/TRACE lines (did a setting take effect)
 
     @property
     def steps(self) -> dict[int, StepRecord]:
@@ -191,6 +195,8 @@ class StepLog:
             wanted += [(needle, SignalKind.OOM) for needle in OOM_NEEDLES]
         if len(self.evidence) < MAX_EVIDENCE_LINES:
             wanted += self._evidence_needles
+        if len(self.library_lines) < MAX_LIBRARY_LINES:
+            wanted += [(needle, SignalKind.LIBRARY_INFO) for needle in _LIBRARY_NEEDLES]
         hits = self._lines_with(buf, start, end, wanted)
         if self.last_step is None:
             # XLA reads XLA_FLAGS and MaxText prints Memstats before step 0: only the text
@@ -213,6 +219,9 @@ class StepLog:
             line = buf[line_start:line_end].decode("utf-8", "replace").rstrip("\r")
             if kind is None:
                 self._take_steps(line, new)
+            elif kind is SignalKind.LIBRARY_INFO:
+                if len(self.library_lines) < MAX_LIBRARY_LINES:
+                    self.library_lines.append(strip_ansi(line[:_EVIDENCE_WIDTH]))
             elif kind is SignalKind.EVIDENCE or (kind is SignalKind.OOM and self._take_signal(kind, line)):
                 if self._take_evidence(base + line_start, line) == "oom-gpu":
                     self._context_left = _OOM_CONTEXT_LINES

@@ -112,6 +112,7 @@ class Comparison:
     n_baseline: int
     higher_is_better: bool
     unstable: bool = False  # the candidate's runs disagree beyond the noise: never a win
+    not_applied: bool = False  # a requested library setting left no trace: never a win, never "within noise"
 
 
 def _values(values: Sequence[float], what: str) -> npt.NDArray[np.float64]:
@@ -309,7 +310,9 @@ def compare(candidate: Sequence[float], baseline: Sequence[float], noise: Noise,
 
 
 def direction(comparison: Comparison) -> str:
-    """The verdict as every output spells it: better | worse | within_noise | unstable."""
+    """The verdict as every output spells it: better | worse | within_noise | unstable | not_applied."""
+    if comparison.not_applied:
+        return "not_applied"
     return "unstable" if comparison.unstable else comparison.verdict.value
 
 

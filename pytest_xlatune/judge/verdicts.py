@@ -142,10 +142,21 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
         return None
     if result.kind in _UNPOOLED:
         cmp = stats.compare([result.tgs], tab.baseline, tab.noise, unstable=unstable(result, results))
-        return cmp if result.kind == RunKind.WINNER_EVIDENCE.value else \
-            replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
-    return stats.compare(group_of(result, results), tab.baseline, tab.noise,
-                         unstable=unstable(result, results))
+        return not_applied_marked(cmp, result, results) if result.kind == RunKind.WINNER_EVIDENCE.value \
+            else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
+    cmp = stats.compare(group_of(result, results), tab.baseline, tab.noise,
+                        unstable=unstable(result, results))
+    return not_applied_marked(cmp, result, results)
+
+
+def not_applied_marked(cmp: stats.Comparison, result: JobResult, results: Sequence[JobResult]) -> stats.Comparison:
+    """A settings group one of whose runs' requested library settings left no trace (`not_applied`):
+    never better (never a recipe) and read `not applied`, not `within noise`."""
+    key = settings_key(result)
+    if result.not_applied or any(r.not_applied for r in results
+                                 if r.config_tag == result.config_tag and settings_key(r) == key):
+        return replace(cmp, verdict=stats.Direction.WITHIN_NOISE, not_applied=True)
+    return cmp
 
 
 def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[JobResult]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from ..evidence.nccl_applied import debug_env
 from ..launch.base import JobRequest
 from ..cell.model import HEARTBEAT_KEY, HEARTBEAT_VALUE, BackendKind, Cell
 from .expand import RunKind, RunSpec
@@ -40,6 +41,7 @@ def job_request(cell: Cell, spec: RunSpec) -> JobRequest:
     for name in spec.unset_env:
         env.pop(name, None)
     env.update(spec.env)
+    env.update(debug_env(env.items()))  # NCCL_DEBUG=INFO where a run sets NCCL_ALGO/PROTO/channels
     return JobRequest(
         job_name=f"{cell.model_tag}-{spec.profile}-{spec.config_tag}",
         profile=spec.profile,

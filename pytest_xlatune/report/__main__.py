@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..cell.load import CellError, load_cell
+from ..cell.model import Cell
 from ..judge.numerics import Mode
 from ..paths import CellPaths, html_report_path
 from ..plan.expand import expand
@@ -19,6 +20,8 @@ from ..shareable import clean, configure
 from ..store import ResultStore, StoreError
 from .build import CellReport, from_store, report_data
 from .files import Output, write_if_changed, write_reports
+from .history import HistoryError, history_path
+from .history_files import write_history_files
 from .html_page import page
 
 
@@ -49,16 +52,25 @@ def main(argv: list[str] | None = None) -> int:
             cell, ResultStore(CellPaths(cell.path, args.root, args.store).store), expand(cell), args.root,
             cell.image, args.numerics)) is not None]
         written = write_reports(reports, args.out, mode=args.numerics, write_zh=args.zh, export_dir=args.export)
-    except (StoreError, OSError) as error:  # a link or a folder in place of a store, a report dir
+        written += write_html_pages(reports, args.out, args.numerics) + write_histories(cells, args)
+    except (StoreError, HistoryError, OSError) as error:  # a link or a folder in place of a store, a report dir
         print(clean(f"error: {error}"), file=sys.stderr)
         return 2
     if not written:
         print("error: no stored results for these cells under " + str(args.store), file=sys.stderr)
         return 1
-    written += write_html_pages(reports, args.out, args.numerics)
     for output in written:
         print(f"{'written' if output.changed else 'unchanged'} {output.path}")
     return 0
+
+
+def write_histories(cells: list[Cell], args: argparse.Namespace) -> list[Output]:
+    """`<MODEL_TAG>-history.md/.html` and their charts, for the cells with a history."""
+    by_tag: dict[str, list[tuple[str, str, Path]]] = {}
+    for cell in cells:
+        paths = CellPaths(cell.path, args.root, args.store)
+        by_tag.setdefault(cell.model_tag, []).append((paths.cell_id, paths.slug, history_path(paths.store)))
+    return [o for tag, found in by_tag.items() for o in write_history_files(tag, found, args.out)]
 
 
 def write_html_pages(reports: list[CellReport], out: Path, mode: Mode) -> list[Output]:

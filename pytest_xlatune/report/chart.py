@@ -31,9 +31,10 @@ COLORS = {
     # Never a green bar: a profile whose runs disagree, or whose loss left the baseline's.
     "unstable": "#ef6c00",
     "numerics_changed": "#8e24aa",
+    "not_applied": "#6d4c41",  # a requested NCCL/RCCL setting left no trace: never a result
 }
 LEGEND = (("better", "better"), ("worse", "worse"), ("within_noise", "within noise"),
-          ("unstable", "unstable"), ("numerics_changed", "numerics changed"),
+          ("unstable", "unstable"), ("numerics_changed", "numerics changed"), ("not_applied", "not applied"),
           ("baseline", "baseline-deployed"))
 
 

@@ -15,6 +15,7 @@ from html import escape
 from ..judge.gate_flags import LockedFlag
 from ..judge.lock import Lock
 from ..results import JobResult
+from .repair import Repair, render_html as repair_html, render_section as render_repair
 
 
 class Outcome(Enum):
@@ -46,6 +47,7 @@ class GateCell:
     items: tuple[GateItem, ...]
     runs: tuple[JobResult, ...]  # the gate's stored runs (this session's)
     flags: tuple[LockedFlag, ...] = ()  # each locked setting on the new image (judge/gate_flags.py)
+    repair: Repair | None = None  # --xlatune-gate-repair, when the gate failed
 
 
 def verdict(items: Sequence[GateItem]) -> str:
@@ -98,7 +100,7 @@ def render_cell(gate: GateCell) -> str:
         tgs = f"{run.tgs:.1f}" if run.tgs is not None else "–"
         lines.append(f"| {_cell_text(run.item)} | {_cell_text(run.image or '(default)')} | {tgs} | {run.job_id} "
                      f"| {run.verdict.value} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (render_repair(gate.repair) if gate.repair else "")
 
 
 def render_document(model_tag: str, cells: Sequence[GateCell]) -> str:
@@ -123,5 +125,5 @@ def render_html(cells: Sequence[GateCell]) -> str:
                      + (f"<ul>{failed}</ul>" if failed else "")
                      + ("<p>Locked flags on the new image:</p><ul>" + "".join(
                          f"<li>{escape(f.text())}</li>" for f in gate.flags) + "</ul>" if gate.flags else "")
-                     + "</div>")
+                     + (repair_html(gate.repair) if gate.repair else "") + "</div>")
     return "".join(parts)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_xlatune.report.history import load_history
 from tests.conftest import FAKE
 
 CELL = """\
@@ -99,6 +100,13 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_f
                                  "-6.3* %*tolerance -1 %*on the lock's image (default) in this session "
                                  "(locked 1100.*, for context)"])
     assert "no longer beats" not in result.stdout.str()  # 1030 still beats the baseline (1000)
+    # The sweep and the gate each appended a row per config tag to the cell's history.
+    history = load_history(pytester.path / ".xlatune" / "gated.history.csv")
+    assert list(zip(history["kind"], history["config_tag"], history["recipe"], strict=True)) == [
+        ("sweep", "sparse", "fast"), ("sweep", "dense", "fast"), ("gate", "sparse", "fast"), ("gate", "dense", "fast")]
+    assert history["recipe_tgs"].tolist()[2] == pytest.approx(1030, rel=0.01)
+    assert history["control_tgs"].tolist()[2] == pytest.approx(1100, rel=0.01)
+    assert history["image"].tolist() == ["", "", slower, slower] and (history["node_hours"] > 0).all()
 
 
 def test_a_cell_without_a_lock_is_skipped_in_one_line_and_the_others_are_gated(

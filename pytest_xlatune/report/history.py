@@ -1,0 +1,142 @@
+"""The per-cell history: one row per recipe and config tag for every sweep and gate run, so a
+recipe's speed can be followed across images (`<store>/<slug>.history.csv`, beside the store).
+
+A row holds the date, what wrote it (`sweep`, `gate`, `repair`), the image, the recipe, the
+baseline's and the recipe's mean TGS with a 95 % t interval of their runs, the recipe's
+same-window control on the lock's image (gate runs) and the node-hours the session spent on the
+cell. The file is a pandas DataFrame written as CSV (no pyarrow needed), replaced in one rename
+through safefs (a link where it goes is refused, never followed).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from ..errors import XlatuneError
+from ..results import JobResult, RunKind
+from ..safefs import read_text_nofollow, write_atomic
+
+SUFFIX = ".history.csv"
+
+
+class HistoryError(XlatuneError):
+    """The history file is unreadable; one line naming the file and what was found."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    date: str  # ISO date-time of the session (UTC, seconds)
+    kind: str  # sweep | gate | repair
+    image: str  # "" = the session's default image
+    config_tag: str
+    recipe: str  # the recipe's profile ("" when the sweep found none)
+    baseline_tgs: float
+    baseline_low: float
+    baseline_high: float
+    recipe_tgs: float
+    recipe_low: float
+    recipe_high: float
+    control_tgs: float  # gate: the recipe on the lock's image in the same window (nan otherwise)
+    runs: int  # recipe runs behind recipe_tgs
+    node_hours: float  # what the session's jobs of the cell cost
+
+
+COLUMNS = tuple(f.name for f in fields(HistoryRow))
+
+
+def history_path(store: Path) -> Path:
+    """`<store>/<slug>.history.csv` beside the cell's `<slug>.jsonl`."""
+    return store.with_name(store.stem + SUFFIX)
+
+
+def interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and two-sided t interval of the runs; one run (or none) has no interval (nan)."""
+    if not values:
+        return math.nan, math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, math.nan, math.nan
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * sd / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def _tgs(runs: Iterable[JobResult]) -> list[float]:
+    return [r.tgs for r in runs if r.measured and r.tgs is not None]
+
+
+def row(date: str, kind: str, image: str, config_tag: str, recipe: str, recipe_runs: Sequence[JobResult],
+        baseline_runs: Sequence[JobResult], node_hours: float,
+        control_runs: Sequence[JobResult] = ()) -> HistoryRow:
+    """One history row from the runs behind it."""
+    base, rec = interval(_tgs(baseline_runs)), interval(_tgs(recipe_runs))
+    controls = _tgs(control_runs)
+    return HistoryRow(date, kind, image, config_tag, recipe, *base, *rec,
+                      sum(controls) / len(controls) if controls else math.nan,
+                      len(_tgs(recipe_runs)), node_hours)
+
+
+def gate_rows(date: str, image: str, results: Sequence[JobResult], node_hours: float,
+              kind: str = "gate") -> list[HistoryRow]:
+    """A gate session's rows: per config tag, the locked recipe and the baseline on the new image,
+    the recipe's old-image runs as its control."""
+    gate = [r for r in results if r.wave == "gate"]
+    rows = []
+    for tag in dict.fromkeys(r.config_tag for r in gate if r.kind is RunKind.GATE_RECIPE):
+        in_tag = [r for r in gate if r.config_tag == tag]
+        recipe = [r for r in in_tag if r.kind is RunKind.GATE_RECIPE]
+        rows.append(row(date, kind, image, tag, recipe[0].profile, recipe,
+                        [r for r in in_tag if r.kind is RunKind.BASELINE], node_hours,
+                        [r for r in in_tag if r.kind is RunKind.GATE_OLD_RECIPE]))
+    return rows
+
+
+def sweep_rows(date: str, image: str, results: Sequence[JobResult], recipes: dict[str, str],
+               node_hours: float, kind: str = "sweep") -> list[HistoryRow]:
+    """A sweep's rows: per config tag with a baseline, its recipe (config tag → profile; "" when
+    none was found) against the tag's baselines."""
+    rows = []
+    measured = [r for r in results if r.measured and r.tgs is not None and r.image == image]
+    for tag in dict.fromkeys(r.config_tag for r in measured if r.kind is RunKind.BASELINE):
+        in_tag = [r for r in measured if r.config_tag == tag]
+        profile = recipes.get(tag, "")
+        recipe = [r for r in in_tag if profile and r.profile == profile and r.kind is not RunKind.BASELINE]
+        rows.append(row(date, kind, image, tag, profile, recipe,
+                        [r for r in in_tag if r.kind is RunKind.BASELINE], node_hours))
+    return rows
+
+
+def load_history(path: Path) -> pd.DataFrame:
+    """The history as a DataFrame (no file: empty, with the columns)."""
+    text = read_text_nofollow(path)
+    if not text:
+        empty: pd.DataFrame = pd.DataFrame(columns=list(COLUMNS))
+        return empty
+    try:
+        frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""],
+                            dtype={"image": str, "recipe": str, "config_tag": str, "kind": str, "date": str})
+    except (ValueError, pd.errors.ParserError) as error:
+        raise HistoryError(f"{path}: expected the history CSV, found {error}") from None
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise HistoryError(f"{path}: columns: expected {', '.join(COLUMNS)}, found no {', '.join(missing)}")
+    frame[["image", "recipe"]] = frame[["image", "recipe"]].fillna("")
+    kept: pd.DataFrame = frame[list(COLUMNS)]
+    return kept
+
+
+def append_rows(path: Path, rows: Sequence[HistoryRow]) -> pd.DataFrame:
+    """Append `rows` to the history at `path` (created when missing); the whole history back."""
+    frame = load_history(path)
+    if rows:
+        new = pd.DataFrame([asdict(r) for r in rows], columns=list(COLUMNS))
+        frame = new if frame.empty else pd.concat([frame, new], ignore_index=True)
+        write_atomic(path, frame.to_csv(index=False, float_format="%.6g"))
+    return frame

@@ -1,0 +1,99 @@
+"""The gate's repair end to end on the embedded default (real JAX, local backend): a sweep writes
+a lock, a slower "new image" venv fails the gate, the repair proposes another recipe, and the
+proposed lock passes the gate on that venv.
+
+The new venv is a wrapper around this interpreter whose XLA "lost" the locked recipe's gain: any
+run that asks for the locked optimization level (-O2, or -O1 when the loaded machine made that the
+sweep's recipe) gets -O0 appended (last wins), as in test_gate_real.py; the other level is
+untouched, so the previous sweep's runner-up is the repair."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.judge.lock import Lock, LockedRecipe, dumps
+from pytest_xlatune.results import RunKind
+from pytest_xlatune.store import ResultStore
+
+pytestmark = [pytest.mark.jax]
+
+CELL = """\
+model_tag: repair
+nodes: 1
+parallelism: FSDP=8
+pdbs: 2
+steps: 10
+baseline_repeats: 1
+overrides: {emb_dim: 128, mlp_dim: 512, num_decoder_layers: 4, max_target_length: 128}
+env_file:
+  - flag: --xla_backend_optimization_level=0
+    image_default: "2"
+waves:
+  2:
+    - {name: opt_o2, xla_flags: [--xla_backend_optimization_level=2]}
+    - {name: opt_o1, xla_flags: [--xla_backend_optimization_level=1]}
+thresholds: {regression_pct: 10}
+"""
+SLOWER = """#!/bin/bash
+case "$XLA_FLAGS" in *level={level}*) export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac
+exec {python} "$@"
+"""
+COMMON = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.2", "-rfs"]
+
+
+def write_lock_of_fastest(root: Path, cell: Path) -> None:
+    results = ResultStore(root / ".xlatune" / "repair.jsonl").results()
+    measured = [r for r in results if r.measured and r.tgs is not None]
+    base = [r.tgs or 0.0 for r in measured if r.kind is RunKind.BASELINE]
+    means = {p: [r.tgs or 0.0 for r in measured if r.profile == p] for p in ("opt_o2", "opt_o1")}
+    best = max(means, key=lambda p: sum(means[p]) / len(means[p]))
+    tgs, base_tgs = sum(means[best]) / len(means[best]), sum(base) / len(base)
+    loaded = load_cell(cell)
+    cell.with_suffix(".lock.json").write_text(dumps(Lock(
+        loaded.model_tag, loaded.parallelism.text, "", "localhost", "2026-12-03", (LockedRecipe(
+            config_tag="default", profile=best, xla_flags=(f"--xla_backend_optimization_level={best[-1]}",),
+            env=(), overrides=(), tgs=tgs, ci_low_pct=0.0, ci_high_pct=0.0, baseline_tgs=base_tgs,
+            delta_pct=(tgs / base_tgs - 1) * 100, job_ids=("1",)),))))
+
+
+def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester: pytest.Pytester) -> None:
+    cell = pytester.makefile(".yml", repair=CELL)
+    sweep = pytester.runpytest(str(cell), *COMMON)
+    lock = cell.with_suffix(".lock.json")
+    if not lock.exists():
+        # On a loaded 2-core machine the sweep may rightly not confirm the win (test_gate_real.py:
+        # -O2's gain moved from +147 % to +38 % between CI runs); the store holds what it measured,
+        # and the lock is written as the sweep writes it for its fastest profile.
+        assert "recipe lock repair.lock.json not written" in sweep.stdout.str(), sweep.stdout.str()
+        write_lock_of_fastest(pytester.path, cell)
+    locked = json.loads(lock.read_text())["recipes"][0]["profile"]
+    assert locked in ("opt_o2", "opt_o1")
+    other = "opt_o1" if locked == "opt_o2" else "opt_o2"
+    slower = pytester.path / "new" / "bin" / "python"
+    slower.parent.mkdir(parents=True)
+    slower.write_text(SLOWER.format(python=sys.executable, level=locked[-1]))
+    slower.chmod(slower.stat().st_mode | stat.S_IEXEC)
+
+    gate = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}",
+                              *COMMON)
+    out = gate.stdout.str()
+    assert gate.ret == 6, out  # regressed, repair proposed
+    assert f"recipe '{locked}' [default] regressed vs the lock" in out
+    proposed_file = pytester.path / "repair.lock.proposed.json"
+    proposed = json.loads(proposed_file.read_text())
+    assert proposed["recipes"][0]["profile"] == other and proposed["image"] == str(slower)
+    report = (pytester.path / "repair-gate.md").read_text()
+    assert "**regressed, repair proposed** (exit code 6)" in report and f"| proposed: {other} |" in report
+    print(report[report.index("### Repair"):])
+
+    shutil.copy(proposed_file, lock)
+    again = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *COMMON)
+    assert again.ret == 0, again.stdout.str()
+    assert "**Verdict: PASSED" in (pytester.path / "repair-gate.md").read_text()
