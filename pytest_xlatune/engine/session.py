@@ -362,6 +362,10 @@ class Session:
             self._transport = open_transport(self.settings)
         return self._transport
 
+    def plan_for(self, cell: Cell) -> list[RunSpec]:
+        """The cell's planned runs (opening.plan_for: with the repair wave under --xlatune-gate-repair)."""
+        return plan_for(self, cell)
+
     def specs_of(self, cell: Cell) -> list[RunSpec]:
         """The cell's runs: its live sweep's, else the plan's (opening.plan_for)."""
         return self.sweeps[cell.path].specs if cell.path in self.sweeps else plan_for(self, cell)
