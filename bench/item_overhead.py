@@ -26,19 +26,9 @@ from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, JobState, SubmittedJob
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.store import ResultStore
+from tests.clock import Clock
 
 TAIL = 10
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class InstantLauncher:

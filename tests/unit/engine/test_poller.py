@@ -16,17 +16,7 @@ from pytest_xlatune.engine.poller import ControllerDown, Poller, submit_through_
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.store import ResultStore
 from pytest_xlatune.engine.watch import SweepStopped
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.clock import Clock
 
 
 class ScriptedLauncher:

@@ -12,6 +12,7 @@ from pytest_xlatune.engine.poller import Poller
 from pytest_xlatune.engine.watch import Ahead, Watcher
 from pytest_xlatune.judge.hang import HangSettings
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobState, SubmittedJob
+from tests.clock import Clock
 
 STEP = b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 10.0, loss: 2.0\n"
 OOM = b"0: jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 9GiB\n"
@@ -26,17 +27,6 @@ JOB = SubmittedJob("7", "/logs/7.log", "/jobs/7")
 def small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(watch_module, "READ_CHUNK", READ_CHUNK)
     monkeypatch.setattr(watch_module, "LOOK_AHEAD", LOOK_AHEAD)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += max(0.0, seconds)
 
 
 class Burst:
