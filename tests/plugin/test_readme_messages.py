@@ -183,7 +183,8 @@ def submit_line(root: Path) -> Lines:
     example = quoted("./submit.sh deepseek3-671b:evidence")
     mark = re.search(r"--comment=(xlatune-[0-9a-f]{16})", example)
     assert mark, example
-    (root / "ds.yml").write_text("model_tag: deepseek3-671b\nnodelist: node01\nparallelism: FSDP=8\n"
+    # One node: FSDP=1 (FSDP is a DCN axis, one shard per node; the argv names no parallelism).
+    (root / "ds.yml").write_text("model_tag: deepseek3-671b\nnodelist: node01\nparallelism: FSDP=1\n"
                                  "backend: {kind: maxtext-slurm, checkout: /maxtext-slurm, partition: debug, "
                                  "time: '10:00'}\n")
     cell = load_cell(root / "ds.yml")
@@ -199,7 +200,9 @@ def tune_profile_arm(root: Path) -> Lines:
     and what the installed block prints when bash sources it for that arm."""
     text = next(b for b in blocks(section(CELL_PAGE.read_text(), "A cell")) if b.lang == "yaml").lines
     backend = "\nbackend: {kind: maxtext-slurm, checkout: /maxtext-slurm}\n"
-    (root / "demo.yml").write_text("\n".join(text).split("\nbackend:")[0] + backend)
+    # On maxtext-slurm FSDP=8 is 8 nodes (a DCN axis); the block's args are the same for any slot.
+    local = "\n".join(text).split("\nbackend:")[0]
+    (root / "demo.yml").write_text(re.sub(r"^nodes: 1\b", "nodes: 8", local, flags=re.M) + backend)
     cell = load_cell(root / "demo.yml")
     request = job_request(cell, next(s for s in expand(cell) if s.profile == "evidence"))
     transport = LocalTransport()

@@ -97,7 +97,7 @@ def test_the_refusal_is_one_line_at_collection(pytester: pytest.Pytester) -> Non
 
 
 def test_the_reference_quotes_the_one_node_refusal_as_printed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    page = (Path(__file__).parents[2] / "docs" / "reference" / "cell.md").read_text()
+    page = (Path(__file__).parents[3] / "docs" / "reference" / "cell.md").read_text()
     quoted = next(line for line in page.splitlines() if line.startswith("cells/ds3.yml:3: parallelism:"))
     (tmp_path / "cells").mkdir()
     (tmp_path / "cells" / "ds3.yml").write_text(f"model_tag: ds3\nnodes: 1\nparallelism: FSDP=8\n{MAXTEXT}")
