@@ -12,7 +12,7 @@ from .logs import SignalKind, StepLog
 from ..results import Verdict
 from .signatures import (PROGRESS_COLLECTIVES, STUCK_RE, FailureClass, Signature, Tier, collectives_done,
                          harmless, match_line)
-from ..launch.base import JobState
+from ..jobs import JobState
 
 __all__ = ["EXIT_SIGTERM", "Diagnosis", "Evidence", "FailureClass", "HangPhase", "Hit",
            "MemoryFigures", "diagnose", "find_hits", "judge"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ..evidence.nccl_applied import debug_env
-from ..launch.base import JobRequest
+from ..jobs import JobRequest
 from ..cell.model import HEARTBEAT_KEY, HEARTBEAT_VALUE, BackendKind, Cell
 from .expand import RunKind, RunSpec
 

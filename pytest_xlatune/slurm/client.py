@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..launch.base import CommandRefused, LauncherError
+from ..jobs import CommandRefused, LauncherError
 from ..transport.base import CommandResult, Transport, TransportError, TransportRefused
 from . import commands
 from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ..launch.base import JobState
+from ..jobs import JobState
 from ..errors import XlatuneError
 
 __all__ = [
