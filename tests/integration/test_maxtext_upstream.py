@@ -13,6 +13,7 @@ by scripts/image-ray.sh (a real `ray start --head`, training in upstream's Ray a
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,11 @@ def test_deepseek3_with_pdbs_and_moe_tags_through_every_wave(pytester: pytest.Py
         # The argv carries only _env_ args; the arm in the frozen train_env.sh carries the rest,
         # and the job log says exactly what it appended.
         assert "steps=" not in submitted and "sparse_matmul" not in submitted
-        assert (f"[TUNE_PROFILE] {arm}: PASSTHROUGH_ARGS+=(steps=10 dataset_type=synthetic per_device_batch_size=2 "
-                "sparse_matmul=true use_turbo_grouped_gemm=true use_deepep_dispatch=true") in text
+        # FSDP=1 differs from the config's dcn_fsdp_parallelism=8, so the DCN axes are passed too.
+        assert re.search(re.escape(f"[TUNE_PROFILE] {arm}: PASSTHROUGH_ARGS+=(steps=10 dataset_type=synthetic "
+                                   "per_device_batch_size=2 ") + r"(dcn_\w+=\d+ )*"
+                         + re.escape("sparse_matmul=true use_turbo_grouped_gemm=true use_deepep_dispatch=true"),
+                         text), text[-3000:]
         print(f"{profile}: {submitted.strip()}")
     # restore_default ends at the image default after configs/deepseek3-671b.env.sh's own flag
     restore = Path(results["restore_default"]["log_path"]).read_text()
