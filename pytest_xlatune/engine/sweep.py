@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..adaptive.keys import EffectiveKey, effective_key
 from ..adaptive.model import Budget
@@ -14,7 +14,7 @@ from ..cell.model import Cell
 from ..evidence.artifacts import evidence_facts
 from ..judge import numerics, verdicts
 from ..judge.hang import HangSettings
-from ..judge.policy import DEFAULT_POLICY, Policy, SweepCounters
+from ..judge.policy import DEFAULT_POLICY, Policy
 from ..launch.base import Launcher, SubmittedJob
 from ..plan.catalog import EvidenceFacts
 from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
@@ -24,8 +24,7 @@ from ..store import ResultStore
 from .adaptive import Driver
 from .choices import PlanOrder, SweepChoices
 from .poller import Poller
-from .runner import JobRunner, _controller_limit_s
-from .watch import Judge, Watched, Watcher
+from .runner import JobRunner, RunOutcome
 from ..errors import XlatuneError
 
 Report = Callable[[str], None]
@@ -41,9 +40,9 @@ class SweepInterrupted(XlatuneError):
 
 
 @dataclass
-class Sweep(JobRunner):
+class Sweep:
     """Runs the specs of one cell through a launcher, storing every result at once (the job
-    mechanics: engine/runner.py; the adaptive decisions: engine/adaptive.py)."""
+    mechanics: its `runner`, engine/runner.py; the adaptive decisions: engine/adaptive.py)."""
 
     cell: Cell
     specs: list[RunSpec]
@@ -73,35 +72,48 @@ class Sweep(JobRunner):
     prior: Prior = field(default_factory=Prior)  # other sweeps' effects: likely winners first
     adaptive: Driver | None = None  # set by set_upcoming unless fixed_protocol
     _pool: Driver | None = None  # the whole cell's plan: which stored runs are controls and repeats
-    counters: SweepCounters = field(default_factory=SweepCounters)
-    _ran_this_session: set[str] = field(default_factory=set)
-    _upcoming: list[RunSpec] = field(default_factory=list)
-    _queued: set[str] = field(default_factory=set)
-    _submitted_here: set[str] = field(default_factory=set)
-    _key_of_job: dict[str, str] = field(default_factory=dict)
-    _jobs: dict[str, tuple[str, SubmittedJob]] = field(default_factory=dict)  # job id → (item, job)
-    _seen_ahead: dict[str, Watched] = field(default_factory=dict)  # watched while a retry waited
     _facts: tuple[str, EvidenceFacts | None] | None = None  # (evidence job id, facts)
     _effective: dict[RunSpec, EffectiveKey] = field(default_factory=dict)
-    poller: Poller = field(init=False)
-    watcher: Watcher = field(init=False)
+    runner: JobRunner = field(init=False)
 
     def __post_init__(self) -> None:
         self.warn = self.warn or self.report
-        self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.warn)
-        self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
-                               self.clock, self.sleep, self.report, self.hang, self.policy,
-                               warn=self.warn,
-                               controller_down_limit_s=_controller_limit_s(self.policy))
+        self.runner = JobRunner(
+            self, self.cell, self.store, self.launcher, self.nodelist, self.nodes, self.image,
+            self.policy, self.hang, self.poll_interval, self.remeasure, self.rerun_failed,
+            self.queue_depth, self.fixed_protocol, self.choices, self.report, self.warn,
+            self.sleep, self.clock, self.fetch_artifacts, self.log_source)
         # Whatever the selection or the protocol, stored controls count as baseline runs and
         # repeats pool into their item (so the report never depends on what was selected).
         self._pool = Driver.plan_for(self, self.specs)
 
     def set_upcoming(self, specs: list[RunSpec]) -> None:
         """The selected runs of this cell in execution order (for keeping the queue full)."""
-        self._upcoming = list(specs)
+        self.runner.upcoming = list(specs)
         if not self.fixed_protocol:
-            self.adaptive = Driver.plan_for(self, self._upcoming, self.prior)
+            self.adaptive = Driver.plan_for(self, self.runner.upcoming, self.prior)
+
+    # ---- the job mechanics (engine/runner.py) -------------------------------------------
+
+    def run(self, spec: RunSpec) -> RunOutcome:
+        """This exact run's result: reused from the store, or launched to its final verdict."""
+        return self.runner.run(spec)
+
+    def cancel_all(self) -> None:
+        """Cancel the jobs this session submitted or re-attached to and that have not finished."""
+        self.runner.cancel_all()
+
+    def adopt_orphans(self) -> None:
+        """Take over the jobs a killed session of this store left queued or running."""
+        self.runner.adopt_orphans()
+
+    def stopped_early(self, job_id: str) -> str:
+        """The early stop recorded for a job, "" for none."""
+        return self.runner.stopped_early(job_id)
+
+    @property
+    def poller(self) -> Poller:
+        return self.runner.poller
 
     # ---- lookups over the store -------------------------------------------------------
 
@@ -170,22 +182,6 @@ class Sweep(JobRunner):
             self._effective[spec] = effective_key(self.cell, spec, self.image)
         return self._effective[spec]
 
-    def _share(self, spec: RunSpec, key: str) -> JobResult | None:
-        """Store and return `spec`'s share of its duplicate's measured result (None: not measured)."""
-        source_spec = self.duplicate_of(spec)
-        if source_spec is None:
-            return None
-        source_key = self.key(source_spec)
-        source = self.store.latest_by_key().get(source_key)
-        if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
-            return None
-        shared = replace(source, key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-                         kind=spec.kind, xla_flags=spec.xla_flags, env=spec.env,
-                         overrides=spec.overrides, resolved_from=spec.resolved_from,
-                         shared_from=source.item, retries=())
-        self.store.add_result(shared)
-        return shared
-
     # ---- evidence ---------------------------------------------------------------------
 
     def evidence_facts(self) -> EvidenceFacts | None:
@@ -201,7 +197,3 @@ class Sweep(JobRunner):
         if not spec.catalog:
             return ""
         return catalog_decisions(self.cell, self.specs, self.evidence_facts()).get(spec.name, (0, ""))[1]
-
-    def _stop_judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
-        """What the watcher asks on each step whether to stop this job early (None: never)."""
-        return self.adaptive.judge(spec, key, job) if self.adaptive is not None else None
