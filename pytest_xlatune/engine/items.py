@@ -20,10 +20,9 @@ from ..cell.model import BackendKind, Cell
 from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError
-from ..judge import figures, stats, verdicts
-from ..judge.gate import image_gate
+from ..judge import figures, verdicts
 from ..results import JobResult, Verdict
-from .outcome import ItemOutcome, Measurement
+from .outcome import ItemOutcome, Measurement, Regression, RunFailed
 from .sweep import Sweep
 from ..store import StoreWriteError
 from .watch import SweepStopped
@@ -61,23 +60,8 @@ def slot_group(cell: Cell) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]", "_", cell.slot.text)
 
 
-class RunFailed(XlatuneError):
-    """A job ended without a measurement; carries the result for a readable failure. `stored`:
-    the result of a job of an earlier session, reused (not run again) in this one."""
-
-    def __init__(self, result: JobResult, stored: bool = False) -> None:
-        super().__init__(result.reason)
-        self.result = result
-        self.stored = stored
-
-
 class Stopped(XlatuneError):
     """A stop trigger fired during this item; the message is the STOP message."""
-
-
-class Regression(XlatuneError):
-    """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
-    the tolerance."""
 
 
 class CellFile(pytest.File):
@@ -273,9 +257,9 @@ class CellItem(pytest.Item):
         if not result.measured:
             raise RunFailed(result, stored=ran.reused)
         if spec.kind is RunKind.CROSS_CONFIG:
-            self._gate_cross_config(sweep, spec, [result])
+            sweep.gate_cross_config(spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:
-            self._gate_image(sweep, spec, [result])
+            sweep.gate_image(spec, [result], runtime.lock_for(self.cell), runtime.warn)
 
     def _file_id(self) -> str:
         return self.nodeid.split("::", 1)[0]
@@ -296,64 +280,6 @@ class CellItem(pytest.Item):
             needs.append(f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
                          f"store has none: pytest {ids(RunKind.BASELINE)}")
         return "; ".join(needs)
-
-    def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
-        """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
-        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
-        thresholds = self.cell.thresholds
-        while True:
-            final = len(runs) > thresholds.remeasure
-            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
-                                            sweep.results(), spec.config_tag,
-                                            thresholds.regression_pct, final=final)
-            if gate is None or gate.decision is stats.Decision.PASS:
-                return
-            if gate.decision is stats.Decision.FAIL:
-                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
-                                              [r.job_id for r in runs]))
-            again = sweep.run(spec.remeasured(len(runs))).result
-            if not again.measured:
-                raise RunFailed(again)
-            runs.append(again)
-
-    def _gate_image(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
-        """Fail when the new image broke the locked recipe, with confidence, judged against the
-        same runs on the lock's image in this session; while the answer is ambiguous, measure
-        the recipe and the baseline once more each, each after its old-image control
-        (thresholds.remeasure times at most)."""
-        lock = self.config.stash[RUNTIME_KEY].lock_for(self.cell)
-        tag = spec.config_tag
-
-        def measured(kind: RunKind) -> tuple[RunSpec, list[JobResult]]:
-            """The first run of a kind on this tag, and its results; a control the selection
-            left out (-k) is measured now, so the comparison stays in this time window."""
-            first = next(s for s in sweep.specs if s.kind is kind and s.config_tag == tag)
-            found = [r for r in sweep.results() if r.kind is kind and r.config_tag == tag]
-            if not found:
-                found = [sweep.run(first).result]
-            return first, found
-
-        baseline_spec, baselines = measured(RunKind.BASELINE)
-        old_recipe_spec, old_recipes = measured(RunKind.GATE_OLD_RECIPE)
-        old_baseline_spec, old_baselines = measured(RunKind.GATE_OLD_BASELINE)
-        while True:
-            final = len(runs) > self.cell.thresholds.remeasure
-            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
-                              final=final, mode=sweep.numerics,
-                              old_recipe_runs=old_recipes, old_baseline_runs=old_baselines)
-            for warning in gate.warnings:
-                self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")
-            if gate.problems:
-                raise Regression("\n".join(gate.problems))
-            if not gate.ambiguous:
-                return
-            repeat = len(runs)
-            for again_spec, into in ((old_recipe_spec, old_recipes), (spec, runs),
-                                     (old_baseline_spec, old_baselines), (baseline_spec, baselines)):
-                again = sweep.run(again_spec.remeasured(repeat)).result
-                if not again.measured:
-                    raise RunFailed(again)
-                into.append(again)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: TracebackStyle | None = None) -> str | TerminalRepr:

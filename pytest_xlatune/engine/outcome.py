@@ -6,12 +6,28 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..errors import XlatuneError
 from ..judge import figures
 from ..plan.expand import RunSpec
 from ..report.final import figure_properties
 from ..results import JobResult, Verdict
 
 Properties = list[tuple[str, object]]
+
+
+class RunFailed(XlatuneError):
+    """A job ended without a measurement; carries the result for a readable failure. `stored`:
+    the result of a job of an earlier session, reused (not run again) in this one."""
+
+    def __init__(self, result: JobResult, stored: bool = False) -> None:
+        super().__init__(result.reason)
+        self.result = result
+        self.stored = stored
+
+
+class Regression(XlatuneError):
+    """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
+    the tolerance."""
 
 
 @dataclass(frozen=True)

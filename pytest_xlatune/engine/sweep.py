@@ -12,8 +12,10 @@ from ..adaptive.model import Budget
 from ..adaptive.order import Prior
 from ..cell.model import Cell
 from ..evidence.artifacts import evidence_facts
-from ..judge import numerics, verdicts
+from ..judge import numerics, stats, verdicts
+from ..judge.gate import image_gate
 from ..judge.hang import HangSettings
+from ..judge.lock import Lock
 from ..judge.policy import DEFAULT_POLICY, Policy
 from ..launch.base import Launcher, SubmittedJob
 from ..plan.catalog import EvidenceFacts
@@ -23,6 +25,7 @@ from ..results import JobResult
 from ..store import ResultStore
 from .adaptive import Driver
 from .choices import PlanOrder, SweepChoices
+from .outcome import Regression, RunFailed
 from .poller import Poller
 from .runner import JobRunner, RunOutcome
 from ..errors import XlatuneError
@@ -197,3 +200,62 @@ class Sweep:
         if not spec.catalog:
             return ""
         return catalog_decisions(self.cell, self.specs, self.evidence_facts()).get(spec.name, (0, ""))[1]
+
+    # ---- the re-measure loops of the gates --------------------------------------------
+
+    def gate_cross_config(self, spec: RunSpec, runs: list[JobResult]) -> None:
+        """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
+        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
+        thresholds = self.cell.thresholds
+        while True:
+            final = len(runs) > thresholds.remeasure
+            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
+                                            self.results(), spec.config_tag,
+                                            thresholds.regression_pct, final=final)
+            if gate is None or gate.decision is stats.Decision.PASS:
+                return
+            if gate.decision is stats.Decision.FAIL:
+                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
+                                              [r.job_id for r in runs]))
+            again = self.run(spec.remeasured(len(runs))).result
+            if not again.measured:
+                raise RunFailed(again)
+            runs.append(again)
+
+    def gate_image(self, spec: RunSpec, runs: list[JobResult], lock: Lock, warn: Report) -> None:
+        """Fail when the new image broke the locked recipe, with confidence, judged against the
+        same runs on the lock's image in this session; while the answer is ambiguous, measure
+        the recipe and the baseline once more each, each after its old-image control
+        (thresholds.remeasure times at most)."""
+        tag = spec.config_tag
+
+        def measured(kind: RunKind) -> tuple[RunSpec, list[JobResult]]:
+            """The first run of a kind on this tag, and its results; a control the selection
+            left out (-k) is measured now, so the comparison stays in this time window."""
+            first = next(s for s in self.specs if s.kind is kind and s.config_tag == tag)
+            found = [r for r in self.results() if r.kind is kind and r.config_tag == tag]
+            if not found:
+                found = [self.run(first).result]
+            return first, found
+
+        baseline_spec, baselines = measured(RunKind.BASELINE)
+        old_recipe_spec, old_recipes = measured(RunKind.GATE_OLD_RECIPE)
+        old_baseline_spec, old_baselines = measured(RunKind.GATE_OLD_BASELINE)
+        while True:
+            final = len(runs) > self.cell.thresholds.remeasure
+            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
+                              final=final, mode=self.numerics,
+                              old_recipe_runs=old_recipes, old_baseline_runs=old_baselines)
+            for warning in gate.warnings:
+                warn(f"{spec.name}: {warning}")
+            if gate.problems:
+                raise Regression("\n".join(gate.problems))
+            if not gate.ambiguous:
+                return
+            repeat = len(runs)
+            for again_spec, into in ((old_recipe_spec, old_recipes), (spec, runs),
+                                     (old_baseline_spec, old_baselines), (baseline_spec, baselines)):
+                again = self.run(again_spec.remeasured(repeat)).result
+                if not again.measured:
+                    raise RunFailed(again)
+                into.append(again)
