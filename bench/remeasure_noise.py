@@ -2,7 +2,7 @@
 
     python bench/remeasure_noise.py [--trials 3000] [--cv 0.8]
 
-Replays the wave-6 loop (engine/items.py `_gate_cross_config`, judged with judge.stats exactly
+Replays the wave-6 loop (engine/sweep.py `Sweep.gate_cross_config`, judged with judge.stats exactly
 as the sweep judges it): two baseline repeats, one run of the recipe at a true Δ, re-measured
 while the 1 % regression check is ambiguous (thresholds.remeasure = 2). For each true Δ it
 prints how often re-measurements happen and, over every check, the noise the sample shows (√ of

@@ -59,7 +59,7 @@ class SweepView(Protocol):
     def run(self, spec: RunSpec) -> RunOutcome: ...
     def report(self, text: str) -> None: ...
     def clock(self) -> float: ...
-    def _stopped_early(self, job_id: str) -> str: ...
+    def stopped_early(self, job_id: str) -> str: ...
 
 
 @dataclass
@@ -275,7 +275,7 @@ class Driver:
         if found is None or found[1] is not Role.PROFILE:
             return None
         item = self.plan.item(found[0])
-        recorded = self.sweep._stopped_early(job.job_id)
+        recorded = self.sweep.stopped_early(job.job_id)
         tokens = tokens_per_device_step(self.sweep.cell, spec)
 
         def ask(seen: Watched) -> str:

@@ -15,7 +15,8 @@ from ..report.build import report_data
 from ..report.html_cell import STYLE, cell_html
 from ..results import JobResult
 from ..shareable import clean
-from .items import CellItem, RunFailed
+from .items import CellItem
+from .outcome import RunFailed
 
 if TYPE_CHECKING:
     from .session import Session

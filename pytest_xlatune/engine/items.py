@@ -20,10 +20,9 @@ from ..cell.model import BackendKind, Cell
 from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError
-from ..judge import figures, stats, verdicts
-from ..report.final import figure_properties
-from ..judge.gate import image_gate
+from ..judge import figures, verdicts
 from ..results import JobResult, Verdict
+from .outcome import ItemOutcome, Measurement, Regression, RunFailed
 from .sweep import Sweep
 from ..store import StoreWriteError
 from .watch import SweepStopped
@@ -51,8 +50,6 @@ if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure re
 # Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
 # controls (a Δ vs the new image's baseline would say nothing about them).
 UNCOMPARED = (RunKind.BASELINE, RunKind.GATE_OLD_BASELINE, RunKind.GATE_OLD_RECIPE)
-PROPERTY_KEYS = ("xlatune_tgs", "xlatune_delta_pct", "xlatune_step_seconds", "xlatune_job_id",
-                 "xlatune_verdict", "xlatune_reused")
 
 
 def slot_group(cell: Cell) -> str:
@@ -63,23 +60,8 @@ def slot_group(cell: Cell) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]", "_", cell.slot.text)
 
 
-class RunFailed(XlatuneError):
-    """A job ended without a measurement; carries the result for a readable failure. `stored`:
-    the result of a job of an earlier session, reused (not run again) in this one."""
-
-    def __init__(self, result: JobResult, stored: bool = False) -> None:
-        super().__init__(result.reason)
-        self.result = result
-        self.stored = stored
-
-
 class Stopped(XlatuneError):
     """A stop trigger fired during this item; the message is the STOP message."""
-
-
-class Regression(XlatuneError):
-    """A cross-config re-run regressed its config tag, or a new image the locked recipe, beyond
-    the tolerance."""
 
 
 class CellFile(pytest.File):
@@ -199,6 +181,7 @@ class CellItem(pytest.Item):
         super().__init__(**kwargs)
         self.spec = spec
         self.cell = cell
+        self.outcome = ItemOutcome(cell.path, spec.name)
         self.add_marker(pytest.mark.xlatune)
         # Under `-n N --dist loadgroup` items of one slot stay on one worker, in order, so two
         # cells on the same nodes never run at once; cells on disjoint nodelists run in parallel.
@@ -206,8 +189,7 @@ class CellItem(pytest.Item):
 
     def runtest(self) -> None:
         # First, so that every report of this item (also a skip) names its cell and run.
-        self.user_properties.extend([("xlatune_cell", str(self.cell.path)),
-                                     ("xlatune_item", self.spec.name)])
+        self._show(ItemOutcome(self.cell.path, self.spec.name))
         try:
             self._run()
         except (Regression, RunFailed) as error:
@@ -215,18 +197,24 @@ class CellItem(pytest.Item):
             if not (settings.gate and settings.gate_advisory):
                 raise
             # --xlatune-gate-advisory: reported (x, and in <MODEL_TAG>-gate.md), never failed.
-            self.user_properties.append(("xlatune_gate_advisory", True))
+            self._show(self.outcome.taken_as_advisory())
             text = str(error) if isinstance(error, Regression) else \
                 f"job {error.result.job_id} ({error.result.verdict.value}): {error.result.reason}"
             pytest.xfail(f"advisory gate: {text}")
         except SweepStopped as stop:
             runtime = self.config.stash[RUNTIME_KEY]
-            self.user_properties.append(("xlatune_sweep_stop", True))  # no lock from this sweep
+            self._show(self.outcome.stopped_sweep())  # no lock from this sweep
             raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
         except StoreWriteError as error:  # never report a run whose record is not on disk
             runtime = self.config.stash[RUNTIME_KEY]
-            self.user_properties.append(("xlatune_sweep_stop", True))
+            self._show(self.outcome.stopped_sweep())
             raise Stopped(runtime.store_failed(error, self.session)) from None
+
+    def _show(self, outcome: ItemOutcome) -> None:
+        """Keep the outcome so far; every report of this item carries its properties."""
+        self.outcome = outcome
+        self.user_properties[:] = [p for p in self.user_properties if not p[0].startswith("xlatune_")] + \
+            outcome.user_properties()
 
     def _run(self) -> None:
         runtime = self.config.stash[RUNTIME_KEY]
@@ -246,30 +234,17 @@ class CellItem(pytest.Item):
         needs = self._needs(sweep, spec)
         if spec.kind is RunKind.CROSS_CONFIG and needs:
             _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
-        outcome = sweep.run(spec)
+        ran = sweep.run(spec)
         if sweep.adaptive is not None:
             sweep.adaptive.after(self.spec)
-        result = next((r for r in sweep.results() if r.key == outcome.result.key), outcome.result)
+        result = next((r for r in sweep.results() if r.key == ran.result.key), ran.result)
         departed = ""
         # The figure of these settings so far (every run of them, pooled: figures.py); the
         # terminal summary, junit and the reports show it again once later runs have joined it.
         found = figures.figure(result, sweep.results()) if result.tgs is not None else None
         if spec.kind not in UNCOMPARED and result.tgs is not None:
             departed = verdicts.numerics_check(result, sweep.results()).where()
-        if needs:
-            self.user_properties.append(("xlatune_needs", needs))
-        self.user_properties.extend(figure_properties(found))
-        self.user_properties.extend([
-            ("xlatune_job_tgs", result.tgs),
-            ("xlatune_job_id", result.job_id),
-            ("xlatune_verdict", result.verdict.value), ("xlatune_reused", outcome.reused),
-            ("xlatune_shared", result.shared_from), ("xlatune_compile_cache", result.compile_cache),
-            ("xlatune_inert", result.reason if result.inert else ""),
-            ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY and not result.inert else ""),
-            ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
-            ("xlatune_config_tag", spec.config_tag),
-            ("xlatune_numerics", departed),  # '': the loss followed the baseline's (or unknown)
-        ])
+        self._show(self.outcome.measured(Measurement(result, spec, ran.reused, found, departed, needs)))
         if result.verdict is Verdict.INFRA_FLAKE:
             _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
                   f" last {result.job_id})")
@@ -280,11 +255,11 @@ class CellItem(pytest.Item):
                              f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
                              f" (job {result.job_id}); not a performance regression: re-tune the recipe")
         if not result.measured:
-            raise RunFailed(result, stored=outcome.reused)
+            raise RunFailed(result, stored=ran.reused)
         if spec.kind is RunKind.CROSS_CONFIG:
-            self._gate_cross_config(sweep, spec, [result])
+            sweep.gate_cross_config(spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:
-            self._gate_image(sweep, spec, [result])
+            sweep.gate_image(spec, [result], runtime.lock_for(self.cell), runtime.warn)
 
     def _file_id(self) -> str:
         return self.nodeid.split("::", 1)[0]
@@ -305,64 +280,6 @@ class CellItem(pytest.Item):
             needs.append(f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
                          f"store has none: pytest {ids(RunKind.BASELINE)}")
         return "; ".join(needs)
-
-    def _gate_cross_config(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
-        """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
-        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
-        thresholds = self.cell.thresholds
-        while True:
-            final = len(runs) > thresholds.remeasure
-            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
-                                            sweep.results(), spec.config_tag,
-                                            thresholds.regression_pct, final=final)
-            if gate is None or gate.decision is stats.Decision.PASS:
-                return
-            if gate.decision is stats.Decision.FAIL:
-                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
-                                              [r.job_id for r in runs]))
-            again = sweep.run(spec.remeasured(len(runs))).result
-            if not again.measured:
-                raise RunFailed(again)
-            runs.append(again)
-
-    def _gate_image(self, sweep: Sweep, spec: RunSpec, runs: list[JobResult]) -> None:
-        """Fail when the new image broke the locked recipe, with confidence, judged against the
-        same runs on the lock's image in this session; while the answer is ambiguous, measure
-        the recipe and the baseline once more each, each after its old-image control
-        (thresholds.remeasure times at most)."""
-        lock = self.config.stash[RUNTIME_KEY].lock_for(self.cell)
-        tag = spec.config_tag
-
-        def measured(kind: RunKind) -> tuple[RunSpec, list[JobResult]]:
-            """The first run of a kind on this tag, and its results; a control the selection
-            left out (-k) is measured now, so the comparison stays in this time window."""
-            first = next(s for s in sweep.specs if s.kind is kind and s.config_tag == tag)
-            found = [r for r in sweep.results() if r.kind is kind and r.config_tag == tag]
-            if not found:
-                found = [sweep.run(first).result]
-            return first, found
-
-        baseline_spec, baselines = measured(RunKind.BASELINE)
-        old_recipe_spec, old_recipes = measured(RunKind.GATE_OLD_RECIPE)
-        old_baseline_spec, old_baselines = measured(RunKind.GATE_OLD_BASELINE)
-        while True:
-            final = len(runs) > self.cell.thresholds.remeasure
-            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
-                              final=final, mode=sweep.numerics,
-                              old_recipe_runs=old_recipes, old_baseline_runs=old_baselines)
-            for warning in gate.warnings:
-                self.config.stash[RUNTIME_KEY].warn(f"{spec.name}: {warning}")
-            if gate.problems:
-                raise Regression("\n".join(gate.problems))
-            if not gate.ambiguous:
-                return
-            repeat = len(runs)
-            for again_spec, into in ((old_recipe_spec, old_recipes), (spec, runs),
-                                     (old_baseline_spec, old_baselines), (baseline_spec, baselines)):
-                again = sweep.run(again_spec.remeasured(repeat)).result
-                if not again.measured:
-                    raise RunFailed(again)
-                into.append(again)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: TracebackStyle | None = None) -> str | TerminalRepr:

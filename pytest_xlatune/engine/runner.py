@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol
 
 from .. import records
 from ..adaptive.cache import request_for
 from ..cell.model import Cell
 from ..judge import numerics
+from ..judge.hang import HangSettings
 from ..judge.policy import Action, Policy, SweepCounters, decide
 from ..judge.signatures import FailureClass, disk_full
 from ..judge.steady import last_loss, steady_state
@@ -43,63 +44,66 @@ class RunOutcome:
     reused: bool
 
 
-class JobRunner:
-    """The job mechanics of a Sweep (its fields are the Sweep's; see engine/sweep.py)."""
+class SweepLookups(Protocol):
+    """What the job mechanics ask of their Sweep (engine/sweep.py): the store lookups, the
+    catalog and duplicate decisions, and the adaptive driver (queue depth, early stops)."""
 
+    @property
+    def adaptive(self) -> Driver | None: ...
+
+    def key(self, spec: RunSpec) -> str: ...
+    def stored(self, spec: RunSpec) -> JobResult | None: ...
+    def results(self) -> list[JobResult]: ...
+    def skip_reason(self, spec: RunSpec) -> str: ...
+    def duplicate_of(self, spec: RunSpec) -> RunSpec | None: ...
+
+
+@dataclass(eq=False)
+class JobRunner:
+    """The job mechanics of one Sweep, which holds it (`sweep.runner`) and hands it its fields."""
+
+    sweep: SweepLookups = field(repr=False)
+    cell: Cell
     store: ResultStore
     launcher: Launcher
-    poller: Poller
-    watcher: Watcher
-    counters: SweepCounters
+    nodelist: str
+    nodes: int
+    image: str
     policy: Policy
+    hang: HangSettings
+    poll_interval: float
     remeasure: bool
     rerun_failed: bool
     queue_depth: int
-    nodes: int
-    nodelist: str
-    image: str
     fixed_protocol: bool
+    choices: SweepChoices
     report: Callable[[str], None]
     warn: Callable[[str], None] | None
     sleep: Callable[[float], None]
     clock: Callable[[], float]
-    _ran_this_session: set[str]
-    _queued: set[str]
-    _submitted_here: set[str]
-    _key_of_job: dict[str, str]
-    _jobs: dict[str, tuple[str, SubmittedJob]]
-    _seen_ahead: dict[str, Watched]
-    cell: Cell
-    choices: SweepChoices
-    _upcoming: list[RunSpec]
     fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None
     log_source: Callable[[SubmittedJob], str] | None
-    adaptive: Driver | None
+    counters: SweepCounters = field(default_factory=SweepCounters)
+    upcoming: list[RunSpec] = field(default_factory=list)  # the selected runs, in execution order
+    _ran_this_session: set[str] = field(default_factory=set)
+    _queued: set[str] = field(default_factory=set)
+    _submitted_here: set[str] = field(default_factory=set)
+    _key_of_job: dict[str, str] = field(default_factory=dict)
+    _jobs: dict[str, tuple[str, SubmittedJob]] = field(default_factory=dict)  # job id → (item, job)
+    _seen_ahead: dict[str, Watched] = field(default_factory=dict)  # watched while a retry waited
+    poller: Poller = field(init=False)
+    watcher: Watcher = field(init=False)
 
-    # The lookups the Sweep provides (engine/sweep.py).
+    def __post_init__(self) -> None:
+        self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self._warn)
+        self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
+                               self.clock, self.sleep, self.report, self.hang, self.policy,
+                               warn=self._warn, controller_down_limit_s=_controller_limit_s(self.policy))
 
     def key(self, spec: RunSpec) -> str:
-        raise NotImplementedError
+        return self.sweep.key(spec)
 
-    def stored(self, spec: RunSpec) -> JobResult | None:
-        raise NotImplementedError
-
-    def results(self) -> list[JobResult]:
-        raise NotImplementedError
-
-    def skip_reason(self, spec: RunSpec) -> str:
-        raise NotImplementedError
-
-    def duplicate_of(self, spec: RunSpec) -> RunSpec | None:
-        raise NotImplementedError
-
-    def _share(self, spec: RunSpec, key: str) -> JobResult | None:
-        raise NotImplementedError
-
-    def _stop_judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
-        raise NotImplementedError
-
-    def _stopped_early(self, job_id: str) -> str:
+    def stopped_early(self, job_id: str) -> str:
         """The early stop recorded for a job (before its cancel was sent), "" for none: a session
         killed between the two re-attaches and stores the stop, never a failure or a rerun."""
         return next((str(e.get("reason", "")) for e in self.store.events_of("early_stop")
@@ -142,7 +146,7 @@ class JobRunner:
                 return RunOutcome(inert, reused=False)  # cut after its compile (engine/inert.py)
             diagnosis = self._diagnose(seen)
             result = self._result(spec, key, job, seen, diagnosis, submitted_at, tuple(retries))
-            stopped = seen.stop_reason or self._stopped_early(job.job_id)
+            stopped = seen.stop_reason or self.stopped_early(job.job_id)
             if stopped and result.tgs is not None:  # its partial steady state is its measurement
                 result = replace(result, verdict=Verdict.STOPPED_EARLY, log_tail="",
                                  reason=f"stopped early: {stopped}")
@@ -176,6 +180,27 @@ class JobRunner:
                 result = replace(result, verdict=Verdict.INFRA_FLAKE, reason=decision.reason)
             self.store.add_result(result)
             return RunOutcome(result, reused=False)
+
+    def _share(self, spec: RunSpec, key: str) -> JobResult | None:
+        """Store and return `spec`'s share of its duplicate's measured result (None: not measured)."""
+        source_spec = self.sweep.duplicate_of(spec)
+        if source_spec is None:
+            return None
+        source_key = self.key(source_spec)
+        source = self.store.latest_by_key().get(source_key)
+        if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
+            return None
+        shared = replace(source, key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
+                         kind=spec.kind, xla_flags=spec.xla_flags, env=spec.env,
+                         overrides=spec.overrides, resolved_from=spec.resolved_from,
+                         shared_from=source.item, retries=())
+        self.store.add_result(shared)
+        return shared
+
+    def _stop_judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
+        """What the watcher asks on each step whether to stop this job early (None: never)."""
+        adaptive = self.sweep.adaptive
+        return adaptive.judge(spec, key, job) if adaptive is not None else None
 
     def _diagnose(self, seen: Watched) -> Diagnosis:
         return diagnose(Evidence.from_log(
@@ -245,18 +270,18 @@ class JobRunner:
         """Submit the next runs now, so the pinned nodes never wait for pytest (Slurm serialises
         them); runs whose flags depend on results not yet known wait for their turn, and so do
         catalog candidates until the evidence run (which decides whether they run) has ended."""
-        depth = self.queue_depth
-        if self.adaptive is not None:  # the planner decides each next run: max_in_flight at once
-            depth = min(depth, self.adaptive.plan.policy.max_in_flight - 1)
-        if depth <= 0 or after not in self._upcoming:
+        depth, adaptive = self.queue_depth, self.sweep.adaptive
+        if adaptive is not None:  # the planner decides each next run: max_in_flight at once
+            depth = min(depth, adaptive.plan.policy.max_in_flight - 1)
+        if depth <= 0 or after not in self.upcoming:
             return
         queued = 0
-        for spec in self.choices.next_runs(after, self._upcoming, self.results):
+        for spec in self.choices.next_runs(after, self.upcoming, self.sweep.results):
             if queued >= depth or spec.needs_resolution:
                 break
-            if spec.catalog and self.stored(evidence_spec(self.cell)) is None:
+            if spec.catalog and self.sweep.stored(evidence_spec(self.cell)) is None:
                 break
-            if self.skip_reason(spec) or self.duplicate_of(spec) is not None:
+            if self.sweep.skip_reason(spec) or self.sweep.duplicate_of(spec) is not None:
                 continue  # skipped or shared at run time: never submitted
             key = self.key(spec)
             if not self.remeasure and key in self.store.latest_by_key():

@@ -5,16 +5,18 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..adaptive.keys import EffectiveKey, effective_key
 from ..adaptive.model import Budget
 from ..adaptive.order import Prior
 from ..cell.model import Cell
 from ..evidence.artifacts import evidence_facts
-from ..judge import numerics, verdicts
+from ..judge import numerics, stats, verdicts
+from ..judge.gate import image_gate
 from ..judge.hang import HangSettings
-from ..judge.policy import DEFAULT_POLICY, Policy, SweepCounters
+from ..judge.lock import Lock
+from ..judge.policy import DEFAULT_POLICY, Policy
 from ..launch.base import Launcher, SubmittedJob
 from ..plan.catalog import EvidenceFacts
 from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
@@ -23,9 +25,9 @@ from ..results import JobResult
 from ..store import ResultStore
 from .adaptive import Driver
 from .choices import PlanOrder, SweepChoices
+from .outcome import Regression, RunFailed
 from .poller import Poller
-from .runner import JobRunner, _controller_limit_s
-from .watch import Judge, Watched, Watcher
+from .runner import JobRunner, RunOutcome
 from ..errors import XlatuneError
 
 Report = Callable[[str], None]
@@ -41,9 +43,9 @@ class SweepInterrupted(XlatuneError):
 
 
 @dataclass
-class Sweep(JobRunner):
+class Sweep:
     """Runs the specs of one cell through a launcher, storing every result at once (the job
-    mechanics: engine/runner.py; the adaptive decisions: engine/adaptive.py)."""
+    mechanics: its `runner`, engine/runner.py; the adaptive decisions: engine/adaptive.py)."""
 
     cell: Cell
     specs: list[RunSpec]
@@ -73,35 +75,48 @@ class Sweep(JobRunner):
     prior: Prior = field(default_factory=Prior)  # other sweeps' effects: likely winners first
     adaptive: Driver | None = None  # set by set_upcoming unless fixed_protocol
     _pool: Driver | None = None  # the whole cell's plan: which stored runs are controls and repeats
-    counters: SweepCounters = field(default_factory=SweepCounters)
-    _ran_this_session: set[str] = field(default_factory=set)
-    _upcoming: list[RunSpec] = field(default_factory=list)
-    _queued: set[str] = field(default_factory=set)
-    _submitted_here: set[str] = field(default_factory=set)
-    _key_of_job: dict[str, str] = field(default_factory=dict)
-    _jobs: dict[str, tuple[str, SubmittedJob]] = field(default_factory=dict)  # job id → (item, job)
-    _seen_ahead: dict[str, Watched] = field(default_factory=dict)  # watched while a retry waited
     _facts: tuple[str, EvidenceFacts | None] | None = None  # (evidence job id, facts)
     _effective: dict[RunSpec, EffectiveKey] = field(default_factory=dict)
-    poller: Poller = field(init=False)
-    watcher: Watcher = field(init=False)
+    runner: JobRunner = field(init=False)
 
     def __post_init__(self) -> None:
         self.warn = self.warn or self.report
-        self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self.warn)
-        self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
-                               self.clock, self.sleep, self.report, self.hang, self.policy,
-                               warn=self.warn,
-                               controller_down_limit_s=_controller_limit_s(self.policy))
+        self.runner = JobRunner(
+            self, self.cell, self.store, self.launcher, self.nodelist, self.nodes, self.image,
+            self.policy, self.hang, self.poll_interval, self.remeasure, self.rerun_failed,
+            self.queue_depth, self.fixed_protocol, self.choices, self.report, self.warn,
+            self.sleep, self.clock, self.fetch_artifacts, self.log_source)
         # Whatever the selection or the protocol, stored controls count as baseline runs and
         # repeats pool into their item (so the report never depends on what was selected).
         self._pool = Driver.plan_for(self, self.specs)
 
     def set_upcoming(self, specs: list[RunSpec]) -> None:
         """The selected runs of this cell in execution order (for keeping the queue full)."""
-        self._upcoming = list(specs)
+        self.runner.upcoming = list(specs)
         if not self.fixed_protocol:
-            self.adaptive = Driver.plan_for(self, self._upcoming, self.prior)
+            self.adaptive = Driver.plan_for(self, self.runner.upcoming, self.prior)
+
+    # ---- the job mechanics (engine/runner.py) -------------------------------------------
+
+    def run(self, spec: RunSpec) -> RunOutcome:
+        """This exact run's result: reused from the store, or launched to its final verdict."""
+        return self.runner.run(spec)
+
+    def cancel_all(self) -> None:
+        """Cancel the jobs this session submitted or re-attached to and that have not finished."""
+        self.runner.cancel_all()
+
+    def adopt_orphans(self) -> None:
+        """Take over the jobs a killed session of this store left queued or running."""
+        self.runner.adopt_orphans()
+
+    def stopped_early(self, job_id: str) -> str:
+        """The early stop recorded for a job, "" for none."""
+        return self.runner.stopped_early(job_id)
+
+    @property
+    def poller(self) -> Poller:
+        return self.runner.poller
 
     # ---- lookups over the store -------------------------------------------------------
 
@@ -170,22 +185,6 @@ class Sweep(JobRunner):
             self._effective[spec] = effective_key(self.cell, spec, self.image)
         return self._effective[spec]
 
-    def _share(self, spec: RunSpec, key: str) -> JobResult | None:
-        """Store and return `spec`'s share of its duplicate's measured result (None: not measured)."""
-        source_spec = self.duplicate_of(spec)
-        if source_spec is None:
-            return None
-        source_key = self.key(source_spec)
-        source = self.store.latest_by_key().get(source_key)
-        if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
-            return None
-        shared = replace(source, key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-                         kind=spec.kind, xla_flags=spec.xla_flags, env=spec.env,
-                         overrides=spec.overrides, resolved_from=spec.resolved_from,
-                         shared_from=source.item, retries=())
-        self.store.add_result(shared)
-        return shared
-
     # ---- evidence ---------------------------------------------------------------------
 
     def evidence_facts(self) -> EvidenceFacts | None:
@@ -202,6 +201,61 @@ class Sweep(JobRunner):
             return ""
         return catalog_decisions(self.cell, self.specs, self.evidence_facts()).get(spec.name, (0, ""))[1]
 
-    def _stop_judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
-        """What the watcher asks on each step whether to stop this job early (None: never)."""
-        return self.adaptive.judge(spec, key, job) if self.adaptive is not None else None
+    # ---- the re-measure loops of the gates --------------------------------------------
+
+    def gate_cross_config(self, spec: RunSpec, runs: list[JobResult]) -> None:
+        """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
+        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
+        thresholds = self.cell.thresholds
+        while True:
+            final = len(runs) > thresholds.remeasure
+            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
+                                            self.results(), spec.config_tag,
+                                            thresholds.regression_pct, final=final)
+            if gate is None or gate.decision is stats.Decision.PASS:
+                return
+            if gate.decision is stats.Decision.FAIL:
+                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
+                                              [r.job_id for r in runs]))
+            again = self.run(spec.remeasured(len(runs))).result
+            if not again.measured:
+                raise RunFailed(again)
+            runs.append(again)
+
+    def gate_image(self, spec: RunSpec, runs: list[JobResult], lock: Lock, warn: Report) -> None:
+        """Fail when the new image broke the locked recipe, with confidence, judged against the
+        same runs on the lock's image in this session; while the answer is ambiguous, measure
+        the recipe and the baseline once more each, each after its old-image control
+        (thresholds.remeasure times at most)."""
+        tag = spec.config_tag
+
+        def measured(kind: RunKind) -> tuple[RunSpec, list[JobResult]]:
+            """The first run of a kind on this tag, and its results; a control the selection
+            left out (-k) is measured now, so the comparison stays in this time window."""
+            first = next(s for s in self.specs if s.kind is kind and s.config_tag == tag)
+            found = [r for r in self.results() if r.kind is kind and r.config_tag == tag]
+            if not found:
+                found = [self.run(first).result]
+            return first, found
+
+        baseline_spec, baselines = measured(RunKind.BASELINE)
+        old_recipe_spec, old_recipes = measured(RunKind.GATE_OLD_RECIPE)
+        old_baseline_spec, old_baselines = measured(RunKind.GATE_OLD_BASELINE)
+        while True:
+            final = len(runs) > self.cell.thresholds.remeasure
+            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
+                              final=final, mode=self.numerics,
+                              old_recipe_runs=old_recipes, old_baseline_runs=old_baselines)
+            for warning in gate.warnings:
+                warn(f"{spec.name}: {warning}")
+            if gate.problems:
+                raise Regression("\n".join(gate.problems))
+            if not gate.ambiguous:
+                return
+            repeat = len(runs)
+            for again_spec, into in ((old_recipe_spec, old_recipes), (spec, runs),
+                                     (old_baseline_spec, old_baselines), (baseline_spec, baselines)):
+                again = self.run(again_spec.remeasured(repeat)).result
+                if not again.measured:
+                    raise RunFailed(again)
+                into.append(again)

@@ -363,7 +363,7 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     specs = expand(cell())
     sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
                   launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock)
-    sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
+    sweep.runner.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
     assert len(launcher.poll_calls) == 6 and launcher.reads == 11  # every 2.5 s, 25 s in all
     assert clock.now == 25
 
@@ -395,7 +395,7 @@ def test_an_unknown_flag_is_decided_at_the_cancel_only_once_the_cancel_was_taken
     sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"), launcher=launcher,
                   nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock, warn=warned.append)
     job = launcher.submit(job_request(cell(), specs[0]))
-    seen = sweep.watcher.watch("wave1::baseline[default]", job)
+    seen = sweep.runner.watcher.watch("wave1::baseline[default]", job)
     # The cancel was sent again, and the watch went on until Slurm reported the job's end.
     assert launcher.cancel_attempts == 2 and launcher.cancelled == ["101"]
     assert seen.progress.state == "COMPLETED" and seen.cancelled_for == "unknown_flag"
@@ -420,7 +420,7 @@ def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(t
     specs = expand(cell())
     sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
                   launcher=launcher, nodelist="n", poll_interval=1, sleep=clock.sleep, clock=clock)
-    seen = sweep.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
+    seen = sweep.runner.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
     assert launcher.calls[-1] is True and launcher.calls.count(True) == 1
     assert len(seen.log.steps) == 15 and seen.progress.state == "COMPLETED"
 
