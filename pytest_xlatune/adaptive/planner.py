@@ -79,8 +79,8 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
             return [Submit(item.name, f"planned {item.role.value} run")]
     searching = left > plan.budget.reserve_s
     control = _control_due(state, now)
-    if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
-        return [control or repeat]
+    if (repeat := _repeat(state, board, rules.confirmation)) is not None:
+        return [control or repeat]  # within the reserve too: an unconfirmed win is no recipe to profile
     if searching and (repeat := _repeat(state, board, rules.promising)) is not None:
         return [control or repeat]
     if searching and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))),
