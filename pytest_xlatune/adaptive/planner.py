@@ -22,8 +22,9 @@ would have. What it works through:
    if the controls drifted or the last is that old, the recipe (else the best run) gets its
    evidence run, and Conclude names what was skipped.
 
-The budget ends the search when less than `budget.reserve_s` is left and concludes at once when
-nothing is; the engine does not start runs after a Conclude.
+The budget ends the search when less than `budget.reserve_s` is left (a first win's confirming
+run still goes ahead there: an unconfirmed win is no recipe) and concludes at once when nothing
+is; the engine does not start runs after a Conclude.
 """
 
 from __future__ import annotations
