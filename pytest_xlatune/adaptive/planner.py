@@ -8,7 +8,8 @@ would have. What it works through:
 1. the planned baselines and the evidence run, in list order;
 2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
 3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation), and
-   a first run at or above it that is not yet better beyond the noise its repeat (rules.promising);
+   a run at or above it that is not yet better beyond the noise (a first run, or a replication
+   the noise's few degrees of freedom left short) its repeat (rules.promising);
 4. the next candidate in list order, unless a stop condition holds — a confirmed win that does
    not regress the other config tags (plan.other_tags: each is checked with a CrossCheck run
    first; a win that regresses one is no stop), then only the recipe's variants, items setting
