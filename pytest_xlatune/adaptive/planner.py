@@ -8,7 +8,8 @@ would have. What it works through:
 1. the planned baselines and the evidence run, in list order;
 2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
 3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation), and
-   a first run at or above it that is not yet better beyond the noise its repeat (rules.promising);
+   a run at or above it that is not yet better beyond the noise (a first run, or a replication
+   the noise's few degrees of freedom left short) its repeat (rules.promising);
 4. the next candidate in list order, unless a stop condition holds — a confirmed win that does
    not regress the other config tags (plan.other_tags: each is checked with a CrossCheck run
    first; a win that regresses one is no stop), then only the recipe's variants, items setting
@@ -22,8 +23,9 @@ would have. What it works through:
    if the controls drifted or the last is that old, the recipe (else the best run) gets its
    evidence run, and Conclude names what was skipped.
 
-The budget ends the search when less than `budget.reserve_s` is left and concludes at once when
-nothing is; the engine does not start runs after a Conclude.
+The budget ends the search when less than `budget.reserve_s` is left (a first win's confirming
+run still goes ahead there: an unconfirmed win is no recipe) and concludes at once when nothing
+is; the engine does not start runs after a Conclude.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
             return [Submit(item.name, f"planned {item.role.value} run")]
     searching = left > plan.budget.reserve_s
     control = _control_due(state, now)
-    if searching and (repeat := _repeat(state, board, rules.confirmation)) is not None:
-        return [control or repeat]
+    if (repeat := _repeat(state, board, rules.confirmation)) is not None:
+        return [control or repeat]  # within the reserve too: an unconfirmed win is no recipe to profile
     if searching and (repeat := _repeat(state, board, rules.promising)) is not None:
         return [control or repeat]
     if searching and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))),

@@ -82,11 +82,19 @@ def undecided(est: Estimate, board: Board) -> str | None:
 
 
 def promising(est: Estimate, board: Board) -> str | None:
-    """Why a key's first run asks for its repeat before the next candidate (None: it does not):
-    at or above +win_pct but not yet better beyond the noise — its repeat may end the search
-    (the workflow's stop rule), so it runs now rather than after every other candidate."""
+    """Why a key asks for its next run before the next candidate (None: it does not): its mean
+    at or above +win_pct but not yet better beyond the noise (a first run, or a win whose
+    replication the few degrees of freedom of the noise left short), under the repeat cap —
+    its repeat may end the search (the workflow's stop rule), so it runs now rather than after
+    every other candidate. The repeats are those `undecided` asks for at the end anyway (when the
+    search gets there): only their place moves."""
     win = board.plan.thresholds.win_pct
-    if est.m != 1 or est.better or est.delta_pct < win or undecided(est, board) is None:
+    if est.better or est.delta_pct < win or undecided(est, board) is None:
+        return None
+    # A later run only when the pooled interval already clears 0 (the replication alone is short),
+    # its runs agree and the noise is as the prior expects: under a 15 %-noise or unstable
+    # cluster, running it now rather than after the others only adds false wins (bench/replay.py).
+    if est.m >= 2 and (est.unstable or est.log_delta - est.half <= 0 or board.noise.prior_rejected):
         return None
     return f"a possible win at or above +{win:g} %, repeated now (it may end the search): {est.text()}"
 

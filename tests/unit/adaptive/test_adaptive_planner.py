@@ -194,3 +194,13 @@ def test_the_fixed_protocol_runs_every_item_once_to_the_end_in_list_order() -> N
     assert result.conclusion.why is Conclusion.EXHAUSTED
     winner = next(a for a in result.of(Submit) if isinstance(a, Submit) and a.item == "winner")
     assert winner.source == "p3"
+
+
+def test_a_win_found_inside_the_budgets_reserve_still_gets_its_confirming_run() -> None:
+    # win's first run ends at 5350 s, 1850 s before the 2 h budget: inside the 1900 s reserve,
+    # where no new candidate starts; an unconfirmed win is no recipe to profile, so its repeat runs.
+    budget = Budget(queue_hours=2.0, reserve_s=1900.0)
+    result = drive(plan("p0", "win", "p2", budget=budget), planner.decide, effects(win=20.0))
+    confirming = [a for a in result.of(Repeat) if a.item == "win" and "confirming" in a.reason]
+    assert confirming and sum(r.item == "win" for r in result.state.runs) == 2
+    assert "p2" not in {r.item for r in result.state.runs}

@@ -142,3 +142,24 @@ def test_every_entry_of_the_signature_is_monotone_in_the_runs_value() -> None:
         column = [s[entry] for s in signatures]
         assert column == sorted(column), entry
     assert len(set(signatures)) >= 5
+
+
+def test_a_win_short_only_of_its_replication_is_repeated_now_unless_its_runs_disagree() -> None:
+    # Two runs of +7-8 %: the pooled interval clears 0, but the second run alone does not beat
+    # the replication test (2.5 % / 6 candidates tested, 3 df): its third run goes before the next
+    # candidate, not after all of them. Runs 6 % apart (unstable, the noise's prior rejected) or
+    # a pooled interval reaching 0 wait for `undecided`, as before.
+    the_plan = plan("win", "p1", "p2", "p3", "p4", "p5")
+    others = [(f"p{i}", (2.4 + 0.2 * i) * H, 1000.0, 10) for i in range(1, 6)]
+
+    def board(first: float, second: float) -> Board:
+        return board_of(the_plan, ("win", 2 * H, first, 10), ("win", 2.2 * H, second, 10), *others)
+
+    short = board(1080.0, 1065.0)
+    win = est(short, "win")
+    assert not win.better and not win.replicated and win.log_delta - win.half > 0
+    assert "repeated now" in (rules.promising(win, short) or "")
+    for first, second in ((1120.0, 1055.0), (1100.0, 1060.0)):
+        wide = board(first, second)
+        assert rules.promising(est(wide, "win"), wide) is None
+        assert rules.undecided(est(wide, "win"), wide) is not None  # still repeated, at the end
