@@ -1,5 +1,6 @@
 """Side by side over random candidate orders: the adaptive sweep vs the honest baselines.
 
+    pip install -e '.[bench]'       # Optuna, the stock tuner's arms (once, in the project venv)
     python bench/orders.py --orders 24 --seed 1 --json orders.json
 
 One 13-profile cell with one true +8 % winner (the others: exact no-ops, small ±1 % effects and
