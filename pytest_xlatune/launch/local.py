@@ -21,16 +21,23 @@ HEADER_LINES = 5  # JOB_ID, JOB_NAME, the mark, XLA_FLAGS, PASSTHROUGH_ARGS="…
 HEADER_LIMIT = 64 << 10
 
 
+def _dumps(flags: list[str], inherited: str) -> bool:
+    """Whether the run's own XLA flags already dump (--xla_dump_to and the like)."""
+    return any(f.startswith("--xla_dump") for f in (*flags, *inherited.split()))
+
+
 def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None,
                         cache_root: Path | None = None, program_dir: Path | None = None) -> dict[str, str]:
     """The job's environment: XLA flags appended to the inherited ones (last wins), env, then the
     run's compilation cache under `cache_root` (none when the environment already names one).
-    `dump_dir`: an evidence run's full dump; `program_dir`: only the train step's (inert flags)."""
+    `dump_dir`: an evidence run's full dump; `program_dir`: only the train step's (inert flags),
+    unless the run's own XLA flags dump already."""
     env = dict(base)
     flags = list(request.xla_flags)
     if dump_dir is not None:
         flags += [f"--xla_dump_to={dump_dir}", "--xla_dump_hlo_as_text"]
-    elif program_dir is not None:
+    elif program_dir is not None and not _dumps(flags, env.get("XLA_FLAGS", "")):
+        # A run that dumps on its own keeps its dump as asked (no fingerprint, so never cut).
         flags += program_dump_flags(str(program_dir))
     if flags:
         inherited = env.get("XLA_FLAGS", "")

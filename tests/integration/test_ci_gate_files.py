@@ -180,13 +180,29 @@ class SlowerTrainStep(importlib.abc.MetaPathFinder):
                 if "--xla_backend_optimization_level=2" not in os.environ.get("XLA_FLAGS", ""):
                     return init, step, order
 
-                def train_step(state, order):
-                    start = time.perf_counter()
-                    out = module.jax.block_until_ready(step(state, order))
-                    time.sleep(3 * (time.perf_counter() - start))
-                    return out
+                def slower(run):
+                    def train_step(state, order):
+                        start = time.perf_counter()
+                        out = module.jax.block_until_ready(run(state, order))
+                        time.sleep(3 * (time.perf_counter() - start))
+                        return out
+                    return train_step
 
-                return init, train_step, order
+                class Lowered:  # the workload compiles before step 0: step.lower(...).compile()
+                    def __init__(self, lowered):
+                        self.lowered = lowered
+
+                    def compile(self):
+                        return slower(self.lowered.compile())
+
+                class SlowerStep:
+                    def lower(self, *args):
+                        return Lowered(step.lower(*args))
+
+                    def __call__(self, state, order):
+                        return slower(step)(state, order)
+
+                return init, SlowerStep(), order
 
             module.build = slower_build
 

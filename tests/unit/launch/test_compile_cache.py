@@ -173,3 +173,13 @@ def test_the_workload_takes_maxtexts_jax_cache_dir_key() -> None:
     from pytest_xlatune.workload.args import parse_args
 
     assert parse_args(["jax_cache_dir=/c"]).jax_cache_dir == "/c" and not parse_args(["jax_cache_dir=/c"]).ignored
+
+
+def test_a_run_that_dumps_on_its_own_keeps_its_dump(tmp_path: Path) -> None:
+    """The program dump of inert-flag fingerprints is added only when the run does not dump
+    already: appended after the run's --xla_dump_to it would win (last wins) and move its dump."""
+    own = replace(REQUEST, xla_flags=(*REQUEST.xla_flags, f"--xla_dump_to={tmp_path}/mine"))
+    env = compose_environment({"PATH": "/bin"}, own, None, program_dir=tmp_path / "program")
+    assert f"--xla_dump_to={tmp_path}/mine" in env["XLA_FLAGS"] and "program" not in env["XLA_FLAGS"]
+    plain = compose_environment({"PATH": "/bin"}, REQUEST, None, program_dir=tmp_path / "program")
+    assert plain["XLA_FLAGS"].split()[-3] == f"--xla_dump_to={tmp_path / 'program'}"
