@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..judge.gate_flags import locked_flags
 from ..judge.lock import LockError, load_lock
 from ..paths import lock_path
 from ..report.files import Output, write_if_changed
 from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
-from .inert import fingerprints
+from .inert import gate_flag_states
 from .repair_outputs import repair_of
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
             lock=lock, new_image=new_image, new_measured_on=measured_on(store, new_image),
             old_measured_on=measured_on(store, lock.image) if lock.image != new_image else "",
             items=tuple(items), runs=runs,
-            flags=tuple(f for recipe in lock.recipes for f in locked_flags(recipe, runs, fingerprints(store))),
+            flags=gate_flag_states(lock, store),
             repair=runtime.repairs[cell.path]))
     return by_tag
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from .. import records
 from ..evidence.fingerprint import fingerprint, read_dump
 from ..evidence.inert import PROGRAM_DIR, Settings, inert_source, inert_text
+from ..judge.gate_flags import LockedFlag, locked_flags
+from ..judge.lock import Lock
 from ..launch.base import SubmittedJob
 from ..plan.expand import RunSpec
 from ..results import JobResult, RunKind
@@ -41,6 +43,14 @@ def program_dump(job: SubmittedJob) -> dict[str, str]:
 def fingerprints(store: ResultStore) -> dict[str, str]:
     """Job id → digest of every complete fingerprint stored."""
     return {str(e["job_id"]): str(e["digest"]) for e in store.events_of("fingerprint") if e.get("complete")}
+
+
+def gate_flag_states(lock: Lock, store: ResultStore) -> tuple[LockedFlag, ...]:
+    """Each locked setting on the new image, read off the store's gate runs and their program
+    fingerprints (judge/gate_flags.py): the gate report lists them, the repair runs on an inert one."""
+    runs = tuple(r for r in store.latest_by_key().values() if r.wave == "gate")
+    prints = fingerprints(store)
+    return tuple(f for recipe in lock.recipes for f in locked_flags(recipe, runs, prints))
 
 
 def record_fingerprint(store: ResultStore, key: str, job: SubmittedJob) -> str:

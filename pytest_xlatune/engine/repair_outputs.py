@@ -11,7 +11,7 @@ from ..cell.model import Cell
 from ..evidence.artifacts import load
 from ..evidence.collective_table import describe_diff, diff
 from ..judge import figures
-from ..judge.gate_flags import FlagState, locked_flags
+from ..judge.gate_flags import FlagState
 from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock
 from ..paths import lock_path
 from ..plan.repair import REPAIR_WAVE, TOP_K, WINNER, candidates, removed_flags
@@ -19,7 +19,7 @@ from ..report.files import Output, write_atomic
 from ..report.gate import Outcome
 from ..report.repair import EXIT_CODES, Figure, Repair, RepairVerdict
 from ..results import JobResult, RunKind, Spent
-from .inert import fingerprints
+from .inert import gate_flag_states
 
 if TYPE_CHECKING:
     from .session import Session as Runtime
@@ -65,9 +65,7 @@ def found_inert(runtime: Runtime, cell: Cell) -> tuple[str, ...]:
         lock = load_lock(lock_path(cell.path))
     except LockError:
         return ()
-    runs, prints = session_results(runtime, cell), fingerprints(runtime.store_for(cell))
-    return tuple(f.setting for recipe in lock.recipes for f in locked_flags(recipe, runs, prints)
-                 if f.state is FlagState.INERT)
+    return tuple(f.setting for f in gate_flag_states(lock, runtime.store_for(cell)) if f.state is FlagState.INERT)
 
 
 def skip_reason(runtime: Runtime, cell: Cell) -> str:
