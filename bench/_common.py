@@ -21,8 +21,17 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
 PYTHON = sys.executable
 POLL_INTERVAL = 0.5  # the plugin's default --xlatune-poll-interval; passed explicitly everywhere
-FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-            "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+FINISHED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 @dataclass
@@ -46,9 +55,14 @@ class Section:
         return value <= float(limit) if op == "<=" else value >= float(limit)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"figures": self.figures, "targets": self.targets,
-                "met": {k: self.met(k) for k in self.targets}, "details": self.details,
-                "notes": self.notes, "error": self.error}
+        return {
+            "figures": self.figures,
+            "targets": self.targets,
+            "met": {k: self.met(k) for k in self.targets},
+            "details": self.details,
+            "notes": self.notes,
+            "error": self.error,
+        }
 
 
 def bench_env(extra_paths: Sequence[Path] = ()) -> dict[str, str]:
@@ -91,16 +105,18 @@ def _machine_busy_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_pytest(cwd: Path, args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None,
-               cpu: CpuUse | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
+def run_pytest(
+    cwd: Path, args: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, cpu: CpuUse | None = None
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     """`python -m pytest ARGS` in `cwd`: (wall seconds, the finished process); `cpu` gets the CPU
     time of pytest and its jobs (reaped children) and of the whole machine meanwhile."""
     argv = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy = _machine_busy_s()
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=dict(env or bench_env()), capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        argv, cwd=cwd, env=dict(env or bench_env()), capture_output=True, text=True, timeout=timeout, check=False
+    )
     wall = time.perf_counter() - t0
     if cpu is not None:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,8 +145,9 @@ def hostnames(nodelist: str) -> frozenset[str]:
     if not nodelist or nodelist in ("(null)", "None"):
         return frozenset()
     if nodelist not in _HOSTS:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                             text=True, check=False).stdout
+        out = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=False
+        ).stdout
         _HOSTS[nodelist] = frozenset(out.split())
     return _HOSTS[nodelist]
 
@@ -162,9 +179,15 @@ def parse_jobs(text: str) -> dict[str, SlurmJob]:
         f = dict(_FIELD.findall(line))
         if "JobId" not in f:
             continue
-        jobs[f["JobId"]] = SlurmJob(f["JobId"], f.get("JobName", ""), f.get("JobState", ""),
-                                    f.get("NodeList", ""), slurm_time(f.get("SubmitTime", "")),
-                                    slurm_time(f.get("StartTime", "")), slurm_time(f.get("EndTime", "")))
+        jobs[f["JobId"]] = SlurmJob(
+            f["JobId"],
+            f.get("JobName", ""),
+            f.get("JobState", ""),
+            f.get("NodeList", ""),
+            slurm_time(f.get("SubmitTime", "")),
+            slurm_time(f.get("StartTime", "")),
+            slurm_time(f.get("EndTime", "")),
+        )
     return jobs
 
 
@@ -193,8 +216,9 @@ class SlurmRecorder:
         self.snapshot()
 
     def snapshot(self) -> None:
-        out = subprocess.run(["scontrol", "--oneliner", "show", "job"], capture_output=True,
-                             text=True, check=False).stdout
+        out = subprocess.run(
+            ["scontrol", "--oneliner", "show", "job"], capture_output=True, text=True, check=False
+        ).stdout
         with self._lock:
             self.jobs.update(parse_jobs(out))
 
@@ -217,16 +241,16 @@ class SlurmRecorder:
             time.sleep(0.25)
         return False
 
-    def foreign_busy(self, ours: set[str], nodes: frozenset[str], since: float,
-                     until: float) -> list[tuple[str, float, float]]:
+    def foreign_busy(
+        self, ours: set[str], nodes: frozenset[str], since: float, until: float
+    ) -> list[tuple[str, float, float]]:
         """Other users' jobs that held any of `nodes` between `since` and `until`, clipped."""
         found = []
         with self._lock:
             jobs = list(self.jobs.values())
         for job in jobs:
             # A pending job's StartTime is the scheduler's estimate, not a start.
-            if (job.job_id in ours or job.start is None or job.state == "PENDING"
-                    or not hostnames(job.nodelist) & nodes):
+            if job.job_id in ours or job.start is None or job.state == "PENDING" or not hostnames(job.nodelist) & nodes:
                 continue
             end = job.end if job.finished and job.end is not None else until
             lo, hi = max(job.start, since), min(end, until)
@@ -242,8 +266,7 @@ def ctld_times(job_ids: Iterable[str], tail_bytes: int = 32 << 20) -> dict[str, 
     """{job id: (allocated, done)} at millisecond resolution from slurmctld's own log, for the
     ids found there (empty when the log is not readable here)."""
     ids = set(job_ids)
-    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                          check=False).stdout
+    conf = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=False).stdout
     m = re.search(r"^SlurmctldLogFile\s*=\s*(\S+)", conf, re.M)
     if not m or not os.access(m.group(1), os.R_OK):
         return {}

@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import fake_trainer  # noqa: E402
 
-UNKNOWN_LINE = ("E1130 00:00:00.000000 1 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
-                "--xla_bench_unknown_after={value}")
+UNKNOWN_LINE = (
+    "E1130 00:00:00.000000 1 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_bench_unknown_after={value}"
+)
 OOM_LINE = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes."
 
 
@@ -41,8 +42,7 @@ class Times:
 
     def __init__(self, job_dir: str | None) -> None:
         self.path = Path(job_dir) / "bench_times.json" if job_dir else None
-        self.marks: dict[str, Any] = {"slurm_job_id": os.environ.get("SLURM_JOB_ID", ""),
-                                      "pid": os.getpid()}
+        self.marks: dict[str, Any] = {"slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "pid": os.getpid()}
 
     def mark(self, name: str, at: float | None = None) -> None:
         self.marks[name] = time.time() if at is None else at

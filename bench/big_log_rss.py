@@ -44,9 +44,18 @@ def sweep(workdir: Path, junk: int, long: int = 0) -> dict[str, float]:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "cell.yml").write_text(CELL.format(junk=junk, long=long))
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"}
-    argv = [sys.executable, "-c", CHILD, "cell.yml::wave1::baseline[default]", "-q", "-p",
-            "no:cacheprovider", "--xlatune-workload=fake_trainer", "--xlatune-no-report",
-            "--xlatune-poll-interval=0.5"]
+    argv = [
+        sys.executable,
+        "-c",
+        CHILD,
+        "cell.yml::wave1::baseline[default]",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--xlatune-workload=fake_trainer",
+        "--xlatune-no-report",
+        "--xlatune-poll-interval=0.5",
+    ]
     done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=3600)
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     if figures["code"] != 0:
@@ -66,13 +75,26 @@ def main() -> None:
     small = sweep(root / "small", 0)
     big = sweep(root / "big", int(args.gb * 1e9))
     long = sweep(root / "long", 0, int(args.long_line_mb * 1e6))
-    print(json.dumps({"small_log": small, "big_log": big, "long_line": long,
-                      "peak_rss_ratio": big["peak_rss_mb"] / small["peak_rss_mb"],
-                      "long_line_wall_ratio": long["wall_s"] / small["wall_s"]}, indent=1))
-    print(f"peak RSS {big['peak_rss_mb']:.0f} MB with a {big['log_bytes'] / 1e9:.2f} GB log "
-          f"({small['peak_rss_mb']:.0f} MB with a {small['log_bytes'] / 1e3:.0f} kB log); target < 200 MB")
-    print(f"a {args.long_line_mb:g} MB line: sweep {long['wall_s']:.1f} s vs {small['wall_s']:.1f} s "
-          f"without it; peak RSS {long['peak_rss_mb']:.0f} MB")
+    print(
+        json.dumps(
+            {
+                "small_log": small,
+                "big_log": big,
+                "long_line": long,
+                "peak_rss_ratio": big["peak_rss_mb"] / small["peak_rss_mb"],
+                "long_line_wall_ratio": long["wall_s"] / small["wall_s"],
+            },
+            indent=1,
+        )
+    )
+    print(
+        f"peak RSS {big['peak_rss_mb']:.0f} MB with a {big['log_bytes'] / 1e9:.2f} GB log "
+        f"({small['peak_rss_mb']:.0f} MB with a {small['log_bytes'] / 1e3:.0f} kB log); target < 200 MB"
+    )
+    print(
+        f"a {args.long_line_mb:g} MB line: sweep {long['wall_s']:.1f} s vs {small['wall_s']:.1f} s "
+        f"without it; peak RSS {long['peak_rss_mb']:.0f} MB"
+    )
     if args.keep is None:
         subprocess.run(["rm", "-rf", str(root)], check=False)
 

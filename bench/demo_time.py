@@ -57,8 +57,7 @@ def run(tmp: Path, quick: bool) -> Section:
         args = [cell, "-v", "--xlatune-workload=bench_trainer", f"--xlatune-poll-interval={POLL_INTERVAL}"]
     else:
         cell = "cells/demo_fsdp8.yml"
-        args = [cell, "-v", "--html=report.html", "--self-contained-html",
-                f"--xlatune-poll-interval={POLL_INTERVAL}"]
+        args = [cell, "-v", "--html=report.html", "--self-contained-html", f"--xlatune-poll-interval={POLL_INTERVAL}"]
     cpu = CpuUse()
     fresh_s, fresh = run_pytest(work, args, timeout=1800, cpu=cpu)
     if fresh.returncode not in (0, 1):  # 1: the stale-flag item fails, as it should
@@ -66,8 +65,7 @@ def run(tmp: Path, quick: bool) -> Section:
     jobs = store_jobs(work / ".xlatune")
     reuse_s, reuse = run_pytest(work, args, timeout=600)
     if reuse.returncode != fresh.returncode:
-        raise RuntimeError(f"reuse run exited {reuse.returncode}, fresh {fresh.returncode}:\n"
-                           f"{tail(reuse.stdout)}")
+        raise RuntimeError(f"reuse run exited {reuse.returncode}, fresh {fresh.returncode}:\n{tail(reuse.stdout)}")
     rerun_jobs = store_jobs(work / ".xlatune")
     collect_s, collect = run_pytest(work, [cell, "--collect-only", "-q"], timeout=300)
     if collect.returncode != 0:
@@ -95,13 +93,19 @@ def run(tmp: Path, quick: bool) -> Section:
     section.targets["jobs_run_on_reuse"] = "<= 0"
     if not quick:
         section.targets["demo_fresh_s"] = "<= 300"
-    section.details = {"cell": cell, "args": args, "job_seconds": job_s,
-                       "per_job_s": {j["item"]: j["finished_at"] - j["submitted_at"] for j in jobs},
-                       "fresh_tail": tail(fresh.stdout, 3), "reuse_tail": tail(reuse.stdout, 3)}
+    section.details = {
+        "cell": cell,
+        "args": args,
+        "job_seconds": job_s,
+        "per_job_s": {j["item"]: j["finished_at"] - j["submitted_at"] for j in jobs},
+        "fresh_tail": tail(fresh.stdout, 3),
+        "reuse_tail": tail(reuse.stdout, 3),
+    }
     section.notes.append(
         "fresh_vs_job_time = pytest wall / sum of the jobs' own submitted->finished time (1.0 = "
         "no overhead outside jobs); reuse_vs_collect_only = reuse wall / `pytest --collect-only` "
         "of the same cell (1.0 = reuse costs nothing beyond starting pytest); cpu_share = CPU "
         "time of pytest and its jobs / all busy CPU time of the machine during the fresh run; "
-        "fresh_s_without_others_est = fresh wall - other users' CPU seconds / CPUs (an estimate)")
+        "fresh_s_without_others_est = fresh wall - other users' CPU seconds / CPUs (an estimate)"
+    )
     return section

@@ -17,8 +17,8 @@ from _common import Section, median
 
 from pytest_xlatune.launch.base import SubmittedJob
 from pytest_xlatune.launch.local import LocalLauncher
-from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.transport.base import LocalTransport
+from pytest_xlatune.triage.logs import StepLog
 
 SMALL_MB = 1
 
@@ -50,8 +50,10 @@ def poll_cost(path: Path, reps: int, workdir: Path) -> dict[str, Any]:
     transport = LocalTransport()
     via_launcher, via_transport = [], []
     for i in range(reps):
-        for read, sink in ((lambda o: launcher.read_log(job, o), via_launcher),
-                           (lambda o: transport.read_from(str(path), o), via_transport)):
+        for read, sink in (
+            (lambda o: launcher.read_log(job, o), via_launcher),
+            (lambda o: transport.read_from(str(path), o), via_transport),
+        ):
             with path.open("ab") as f:
                 f.write(new_output(1_000_000 + 2 * i + len(sink) % 2))
             t0 = time.perf_counter()
@@ -61,9 +63,14 @@ def poll_cost(path: Path, reps: int, workdir: Path) -> dict[str, Any]:
             if len(chunk) != 1024:
                 raise RuntimeError(f"a poll read {len(chunk)} bytes, expected the 1024 appended")
             offset += len(chunk)
-    return {"size_bytes": size, "reps": reps,
-            "launcher_median_s": median(via_launcher), "launcher_min_s": min(via_launcher),
-            "transport_median_s": median(via_transport), "transport_min_s": min(via_transport)}
+    return {
+        "size_bytes": size,
+        "reps": reps,
+        "launcher_median_s": median(via_launcher),
+        "launcher_min_s": min(via_launcher),
+        "transport_median_s": median(via_transport),
+        "transport_min_s": min(via_transport),
+    }
 
 
 def run(tmp: Path, quick: bool) -> Section:
@@ -102,11 +109,19 @@ def run(tmp: Path, quick: bool) -> Section:
     fig["poll_big_vs_small_transport"] = big_cost["transport_median_s"] / small_cost["transport_median_s"]
     section.targets["poll_big_vs_small"] = "<= 1.5"
     section.targets["poll_big_vs_small_transport"] = "<= 1.5"
-    section.details = {"big": big_cost, "small": small_cost, "grep_s": grep[0], "grep_f_s": grep_f[0],
-                       "needles": len(log_ingest.NEEDLES),
-                       "read_feed_s": feed[0], "feed_s": feed[1], "step_lines": lines,
-                       "size_ratio": big_cost["size_bytes"] / small_cost["size_bytes"]}
+    section.details = {
+        "big": big_cost,
+        "small": small_cost,
+        "grep_s": grep[0],
+        "grep_f_s": grep_f[0],
+        "needles": len(log_ingest.NEEDLES),
+        "read_feed_s": feed[0],
+        "feed_s": feed[1],
+        "step_lines": lines,
+        "size_ratio": big_cost["size_bytes"] / small_cost["size_bytes"],
+    }
     section.notes.append(
         f"poll = read from the stored offset + StepLog.feed after 1 KB appended, median of {reps}; "
-        f"1.0 = independent of size (the logs differ {section.details['size_ratio']:.0f}x in size)")
+        f"1.0 = independent of size (the logs differ {section.details['size_ratio']:.0f}x in size)"
+    )
     return section

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
+from pytest_xlatune.cell.values import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, JobState, SubmittedJob
 from pytest_xlatune.plan.expand import expand
@@ -63,12 +63,13 @@ class InstantLauncher:
     def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
         return None
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
         tgs = 1000 + int(job.job_id) % 97
-        text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
-                       f"Tokens/s/device: {tgs + (s % 3) * 0.5}, total_weights: 1, loss: 1.0\n"
-                       for s in range(15)).encode()
+        text = "".join(
+            f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
+            f"Tokens/s/device: {tgs + (s % 3) * 0.5}, total_weights: 1, loss: 1.0\n"
+            for s in range(15)
+        ).encode()
         return text[offset:]
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]:
@@ -91,9 +92,14 @@ class InstantLauncher:
 
 
 def cell(n: int) -> Cell:
-    return Cell(path=Path("bench.yml"), model_tag="bench", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)), baseline_repeats=1,
-                profiles=tuple(Profile(f"p{i}", 2, (f"--xla_bench_{i}=true",)) for i in range(n)))
+    return Cell(
+        path=Path("bench.yml"),
+        model_tag="bench",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        baseline_repeats=1,
+        profiles=tuple(Profile(f"p{i}", 2, (f"--xla_bench_{i}=true",)) for i in range(n)),
+    )
 
 
 def per_item(n: int, adaptive: bool) -> tuple[float, int]:
@@ -103,9 +109,18 @@ def per_item(n: int, adaptive: bool) -> tuple[float, int]:
         the_cell = cell(n)
         specs = [s for s in expand(the_cell) if not s.needs_resolution]
         launcher, clock = InstantLauncher(), Clock()
-        sweep = Sweep(cell=the_cell, specs=specs, store=ResultStore(Path(tmp) / "s.jsonl"),
-                      launcher=launcher, nodelist="n1", poll_interval=5, queue_depth=0,
-                      fixed_protocol=not adaptive, sleep=clock.sleep, clock=clock)
+        sweep = Sweep(
+            cell=the_cell,
+            specs=specs,
+            store=ResultStore(Path(tmp) / "s.jsonl"),
+            launcher=launcher,
+            nodelist="n1",
+            poll_interval=5,
+            queue_depth=0,
+            fixed_protocol=not adaptive,
+            sleep=clock.sleep,
+            clock=clock,
+        )
         sweep.set_upcoming(specs)
         for spec in specs:
             sweep.run(spec)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_xlatune.judge import logs
-from pytest_xlatune.judge.logs import StepLog
-from pytest_xlatune.judge.signatures import EVIDENCE_NEEDLES
+from pytest_xlatune.triage import logs
+from pytest_xlatune.triage.logs import StepLog
+from pytest_xlatune.triage.signatures import EVIDENCE_NEEDLES
 
 CHUNK = 8 << 20
 WARNINGS = (
@@ -78,8 +78,14 @@ def time_feed(path: Path) -> tuple[float, float, int]:
 
 # Every needle StepLog searches a log for: steps, OOM, failure evidence, and (before step 0 or in
 # the trailer) an unknown flag, Memstats and the job summary.
-NEEDLES = (*(mark.encode() for mark in logs.STEP_MARKS), *logs.OOM_NEEDLES, *EVIDENCE_NEEDLES,
-           *logs._UNKNOWN_NEEDLES, logs._MEMSTATS_NEEDLE, logs._SUMMARY_NEEDLE)
+NEEDLES = (
+    *(mark.encode() for mark in logs.STEP_MARKS),
+    *logs.OOM_NEEDLES,
+    *EVIDENCE_NEEDLES,
+    *logs._UNKNOWN_NEEDLES,
+    logs._MEMSTATS_NEEDLE,
+    logs._SUMMARY_NEEDLE,
+)
 
 
 def time_grep(path: Path, needles: Path | None = None) -> tuple[float, int]:
@@ -92,8 +98,9 @@ def time_grep(path: Path, needles: Path | None = None) -> tuple[float, int]:
     return time.perf_counter() - t0, int(out.stdout)
 
 
-def contest(path: Path, needles: Path, repeat: int, grep_f_repeat: int) -> tuple[
-        tuple[float, int], tuple[float, int], tuple[float, float, int]]:
+def contest(
+    path: Path, needles: Path, repeat: int, grep_f_repeat: int
+) -> tuple[tuple[float, int], tuple[float, int], tuple[float, float, int]]:
     """Best of `repeat` for `grep -c` and StepLog, each grep run right before a StepLog run (on a
     shared machine the load moves: this keeps each pair under the same); `grep -F` last."""
     grep, feed = [], []
@@ -132,8 +139,10 @@ def main() -> None:
         print(f"log: {size / 1e6:.0f} MB, {lines} step lines, {kind} warnings")
         print(f"grep -c (1 pattern):      {gb / grep[0]:6.2f} GB/s")
         print(f"grep -F -c ({len(NEEDLES)} needles): {gb / grep_f[0]:6.2f} GB/s   ({grep_f[1]} lines)")
-        print(f"read + feed:              {gb / feed[0]:6.2f} GB/s   ratio {grep[0] / feed[0]:.2f} vs grep -c, "
-              f"{grep_f[0] / feed[0]:.2f} vs grep -F")
+        print(
+            f"read + feed:              {gb / feed[0]:6.2f} GB/s   ratio {grep[0] / feed[0]:.2f} vs grep -c, "
+            f"{grep_f[0] / feed[0]:.2f} vs grep -F"
+        )
         print(f"feed alone:               {gb / feed[1]:6.2f} GB/s   ratio {grep[0] / feed[1]:.2f} vs grep -c")
     finally:
         shutil.rmtree(tmp)

@@ -22,8 +22,15 @@ import subprocess
 import sys
 
 BASE_FLAGS = ["--xla_backend_optimization_level=0"]
-ARGS = ["steps=15", "per_device_batch_size=2", "dcn_fsdp_parallelism=8", "emb_dim=128",
-        "mlp_dim=512", "num_decoder_layers=4", "max_target_length=128"]
+ARGS = [
+    "steps=15",
+    "per_device_batch_size=2",
+    "dcn_fsdp_parallelism=8",
+    "emb_dim=128",
+    "mlp_dim=512",
+    "num_decoder_layers=4",
+    "max_target_length=128",
+]
 SETTINGS: dict[str, tuple[str, list[str], list[str]]] = {
     # name: (group, extra XLA flags, extra overrides)
     "identical": ("a: identical settings", [], []),
@@ -58,8 +65,9 @@ def printed(loss: float) -> float:
 
 def losses(flags: list[str], overrides: list[str]) -> list[float]:
     env = dict(os.environ, XLA_FLAGS=" ".join(BASE_FLAGS + flags))
-    out = subprocess.run([sys.executable, "-c", CHILD, *ARGS, *overrides],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, *ARGS, *overrides], env=env, capture_output=True, text=True, check=True
+    ).stdout
     return [float(line) for line in out.split()]
 
 
@@ -78,20 +86,28 @@ def main() -> int:
     reference = losses([], [])
     shown = [printed(x) for x in reference]
     print("reference loss (printed):", " ".join(f"{x:.3f}" for x in shown))
-    print(f"{'group':22} {'setting':14} run   printed: max |Δ| step  rel      "
-          f"full precision: max |Δ| step  rel")
+    print(f"{'group':22} {'setting':14} run   printed: max |Δ| step  rel      full precision: max |Δ| step  rel")
     rows = []
     for name, (group, flags, overrides) in SETTINGS.items():
         for repeat in range(ns.repeats):
             got = losses(flags, overrides)
             p_abs, p_at, p_rel = worst([printed(x) for x in got], shown)
             f_abs, f_at, f_rel = worst(got, reference)
-            rows.append({"setting": name, "group": group, "repeat": repeat,
-                         "printed": {"max_abs": p_abs, "at_step": p_at, "max_rel": p_rel},
-                         "full": {"max_abs": f_abs, "at_step": f_at, "max_rel": f_rel},
-                         "losses": got})
-            print(f"{group:22} {name:14} {repeat:3}   {p_abs:14.4f} {p_at:4} {p_rel * 100:7.3f} %"
-                  f"  {f_abs:22.3e} {f_at:4} {f_rel * 100:9.2e} %", flush=True)
+            rows.append(
+                {
+                    "setting": name,
+                    "group": group,
+                    "repeat": repeat,
+                    "printed": {"max_abs": p_abs, "at_step": p_at, "max_rel": p_rel},
+                    "full": {"max_abs": f_abs, "at_step": f_at, "max_rel": f_rel},
+                    "losses": got,
+                }
+            )
+            print(
+                f"{group:22} {name:14} {repeat:3}   {p_abs:14.4f} {p_at:4} {p_rel * 100:7.3f} %"
+                f"  {f_abs:22.3e} {f_at:4} {f_rel * 100:9.2e} %",
+                flush=True,
+            )
     if ns.json:
         with open(ns.json, "w", encoding="utf-8") as fh:
             json.dump({"reference": reference, "rows": rows}, fh, indent=1)

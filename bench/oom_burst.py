@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_xlatune.engine.poller import Poller
 from pytest_xlatune.engine.watch import Watcher
-from pytest_xlatune.judge import logs
-from pytest_xlatune.judge.hang import HangSettings
 from pytest_xlatune.launch.base import SubmittedJob
 from pytest_xlatune.launch.local import LocalLauncher
+from pytest_xlatune.triage import logs
+from pytest_xlatune.triage.hang import HangSettings
 
 JOB = textwrap.dedent("""\
     import os, sys, time
@@ -75,13 +75,13 @@ def one_run(tmp: Path, mb: int, interval: float) -> dict[str, Any]:
     log.write_bytes(b"")
     stamp.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
-    process = subprocess.Popen([sys.executable, "-c", JOB, str(log), str(stamp), str(mb)], env=env,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", JOB, str(log), str(stamp), str(mb)], env=env, start_new_session=True
+    )
     launcher = Launcher(tmp, process)
     try:
         poller = Poller(launcher, interval)
-        watcher = Watcher(launcher, poller, 10, interval, time.monotonic, time.sleep, lambda text: None,
-                          HangSettings())
+        watcher = Watcher(launcher, poller, 10, interval, time.monotonic, time.sleep, lambda text: None, HangSettings())
         seen = watcher.watch("burst", SubmittedJob("1", str(log), str(tmp)))
     finally:
         if process.poll() is None:
@@ -93,8 +93,13 @@ def one_run(tmp: Path, mb: int, interval: float) -> dict[str, Any]:
     delay = launcher.cancelled_at - written
     size = log.stat().st_size
     log.unlink()
-    return {"cancelled_for": seen.cancelled_for, "burst_gb_s": size / 1e9 / (burst_end - began),
-            "delay_s": delay, "delay_intervals": delay / interval, "log_bytes": size}
+    return {
+        "cancelled_for": seen.cancelled_for,
+        "burst_gb_s": size / 1e9 / (burst_end - began),
+        "delay_s": delay,
+        "delay_intervals": delay / interval,
+        "log_bytes": size,
+    }
 
 
 def _no_look_ahead(self: Watcher, job: SubmittedJob, offset: int, seen: Any, ahead: Any) -> Any:
@@ -112,14 +117,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per arm (default: 3)")
     parser.add_argument("--interval", type=float, default=0.5, help="poll interval in s (default: 0.5)")
     parser.add_argument("--json", type=Path, help="write the runs here")
-    parser.add_argument("--dir", type=Path, default=_fast_dir(),
-                        help="where the job log goes (default: /dev/shm when it has room: a disk's "
-                             "writeback would slow the burst down to the watcher's pace)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=_fast_dir(),
+        help="where the job log goes (default: /dev/shm when it has room: a disk's "
+        "writeback would slow the burst down to the watcher's pace)",
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="xlatune-burst-", dir=args.dir))
     one_pass, look_ahead = logs._lines_with_once, Watcher._look_ahead
-    arms = {"now": (one_pass, look_ahead), "no look ahead": (one_pass, _no_look_ahead),
-            "before (neither)": (logs._lines_with, _no_look_ahead)}
+    arms = {
+        "now": (one_pass, look_ahead),
+        "no look ahead": (one_pass, _no_look_ahead),
+        "before (neither)": (logs._lines_with, _no_look_ahead),
+    }
     out: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     try:
         for _ in range(args.repeat):  # the arms alternate, so all see the same load
@@ -130,15 +142,19 @@ def main() -> None:
     finally:
         logs._lines_with_once, Watcher._look_ahead = one_pass, look_ahead  # type: ignore[method-assign]
         shutil.rmtree(tmp)
-    print(f"burst {args.mb} MB, then an OOM line; poll interval {args.interval} s; {args.repeat} runs per arm; "
-          f"log in {args.dir or tempfile.gettempdir()}")
+    print(
+        f"burst {args.mb} MB, then an OOM line; poll interval {args.interval} s; {args.repeat} runs per arm; "
+        f"log in {args.dir or tempfile.gettempdir()}"
+    )
     for arm, runs in out.items():
         delays = [r["delay_intervals"] for r in runs]
         rate = sum(r["burst_gb_s"] for r in runs) / len(runs)
         seconds = ", ".join(f"{r['delay_s']:.2f}" for r in runs)
-        print(f"{arm:20s} OOM line -> cancel: mean {sum(delays) / len(delays):.2f}, max {max(delays):.2f} "
-              f"poll intervals ({seconds} s; burst written at "
-              f"{rate:.2f} GB/s; cancelled for {runs[0]['cancelled_for']})")
+        print(
+            f"{arm:20s} OOM line -> cancel: mean {sum(delays) / len(delays):.2f}, max {max(delays):.2f} "
+            f"poll intervals ({seconds} s; burst written at "
+            f"{rate:.2f} GB/s; cancelled for {runs[0]['cancelled_for']})"
+        )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

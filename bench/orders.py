@@ -12,15 +12,21 @@ random in between). Every arm sees the same cluster and list order (each its own
 - fixed+stop: the same, with the workflow's own stop rule (xla-tuning SKILL "Stop conditions"):
   after each candidate, one beating the baseline beyond the noise by ≥ win_pct gets its
   confirming run, and a confirmed win ends the search (the human baseline; checked after every
-  candidate, the most favourable reading of "between waves");
+  candidate, the most favourable reading of "between waves"; "beyond the noise" is the tool's
+  verdicts on the two wave-1 baselines, which seldom call a +8 % run better);
+- fixed+stop (means): the same rule read on the means, as a human reads the table (by_means);
 - optuna-sh / optuna-hb / optuna-median: a stock Optuna study (one trial per candidate in list
   order, the steady steps' running mean reported per step) with SuccessiveHalving, Hyperband or
   Median pruning; the baselines run first, no evidence runs; the recipe is the best trial;
 - adaptive: the planner in list order (no prior); adaptive+prior: the planner with a prior from
-  other sweeps in the store (`prior()`: same parallelism family, weak).
+  other sweeps in the store (`prior()`: same parallelism family, weak); both cut a candidate
+  whose program is the baseline's after its compile (the world's `inert_share` of the exact
+  no-ops; the engine's rule, replay._inert), and both run again without the cut ("no cut").
 
-Printed: job-seconds (node-seconds / nodes) per arm and the adaptive's ratios to fixed+stop and
-to the best Optuna pruner, recipe right, and null profiles called better per judged null.
+Printed: job-seconds (node-seconds / nodes, a cut job's start-up and compile included) per arm
+and the adaptive's ratios to fixed+stop, to fixed+stop (means) and to the best Optuna pruner,
+the saving split, recipe right, and null profiles called better per judged null (an inert one
+counts as judged, not better).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import math
 import random
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import optuna  # noqa: E402
 from _common import emit  # noqa: E402
 from replay import Outcome, judge_adaptive, judge_fixed, run  # noqa: E402
-from replay_world import Sweep, World, _cell, _drift, job  # noqa: E402
+from replay_world import Sweep, World, _cell, _drift, job, programs  # noqa: E402
 
-from pytest_xlatune.adaptive import (Action, Conclude, Conclusion, Plan, Repeat, Role, Submit,  # noqa: E402
-                                     SweepState, fixed, planner)
+from pytest_xlatune.adaptive import Action, Conclude, Conclusion, Plan, Repeat, Role, Submit, SweepState, fixed, planner  # noqa: E402
 from pytest_xlatune.adaptive.keys import plan_items  # noqa: E402
 from pytest_xlatune.adaptive.order import Prior  # noqa: E402
 from pytest_xlatune.plan.expand import RunKind, RunSpec  # noqa: E402
@@ -62,16 +68,21 @@ def effects(rng: random.Random) -> list[tuple[str, float]]:
 
 
 def sweep(rng: random.Random, world: World, listed: list[tuple[str, float]], prior: Prior | None) -> Sweep:
-    specs = [RunSpec("wave1", "baseline", "default", RunKind.BASELINE),
-             RunSpec("wave1", "baseline-r2", "default", RunKind.BASELINE),
-             RunSpec("wave1.5", "evidence", "default", RunKind.EVIDENCE, evidence=True)]
-    specs += [RunSpec("wave2", name, "default", RunKind.PROFILE, xla_flags=(f"--xla_gpu_sim_{name}=true",))
-              for name, _ in listed]
+    specs = [
+        RunSpec("wave1", "baseline", "default", RunKind.BASELINE),
+        RunSpec("wave1", "baseline-r2", "default", RunKind.BASELINE),
+        RunSpec("wave1.5", "evidence", "default", RunKind.EVIDENCE, evidence=True),
+    ]
+    specs += [
+        RunSpec("wave2", name, "default", RunKind.PROFILE, xla_flags=(f"--xla_gpu_sim_{name}=true",))
+        for name, _ in listed
+    ]
     specs.append(RunSpec("evidence2", "winner", "default", RunKind.WINNER_EVIDENCE, evidence=True))
     items = plan_items(_cell(), specs)
     found = {s.name: e for s, (_, e) in zip(specs[3:], listed)}
     plan = Plan(items, prior=prior) if prior is not None else Plan(items)
-    return Sweep(plan, found, {}, _drift(rng, world), {s.name: s.xla_flags for s in specs})
+    drift = _drift(rng, world)
+    return Sweep(plan, found, {}, drift, {s.name: s.xla_flags for s in specs}, programs=programs(rng, world, found, {}))
 
 
 def prior(rng: random.Random, listed: list[tuple[str, float]]) -> Prior:
@@ -91,34 +102,68 @@ def prior(rng: random.Random, listed: list[tuple[str, float]]) -> Prior:
     return Prior.of(seen, family="FSDP")
 
 
-def fixed_stop(sw: Sweep) -> Any:
+def by_means(state: SweepState) -> tuple[str | None, list[str]]:
+    """The SKILL's stop rule read on the means alone, as a human reads the table ("≥ +win_pct
+    over baseline-deployed", no noise test): the recipe (the fastest candidate whose two or
+    more runs average ≥ win_pct above the baselines' mean) and the candidates one run put there."""
+    win = state.plan.thresholds.win_pct
+    base = [r.value for r in state.runs if r.role is Role.BASELINE and r.measured and r.value]
+    mean = sum(base) / len(base) if base else 0.0
+    values: dict[str, list[float]] = {}
+    for r in state.runs:
+        if r.role is Role.PROFILE and r.value:
+            values.setdefault(r.item, []).append(r.value)
+    gain = {n: (sum(v) / len(v) / mean - 1) * 100 for n, v in values.items()} if mean else {}
+    recipe = max((n for n in gain if len(values[n]) >= 2 and gain[n] >= win), key=gain.__getitem__, default=None)
+    return recipe, sorted(
+        (n for n in gain if len(values[n]) == 1 and gain[n] >= win), key=gain.__getitem__, reverse=True
+    )
+
+
+def fixed_stop(sw: Sweep, means: bool = False) -> Any:
     """The fixed protocol with the workflow's stop rule, judged by the tool's verdicts
     (replay.judge_fixed): a candidate better than the baseline beyond the noise by ≥ win_pct
     is run once more; confirmed (the verdicts' recipe), the search ends with the winner's
-    evidence run."""
+    evidence run. `means`: the rule on the means alone (by_means), as a human reads the table."""
+
     def decide(state: SweepState, now: float) -> tuple[Action, ...]:
         if state.active:
             return ()
-        out = Outcome()
-        judge_fixed(sw, state, out)
-        win = state.plan.thresholds.win_pct
-        base = [r.value for r in state.runs if r.role is Role.BASELINE and r.measured and r.value]
-        mean = sum(base) / len(base) if base else 0.0
+        if means:
+            recipe, better = by_means(state)
+        else:
+            win = state.plan.thresholds.win_pct
+            out = Outcome()
+            judge_fixed(sw, state, out)
+            base = [r.value for r in state.runs if r.role is Role.BASELINE and r.measured and r.value]
+            mean = sum(base) / len(base) if base else 0.0
 
-        def gain(name: str) -> float:
-            values = [r.value for r in state.runs if r.item == name and r.role is Role.PROFILE and r.value]
-            return (sum(values) / len(values) / mean - 1) * 100 if values and mean else 0.0
+            def gain(name: str) -> float:
+                values = [r.value for r in state.runs if r.item == name and r.role is Role.PROFILE and r.value]
+                return (sum(values) / len(values) / mean - 1) * 100 if values and mean else 0.0
 
-        if out.recipe is not None and gain(out.recipe) >= win:
-            evidence = next((i for i in state.plan.items if i.role is Role.WINNER_EVIDENCE
-                             and not any(r.item == i.name for r in state.runs)), None)
+            recipe = out.recipe if out.recipe is not None and gain(out.recipe) >= win else None
+            better = [
+                n
+                for n in sorted(out.better, key=gain, reverse=True)
+                if gain(n) >= win and sum(r.item == n for r in state.runs) == 1
+            ]
+        if recipe is not None:
+            evidence = next(
+                (
+                    i
+                    for i in state.plan.items
+                    if i.role is Role.WINNER_EVIDENCE and not any(r.item == i.name for r in state.runs)
+                ),
+                None,
+            )
             if evidence is not None:
-                return (Submit(evidence.name, "the confirmed win with the profiler", source=out.recipe),)
-            return (Conclude(Conclusion.WIN, f"confirmed win {out.recipe}"),)
-        for name in sorted(out.better, key=gain, reverse=True):
-            if gain(name) >= win and sum(r.item == name for r in state.runs) == 1:
-                return (Repeat(name, "confirming a win at or above win_pct"),)
+                return (Submit(evidence.name, "the confirmed win with the profiler", source=recipe),)
+            return (Conclude(Conclusion.WIN, f"confirmed win {recipe}"),)
+        if better:
+            return (Repeat(better[0], "confirming a win at or above win_pct"),)
         return fixed.decide(state, now)
+
     return decide
 
 
@@ -129,11 +174,15 @@ def optuna_arm(sw: Sweep, world: World, rng: random.Random, pruner: optuna.prune
     for item in plan.items[:2]:
         tl = job(rng, world, sw, item, item.name, Role.BASELINE, False, t)
         seconds += tl.end - tl.start
-        base.append(sum(tl.tgs[tl.steady_from:]) / len(tl.tgs[tl.steady_from:]))
+        base.append(sum(tl.tgs[tl.steady_from :]) / len(tl.tgs[tl.steady_from :]))
         t = tl.end
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", pruner=pruner, study_name="orders",  # Hyperband hashes it
-                                sampler=optuna.samplers.RandomSampler(seed=rng.randrange(1 << 30)))
+    study = optuna.create_study(
+        direction="maximize",
+        pruner=pruner,
+        study_name="orders",  # Hyperband hashes it
+        sampler=optuna.samplers.RandomSampler(seed=rng.randrange(1 << 30)),
+    )
     candidates = [i for i in plan.items if i.role is Role.PROFILE]
     names = [i.name for i in candidates]
     for item in candidates:
@@ -143,10 +192,10 @@ def optuna_arm(sw: Sweep, world: World, rng: random.Random, pruner: optuna.prune
         trial = study.ask()
         name = str(trial.suggest_categorical("profile", names))
         tl = job(rng, world, sw, plan.item(name), name, Role.PROFILE, False, t)
-        steady = tl.tgs[tl.steady_from:]
+        steady = tl.tgs[tl.steady_from :]
         end, pruned = tl.end, False
         for step in range(len(steady)):
-            trial.report(sum(steady[:step + 1]) / (step + 1), step)
+            trial.report(sum(steady[: step + 1]) / (step + 1), step)
             if trial.should_prune():
                 end, pruned = tl.step_ends[tl.steady_from + step] + world.cancel_s, True
                 break
@@ -163,20 +212,46 @@ def optuna_arm(sw: Sweep, world: World, rng: random.Random, pruner: optuna.prune
     return {"seconds": seconds, "right": float(best == WINNER), "nulls": len(nulls), "false": float(called)}
 
 
-def planner_arm(sw: Sweep, world: World, rng: random.Random, decide: Any, human: bool) -> dict[str, Any]:
-    state, now, out = run(sw, decide, world, rng, cache=not human)
-    seconds = sum(r.node_seconds(now) for r in state.runs) / world.nodes
+def planner_arm(
+    sw: Sweep, world: World, rng: random.Random, decide: Any, human: bool, inert: bool = True, means: bool = False
+) -> dict[str, Any]:
+    state, now, out = run(sw, decide, world, rng, cache=not human, inert=inert and not human)
+    seconds = (sum(r.node_seconds(now) for r in state.runs) + out.inert_node_seconds) / world.nodes
     if human:
         judge_fixed(sw, state, out)
+        if means:  # the human's recipe is the one the stop rule read off the means (else the verdicts')
+            out.recipe = by_means(state)[0] or out.recipe
     else:
         judge_adaptive(state, now, out)
-    nulls = [i.name for i in sw.plan.items if i.role is Role.PROFILE and sw.effects.get(i.name) == 0.0
-             and i.name in out.judged]
-    return {"seconds": seconds, "right": float(out.recipe == WINNER), "nulls": len(nulls),
-            "false": float(sum(n in out.better for n in nulls)), "jobs": len(state.runs)}
+    nulls = [
+        i.name
+        for i in sw.plan.items
+        if i.role is Role.PROFILE and sw.effects.get(i.name) == 0.0 and i.name in out.judged
+    ]
+    return {
+        "seconds": seconds,
+        "right": float(out.recipe == WINNER),
+        "nulls": len(nulls),
+        "false": float(sum(n in out.better for n in nulls)),
+        "jobs": len(state.runs) + len(out.inert),
+        "inert": len(out.inert),
+    }
 
 
-ARMS = ("fixed", "fixed+stop", "optuna-sh", "optuna-hb", "optuna-median", "adaptive", "adaptive+prior")
+ARMS = (
+    "fixed",
+    "fixed+stop",
+    "fixed+stop (means)",
+    "optuna-sh",
+    "optuna-hb",
+    "optuna-median",
+    "adaptive, no cut",
+    "adaptive",
+    "adaptive+prior, no cut",
+    "adaptive+prior",
+)
+# The inert cut's arms and their twins without it: the same luck (rng), the cut alone differs.
+TWIN = {"adaptive, no cut": "adaptive", "adaptive+prior, no cut": "adaptive+prior"}
 
 
 def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
@@ -191,52 +266,87 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
         listed = others[:place] + [cell[0]] + others[place:]
         world_rng = random.Random(f"{seed}:{index}:world")
         plain = sweep(world_rng, world, listed, None)
-        ordered = Sweep(Plan(plain.plan.items, prior=prior(random.Random(f"{seed}:{index}:prior"), listed)),
-                        plain.effects, plain.failures, plain.drift, plain.flags)
+        ordered = replace(
+            plain, plan=Plan(plain.plan.items, prior=prior(random.Random(f"{seed}:{index}:prior"), listed))
+        )
         found: dict[str, dict[str, Any]] = {}
         for arm in ARMS:
-            rng = random.Random(f"{seed}:{index}:{arm}")
+            rng = random.Random(f"{seed}:{index}:{TWIN.get(arm, arm)}")
             if arm.startswith("optuna"):
-                pruner = {"optuna-sh": optuna.pruners.SuccessiveHalvingPruner(),
-                          "optuna-hb": optuna.pruners.HyperbandPruner(min_resource=1, max_resource=10),
-                          "optuna-median": optuna.pruners.MedianPruner(n_startup_trials=3)}[arm]
+                pruner = {
+                    "optuna-sh": optuna.pruners.SuccessiveHalvingPruner(),
+                    "optuna-hb": optuna.pruners.HyperbandPruner(min_resource=1, max_resource=10),
+                    "optuna-median": optuna.pruners.MedianPruner(n_startup_trials=3),
+                }[arm]
                 found[arm] = optuna_arm(plain, world, rng, pruner)
             else:
-                decide = {"fixed": fixed.decide, "fixed+stop": fixed_stop(plain)}.get(arm, planner.decide)
-                found[arm] = planner_arm(ordered if arm == "adaptive+prior" else plain, world, rng, decide,
-                                         human=arm.startswith("fixed"))
+                decide = {
+                    "fixed": fixed.decide,
+                    "fixed+stop": fixed_stop(plain),
+                    "fixed+stop (means)": fixed_stop(plain, means=True),
+                }.get(arm, planner.decide)
+                found[arm] = planner_arm(
+                    ordered if arm.startswith("adaptive+prior") else plain,
+                    world,
+                    rng,
+                    decide,
+                    human=arm.startswith("fixed"),
+                    inert=arm not in TWIN,
+                    means=arm == "fixed+stop (means)",
+                )
             totals[arm].update({k: v for k, v in found[arm].items()})
         where = "first" if place == 0 else "last" if place == PROFILES - 1 else "middle"
-        for arm in ("adaptive", "adaptive+prior"):
+        for arm in ("adaptive, no cut", "adaptive", "adaptive+prior"):
             ratios = by_place.setdefault(f"{arm} / fixed+stop, winner {where}", {"sum": 0.0, "n": 0.0})
             ratios["sum"] += found[arm]["seconds"] / found["fixed+stop"]["seconds"]
             ratios["n"] += 1
-    data: dict[str, Any] = {"meta": {"orders": orders, "seed": seed, "profiles": PROFILES, "win_pct": WIN}}
+    data: dict[str, Any] = {
+        "meta": {"orders": orders, "seed": seed, "profiles": PROFILES, "win_pct": WIN, "inert_share": world.inert_share}
+    }
+    data["inert_cut_per_order"] = {a: totals[a]["inert"] / orders for a in ("adaptive", "adaptive+prior")}
     data["job_seconds"] = {a: totals[a]["seconds"] / orders for a in ARMS}
     data["recipe_right"] = {a: totals[a]["right"] / orders for a in ARMS}
-    data["nulls_called_better"] = {a: totals[a]["false"] / totals[a]["nulls"] if totals[a]["nulls"] else 0.0
-                                   for a in ARMS}
+    data["nulls_called_better"] = {
+        a: totals[a]["false"] / totals[a]["nulls"] if totals[a]["nulls"] else 0.0 for a in ARMS
+    }
     best_optuna = min(("optuna-sh", "optuna-hb", "optuna-median"), key=lambda a: data["job_seconds"][a])
     data["best_optuna"] = best_optuna
     js = data["job_seconds"]
-    data["ratios"] = {f"{a} / {b}": js[a] / js[b] for a in ("adaptive", "adaptive+prior")
-                      for b in ("fixed+stop", best_optuna, "fixed")}
-    data["ratios"]["fixed+stop / fixed"] = js["fixed+stop"] / js["fixed"]
+    data["ratios"] = {
+        f"{a} / {b}": js[a] / js[b]
+        for a in ("adaptive", "adaptive+prior", *TWIN)
+        for b in ("fixed+stop", "fixed+stop (means)", best_optuna, "fixed")
+    }
+    # The saving split, each step against the one before: the stop rule, the engine, the inert cut, the prior.
+    data["split"] = {
+        "stop rule (fixed+stop / fixed)": js["fixed+stop"] / js["fixed"],
+        "engine (adaptive, no cut / fixed+stop)": js["adaptive, no cut"] / js["fixed+stop"],
+        "inert cut (adaptive / adaptive, no cut)": js["adaptive"] / js["adaptive, no cut"],
+        "prior (adaptive+prior / adaptive)": js["adaptive+prior"] / js["adaptive"],
+    }
     data["by_place"] = {k: v["sum"] / v["n"] for k, v in sorted(by_place.items())}
     return data
 
 
 def table(data: dict[str, Any]) -> str:
-    lines = [f"{'arm':16}{'job-s per order':>16}{'recipe right':>14}{'nulls better':>14}"]
+    lines = [f"{'arm':24}{'job-s per order':>16}{'recipe right':>14}{'nulls better':>14}"]
     for a in ARMS:
-        lines.append(f"{a:16}{data['job_seconds'][a]:>16.0f}{data['recipe_right'][a]:>14.0%}"
-                     f"{data['nulls_called_better'][a]:>14.2%}")
+        lines.append(
+            f"{a:24}{data['job_seconds'][a]:>16.0f}{data['recipe_right'][a]:>14.0%}"
+            f"{data['nulls_called_better'][a]:>14.2%}"
+        )
     lines.append(f"best stock pruner: {data['best_optuna']}")
     lines += [f"{k}: {v:.3f}" for k, v in data["ratios"].items()]
     lines += [f"{k}: {v:.3f}" for k, v in data["by_place"].items()]
+    lines += [f"split, {k}: {v:.3f}" for k, v in data["split"].items()]
+    lines.append(
+        "inert candidates cut per order: " + ", ".join(f"{a} {v:.2f}" for a, v in data["inert_cut_per_order"].items())
+    )
     m = data["meta"]
-    lines.append(f"{m['orders']} orders of a {m['profiles']}-profile cell (one +{m['win_pct']:g} % winner), "
-                 f"seed {m['seed']}")
+    lines.append(
+        f"{m['orders']} orders of a {m['profiles']}-profile cell (one +{m['win_pct']:g} % winner), "
+        f"seed {m['seed']}, inert share of the exact no-ops {m['inert_share']:g}"
+    )
     return "\n".join(lines)
 
 
@@ -244,11 +354,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--orders", type=int, default=24, help="random list orders (default: 24)")
     parser.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
+    parser.add_argument(
+        "--inert-share",
+        type=float,
+        default=World.inert_share,
+        help="of the exact no-op profiles, the share that compiles to the baseline's program (default: 0.5)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if args.orders < 1:
         parser.error(f"--orders: expected an integer >= 1, found {args.orders}")
-    data = simulate(args.orders, args.seed, World())
+    if not 0.0 <= args.inert_share <= 1.0:
+        parser.error(f"--inert-share: expected a share from 0 to 1, found {args.inert_share}")
+    data = simulate(args.orders, args.seed, World(inert_share=args.inert_share))
     return emit(table(data), data, args.json)
 
 

@@ -15,13 +15,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import (POLL_INTERVAL, PYTHON, Section, SlurmJob, SlurmRecorder, bench_env, cancel,
-                     ctld_times, hostnames, mean, median, merged_length, run_pytest, tail)
+from _common import (
+    POLL_INTERVAL,
+    PYTHON,
+    Section,
+    SlurmJob,
+    SlurmRecorder,
+    bench_env,
+    cancel,
+    ctld_times,
+    hostnames,
+    mean,
+    median,
+    merged_length,
+    run_pytest,
+    tail,
+)
 
 from pytest_xlatune.cell.load import load_cell
-from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.launch.sbatch import render_script
 from pytest_xlatune.plan.expand import RunSpec, expand
+from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.slurm import commands
 
 NODELIST = "node[01-02]"
@@ -58,10 +72,12 @@ def write_cell(path: Path, n: int) -> Path:
     and evidence runs to the profiles)."""
     profiles = n
     for _ in range(3):
-        rows = "\n".join(f"    - {{name: p{i}, xla_flags: [--xla_fake_tgs={1000 + i}]}}"
-                         for i in range(1, profiles + 1))
-        path.write_text(CELL.format(n=n, nodelist=NODELIST, steps=STEPS, sleep=STEP_SLEEP,
-                                    profiles=rows, time=TIME_LIMIT))
+        rows = "\n".join(
+            f"    - {{name: p{i}, xla_flags: [--xla_fake_tgs={1000 + i}]}}" for i in range(1, profiles + 1)
+        )
+        path.write_text(
+            CELL.format(n=n, nodelist=NODELIST, steps=STEPS, sleep=STEP_SLEEP, profiles=rows, time=TIME_LIMIT)
+        )
         found = len(queued_specs(path)[0])
         if found == n:
             return path
@@ -99,9 +115,16 @@ def hand_queue(cell: Path, workdir: Path, recorder: SlurmRecorder, timeout: floa
             script = workdir / "scripts" / f"{request.job_name}.sbatch"
             script.write_text(render_script(request, [PYTHON, "-m", "bench_trainer"], str(outputs)))
             argv = commands.sbatch(
-                str(script), job_name=request.job_name, nodes=NODES, nodelist=NODELIST,
-                exclusive=True, requeue=False, time_limit=TIME_LIMIT,
-                output=str(outputs / f"%j-{request.job_name}.log"), chdir=str(workdir))
+                str(script),
+                job_name=request.job_name,
+                nodes=NODES,
+                nodelist=NODELIST,
+                exclusive=True,
+                requeue=False,
+                time_limit=TIME_LIMIT,
+                output=str(outputs / f"%j-{request.job_name}.log"),
+                chdir=str(workdir),
+            )
             out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
             ids.append(out.stdout.strip().split(";")[0])
             names.append(request.job_name)
@@ -125,10 +148,17 @@ def through_plugin(cell: Path, recorder: SlurmRecorder, timeout: float) -> tuple
     later = [arg for spec in queued_specs(cell)[1] for arg in ("--deselect", f"{cell.name}::{spec.name}")]
     # The fixed protocol: this measures the queue fill (an adaptive sweep queues nothing ahead:
     # each next run waits for the planner's decision) against the same runs queued by hand.
-    wall, proc = run_pytest(cell.parent, [cell.name, "--xlatune-workload=bench_trainer",
-                                          "--xlatune-fixed-protocol",
-                                          f"--xlatune-poll-interval={POLL_INTERVAL}", *later],
-                            timeout=timeout)
+    wall, proc = run_pytest(
+        cell.parent,
+        [
+            cell.name,
+            "--xlatune-workload=bench_trainer",
+            "--xlatune-fixed-protocol",
+            f"--xlatune-poll-interval={POLL_INTERVAL}",
+            *later,
+        ],
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"pytest {cell.name} exited {proc.returncode}:\n{tail(proc.stdout)}")
     store = cell.parent / ".xlatune" / f"{cell.stem}.jsonl"
@@ -142,8 +172,16 @@ def through_plugin(cell: Path, recorder: SlurmRecorder, timeout: float) -> tuple
         t = _times(Path(record["job_dir"]))
         if "end" not in t:
             raise RuntimeError(f"plugin job {job_id} left no end stamp in {record['job_dir']}")
-        jobs.append(Job(job_id, t["start"], t["end"], recorder.get(job_id),
-                        submitted_at=record["time"], decided_at=decided.get(job_id)))
+        jobs.append(
+            Job(
+                job_id,
+                t["start"],
+                t["end"],
+                recorder.get(job_id),
+                submitted_at=record["time"],
+                decided_at=decided.get(job_id),
+            )
+        )
     return jobs, wall
 
 
@@ -162,12 +200,19 @@ def analyse(jobs: list[Job], recorder: SlurmRecorder) -> dict[str, Any]:
         spans.sort()
         first, last = spans[0][0], max(end for _, end in spans)
         gaps = [b[0] - a[1] - foreign_in(a[1], b[0]) for a, b in zip(spans, spans[1:])]
-        return {f"{name}wall_s": last - first, f"{name}wall_adj_s": last - first - foreign_in(first, last),
-                f"gap_{name}mean_s": mean(gaps), f"gap_{name}max_s": max(gaps), f"gaps_{name}s": gaps}
+        return {
+            f"{name}wall_s": last - first,
+            f"{name}wall_adj_s": last - first - foreign_in(first, last),
+            f"gap_{name}mean_s": mean(gaps),
+            f"gap_{name}max_s": max(gaps),
+            f"gaps_{name}s": gaps,
+        }
 
     result: dict[str, Any] = {
-        "jobs": len(jobs), "job_ids": [j.job_id for j in jobs],
-        "foreign_jobs": sorted({f[0] for f in foreign}), "foreign_s": foreign_in(lo, hi),
+        "jobs": len(jobs),
+        "job_ids": [j.job_id for j in jobs],
+        "foreign_jobs": sorted({f[0] for f in foreign}),
+        "foreign_s": foreign_in(lo, hi),
         "job_mean_s": mean([j.end - j.start for j in jobs]),
         **clock("", [(j.start, j.end) for j in jobs]),
     }
@@ -186,8 +231,7 @@ def analyse(jobs: list[Job], recorder: SlurmRecorder) -> dict[str, Any]:
         result["queued_ahead"] = sum(ahead)
         late = [g for g, ok in zip(result["gaps_s"], ahead) if not ok]
         result["queued_late_gap_mean_s"] = mean(late) if late else 0.0
-        result["decided_after_end_mean_s"] = mean([j.decided_at - j.end for j in jobs
-                                                   if j.decided_at is not None])
+        result["decided_after_end_mean_s"] = mean([j.decided_at - j.end for j in jobs if j.decided_at is not None])
     return result
 
 
@@ -208,8 +252,7 @@ def run(tmp: Path, quick: bool) -> Section:
         for path in order:
             with SlurmRecorder() as recorder:
                 if path == "hand":
-                    found["hand"] = analyse(hand_queue(hand_cell, base / "hand", recorder,
-                                                       timeout=n * 60), recorder)
+                    found["hand"] = analyse(hand_queue(hand_cell, base / "hand", recorder, timeout=n * 60), recorder)
                 else:
                     jobs, pytest_s = through_plugin(plugin_cell, recorder, timeout=n * 60 + 120)
                     found["plugin"] = analyse(jobs, recorder)
@@ -239,19 +282,33 @@ def run(tmp: Path, quick: bool) -> Section:
         fig["plugin_slurm_gap_mean_s"] = mean([g for r in plug for g in r["gaps_slurm_s"]])
     fig["foreign_s"] = total(hand, "foreign_s") + total(plug, "foreign_s")
     fig["plugin_queued_ahead_frac"] = total(plug, "queued_ahead") / (rounds * (n - 1))
-    section.details = {"rounds": per_round, "nodelist": NODELIST, "steps": STEPS,
-                       "fake_step_sleep": STEP_SLEEP, "poll_interval_s": POLL_INTERVAL,
-                       "command": shlex.join([PYTHON, "-m", "bench_trainer"])}
+    section.details = {
+        "rounds": per_round,
+        "nodelist": NODELIST,
+        "steps": STEPS,
+        "fake_step_sleep": STEP_SLEEP,
+        "poll_interval_s": POLL_INTERVAL,
+        "command": shlex.join([PYTHON, "-m", "bench_trainer"]),
+    }
     section.notes.append(
         "wall = first trainer start -> last trainer end (sub-second stamps); other users' jobs "
         "that held the nodes inside the window are subtracted (foreign_s); slurm_* figures come "
         "from scontrol StartTime/EndTime (1 s resolution), ctld_* gaps from slurmctld's log "
-        "(job done -> next job allocated, ms resolution)")
+        "(job done -> next job allocated, ms resolution)"
+    )
     worst = {name: max(rows, key=lambda r: r["gap_max_s"]) for name, rows in (("hand", hand), ("plugin", plug))}
-    section.notes.append("largest idle gap: " + ", ".join(
-        f"{name} {r['gap_max_s']:.2f} s" + (f" (slurmctld: {r['gap_ctld_max_s']:.2f} s from job "
-                                            "done to next allocated)" if "gap_ctld_max_s" in r else "")
-        for name, r in worst.items()))
+    section.notes.append(
+        "largest idle gap: "
+        + ", ".join(
+            f"{name} {r['gap_max_s']:.2f} s"
+            + (
+                f" (slurmctld: {r['gap_ctld_max_s']:.2f} s from job done to next allocated)"
+                if "gap_ctld_max_s" in r
+                else ""
+            )
+            for name, r in worst.items()
+        )
+    )
     explain(section, plug)
     return section
 
@@ -263,19 +320,23 @@ def explain(section: Section, plug: list[dict[str, Any]]) -> None:
         return
     extra = fig["plugin_wall_s"] - fig["hand_wall_s"]
     gap_extra = (fig["plugin_gap_mean_s"] - fig["hand_gap_mean_s"]) * (fig["jobs"] - 1)
-    section.notes.append(f"plugin wall is {extra:+.2f} s per batch; the idle gaps account for "
-                         f"{gap_extra:+.2f} s ({fig['plugin_gap_mean_s']:.2f} vs "
-                         f"{fig['hand_gap_mean_s']:.2f} s per gap)")
+    section.notes.append(
+        f"plugin wall is {extra:+.2f} s per batch; the idle gaps account for "
+        f"{gap_extra:+.2f} s ({fig['plugin_gap_mean_s']:.2f} vs "
+        f"{fig['hand_gap_mean_s']:.2f} s per gap)"
+    )
     late = [r for r in plug if r.get("queued_ahead", 0) < r["jobs"] - 1]
     if late:
         section.notes.append(
             "the next job was NOT yet in Slurm's queue when the previous one ended in "
             f"{sum(r['jobs'] - 1 - r['queued_ahead'] for r in late)} gaps (mean gap there "
-            f"{mean([r['queued_late_gap_mean_s'] for r in late]):.2f} s): nodes waited for pytest")
+            f"{mean([r['queued_late_gap_mean_s'] for r in late]):.2f} s): nodes waited for pytest"
+        )
     else:
         section.notes.append(
             "every next job was already queued when the previous one ended (queue depth is not "
             "the limit); pytest decided each job "
             f"{mean([r['decided_after_end_mean_s'] for r in plug]):.2f} s after the trainer ended "
             f"({mean([r['decided_after_end_mean_s'] for r in plug]) / POLL_INTERVAL:.1f} poll "
-            "intervals), which does not hold the nodes")
+            "intervals), which does not hold the nodes"
+        )

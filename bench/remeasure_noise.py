@@ -21,13 +21,14 @@ import sys
 
 import numpy as np
 
-from pytest_xlatune.judge import stats
+from pytest_xlatune.verdict import stats
 
 REMEASURE, TOLERANCE_PCT, BASE = 2, 1.0, 1000.0
 
 
 def trial(rng: np.random.Generator, delta_pct: float, cv_pct: float) -> tuple[list[float], list[float]]:
     """(baseline repeats, the recipe's runs) of one simulated wave-6 check."""
+
     def one(level: float) -> float:
         return float(level * (1 + rng.normal(0, cv_pct / 100)))
 
@@ -36,7 +37,7 @@ def trial(rng: np.random.Generator, delta_pct: float, cv_pct: float) -> tuple[li
     while True:
         final = len(runs) > REMEASURE
         check = stats.decide_after_remeasure if final else stats.regression_check
-        if check(runs, base, stats.pooled_noise([base]), TOLERANCE_PCT) is not stats.Decision.AMBIGUOUS:
+        if check(runs, base, stats.pooled_noise([base]), TOLERANCE_PCT) is not stats.GateDecision.AMBIGUOUS:
             return base, runs
         runs.append(one(BASE * (1 + delta_pct / 100)))
 
@@ -59,12 +60,13 @@ def main() -> int:
             if len(runs) > 1:
                 cond_alone.append(a)
                 cond_pooled.append(p)
-        rms = [math.sqrt(float(np.mean(x))) if x else math.nan
-               for x in (alone, pooled, cond_alone, cond_pooled)]
-        print(f"true Δ {delta:+.0f} %: re-measured in {len(cond_alone) / ns.trials * 100:5.1f} % of "
-              f"checks; over every check: baseline repeats {rms[0]:.3f} %, re-measured runs pooled "
-              f"{rms[1]:.3f} %; over the re-measured checks: {rms[2]:.3f} % vs {rms[3]:.3f} %",
-              flush=True)
+        rms = [math.sqrt(float(np.mean(x))) if x else math.nan for x in (alone, pooled, cond_alone, cond_pooled)]
+        print(
+            f"true Δ {delta:+.0f} %: re-measured in {len(cond_alone) / ns.trials * 100:5.1f} % of "
+            f"checks; over every check: baseline repeats {rms[0]:.3f} %, re-measured runs pooled "
+            f"{rms[1]:.3f} %; over the re-measured checks: {rms[2]:.3f} % vs {rms[3]:.3f} %",
+            flush=True,
+        )
     return 0
 
 

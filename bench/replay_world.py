@@ -7,6 +7,13 @@ Calibrated against ../shared/reference/example-report-pp-vs-fsdp-deepseek3-671b.
 a few OOMs and an unknown flag; step-to-step jitter ≈ 0.7 % (≈ 7 TGS of 967); a job ≈ 12 min
 (init and compile ≈ 5 min, then 15 steps). The drift is a random walk plus rare steps (another
 tenant, a firmware roll), of the size the issue quotes for real clusters.
+
+Each candidate also has a compiled program (`Sweep.programs`): a share `World.inert_share` of
+the exact no-ops compile to the baseline's program (a flag set to its image default, a pass that
+does not fire on this model: the report's `pipelined_p2p=true` on FSDP=8, `cp_decomp_1G` on PP=8
+with 392 MiB collective-permutes); every other candidate, no-op or not, compiles to a program of
+its own (a runtime setting such as an NCCL variable, or a program change that does not move the
+speed). The adaptive sweep cuts the former after its compile, as the engine does (engine/inert.py).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from pathlib import Path
 
 from pytest_xlatune.adaptive import Plan, PlanItem, Role
 from pytest_xlatune.adaptive.keys import plan_items
-from pytest_xlatune.cell.model import Backend, BackendKind, Cell, ClusterSlot, EnvFileEntry, Parallelism
+from pytest_xlatune.cell.values import Backend, BackendKind, Cell, ClusterSlot, EnvFileEntry, Parallelism
 from pytest_xlatune.plan.expand import RunKind, RunSpec
 
 STEPS, WARMUP = 15, 5
@@ -60,6 +67,9 @@ class World:
     burst_pct: float = 0.0
     burst_h: float = 1.0
     burst_every_h: float = 3.0
+    # Of the exact no-op candidates, the share whose compiled program is the baseline's (the
+    # report's no-ops: half are compile-level, half runtime settings or programs that changed).
+    inert_share: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class Job:
     steady_from: int
     end: float
     failure: str = ""
+    compiled: float = 0.0  # when the job said its train step is compiled (0: it never did)
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ class Sweep:
     drift: tuple[float, ...] = field(repr=False)  # log level every DRIFT_DT seconds
     flags: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each item's own XLA flags
     probe: str = ""  # the +3 % profile, when the sweep has one
+    programs: dict[str, str] = field(default_factory=dict)  # candidate → its program's id (absent: its own)
 
 
 DRIFT_DT = 60.0
@@ -91,10 +103,15 @@ Profile = tuple[str, tuple[str, ...], float, str]  # name, XLA flags, true effec
 
 
 def _cell() -> Cell:
-    return Cell(path=Path("sim.yml"), model_tag="sim", slot=ClusterSlot(nodes=8),
-                parallelism=Parallelism((("FSDP", 8),)), pdbs=7,
-                env_file=(EnvFileEntry("xla", ENV_FLAG, ENV_DEPLOYED, ENV_DEFAULT),),
-                backend=Backend(BackendKind.MAXTEXT_SLURM))
+    return Cell(
+        path=Path("sim.yml"),
+        model_tag="sim",
+        slot=ClusterSlot(nodes=8),
+        parallelism=Parallelism((("FSDP", 8),)),
+        pdbs=7,
+        env_file=(EnvFileEntry("xla", ENV_FLAG, ENV_DEPLOYED, ENV_DEFAULT),),
+        backend=Backend(BackendKind.MAXTEXT_SLURM),
+    )
 
 
 def _pick(rng: random.Random, table: dict[int, float]) -> int:
@@ -136,8 +153,9 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
         sizes = [best] + [best * rng.uniform(0.5, 0.97) for _ in range(count - 1)]
         rng.shuffle(sizes)
         at = rng.randrange(len(profiles) + 1)
-        block: list[Profile] = [(f"lever{lever}_v{v}", (f"--xla_gpu_sim_lever{lever}={v}",), e, "")
-                                for v, e in enumerate(sizes)]
+        block: list[Profile] = [
+            (f"lever{lever}_v{v}", (f"--xla_gpu_sim_lever{lever}={v}",), e, "") for v, e in enumerate(sizes)
+        ]
         profiles[at:at] = block
     # Duplicates the effective-settings key must catch: the image default appended after the env
     # file's value (= restore_default), a copy with a redundant earlier value (last wins), and
@@ -152,19 +170,49 @@ def draw(rng: random.Random, world: World, plan_kwargs: dict[str, object] | None
         extra.append(("sim_env_deployed", (f"{ENV_FLAG}={ENV_DEPLOYED}",), 0.0, ""))
     for item in extra:
         profiles.insert(rng.randrange(len(profiles) // 2, len(profiles) + 1), item)
-    specs = [RunSpec("wave1", "baseline", "default", RunKind.BASELINE),
-             RunSpec("wave1", "baseline-r2", "default", RunKind.BASELINE),
-             RunSpec("wave1", "restore_default", "default", RunKind.RESTORE_DEFAULT,
-                     xla_flags=(f"{ENV_FLAG}={ENV_DEFAULT}",)),
-             RunSpec("wave1.5", "evidence", "default", RunKind.EVIDENCE, evidence=True)]
+    specs = [
+        RunSpec("wave1", "baseline", "default", RunKind.BASELINE),
+        RunSpec("wave1", "baseline-r2", "default", RunKind.BASELINE),
+        RunSpec(
+            "wave1", "restore_default", "default", RunKind.RESTORE_DEFAULT, xla_flags=(f"{ENV_FLAG}={ENV_DEFAULT}",)
+        ),
+        RunSpec("wave1.5", "evidence", "default", RunKind.EVIDENCE, evidence=True),
+    ]
     specs += [RunSpec("wave2", name, "default", RunKind.PROFILE, xla_flags=flags) for name, flags, _, _ in profiles]
     specs.append(RunSpec("evidence2", "winner", "default", RunKind.WINNER_EVIDENCE, evidence=True))
     items = plan_items(_cell(), specs)
     effects = {s.name: e for s, (_, _, e, _) in zip(specs[4:], profiles)}
     effects[specs[2].name] = restore
     failures = {s.name: f for s, (_, _, _, f) in zip(specs[4:], profiles) if f}
-    return Sweep(Plan(items, **(plan_kwargs or {})), effects, failures, _drift(rng, world),  # type: ignore[arg-type]
-                 {s.name: s.xla_flags for s in specs}, probe=f"wave2::{probe}[default]" if probe else "")
+    drift = _drift(rng, world)
+    return Sweep(
+        Plan(items, **(plan_kwargs or {})),
+        effects,
+        failures,
+        drift,  # type: ignore[arg-type]
+        {s.name: s.xla_flags for s in specs},
+        probe=f"wave2::{probe}[default]" if probe else "",
+        programs=programs(rng, world, effects, failures),
+    )
+
+
+BASELINE_PROGRAM = "baseline"
+
+
+def programs(rng: random.Random, world: World, effects: dict[str, float], failures: dict[str, str]) -> dict[str, str]:
+    """Which candidates compile to the baseline's program: of the exact no-ops, each with odds
+    world.inert_share (drawn last, one draw per candidate whatever the share, so worlds of two
+    shares are the same clusters)."""
+    found = {}
+    for name, effect in effects.items():
+        if rng.random() < world.inert_share and effect == 0.0 and name not in failures:
+            found[name] = BASELINE_PROGRAM
+    return found
+
+
+def program_of(sweep: Sweep, item: str, role: Role) -> str:
+    """The program a run of `item` compiles to: the baseline's for the baseline's own runs."""
+    return BASELINE_PROGRAM if role.is_control else sweep.programs.get(item, item)
 
 
 def _drift(rng: random.Random, world: World, hours: float = 30.0) -> tuple[float, ...]:
@@ -183,8 +231,16 @@ def drift_at(sweep: Sweep, t: float) -> float:
     return sweep.drift[min(len(sweep.drift) - 1, max(0, int(t / DRIFT_DT)))]
 
 
-def job(rng: random.Random, world: World, sweep: Sweep, item: PlanItem, effect_item: str, role: Role,
-        cached: bool, now: float) -> Job:
+def job(
+    rng: random.Random,
+    world: World,
+    sweep: Sweep,
+    item: PlanItem,
+    effect_item: str,
+    role: Role,
+    cached: bool,
+    now: float,
+) -> Job:
     """The timeline of one job submitted at `now`: queue wait, init, compile, 15 steps."""
     start = now + rng.expovariate(1 / world.queue_wait_mean_s)
     init = rng.uniform(*world.init_s)
@@ -194,6 +250,7 @@ def job(rng: random.Random, world: World, sweep: Sweep, item: PlanItem, effect_i
     t = start + init + rng.uniform(*(world.cached_compile_s if cached else world.compile_s))
     if failure == "oom":
         return Job(start, (), (), 0, t + world.teardown_s, failure)
+    compiled = t
     evidence = role in (Role.EVIDENCE, Role.WINNER_EVIDENCE)
     effect = 0.0 if role.is_control or role is Role.EVIDENCE else sweep.effects.get(effect_item, 0.0)
     candidate = role in (Role.PROFILE, Role.WINNER_EVIDENCE)  # the winner's re-run is a candidate's run
@@ -211,7 +268,7 @@ def job(rng: random.Random, world: World, sweep: Sweep, item: PlanItem, effect_i
         t += seconds
         ends.append(t)
         tgs.append(value)
-    return Job(start, tuple(ends), tuple(tgs), 9 if evidence else WARMUP, t + world.teardown_s)
+    return Job(start, tuple(ends), tuple(tgs), 9 if evidence else WARMUP, t + world.teardown_s, compiled=compiled)
 
 
 def _burst(world: World, t: float) -> float:

@@ -67,8 +67,9 @@ def table(sections: list[Section]) -> str:
             rows.append((s.name, "ERROR", s.error.splitlines()[0][:60], "", "FAIL"))
         for name, value in s.figures.items():
             met = s.met(name)
-            rows.append((s.name, name, fmt(value), s.targets.get(name, ""),
-                         "" if met is None else ("met" if met else "MISSED")))
+            rows.append(
+                (s.name, name, fmt(value), s.targets.get(name, ""), "" if met is None else ("met" if met else "MISSED"))
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -100,22 +101,32 @@ def run_section(name: str, tmp: Path, quick: bool) -> Section:
             controller_away = any(t in str(error) for t in CONTROLLER_AWAY) or not slurm_answers()
             if attempt == 2 or not controller_away:
                 return failed
-            away = next((line for line in failed.error.splitlines()
-                         if any(t in line for t in CONTROLLER_AWAY)), failed.error)[:200]
+            away = next(
+                (line for line in failed.error.splitlines() if any(t in line for t in CONTROLLER_AWAY)), failed.error
+            )[:200]
             wait_for_slurm()
-            print(f"== {name}: the Slurm controller was away; running the section again",
-                  file=sys.stderr, flush=True)
+            print(f"== {name}: the Slurm controller was away; running the section again", file=sys.stderr, flush=True)
     raise AssertionError("unreachable")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="CI smoke run: fewer jobs, 100 MB log, no full demo (default: off)")
-    parser.add_argument("--json", type=Path, default=REPO / "bench" / "results.json",
-                        help="where to write the results (default: bench/results.json)")
-    parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), default=list(SECTIONS),
-                        help="run only these sections (default: all)")
+    parser.add_argument(
+        "--quick", action="store_true", help="CI smoke run: fewer jobs, 100 MB log, no full demo (default: off)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=REPO / "bench" / "results.json",
+        help="where to write the results (default: bench/results.json)",
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(SECTIONS),
+        default=list(SECTIONS),
+        help="run only these sections (default: all)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory (default: off)")
     args = parser.parse_args()
     if not wait_for_slurm():
@@ -140,9 +151,15 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     out = {
-        "meta": {"mode": "quick" if args.quick else "full", "started": started,
-                 "duration_s": time.time() - started, "poll_interval_s": POLL_INTERVAL,
-                 "host": platform.node(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "meta": {
+            "mode": "quick" if args.quick else "full",
+            "started": started,
+            "duration_s": time.time() - started,
+            "poll_interval_s": POLL_INTERVAL,
+            "host": platform.node(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        },
         **{s.name: s.to_dict() for s in sections},
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -52,9 +52,18 @@ def measure(workdir: Path, kind: str, per_kind: int) -> list[dict[str, Any]]:
     """Run the failure profiles (-k wave2) through the plugin; one row per job."""
     workdir.mkdir(parents=True)
     cell = write_cell(workdir / f"verdict_{kind}.yml", kind, per_kind)
-    _, proc = run_pytest(workdir, [cell.name, "-k", "wave2", "--xlatune-workload=bench_trainer",
-                                   f"--xlatune-poll-interval={POLL_INTERVAL}", "--xlatune-no-report"],
-                         timeout=300 + 30 * per_kind)
+    _, proc = run_pytest(
+        workdir,
+        [
+            cell.name,
+            "-k",
+            "wave2",
+            "--xlatune-workload=bench_trainer",
+            f"--xlatune-poll-interval={POLL_INTERVAL}",
+            "--xlatune-no-report",
+        ],
+        timeout=300 + 30 * per_kind,
+    )
     if proc.returncode not in (0, 1):  # 1: the unknown-flag items fail, as they should
         raise RuntimeError(f"pytest {cell.name} exited {proc.returncode}:\n{tail(proc.stdout)}")
     store = workdir / ".xlatune" / f"{cell.stem}.jsonl"
@@ -69,16 +78,22 @@ def measure(workdir: Path, kind: str, per_kind: int) -> list[dict[str, Any]]:
         times_path = Path(job_dirs[e["job_id"]]) / "bench_times.json"
         t = json.loads(times_path.read_text()) if times_path.exists() else {}
         if "line_written" not in t:
-            raise RuntimeError(f"job {e['job_id']} ({e['item']}) left no line_written stamp: "
-                               f"{times_path}; pytest said:\n{tail(proc.stdout)}")
-        rows.append({
-            "item": e["item"], "job_id": e["job_id"], "verdict": e["verdict"],
-            "kind": "unknown_flag" if "unknown" in e["profile"] else "oom",
-            "line_to_decided_s": e["finished_at"] - t["line_written"],
-            "line_to_sigterm_s": t["sigterm"] - t["line_written"] if "sigterm" in t else None,
-            "sigterm_to_decided_s": e["finished_at"] - t["sigterm"] if "sigterm" in t else None,
-            "line_to_exit_s": t["end"] - t["line_written"] if "end" in t else None,
-        })
+            raise RuntimeError(
+                f"job {e['job_id']} ({e['item']}) left no line_written stamp: "
+                f"{times_path}; pytest said:\n{tail(proc.stdout)}"
+            )
+        rows.append(
+            {
+                "item": e["item"],
+                "job_id": e["job_id"],
+                "verdict": e["verdict"],
+                "kind": "unknown_flag" if "unknown" in e["profile"] else "oom",
+                "line_to_decided_s": e["finished_at"] - t["line_written"],
+                "line_to_sigterm_s": t["sigterm"] - t["line_written"] if "sigterm" in t else None,
+                "sigterm_to_decided_s": e["finished_at"] - t["sigterm"] if "sigterm" in t else None,
+                "line_to_exit_s": t["end"] - t["line_written"] if "end" in t else None,
+            }
+        )
     return rows
 
 
@@ -93,8 +108,9 @@ def run(tmp: Path, quick: bool) -> Section:
             mine = [r for r in rows if r["kind"] == failure]
             wrong = [r for r in mine if r["verdict"] != failure]
             if wrong or len(mine) != per_kind:
-                section.notes.append(f"{kind}: expected {per_kind} {failure} verdicts, found "
-                                     f"{[r['verdict'] for r in mine]}")
+                section.notes.append(
+                    f"{kind}: expected {per_kind} {failure} verdicts, found {[r['verdict'] for r in mine]}"
+                )
             decided = [r["line_to_decided_s"] / POLL_INTERVAL for r in mine]
             fig[f"{kind}_{short}_intervals_mean"] = mean(decided)
             fig[f"{kind}_{short}_intervals_max"] = max(decided)
@@ -102,11 +118,15 @@ def run(tmp: Path, quick: bool) -> Section:
             section.targets[f"{kind}_{short}_intervals_max"] = "<= 1"
             if failure == "unknown_flag":
                 fig[f"{kind}_{short}_to_sigterm_intervals"] = mean(
-                    [r["line_to_sigterm_s"] / POLL_INTERVAL for r in mine if r["line_to_sigterm_s"] is not None])
+                    [r["line_to_sigterm_s"] / POLL_INTERVAL for r in mine if r["line_to_sigterm_s"] is not None]
+                )
                 fig[f"{kind}_{short}_sigterm_to_decided_intervals"] = mean(
-                    [r["sigterm_to_decided_s"] / POLL_INTERVAL for r in mine if r["sigterm_to_decided_s"] is not None])
-    section.notes.append(f"figures in poll intervals of {POLL_INTERVAL} s: line flushed -> SIGTERM "
-                         "(the cancel) -> result stored (finished_at)")
+                    [r["sigterm_to_decided_s"] / POLL_INTERVAL for r in mine if r["sigterm_to_decided_s"] is not None]
+                )
+    section.notes.append(
+        f"figures in poll intervals of {POLL_INTERVAL} s: line flushed -> SIGTERM "
+        "(the cancel) -> result stored (finished_at)"
+    )
     explain(section)
     return section
 
@@ -120,7 +140,8 @@ def explain(section: Section) -> None:
                 f"{kind} OOM: max {fig[f'{kind}_oom_intervals_max']:.2f} intervals: an OOM is "
                 "cancelled on sight and decided at the cancel, so the log read that finds the "
                 "line (twice per interval) came late: is the machine overloaded, or was the "
-                "policy's cancel_on_sight for oom overridden?")
+                "policy's cancel_on_sight for oom overridden?"
+            )
     for kind in ("sbatch", "local"):
         if section.met(f"{kind}_unknown_intervals_mean") is not False:
             continue
@@ -130,4 +151,5 @@ def explain(section: Section) -> None:
             f"intervals after the write (poll phase, <= 1), then {after:.2f} more until the item "
             f"was decided: Watcher.watch sleeps a full interval after _cancel() and Poller only "
             f"re-asks once that interval is over ({after - 1:+.2f} interval left for "
-            f"{'scancel + Slurm ending the job' if kind == 'sbatch' else 'killpg + wait'})")
+            f"{'scancel + Slurm ending the job' if kind == 'sbatch' else 'killpg + wait'})"
+        )

@@ -18,8 +18,10 @@ Pairs = tuple[tuple[str, str], ...]
 CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
 ENABLE = "JAX_ENABLE_COMPILATION_CACHE"
 # Cache every executable: JAX's defaults skip those compiled in under 1 s.
-THRESHOLDS: Pairs = (("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
-                     ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0"))
+THRESHOLDS: Pairs = (
+    ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0"),
+    ("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0"),
+)
 MAXTEXT_KEY = "jax_cache_dir"
 USER_NAMES = (CACHE_DIR, ENABLE)  # either one set by the user's own settings: theirs wins
 # An evidence run compiles: a cache hit skips XLA's passes, so its dump lacks what they write

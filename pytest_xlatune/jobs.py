@@ -86,28 +86,56 @@ class JobState(str, Enum):
         return _SPELLINGS.get(word, cls.UNKNOWN)
 
 
-_FINISHED = frozenset({
-    JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL,
-    JobState.OUT_OF_MEMORY, JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE,
-})
-_SPELLINGS: Mapping[str, JobState] = MappingProxyType({
-    # Slurm's other words for the states (JobState is named as sacct prints them):
-    # compact codes (squeue %t)
-    "PD": JobState.PENDING, "CF": JobState.CONFIGURING, "R": JobState.RUNNING,
-    "CG": JobState.COMPLETING, "CD": JobState.COMPLETED, "F": JobState.FAILED,
-    "CA": JobState.CANCELLED, "TO": JobState.TIMEOUT, "NF": JobState.NODE_FAIL,
-    "OOM": JobState.OUT_OF_MEMORY, "PR": JobState.PREEMPTED, "BF": JobState.BOOT_FAIL,
-    "DL": JobState.DEADLINE,
-    # requeued/held jobs wait to run again; suspended/stopped ones wait to resume
-    "REQUEUED": JobState.PENDING, "RQ": JobState.PENDING, "REQUEUE_HOLD": JobState.PENDING,
-    "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
-    "SUSPENDED": JobState.PENDING, "S": JobState.PENDING, "STOPPED": JobState.PENDING,
-    "ST": JobState.PENDING,
-    # still holding its nodes
-    "RESIZING": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.COMPLETING,
-    "SO": JobState.COMPLETING,
-    "SPECIAL_EXIT": JobState.FAILED, "SE": JobState.FAILED, "REVOKED": JobState.CANCELLED,
-})
+_FINISHED = frozenset(
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.OUT_OF_MEMORY,
+        JobState.PREEMPTED,
+        JobState.BOOT_FAIL,
+        JobState.DEADLINE,
+    }
+)
+_SPELLINGS: Mapping[str, JobState] = MappingProxyType(
+    {
+        # Slurm's other words for the states (JobState is named as sacct prints them):
+        # compact codes (squeue %t)
+        "PD": JobState.PENDING,
+        "CF": JobState.CONFIGURING,
+        "R": JobState.RUNNING,
+        "CG": JobState.COMPLETING,
+        "CD": JobState.COMPLETED,
+        "F": JobState.FAILED,
+        "CA": JobState.CANCELLED,
+        "TO": JobState.TIMEOUT,
+        "NF": JobState.NODE_FAIL,
+        "OOM": JobState.OUT_OF_MEMORY,
+        "PR": JobState.PREEMPTED,
+        "BF": JobState.BOOT_FAIL,
+        "DL": JobState.DEADLINE,
+        # requeued/held jobs wait to run again; suspended/stopped ones wait to resume
+        "REQUEUED": JobState.PENDING,
+        "RQ": JobState.PENDING,
+        "REQUEUE_HOLD": JobState.PENDING,
+        "REQUEUE_FED": JobState.PENDING,
+        "RESV_DEL_HOLD": JobState.PENDING,
+        "SUSPENDED": JobState.PENDING,
+        "S": JobState.PENDING,
+        "STOPPED": JobState.PENDING,
+        "ST": JobState.PENDING,
+        # still holding its nodes
+        "RESIZING": JobState.RUNNING,
+        "SIGNALING": JobState.RUNNING,
+        "STAGE_OUT": JobState.COMPLETING,
+        "SO": JobState.COMPLETING,
+        "SPECIAL_EXIT": JobState.FAILED,
+        "SE": JobState.FAILED,
+        "REVOKED": JobState.CANCELLED,
+    }
+)
 
 
 class JobPhase(Enum):

@@ -22,7 +22,7 @@ def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     """Split on line boundaries into parts of at most `limit` characters, numbered when > 1."""
     pieces: list[str] = []
     for line in text.splitlines():
-        pieces += [line[i:i + limit] for i in range(0, len(line), limit)] or [""]
+        pieces += [line[i : i + limit] for i in range(0, len(line), limit)] or [""]
     parts: list[str] = []
     current: list[str] = []
     size = 0
@@ -42,8 +42,13 @@ def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
 class Notifier:
     """Sends through a command template; failures are warnings, never a crash of the sweep."""
 
-    def __init__(self, transport: Transport | None, template: str, cwd: str | None = None,
-                 warn: Callable[[str], None] = lambda text: None) -> None:
+    def __init__(
+        self,
+        transport: Transport | None,
+        template: str,
+        cwd: str | None = None,
+        warn: Callable[[str], None] = lambda text: None,
+    ) -> None:
         self.argv = shlex.split(template) if template else []
         if self.argv and PLACEHOLDER not in self.argv:
             self.argv.append(PLACEHOLDER)

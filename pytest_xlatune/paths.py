@@ -109,8 +109,11 @@ class CellPaths:
         """Where an older version kept this cell's store, when that was another name and the
         name was this cell's alone (inside the rootdir); None otherwise."""
         relative = cell_relative(self.cell_path, self.root)
-        if not _inside(self.cell_path, self.root) or any("__" in part for part in relative.parts) \
-                or self.cell_path.with_suffix(".yml").exists():
+        if (
+            not _inside(self.cell_path, self.root)
+            or any("__" in part for part in relative.parts)
+            or self.cell_path.with_suffix(".yml").exists()
+        ):
             return None  # the old name was shared (or is another cell's own): left where it is
         old = store_file(self.store_dir, legacy_slug(self.cell_path, self.root))
         return old if old != self.store else None

@@ -16,8 +16,9 @@ from .engine.cellfiles import check_cell_paths, dist_given, is_cell_file
 from .engine.items import CellFile, CellItem
 from .engine.session import Session
 from .launch.registry import Backend, LaunchContext, backend_kinds, make_backend
+from .options import add_options
 from .report.final import teststatus
-from .settings import Settings, add_options
+from .settings import Settings
 from .shareable import clean_report
 
 R = TypeVar("R")
@@ -45,9 +46,13 @@ def pytest_xlatune_make_launcher(context: LaunchContext) -> Backend:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
-    parser.addini("xlatune_cells", "glob patterns (relative to rootdir) of cell files collected "
-                  "without naming them (default: cells/*.yml cells/*.yaml)", type="linelist",
-                  default=["cells/*.yml", "cells/*.yaml"])
+    parser.addini(
+        "xlatune_cells",
+        "glob patterns (relative to rootdir) of cell files collected "
+        "without naming them (default: cells/*.yml cells/*.yaml)",
+        type="linelist",
+        default=["cells/*.yml", "cells/*.yaml"],
+    )
 
 
 def pytest_cmdline_main(config: pytest.Config) -> None:
@@ -69,7 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xlatune: an item of an XLA tuning cell")
     kinds = backend_kinds(p for added in config.hook.pytest_xlatune_backend_kinds() for p in added)
     settings = Settings.from_config(config)
-    settings.hang_settings(), settings.base_policy()  # bad values fail now, as usage errors
+    settings.hang_settings(), settings.base_playbook()  # bad values fail now, as usage errors
     settings.check_store()
     settings.check_outputs()
     check_cell_paths(config)

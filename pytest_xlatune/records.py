@@ -53,8 +53,11 @@ class Record:
     @classmethod
     def from_json(cls: type[R], record: Mapping[str, object]) -> R:
         """Read a line's fields back (the envelope and keys the class does not name are ignored)."""
-        values = {f.name: _tuples(record[f.name]) if str(f.type).startswith("tuple") else record[f.name]
-                  for f in fields(cls) if f.name in record}
+        values = {
+            f.name: _tuples(record[f.name]) if str(f.type).startswith("tuple") else record[f.name]
+            for f in fields(cls)
+            if f.name in record
+        }
         return cls(**values)
 
 
@@ -304,10 +307,33 @@ class Inert(Record):
     reason: str = ""
 
 
-RECORDS: Mapping[str, type[Record]] = MappingProxyType({cls.EVENT: cls for cls in (
-    Sweep, Environment, Inventory, Submitting, Submitted, Unsubmitted, Result, Attempt, Cancelled,
-    Stop, Quarantined, NodeResume, Drift, Conclude, Skipped, EarlyStop, Cleanup, TuneArmAdded,
-    Fingerprint, Inert)})
+RECORDS: Mapping[str, type[Record]] = MappingProxyType(
+    {
+        cls.EVENT: cls
+        for cls in (
+            Sweep,
+            Environment,
+            Inventory,
+            Submitting,
+            Submitted,
+            Unsubmitted,
+            Result,
+            Attempt,
+            Cancelled,
+            Stop,
+            Quarantined,
+            NodeResume,
+            Drift,
+            Conclude,
+            Skipped,
+            EarlyStop,
+            Cleanup,
+            TuneArmAdded,
+            Fingerprint,
+            Inert,
+        )
+    }
+)
 
 
 def record_class(event: str) -> type[Record]:
@@ -315,8 +341,9 @@ def record_class(event: str) -> type[Record]:
     try:
         return RECORDS[event]
     except KeyError:
-        raise RecordError(f"store event {event!r}: expected one of {', '.join(sorted(RECORDS))} "
-                          "(add its dataclass to records.py)") from None
+        raise RecordError(
+            f"store event {event!r}: expected one of {', '.join(sorted(RECORDS))} (add its dataclass to records.py)"
+        ) from None
 
 
 def read(record: Mapping[str, object]) -> Record:

@@ -181,8 +181,9 @@ class JobResult:
         for name in ("env", "overrides", "artifacts", "runs"):
             values[name] = tuple(tuple(pair) for pair in values.get(name) or ())
         values["losses"] = _trajectory(values.get("losses"))
-        values["extra_losses"] = tuple((str(name), _trajectory(steps))
-                                       for name, steps in values.get("extra_losses") or ())
+        values["extra_losses"] = tuple(
+            (str(name), _trajectory(steps)) for name, steps in values.get("extra_losses") or ()
+        )
         return cls(**values)
 
 
@@ -204,9 +205,12 @@ class Spent:
 
     def text(self) -> str:
         """One line: `1.25 node-hours (75.0 node-minutes) over 6 jobs` (and the jobs it leaves out)."""
-        line = (f"{self.node_hours:.2f} node-hours ({self.node_minutes:.1f} node-minutes) over "
-                f"{self.jobs} job{'s' if self.jobs != 1 else ''}")
-        return line + (f" ({self.unknown} older job(s) without a recorded cost)" if self.unknown else "")
+        line = (
+            f"{self.node_hours:.2f} node-hours ({self.node_minutes:.1f} node-minutes) over "
+            f"{self.jobs} job{'s' if self.jobs != 1 else ''}"
+        )
+        # Stored before costs were kept, or cut by a session killed before it saw the job end.
+        return line + (f" ({self.unknown} job(s) without a recorded cost)" if self.unknown else "")
 
     @classmethod
     def of(cls, jobs: Iterable[JobResult]) -> Spent:

@@ -26,8 +26,10 @@ class LinkRefused(XlatuneError, OSError):
 
 
 def link_message(path: Path | str) -> str:
-    return (f"{path}: is a symbolic link; xlatune never reads or writes its files through a link "
-            "(it could overwrite what the link points at): remove the link")
+    return (
+        f"{path}: is a symbolic link; xlatune never reads or writes its files through a link "
+        "(it could overwrite what the link points at): remove the link"
+    )
 
 
 def open_nofollow(path: Path | str, flags: int, mode: int = 0o666) -> int:
@@ -86,8 +88,7 @@ def read_text_nofollow(path: Path) -> str | None:
         return None
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{path}: expected a file, found something else",
-                                    str(path))
+            raise IsADirectoryError(errno.EISDIR, f"{path}: expected a file, found something else", str(path))
         return handle.read().decode("utf-8")
 
 

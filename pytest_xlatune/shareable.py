@@ -34,9 +34,12 @@ TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
     ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}"),
     ("JWT", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
     ("Bearer credential", r"(?i:\bBearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
-    ("secret-named assignment", r"(?i:\b[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|"
-                                r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)\b)[=:]\s*"
-                                rf"(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})"),
+    (
+        "secret-named assignment",
+        r"(?i:\b[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|"
+        r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)\b)[=:]\s*"
+        rf"(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})",
+    ),
 )
 
 # ESC-introduced sequences: CSI (SGR colours are the CSI ending in "m"), OSC (window title,
@@ -64,12 +67,14 @@ class Masker:
     patterns: tuple[re.Pattern[str], ...] = ()
 
     @classmethod
-    def build(cls, environ: Mapping[str, str] | None = None,
-              extra: Iterable[re.Pattern[str]] = ()) -> Masker:
+    def build(cls, environ: Mapping[str, str] | None = None, extra: Iterable[re.Pattern[str]] = ()) -> Masker:
         """From the secret-named variables of `environ` (os.environ), the token shapes and `extra`."""
         env = os.environ if environ is None else environ
-        values = {v for name, v in env.items() if SECRET_NAME.search(name)
-                  and len(v.strip()) >= MIN_SECRET_LENGTH and v.strip().lower() not in _NOT_SECRET}
+        values = {
+            v
+            for name, v in env.items()
+            if SECRET_NAME.search(name) and len(v.strip()) >= MIN_SECRET_LENGTH and v.strip().lower() not in _NOT_SECRET
+        }
         literals = {variant for v in values for variant in _renderings(v) if variant}
         patterns = tuple(re.compile(p) for _, p in TOKEN_SHAPES) + tuple(extra)
         # Longest first, so a value that contains another is masked whole.
@@ -89,15 +94,22 @@ def _masked(match: re.Match[str]) -> str:
         start, end = match.span("secret")
         whole = match.group()
         offset = match.start()
-        return whole[:start - offset] + MASK + whole[end - offset:]
+        return whole[: start - offset] + MASK + whole[end - offset :]
     return MASK
 
 
 def _renderings(value: str) -> set[str]:
     """A secret as each output writes it: raw, HTML-escaped, JSON-escaped, markdown-escaped."""
     value = value.strip()
-    return {value, html.escape(value), html.escape(value, quote=False), json.dumps(value)[1:-1],
-            json.dumps(value, ensure_ascii=False)[1:-1], markdown_text(value), value.replace("|", "\\|")}
+    return {
+        value,
+        html.escape(value),
+        html.escape(value, quote=False),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        markdown_text(value),
+        value.replace("|", "\\|"),
+    }
 
 
 # The masker of the session running in this context: the Session sets it at its start and puts
@@ -166,6 +178,7 @@ def markdown_code(value: object) -> str:
 
 
 # ---- pytest reports ---------------------------------------------------------------------------
+
 
 def clean_report(report: Any) -> None:
     """`clean` a test or collect report in place before pytest, junitxml, pytest-html and xdist

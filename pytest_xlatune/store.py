@@ -51,15 +51,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import records, store_lines
+from . import records, store_heal, store_lines
+from .errors import XlatuneError
 from .records import R, Record
 from .results import JobResult
 from .safefs import LinkRefused, link_message, open_nofollow
 from .store_lines import SCHEMA_VERSION, Parsed
-from .errors import XlatuneError
 
 NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
-_SHOWN = 5  # quarantined lines named one per line; the rest in one line
 
 
 class StoreError(XlatuneError):
@@ -109,8 +108,9 @@ class ResultStore:
         except LinkRefused as error:
             raise StoreError(str(error.strerror)) from None
         except OSError as error:
-            raise StoreError(f"{error.filename or self.lock_path}: cannot open the store's lock: "
-                             f"{error.strerror or error}") from None
+            raise StoreError(
+                f"{error.filename or self.lock_path}: cannot open the store's lock: {error.strerror or error}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -123,25 +123,35 @@ class ResultStore:
                 f"{self.path}: in use by {'another xdist worker of this session' if same else 'another pytest session'}"
                 f" (host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started "
                 f"{holder.get('started', '?')}); "
-                + ("run the cell's items in one worker: --dist loadgroup" if same else
-                   "wait for it to end, or pass another --xlatune-store")) from None
+                + (
+                    "run the cell's items in one worker: --dist loadgroup"
+                    if same
+                    else "wait for it to end, or pass another --xlatune-store"
+                )
+            ) from None
         try:
             for side in (self.path, self.torn_path, self.quarantine_path):
                 self._check_file(side)
-            notes = self.heal() + self._record_noted_cancels(_holder(os.pread(fd, NOTE_SIZE, 0)))
+            notes = self.heal() + store_heal.record_noted_cancels(self, _holder(os.pread(fd, NOTE_SIZE, 0)))
         except LinkRefused as error:
             os.close(fd)
             raise StoreError(str(error.strerror)) from None
         except OSError as error:  # healing needs to write (a full disk): nothing is submitted
             os.close(fd)
-            raise StoreError(f"{error.filename or self.path}: cannot heal the results store "
-                             f"({error.strerror or error}); free space or fix the disk, then rerun") from None
+            raise StoreError(
+                f"{error.filename or self.path}: cannot heal the results store "
+                f"({error.strerror or error}); free space or fix the disk, then rerun"
+            ) from None
         except BaseException:
             os.close(fd)  # e.g. the missing records cannot be written yet: the note stays
             raise
         self._lock_fd = fd
-        self._note = {"host": socket.gethostname(), "pid": os.getpid(), "session": session,
-                      "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        self._note = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "session": session,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
         self._write_note()  # without it the lock still holds; a refused session says "?"
         return notes
 
@@ -177,8 +187,10 @@ class ResultStore:
             raise StoreError(link_message(path))
         if not stat.S_ISREG(mode):
             kind = "a directory" if stat.S_ISDIR(mode) else "no regular file"
-            raise StoreError(f"{path}: expected the results store (a file of JSON lines), found "
-                             f"{kind}; move it away or pass another --xlatune-store")
+            raise StoreError(
+                f"{path}: expected the results store (a file of JSON lines), found "
+                f"{kind}; move it away or pass another --xlatune-store"
+            )
 
     def _write_note(self) -> bool:
         """The owner's note, padded to NOTE_SIZE, in place at the start of the lock file."""
@@ -202,96 +214,19 @@ class ResultStore:
         noted.remove(job_id)
         return False
 
-    def _record_noted_cancels(self, previous: dict[str, Any]) -> list[str]:
-        """Write the `cancelled` records the previous owner noted but could not store (only for
-        jobs still waiting for one: a record never ends a later submission of the run)."""
-        noted = [str(j) for j in previous.get("cancelled", []) if isinstance(j, (str, int))]
-        self.noted_cancelled = frozenset(noted)  # also jobs it never recorded (engine/recover.py)
-        pending = {str(r["job_id"]): key for key, r in self.pending_submissions().items()}
-        done = [job for job in noted if job in pending]
-        for job in done:
-            self.write(records.Cancelled(job_id=job, key=pending[job], noted_by=previous.get("pid", "?")))
-        if not done:
-            return []
-        return [f"{self.path}: recorded job(s) {', '.join(done)} as cancelled by the session before "
-                f"(pid {previous.get('pid', '?')}, started {previous.get('started', '?')}), which "
-                "cancelled them on its way out but could not write the store; their runs go again"]
+    def heal(self) -> list[str]:
+        """Set a torn last line aside and quarantine every line that is no usable record
+        (store_heal.py); return what it did, one line each."""
+        return store_heal.heal(self)
+
+    def forget_parsed(self) -> None:
+        """The file was rewritten: the next read parses it from the start."""
+        self._parsed = None
 
     def release(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
-
-    def heal(self) -> list[str]:
-        """Set a torn last line aside into `.torn` and end the file on a newline; move every
-        line that is no usable record into `.quarantine` (its item runs again)."""
-        data = self._read_all()
-        if data is None:
-            return []
-        notes = []
-        if data and not data.endswith(b"\n"):
-            start = data.rfind(b"\n") + 1
-            fragment = data[start:]
-            if store_lines.parse(fragment).record is not None:  # only the newline was lost
-                self._write_raw(self.path, b"\n")
-                data += b"\n"
-                notes.append(f"{self.path}: the last record had no newline; completed it")
-            else:
-                self._write_raw(self.torn_path, fragment + b"\n")
-                fd = open_nofollow(self.path, os.O_WRONLY)
-                try:
-                    os.ftruncate(fd, start)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                data = data[:start]
-                notes.append(f"{self.path}: set aside a torn last line ({len(fragment)} bytes) into "
-                             f"{self.torn_path}; the next record starts on a fresh line")
-        self._parsed = None
-        parsed = self._parse()
-        if parsed.bad:
-            notes += self._quarantine(data, parsed)
-        return notes
-
-    def _quarantine(self, data: bytes, parsed: Parsed) -> list[str]:
-        """Move the bad lines into `.quarantine` and rewrite the store without them (one rename);
-        a `quarantined` record per key ends the wait for its job, so its item runs again."""
-        bad = {number for number, _, _, _ in parsed.bad}
-        kept = [raw for number, raw in enumerate(data.splitlines(keepends=True), start=1)
-                if number not in bad]
-        self._write_raw(self.quarantine_path, b"".join(raw if raw.endswith(b"\n") else raw + b"\n"
-                                                       for _, raw, _, _ in parsed.bad))
-        tmp = self.path.with_name(f".{self.path.name}.rewrite")
-        fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(b"".join(kept))
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        self._parsed = None
-        notes: list[str] = []
-        garbage: list[int] = []
-        for number, _, why, said in parsed.bad:
-            key = said.get("key")
-            if not isinstance(key, str) or said.get("event") not in ("result", "attempt", "submitted"):
-                garbage.append(number)
-                continue
-            self.write(records.Quarantined(key=key, of=said["event"], line=number, why=why))
-            if len(notes) < _SHOWN:
-                what = f"the {said['event']} record of {said.get('item') or key}"
-                notes.append(f"{self.path}:{number}: {what} was quarantined into "
-                             f"{self.quarantine_path} ({why}); it is not used, and the item runs again")
-        if len(parsed.bad) - len(garbage) > _SHOWN:
-            notes.append(f"{self.path}: {len(parsed.bad) - len(garbage) - _SHOWN} more damaged "
-                         f"record(s) quarantined into {self.quarantine_path}; their items run again")
-        if garbage:
-            shown = ", ".join(map(str, garbage[:_SHOWN])) + (", …" if len(garbage) > _SHOWN else "")
-            notes.append(f"{self.path}: skipped {len(garbage)} line(s) that are not well-formed "
-                         f"records (line {shown}); set aside into {self.quarantine_path}")
-        return notes
 
     # ---- writing ------------------------------------------------------------------------
 
@@ -324,7 +259,7 @@ class ResultStore:
             try:
                 view = memoryview(data)
                 while view:  # a short write (a filling disk) is continued, never left cut
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             except OSError:
                 with contextlib.suppress(OSError):  # else a torn tail the next owner sets aside
@@ -382,8 +317,7 @@ class ResultStore:
                 found = parsed.take(data[: data.rfind(b"\n") + 1])  # a torn last line waits
                 if found is not None:
                     self._parsed = None  # asked again, it says so again
-                    raise StoreError(f"{self.path}:{found[0]}: schema: expected {SCHEMA_VERSION}, "
-                                     f"found {found[1]!r}")
+                    raise StoreError(f"{self.path}:{found[0]}: schema: expected {SCHEMA_VERSION}, found {found[1]!r}")
         except OSError as error:
             raise StoreError(f"{self.path}: cannot read the results store: {error.strerror}") from None
         finally:
@@ -436,8 +370,11 @@ class ResultStore:
         return sweeps[-1] if sweeps else None
 
     def max_job_number(self) -> int:
-        numbers = [int(r["job_id"]) for r in self.events()
-                   if r["event"] in ("submitted", "result") and str(r.get("job_id", "")).isdigit()]
+        numbers = [
+            int(r["job_id"])
+            for r in self.events()
+            if r["event"] in ("submitted", "result") and str(r.get("job_id", "")).isdigit()
+        ]
         return max(numbers, default=0)
 
 

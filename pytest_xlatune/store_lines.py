@@ -22,11 +22,16 @@ from .results import JobResult
 SCHEMA_VERSION = 1
 SUM_KEY = "sum"
 _SUM_RE = re.compile(rb', "sum": "([0-9a-f]{16})"\}\r?\n?$')
-_NEEDS = {"submitted": ("key", "job_id"), "submitting": ("key", "mark", "job_name"),
-          "unsubmitted": ("key", "mark"), "quarantined": ("key",),
-          "result": ("key", "item", "wave", "profile", "config_tag", "kind", "job_id", "verdict"),
-          "attempt": ("key",), "sweep": ("nodelist",)}
-# A stored TGS is the plain mean of the stored per-step values (judge/steady.py): JSON keeps
+_NEEDS = {
+    "submitted": ("key", "job_id"),
+    "submitting": ("key", "mark", "job_name"),
+    "unsubmitted": ("key", "mark"),
+    "quarantined": ("key",),
+    "result": ("key", "item", "wave", "profile", "config_tag", "kind", "job_id", "verdict"),
+    "attempt": ("key",),
+    "sweep": ("nodelist",),
+}
+# A stored TGS is the plain mean of the stored per-step values (verdict/steady.py): JSON keeps
 # floats exactly, so anything beyond float rounding is damage.
 REL_TOLERANCE = 1e-9
 
@@ -74,8 +79,11 @@ def parse(raw: bytes, *, summed_before: bool = False) -> Line:
     missing = [key for key in _NEEDS.get(record["event"], ()) if key not in record]
     if missing:
         return Line(None, f"no {missing[0]!r}", summed)
-    wrong = [key for key in _NEEDS.get(record["event"], ())
-             if not isinstance(record[key], str) and not (key == "job_id" and type(record[key]) is int)]
+    wrong = [
+        key
+        for key in _NEEDS.get(record["event"], ())
+        if not isinstance(record[key], str) and not (key == "job_id" and type(record[key]) is int)
+    ]
     if wrong:
         return Line(None, f"{wrong[0]}: expected a string, found {record[wrong[0]]!r}"[:200], summed)
     if record["event"] in ("result", "attempt"):
@@ -96,8 +104,7 @@ def _contradiction(record: dict[str, Any]) -> str:
     tgs, values = record.get("tgs"), record.get("tgs_values") or []
     if (tgs is not None and not isinstance(tgs, (int, float))) or isinstance(tgs, bool):
         return f"tgs: expected a number, found {tgs!r}"
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in values):
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         return "tgs_values: expected a list of numbers"
     if tgs is None or not values:
         return ""
@@ -105,8 +112,7 @@ def _contradiction(record: dict[str, Any]) -> str:
     if not math.isfinite(mean) or not math.isfinite(tgs):
         return "" if str(mean) == str(tgs) else f"tgs {tgs} is not the mean of its per-step values"
     if abs(tgs - mean) > REL_TOLERANCE * max(abs(mean), 1.0):
-        return (f"it contradicts itself: tgs {tgs:.6g} vs {mean:.6g}, the mean of its own "
-                f"{len(values)} per-step values")
+        return f"it contradicts itself: tgs {tgs:.6g} vs {mean:.6g}, the mean of its own {len(values)} per-step values"
     return ""
 
 

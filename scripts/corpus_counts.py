@@ -57,8 +57,13 @@ def main() -> None:
     args = parser.parse_args()
     old: set[str] = set()
     if args.since:
-        listed = subprocess.run(["git", "ls-tree", "--name-only", f"{args.since}:tests/data/logs/real"],
-                                cwd=REAL.parents[3], capture_output=True, text=True, check=True).stdout
+        listed = subprocess.run(
+            ["git", "ls-tree", "--name-only", f"{args.since}:tests/data/logs/real"],
+            cwd=REAL.parents[3],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         old = set(listed.split())
     by_class: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     by_source: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)

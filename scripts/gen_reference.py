@@ -4,10 +4,10 @@ Each generated part sits in a docs page between `<!-- generated: NAME -->` and
 `<!-- end generated: NAME -->`; the prose around it is hand-written. The tables come from:
 
 - cell-keys: `pytest_xlatune.cell.schema.KEYS` (the one table of top-level cell keys);
-- options: `pytest_xlatune.settings.OPTIONS` (the one table of options and their ini twins);
+- options: `pytest_xlatune.options.OPTIONS` (the one table of options and their ini twins);
 - verdicts: `pytest_xlatune.results.Verdict` (how a job ended, as stored);
-- playbook: `pytest_xlatune.judge.policy.DEFAULT_POLICY` and the signature table of
-  `pytest_xlatune.judge.signatures` (failure classes, the lines that show them, what happens).
+- playbook: `pytest_xlatune.triage.playbook.DEFAULT_PLAYBOOK` and the signature table of
+  `pytest_xlatune.triage.signatures` (failure classes, the lines that show them, what happens).
 
     python scripts/gen_reference.py          # rewrite the pages
     python scripts/gen_reference.py --check  # exit 1 when a committed page differs
@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_xlatune.cell.schema import KEYS
-from pytest_xlatune.judge.hang import HangSettings
-from pytest_xlatune.judge.policy import DEFAULT_POLICY
-from pytest_xlatune.judge.signatures import SIGNATURES
+from pytest_xlatune.options import OPTIONS
 from pytest_xlatune.results import FailureClass, Verdict
-from pytest_xlatune.settings import OPTIONS
+from pytest_xlatune.triage.hang import HangSettings
+from pytest_xlatune.triage.playbook import DEFAULT_PLAYBOOK
+from pytest_xlatune.triage.signatures import SIGNATURES
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -81,8 +81,10 @@ EMPTY_MEANS = {
     "hang": "`" + ",".join(f"{f.name}={f.default:g}" for f in fields(HangSettings)) + "`",
 }
 # The ini-only setting plugin.py registers beside the options (no command-line flag).
-INI_ONLY = "| — | `xlatune_cells` | `cells/*.yml cells/*.yaml` | cell files collected without naming them; " \
+INI_ONLY = (
+    "| — | `xlatune_cells` | `cells/*.yml cells/*.yaml` | cell files collected without naming them; "
     "any `.yml` named on the command line is collected too |"
+)
 
 
 def options() -> str:
@@ -111,8 +113,9 @@ def verdicts() -> str:
         raise SystemExit(f"scripts/gen_reference.py: VERDICT_MEANING has no sentence for {missing}")
     rows = ["| verdict | a measurement | meaning |", "|---|---|---|"]
     for verdict in members:
-        rows.append(f"| `{verdict.value}` | {'yes' if verdict.measured else 'no'} | "
-                    f"{_cell(VERDICT_MEANING[verdict.value])} |")
+        rows.append(
+            f"| `{verdict.value}` | {'yes' if verdict.measured else 'no'} | {_cell(VERDICT_MEANING[verdict.value])} |"
+        )
     return "\n".join(rows)
 
 
@@ -122,7 +125,7 @@ def playbook() -> str:
         found = labels.setdefault(signature.failure, [])
         if signature.label not in found:
             found.append(signature.label)
-    table = DEFAULT_POLICY.markdown().splitlines()
+    table = DEFAULT_PLAYBOOK.markdown().splitlines()
     rows = [table[0] + " signatures (job-log-triage labels) |", table[1] + "---|"]
     for failure, row in zip(FailureClass, table[2:], strict=True):
         names = ", ".join(f"`{label}`" for label in labels.get(failure, [])) or "—"
@@ -166,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 path.write_text(text, encoding="utf-8")
     if args.check and stale:
-        print("stale generated reference (run python scripts/gen_reference.py): "
-              + " ".join(str(p) for p in stale), file=sys.stderr)
+        print(
+            "stale generated reference (run python scripts/gen_reference.py): " + " ".join(str(p) for p in stale),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

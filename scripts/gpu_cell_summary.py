@@ -51,7 +51,8 @@ def runs(work: Path) -> list[str]:
             lines.append(
                 f"| {row['job_id']} | `{row['item']}` | {row['verdict']} | {_num(row.get('job_tgs', row['tgs']))} | "
                 f"{_num(row['delta_pct'], 2)} | {_num(row['step_seconds'], 4)} | {_seconds(row)} | "
-                f"{row['flags'] or ''} |")
+                f"{row['flags'] or ''} |"
+            )
     return lines
 
 
@@ -72,15 +73,20 @@ def trace_shape(trace: Path, top: int = 8) -> list[str]:
             where = (str(e.get("pid")), e.get("tid"))
             counts[where] += 1
             keys.setdefault(where, set()).update((e.get("args") or {}).keys())
-    return [f"  - {names.get((pid, None), pid)} / {names.get((pid, tid), tid)}: {n} events; args "
-            + ", ".join(sorted(keys[(pid, tid)])[:12]) for (pid, tid), n in counts.most_common(top)]
+    return [
+        f"  - {names.get((pid, None), pid)} / {names.get((pid, tid), tid)}: {n} events; args "
+        + ", ".join(sorted(keys[(pid, tid)])[:12])
+        for (pid, tid), n in counts.most_common(top)
+    ]
 
 
 def evidence(work: Path) -> list[str]:
     """Per job dir with a dump or a trace: what the evidence code reads in them."""
     lines: list[str] = []
-    for job in sorted({p.parent for p in work.glob("store/**/xla_dump")} |
-                      {p for p in work.glob("store/*/jobs/*") if any(p.rglob("*.trace.json.gz"))}):
+    for job in sorted(
+        {p.parent for p in work.glob("store/**/xla_dump")}
+        | {p for p in work.glob("store/*/jobs/*") if any(p.rglob("*.trace.json.gz"))}
+    ):
         lines.append(f"### `{job.relative_to(work)}`")
         dump = hlo.find_train_step_dump(str(p) for p in job.rglob("*after_optimizations.txt"))
         found: tuple[hlo.Collective, ...] = ()
@@ -92,16 +98,20 @@ def evidence(work: Path) -> list[str]:
             lines.append("- collectives: " + (", ".join(f"{r.kind.value} {r.count}" for r in rows) or "none"))
         for trace in sorted(job.rglob("*.trace.json.gz"))[:1]:
             try:
-                lines += [f"- trace `{trace.name}` layout (process / thread: complete events; arg keys):",
-                          *trace_shape(trace)]
+                lines += [
+                    f"- trace `{trace.name}` layout (process / thread: complete events; arg keys):",
+                    *trace_shape(trace),
+                ]
                 p = summarize(trace.read_bytes(), op_kinds=dict(op_kinds(found)) or None)
             except (OSError, ValueError, ProfileError) as error:
                 lines.append(f"- profile `{trace.name}`: not readable: {error}")
                 continue
-            lines.append(f"- profile `{trace.name}`: {p.steps} steps of `{p.module}` on {p.devices} device(s); "
-                         f"step {p.step_ms:.2f} ms = compute {p.compute_ms:.2f} + collectives "
-                         f"{p.collective_ms:.2f} + idle {p.idle_ms:.2f} ms; steps "
-                         + ", ".join(f"{ms:.2f}" for ms in p.step_ms_each))
+            lines.append(
+                f"- profile `{trace.name}`: {p.steps} steps of `{p.module}` on {p.devices} device(s); "
+                f"step {p.step_ms:.2f} ms = compute {p.compute_ms:.2f} + collectives "
+                f"{p.collective_ms:.2f} + idle {p.idle_ms:.2f} ms; steps "
+                + ", ".join(f"{ms:.2f}" for ms in p.step_ms_each)
+            )
             lines += [f"  - `{o.name}` ({o.kind}): {o.ms:.3f} ms, {o.calls:g} calls / step" for o in p.top_ops[:6]]
     return lines or ["(no HLO dump or profile in the store)"]
 

@@ -4,9 +4,11 @@
 # Extra args go to pytest.
 #
 # scripts/test.sh --fast [pytest args]: the unit and plugin lanes only (tests/unit, tests/plugin;
-# not the tests marked slurm, sshd, jax or browser): no root, no Slurm, no sshd, no Chromium, no
+# not the tests marked slurm, sshd, jax, browser or realproc): no root, no Slurm, no sshd, no Chromium, no
 # upstream checkout; lint and type check included (tests/unit/test_lint.py). Two xdist workers
-# (the tests are independent; `-n 0` after --fast runs one process). docs/development.md says how
+# (the tests are independent; `-n 0` after --fast runs one process), each test file on one worker
+# (`--dist loadfile`: a module fixture, e.g. the README examples' shared pytest sessions, runs
+# once; xdist_group marks do not group plain tests under pytest 9). docs/development.md says how
 # long it takes.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,8 +16,8 @@ source "$repo/scripts/venv.sh"
 cd "$repo"
 if [[ "${1:-}" == "--fast" ]]; then
     shift
-    exec pytest tests/unit tests/plugin -p no:cacheprovider -ra -n 2 \
-        -m "not slurm and not sshd and not jax and not browser" "$@"
+    exec pytest tests/unit tests/plugin -p no:cacheprovider -ra -n 2 --dist loadfile \
+        -m "not slurm and not sshd and not jax and not browser and not realproc" "$@"
 fi
 # The real upstream maxtext-slurm checkout of the conformance tests (copied per test, never edited):
 # $XLATUNE_MAXTEXT_SLURM, else the snapshot beside the repo (CI copies shared/ next to the clone),

@@ -10,8 +10,14 @@ the reader sees it whole.
 from __future__ import annotations
 
 
-def cell_yaml(model_tag: str, *profiles: tuple[str, str], nodes: int = 1, parallelism: str = "FSDP=8",
-              baseline_repeats: int | None = 1, step_sleep: float | None = None) -> str:
+def cell_yaml(
+    model_tag: str,
+    *profiles: tuple[str, str],
+    nodes: int = 1,
+    parallelism: str = "FSDP=8",
+    baseline_repeats: int | None = 1,
+    step_sleep: float | None = None,
+) -> str:
     """A cell's YAML: wave-2 profiles as (name, one XLA flag) pairs, the fake trainer's step sleep."""
     lines = [f"model_tag: {model_tag}", f"nodes: {nodes}", f"parallelism: {parallelism}"]
     if baseline_repeats is not None:

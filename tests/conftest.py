@@ -14,15 +14,22 @@ TESTS_DIR = Path(__file__).parent
 
 @pytest.fixture
 def fake_trainer_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let job subprocesses import tests/fake_trainer.py."""
+    """Let job subprocesses import tests/fake_trainer.py, and a pytest subprocess load
+    tests/fake_launcher.py (`-p tests.fake_launcher`)."""
     path = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", f"{TESTS_DIR}{os.pathsep}{path}" if path else str(TESTS_DIR))
+    ours = f"{TESTS_DIR}{os.pathsep}{TESTS_DIR.parent}"
+    monkeypatch.setenv("PYTHONPATH", f"{ours}{os.pathsep}{path}" if path else ours)
 
 
-FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p", "no:cacheprovider"]
+# The real local backend: each job is a subprocess of the fake trainer. For the tests of its
+# process handling (signals to the session, kill -9, resume after a crash, job ownership).
+REAL = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p", "no:cacheprovider"]
+# The plugin tests' default: the same backend, the fake trainer played in memory (tests/fake_launcher.py).
+FAKE = [*REAL, "-p", "tests.fake_launcher"]
 # For tests of mechanics that count on every selected item running once, to its end, in list
 # order (signals, selection, resume counts, stacks): the fixed protocol, not the adaptive sweep.
 FIXED = [*FAKE, "--xlatune-fixed-protocol"]
+REAL_FIXED = [*REAL, "--xlatune-fixed-protocol"]
 
 
 def store_full_at(item: str) -> str:
@@ -38,7 +45,8 @@ def store_full_at(item: str) -> str:
         f"    if record.get('event') == 'result' and record.get('item') == {item!r}:\n"
         "        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
         "    return _write(path, data)\n\n"
-        "ResultStore._write_raw = staticmethod(_full)\n")
+        "ResultStore._write_raw = staticmethod(_full)\n"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks
@@ -52,5 +60,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slurm)
     # The Slurm tests that train with real JAX go last: by then the other lane, whose JAX tests
     # come first, has ended, and the two lanes' JAX jobs do not share the two cores.
-    items.sort(key=lambda item: item.get_closest_marker("slurm") is not None
-               and item.get_closest_marker("jax") is not None)
+    items.sort(
+        key=lambda item: item.get_closest_marker("slurm") is not None and item.get_closest_marker("jax") is not None
+    )

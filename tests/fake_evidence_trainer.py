@@ -29,11 +29,18 @@ def write_evidence(argv: list[str]) -> None:
     if "--xla_dump_to" in flags:
         dump = Path(flags["--xla_dump_to"])
         dump.mkdir(parents=True, exist_ok=True)
-        shutil.copy(DATA / "profile" / f"{name}.hlo.txt",
-                    dump / "module_0042.jit_train_step.cpu_after_optimizations.txt")
+        shutil.copy(
+            DATA / "profile" / f"{name}.hlo.txt", dump / "module_0042.jit_train_step.cpu_after_optimizations.txt"
+        )
     if args.get("profiler") == "xplane":
-        profile = (Path(args.get("base_output_directory", ".")) / args.get("run_name", "fake")
-                   / "tensorboard" / "plugins" / "profile" / "2026_05_01_00_00_00")
+        profile = (
+            Path(args.get("base_output_directory", "."))
+            / args.get("run_name", "fake")
+            / "tensorboard"
+            / "plugins"
+            / "profile"
+            / "2026_05_01_00_00_00"
+        )
         profile.mkdir(parents=True, exist_ok=True)
         shutil.copy(DATA / "profile" / f"{name}.trace.json.gz", profile / "fake.trace.json.gz")
 

@@ -25,12 +25,21 @@ _NUMBER = r"(\d[\d,]*\.\d)"
 # `cells/x.yml::wave1::baseline[sparse]: 1041.6 TGS ...`.
 _LINE_RE = re.compile(r"^(?P<node>\S+?\.ya?ml::\S+?)(?::| (?:PASSED|REUSED)) " + _NUMBER + " TGS")
 _MD_ROW_RE = re.compile(r"^\| (?P<name>[^|`]+?)(?: ⭐)? \| `[^`]*` \| " + _NUMBER + r"(?: \(derived\))? \|")
-_HTML_ROW_RE = re.compile(r"<tr><td>(?P<name>[^<]+?)(?: ★)?</td><td><code>.*?</code></td>"
-                          r'<td class="num">' + _NUMBER + "</td>")
-_HTML_ITEM_RE = re.compile(r'<td class="col-testId">(?P<node>[^<]+)</td>.*?'
-                           r'<td class="xlatune-col xlatune-fig-tgs">' + r"(\d[\d,]*\.\d)?</td>")
-LEADERBOARD_KINDS = {"baseline": "baseline-deployed", "restore_default": "baseline-no-env",
-                     "profile": None, "stack": None, "pipeline_shape": None}
+_HTML_ROW_RE = re.compile(
+    r"<tr><td>(?P<name>[^<]+?)(?: ★)?</td><td><code>.*?</code></td>"
+    r'<td class="num">' + _NUMBER + "</td>"
+)
+_HTML_ITEM_RE = re.compile(
+    r'<td class="col-testId">(?P<node>[^<]+)</td>.*?'
+    r'<td class="xlatune-col xlatune-fig-tgs">' + r"(\d[\d,]*\.\d)?</td>"
+)
+LEADERBOARD_KINDS = {
+    "baseline": "baseline-deployed",
+    "restore_default": "baseline-no-env",
+    "profile": None,
+    "stack": None,
+    "pipeline_shape": None,
+}
 
 
 def _num(text: str) -> str:
@@ -67,8 +76,7 @@ def exports(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, str, str]]
     return figures, names
 
 
-def _by_profile(rows: dict[str, str], names: dict[str, tuple[str, str, str]],
-                primary: str) -> dict[str, str]:
+def _by_profile(rows: dict[str, str], names: dict[str, tuple[str, str, str]], primary: str) -> dict[str, str]:
     """Leaderboard rows (by profile name) as item → figure, for the items a leaderboard shows."""
     found = {}
     for item, (kind, profile, tag) in names.items():
@@ -82,26 +90,33 @@ def _by_profile(rows: dict[str, str], names: dict[str, tuple[str, str, str]],
 def markdown(path: Path, names: dict[str, tuple[str, str, str]], primary: str) -> dict[str, str]:
     text = path.read_text(encoding="utf-8")
     board = text.split("## Tuning leaderboard", 1)[1].split("\n## ", 1)[0]
-    rows = {m.group("name").strip(): _num(m.group(2)) for line in board.splitlines()
-            if (m := _MD_ROW_RE.match(line))}
+    rows = {m.group("name").strip(): _num(m.group(2)) for line in board.splitlines() if (m := _MD_ROW_RE.match(line))}
     return _by_profile(rows, names, primary)
 
 
-def html_report(path: Path, names: dict[str, tuple[str, str, str]],
-                primary: str) -> tuple[dict[str, str], dict[str, str]]:
+def html_report(
+    path: Path, names: dict[str, tuple[str, str, str]], primary: str
+) -> tuple[dict[str, str], dict[str, str]]:
     """The HTML leaderboard's figures, and the per-item table's TGS column (both as item → figure)."""
     text = html.unescape(path.read_text(encoding="utf-8")).replace('\\"', '"')
     rows = {m.group("name").strip(): _num(m.group(2)) for m in _HTML_ROW_RE.finditer(text)}
-    items = {m.group("node").split("::", 1)[1].removesuffix("::call"): _num(m.group(2))
-             for m in _HTML_ITEM_RE.finditer(text) if m.group(2)}
+    items = {
+        m.group("node").split("::", 1)[1].removesuffix("::call"): _num(m.group(2))
+        for m in _HTML_ITEM_RE.finditer(text)
+        if m.group(2)
+    }
     return _by_profile(rows, names, primary), items
 
 
 def lock_figures(path: Path, names: dict[str, tuple[str, str, str]]) -> dict[str, str]:
     """The lock's recipes as item → figure, for the items of the recipe's profile and tag."""
     recipes = json.loads(path.read_text(encoding="utf-8")).get("recipes", [])
-    return {item: _num(str(r["tgs"])) for r in recipes for item, (kind, profile, tag) in names.items()
-            if kind in ("profile", "stack") and profile == r["profile"] and tag == r["config_tag"]}
+    return {
+        item: _num(str(r["tgs"]))
+        for r in recipes
+        for item, (kind, profile, tag) in names.items()
+        if kind in ("profile", "stack") and profile == r["profile"] and tag == r["config_tag"]
+    }
 
 
 def compare(outputs: dict[str, dict[str, str]]) -> list[str]:
@@ -115,13 +130,19 @@ def compare(outputs: dict[str, dict[str, str]]) -> list[str]:
     return problems
 
 
-def collect(root: Path, stdout: str, report: Path, csv_path: Path, primary: str,
-            lock: Path | None = None) -> dict[str, dict[str, str]]:
+def collect(
+    root: Path, stdout: str, report: Path, csv_path: Path, primary: str, lock: Path | None = None
+) -> dict[str, dict[str, str]]:
     figures, names = exports(csv_path)
     board, rows = html_report(root / "report.html", names, primary)
-    found = {"terminal": terminal(stdout), "junit": junit(root / "junit.xml"),
-             "html": board, "html-rows": rows, "markdown": markdown(report, names, primary),
-             "csv": figures}
+    found = {
+        "terminal": terminal(stdout),
+        "junit": junit(root / "junit.xml"),
+        "html": board,
+        "html-rows": rows,
+        "markdown": markdown(report, names, primary),
+        "csv": figures,
+    }
     if lock is not None and lock.exists():
         found["lock"] = lock_figures(lock, names)
     return found

@@ -6,8 +6,44 @@ The engine feeds a `SweepState` (the `Plan` and an `Observation` per run) to `pl
 simulator (`bench/replay.py`) drives the same functions against simulated clusters.
 """
 
-from .model import (Action, Budget, Conclude, Conclusion, Control, CrossCheck, Observation, Plan, PlanItem,
-                    Policy, Repeat, Role, RunState, Share, StopEarly, StopKind, Submit, SweepState)
+from .values import (
+    Action,
+    AdaptiveRules,
+    Budget,
+    Conclude,
+    Conclusion,
+    Control,
+    CrossCheck,
+    Observation,
+    Plan,
+    PlanItem,
+    Repeat,
+    Role,
+    RunState,
+    Share,
+    StopEarly,
+    StopKind,
+    Submit,
+    SweepState,
+)
 
-__all__ = ["Action", "Budget", "Conclude", "Conclusion", "Control", "CrossCheck", "Observation", "Plan", "PlanItem",
-           "Policy", "Repeat", "Role", "RunState", "Share", "StopEarly", "StopKind", "Submit", "SweepState"]
+__all__ = [
+    "Action",
+    "AdaptiveRules",
+    "Budget",
+    "Conclude",
+    "Conclusion",
+    "Control",
+    "CrossCheck",
+    "Observation",
+    "Plan",
+    "PlanItem",
+    "Repeat",
+    "Role",
+    "RunState",
+    "Share",
+    "StopEarly",
+    "StopKind",
+    "Submit",
+    "SweepState",
+]

@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..cell.model import Cell
+from ..cell.values import Cell
 from ..jaxcache import MAXTEXT_KEY, USER_NAMES
 from ..plan.expand import RunSpec
 from ..plan.request import job_request

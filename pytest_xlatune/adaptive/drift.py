@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats as _st
 
-from ..judge.stats import PRIOR_REJECT_CONFIDENCE
-from .model import Observation, Role
+from ..verdict.stats import PRIOR_REJECT_CONFIDENCE
+from .values import Observation, Role
 
 HOUR = 3600.0
 
@@ -46,8 +46,10 @@ class Point:
 def points(runs: Sequence[Observation], now: float) -> tuple[Point, ...]:
     """The control points of these runs: measured controls in time order, merged while no
     measured candidate run lies between them."""
-    measured = sorted((r for r in runs if r.measured and r.role is not Role.EVIDENCE
-                       and r.role is not Role.WINNER_EVIDENCE), key=lambda r: r.midpoint(now))
+    measured = sorted(
+        (r for r in runs if r.measured and r.role is not Role.EVIDENCE and r.role is not Role.WINNER_EVIDENCE),
+        key=lambda r: r.midpoint(now),
+    )
     groups: list[list[Observation]] = []
     previous_was_control = False
     for run in measured:
@@ -57,9 +59,14 @@ def points(runs: Sequence[Observation], now: float) -> tuple[Point, ...]:
             else:
                 groups.append([run])
         previous_was_control = run.role.is_control
-    return tuple(Point(sum(r.midpoint(now) for r in g) / len(g),
-                       sum(math.log(r.value or 1.0) for r in g) / len(g),
-                       tuple(r.run for r in g)) for g in groups)
+    return tuple(
+        Point(
+            sum(r.midpoint(now) for r in g) / len(g),
+            sum(math.log(r.value or 1.0) for r in g) / len(g),
+            tuple(r.run for r in g),
+        )
+        for g in groups
+    )
 
 
 def prior_rate(pct_per_sqrt_h: float) -> float:
@@ -72,8 +79,9 @@ def rate(pts: Sequence[Point], cv_pct: float, floor: float) -> float:
     points differ beyond the noise (χ² at PRIOR_REJECT_CONFIDENCE, as stats.pooled_noise treats
     its prior), then their excess variance per second."""
     noise = (cv_pct / 100) ** 2
-    pairs = [(b.level - a.level, noise * (1 / a.n + 1 / b.n), max(b.time - a.time, 1.0))
-             for a, b in itertools.pairwise(pts)]
+    pairs = [
+        (b.level - a.level, noise * (1 / a.n + 1 / b.n), max(b.time - a.time, 1.0)) for a, b in itertools.pairwise(pts)
+    ]
     if not pairs or noise <= 0:
         return floor
     statistic = sum(d**2 / var for d, var, _ in pairs)
@@ -111,10 +119,13 @@ class Model:
         grid, system, levels, total = self._system
         targets = np.asarray(times, dtype=float)
         cross = self.walk_rate * np.minimum.outer(grid, targets)
-        weights = np.linalg.solve(system, np.vstack([cross, np.ones(len(targets))]))[:len(grid)]
+        weights = np.linalg.solve(system, np.vstack([cross, np.ones(len(targets))]))[: len(grid)]
         mean = weights.mean(axis=1)
-        var = (mean @ total @ mean - 2 * mean @ cross.mean(axis=1)
-               + self.walk_rate * float(np.minimum.outer(targets, targets).mean()))
+        var = (
+            mean @ total @ mean
+            - 2 * mean @ cross.mean(axis=1)
+            + self.walk_rate * float(np.minimum.outer(targets, targets).mean())
+        )
         return [float(v) for v in weights.T @ levels], max(0.0, float(var))
 
 
@@ -136,8 +147,10 @@ class DriftReport:
             return "drift: not measured (fewer than two control points)"
         levels = " → ".join(f"{math.exp(p.level):.1f}" for p in self.points)
         verdict = "beyond" if self.significant else "within"
-        return (f"drift: the controls moved {self.range_pct:.2f} % over the sweep ({levels} TGS), "
-                f"{verdict} the run-to-run noise of {self.cv_pct:.2f} % (p = {self.p_value:.3g})")
+        return (
+            f"drift: the controls moved {self.range_pct:.2f} % over the sweep ({levels} TGS), "
+            f"{verdict} the run-to-run noise of {self.cv_pct:.2f} % (p = {self.p_value:.3g})"
+        )
 
 
 def report(pts: Sequence[Point], cv_pct: float) -> DriftReport:
@@ -148,5 +161,6 @@ def report(pts: Sequence[Point], cv_pct: float) -> DriftReport:
     mean = sum(p.n * p.level for p in pts) / total
     statistic = sum(p.n * (p.level - mean) ** 2 for p in pts) / (cv_pct / 100) ** 2
     levels = [p.level for p in pts]
-    return DriftReport(tuple(pts), math.expm1(max(levels) - min(levels)) * 100,
-                       float(_st.chi2.sf(statistic, len(pts) - 1)), cv_pct)
+    return DriftReport(
+        tuple(pts), math.expm1(max(levels) - min(levels)) * 100, float(_st.chi2.sf(statistic, len(pts) - 1)), cv_pct
+    )

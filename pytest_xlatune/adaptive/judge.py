@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 from scipy import stats as _st
 
-from ..judge import stats
+from ..verdict import stats, verdicts
 from . import drift
-from .model import Key, Observation, Plan, PlanItem, Role, RunState, SweepState
+from .values import Key, Observation, Plan, PlanItem, Role, RunState, SweepState
 
 
 @functools.lru_cache(maxsize=4096)
@@ -103,6 +103,7 @@ class Board:
     samples: tuple[tuple[Key, tuple[Sample, ...]], ...]  # measured candidate runs per key
     estimates: tuple[Estimate, ...] = ()
     failed: frozenset[Key] = frozenset()  # candidate keys whose every ended run failed
+    flagged: frozenset[Key] = frozenset()  # keys whose profiled re-run disagrees with their runs: unstable
     tested: int = 0  # distinct candidate keys with an ended run
 
     def get(self, key: Key) -> Estimate | None:
@@ -135,22 +136,37 @@ class Board:
         own = sum((r - delta) ** 2 for r in residuals) / (m - 1) if m >= 2 else 0.0
         rest = stats.without(self.noise, [value for _, value, _, _ in runs]) if m >= 2 else self.noise
         scale = (rest.cv_pct / 100) ** 2 + self.step_var / self.plan.steady_steps  # never below the steps' SE
-        unstable = m >= 2 and scale > 0 and own / scale > quantile_f(m - 1, rest.df)
+        unstable = key in self.flagged or (m >= 2 and scale > 0 and own / scale > quantile_f(m - 1, rest.df))
         extra = ref_var + sum(r[3] for r in runs) / m**2
-        unit, df = (own, stats.welch(own / m, float(m - 1), extra, self.noise.df)) if own > pooled \
-            else (pooled, self.noise.df)
-        confidence = self.plan.policy.confidence
+        unit, df = (
+            (own, stats.welch(own / m, float(m - 1), extra, self.noise.df)) if own > pooled else (pooled, self.noise.df)
+        )
+        confidence = self.plan.rules.confidence
         # A repeat runs because the first run looked good: that run is a biased witness, so the
         # runs after it must show the win on their own (a replication), with the error rate
-        # shared among the candidates tested (Bonferroni: the sweep keeps the best of many).
-        alpha = (1 - confidence) / 2 / max(1, self.tested)
-        replicated = m < 2 or (sum(residuals[1:]) / (m - 1) - quantile(1 - alpha, df)
-                               * math.sqrt(unit / (m - 1) + extra) > 0)
+        # shared (Bonferroni) among the replications the sweep tests — the keys run twice or
+        # more: the runs after the first are no witness of the selection — while the noise is
+        # as its prior expects; among every candidate tested when the data reject that prior
+        # (a noisier cluster than the model: bench/replay.py's stressors).
+        family = self.tested if self.noise.prior_rejected else 1 + sum(len(v) >= 2 for k, v in self.samples if k != key)
+        alpha = (1 - confidence) / 2 / max(1, family)
+        replicated = m < 2 or (
+            sum(residuals[1:]) / (m - 1) - quantile(1 - alpha, df) * math.sqrt(unit / (m - 1) + extra) > 0
+        )
         # One partial run is no "better" verdict below win_pct (a futile or settled stop never
         # makes a small win out of a few steps); at or above it a confirming run follows anyway.
         partial = m == 1 and runs[0][3] > 0 and delta < math.log1p(self.plan.thresholds.win_pct / 100)
-        return Estimate(key, tuple(r[0] for r in runs), delta, math.sqrt(unit / m + extra), df,
-                        confidence, unstable, replicated, partial)
+        return Estimate(
+            key,
+            tuple(r[0] for r in runs),
+            delta,
+            math.sqrt(unit / m + extra),
+            df,
+            confidence,
+            unstable,
+            replicated,
+            partial,
+        )
 
     def with_value(self, run: Observation, value: float, now: float, steps: int | None = None) -> Estimate | None:
         """The run's key as it would stand if the running `run` ended now at `value` (`steps`:
@@ -192,31 +208,78 @@ def build(state: SweepState, now: float) -> Board:
     intervals; shared duplicates never run twice. No prior unless nothing ran twice."""
     plan, runs = state.plan, state.runs
     pts = drift.points(runs, now)
-    floor = drift.prior_rate(plan.policy.prior_drift_pct_per_sqrt_h)
+    floor = drift.prior_rate(plan.rules.prior_drift_pct_per_sqrt_h)
     baseline_key = plan.baseline.key
-    full = [step_variance(r.steady) for r in runs if r.state is RunState.FINISHED and len(r.steady) >= 3
-            and r.role is not Role.EVIDENCE and r.role is not Role.WINNER_EVIDENCE]
+    full = [
+        step_variance(r.steady)
+        for r in runs
+        if r.state is RunState.FINISHED
+        and len(r.steady) >= 3
+        and r.role is not Role.EVIDENCE
+        and r.role is not Role.WINNER_EVIDENCE
+    ]
     step_var = sum(full) / len(full) if full else 0.0
     by_key: dict[Key, list[Sample]] = {}
     ended: set[Key] = set()
+    profiled: list[tuple[Key, Sample, float]] = []
     for run in runs:
+        if run.role is Role.WINNER_EVIDENCE and run.measured and len(run.steady) >= verdicts.POOLED_MIN_STEPS:
+            # Its steps after the profiler's window (9-14): fewer than a plain run's, so the
+            # steps it misses count as a stopped run's do.
+            in_job = _stopped_var(step_var, len(run.steady), plan.steady_steps)
+            own_se = math.sqrt(step_variance(run.steady) / len(run.steady))  # its steps' own error
+            profiled.append((run.key, (run.run, run.value or 1.0, run.midpoint(now), in_job), own_se))
         if run.role is not Role.PROFILE or run.state.active:
             continue
         ended.add(run.key)
         if run.measured and run.key != baseline_key:
-            in_job = (_stopped_var(step_var, len(run.steady), plan.steady_steps)
-                      if run.state is RunState.STOPPED else 0.0)
+            in_job = (
+                _stopped_var(step_var, len(run.steady), plan.steady_steps) if run.state is RunState.STOPPED else 0.0
+            )
             by_key.setdefault(run.key, []).append((run.run, run.value or 1.0, run.midpoint(now), in_job))
     clusters = [_values(runs, p) for p in pts if p.n >= 2]
     successive = [[math.exp(a.level), math.exp(b.level)] for a, b in itertools.pairwise(pts) if a.n == b.n == 1]
-    repeats = [[value for _, value, _, _ in v] for v in by_key.values() if len(v) >= 2]
+    flagged = _join_profiled(by_key, profiled, stats.pooled_noise(clusters + successive + _repeats(by_key)))
+    repeats = _repeats(by_key)
     back_to_back = stats.pooled_noise(clusters)
     walk = drift.rate(pts, back_to_back.cv_pct, floor)
-    board = Board(plan, pts, stats.pooled_noise(clusters + successive + repeats), back_to_back, walk, step_var,
-                  tuple((k, tuple(v)) for k, v in by_key.items()), (),
-                  frozenset(ended - set(by_key) - {baseline_key}), len(ended - {baseline_key}))
+    board = Board(
+        plan,
+        pts,
+        stats.pooled_noise(clusters + successive + repeats),
+        back_to_back,
+        walk,
+        step_var,
+        tuple((k, tuple(v)) for k, v in by_key.items()),
+        (),
+        frozenset(ended - set(by_key) - {baseline_key}),
+        flagged,
+        len(ended - {baseline_key}),
+    )
     estimates = tuple(e for k, v in by_key.items() if (e := board.estimate(k, v)) is not None)
     return replace(board, estimates=estimates)
+
+
+def _repeats(by_key: dict[Key, list[Sample]]) -> list[list[float]]:
+    return [[value for _, value, _, _ in v] for v in by_key.values() if len(v) >= 2]
+
+
+def _join_profiled(
+    by_key: dict[Key, list[Sample]], profiled: list[tuple[Key, Sample, float]], noise: stats.Noise
+) -> frozenset[Key]:
+    """The winner's profiled re-runs join their key's plain runs (in time order), as a repeat
+    would; one outside the plain runs' 99 % prediction interval (stats.outlier, as the verdicts
+    flag it) makes its key unstable — never better — rather than leaving the key to another draw.
+    Returns the keys so flagged."""
+    flagged = set()
+    for key, sample, own_se in profiled:
+        plain = [value for _, value, _, _ in by_key.get(key, ())]
+        if not plain:
+            continue
+        if stats.outlier(sample[1], plain, noise, own_se=own_se):
+            flagged.add(key)
+        by_key[key] = sorted([*by_key[key], sample], key=lambda s: s[2])
+    return frozenset(flagged)
 
 
 def _values(runs: Sequence[Observation], point: drift.Point) -> list[float]:

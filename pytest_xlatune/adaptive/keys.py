@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..plan.request import job_request
-from ..cell.model import Cell
+from ..cell.values import Cell
 from ..plan.expand import RunKind, RunSpec
-from .model import PlanItem, Role
+from ..plan.request import job_request
+from .values import PlanItem, Role
 
 Pairs = tuple[tuple[str, str], ...]
 ENV_ARG = "_env_"
@@ -65,9 +65,10 @@ def effective_key(cell: Cell, spec: RunSpec, image: str = "") -> EffectiveKey:
     env.update(request.env)
     args = last_wins(request.passthrough)
     for name in [a for a in args if a.startswith(ENV_ARG)]:
-        env[name[len(ENV_ARG):]] = args.pop(name)
-    return EffectiveKey(tuple(sorted(flags.items())), tuple(sorted(env.items())),
-                        tuple(sorted(args.items())), request.evidence, image)
+        env[name[len(ENV_ARG) :]] = args.pop(name)
+    return EffectiveKey(
+        tuple(sorted(flags.items())), tuple(sorted(env.items())), tuple(sorted(args.items())), request.evidence, image
+    )
 
 
 def plan_items(cell: Cell, specs: Sequence[RunSpec], image: str = "") -> tuple[PlanItem, ...]:
@@ -77,10 +78,13 @@ def plan_items(cell: Cell, specs: Sequence[RunSpec], image: str = "") -> tuple[P
     for spec in specs:
         role = ROLES.get(spec.kind)
         if role is None:
-            raise ValueError(f"{spec.name}: {spec.kind.value} runs are not planned adaptively "
-                             f"(expected one of {', '.join(k.value for k in ROLES)})")
-        key: object = (effective_key(cell, spec, image) if role is not Role.WINNER_EVIDENCE
-                       else ("winner_evidence", spec.name))
+            raise ValueError(
+                f"{spec.name}: {spec.kind.value} runs are not planned adaptively "
+                f"(expected one of {', '.join(k.value for k in ROLES)})"
+            )
+        key: object = (
+            effective_key(cell, spec, image) if role is not Role.WINNER_EVIDENCE else ("winner_evidence", spec.name)
+        )
         count = len(spec.xla_flags) + len(spec.env) + len(spec.unset_env) + len(spec.profile_overrides)
         items.append(PlanItem(spec.name, key, role, frozenset(spec.settings()), count))
     return tuple(items)

@@ -52,8 +52,9 @@ class Prior:
         return next((g for g in self.gains if g.name == name), Gain(name, 0.0, "no prior"))
 
     @classmethod
-    def of(cls, seen: Iterable[tuple[str, str, float]], family: str,
-           hints: Iterable[tuple[str, float, str]] = ()) -> Prior:
+    def of(
+        cls, seen: Iterable[tuple[str, str, float]], family: str, hints: Iterable[tuple[str, float, str]] = ()
+    ) -> Prior:
         """From (candidate, parallelism family, measured effect %) of other sweeps, and evidence
         hints (candidate, gain %, why)."""
         same: dict[str, list[float]] = {}
@@ -66,8 +67,10 @@ class Prior:
         gains = []
         for name in sorted({*same, *other, *extra}):
             pct, whys = 0.0, []
-            for values, weight, label in ((same.get(name, []), 1.0, family), (other.get(name, []), OTHER_WEIGHT,
-                                                                               "other families")):
+            for values, weight, label in (
+                (same.get(name, []), 1.0, family),
+                (other.get(name, []), OTHER_WEIGHT, "other families"),
+            ):
                 if values:
                     mean = sum(values) / len(values)
                     part = weight * mean * len(values) / (len(values) + SHRINK)
@@ -79,15 +82,15 @@ class Prior:
             gains.append(Gain(name, pct, "; ".join(whys)))
         return cls(tuple(gains))
 
-
     @classmethod
     def across(cls, candidates: Mapping[str, Settings], seen: Iterable[Seen], family: str) -> Prior:
         """The prior of this cell's candidates (name → settings) from other sweeps' effects."""
         by_settings: dict[Settings, list[str]] = {}
         for name, settings in candidates.items():
             by_settings.setdefault(settings, []).append(name)
-        return cls.of([(name, fam, pct) for settings, fam, pct in seen for name in by_settings.get(settings, [])],
-                      family)
+        return cls.of(
+            [(name, fam, pct) for settings, fam, pct in seen for name in by_settings.get(settings, [])], family
+        )
 
 
 def family(parallelism: str) -> str:
@@ -120,8 +123,11 @@ def effects(results: Iterable[JobResult], fam: str) -> list[Seen]:
             base.setdefault(r.config_tag, []).append(r.tgs)
         elif r.kind is RunKind.PROFILE and (r.xla_flags or r.env):
             runs.setdefault((r.config_tag, settings_key(r.xla_flags, r.env)), []).append(r.tgs)
-    return [(settings, fam, (statistics.fmean(tgs) / statistics.fmean(base[tag]) - 1.0) * 100.0)
-            for (tag, settings), tgs in runs.items() if base.get(tag)]
+    return [
+        (settings, fam, (statistics.fmean(tgs) / statistics.fmean(base[tag]) - 1.0) * 100.0)
+        for (tag, settings), tgs in runs.items()
+        if base.get(tag)
+    ]
 
 
 def order_line(names: Sequence[str], prior: Prior) -> str:
@@ -130,8 +136,9 @@ def order_line(names: Sequence[str], prior: Prior) -> str:
     if [g.name for g in order] == list(names):
         return ""
     ahead = [g for i, g in enumerate(order) if names.index(g.name) > i]
-    return (f"candidates in planned order {', '.join(g.name for g in order)}; ahead of list order: "
-            + "; ".join(f"{g.name} {g.pct:+.2f} % ({g.why})" for g in ahead))
+    return f"candidates in planned order {', '.join(g.name for g in order)}; ahead of list order: " + "; ".join(
+        f"{g.name} {g.pct:+.2f} % ({g.why})" for g in ahead
+    )
 
 
 def ranked(names: Sequence[str], prior: Prior) -> list[Gain]:

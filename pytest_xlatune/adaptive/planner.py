@@ -9,7 +9,9 @@ would have. What it works through:
 2. a running candidate whose remaining steps cannot change a decision is stopped (rules.stop_early);
 3. a first win at or above thresholds.win_pct gets its confirming run (rules.confirmation), and
    a run at or above it that is not yet better beyond the noise (a first run, or a replication
-   the noise's few degrees of freedom left short) its repeat (rules.promising);
+   the noise's few degrees of freedom left short) its repeat (rules.promising); a first run's
+   second run is the recipe's evidence run (the candidate with the profiler, measured over the
+   steps after the profiler's window) while none has run;
 4. the next candidate in list order, unless a stop condition holds — a confirmed win that does
    not regress the other config tags (plan.other_tags: each is checked with a CrossCheck run
    first; a win that regresses one is no stop), then only the recipe's variants, items setting
@@ -21,7 +23,8 @@ would have. What it works through:
 6. a control goes first whenever one is due (every `control_every` candidate runs, or when the
    last is older than `control_max_age_s`); at the end a closing control brackets the last runs
    if the controls drifted or the last is that old, the recipe (else the best run) gets its
-   evidence run, and Conclude names what was skipped.
+   evidence run unless one of its settings ran (a second one when the first went to a win that
+   is not the recipe), and Conclude names what was skipped.
 
 The budget ends the search when less than `budget.reserve_s` is left (a first win's confirming
 run still goes ahead there: an unconfirmed win is no recipe) and concludes at once when nothing
@@ -33,17 +36,32 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..verdict.steady import PROFILER_LAST_STEP
+from ..verdict.verdicts import POOLED_MIN_STEPS
 from . import judge, rules
 from .judge import Board, Estimate, item_of
-from .model import (Action, Conclude, Conclusion, Control, CrossCheck, Observation, Plan, PlanItem, Repeat,
-                    Role, Share, Submit, SweepState)
+from .values import (
+    Action,
+    Conclude,
+    Conclusion,
+    Control,
+    CrossCheck,
+    Observation,
+    Plan,
+    PlanItem,
+    Repeat,
+    Role,
+    Share,
+    Submit,
+    SweepState,
+)
 
 
 def decide(state: SweepState, now: float) -> tuple[Action, ...]:
     """The actions to take now (empty: wait for the runs in flight)."""
     board = _board(state.plan, tuple(r for r in state.runs if not r.state.active))
     stops = tuple(s for r in state.active if (s := rules.stop_early(r, board, now)) is not None)
-    if stops or len(state.active) >= state.plan.policy.max_in_flight:
+    if stops or len(state.active) >= state.plan.rules.max_in_flight:
         return stops
     return tuple(_next(state, board, now))
 
@@ -55,8 +73,7 @@ def search_over(state: SweepState, now: float) -> str | None:
     plan = state.plan
     left = plan.budget.left(state, now)
     if left <= plan.budget.reserve_s:
-        return ("the budget is spent" if left <= 0
-                else f"less than {plan.budget.reserve_s / 60:.0f} min of budget left")
+        return "the budget is spent" if left <= 0 else f"less than {plan.budget.reserve_s / 60:.0f} min of budget left"
     stop = _stop(_board(plan, tuple(r for r in state.runs if not r.state.active)), state)
     return stop[1] if stop is not None else None
 
@@ -82,11 +99,14 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
     searching = left > plan.budget.reserve_s
     control = _control_due(state, now)
     if (repeat := _repeat(state, board, rules.confirmation)) is not None:
-        return [control or repeat]  # within the reserve too: an unconfirmed win is no recipe to profile
+        # within the reserve too: an unconfirmed win is no recipe to profile
+        return [control or _confirming(state, board, repeat)]
     if searching and (repeat := _repeat(state, board, rules.promising)) is not None:
-        return [control or repeat]
-    if searching and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))),
-                                  None)) is not None:
+        return [control or _confirming(state, board, repeat)]
+    if (
+        searching
+        and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))), None)) is not None
+    ):
         return [control or Control(why)]
     if searching and (check := _cross_check(state, board)) is not None:
         return [control or check]
@@ -126,8 +146,13 @@ def _repeat(state: SweepState, board: Board, rule: Callable[[Estimate, Board], s
 
 def _wins(board: Board, state: SweepState) -> list[tuple[Estimate, PlanItem]]:
     """Confirmed wins that have not regressed another config tag, fastest first."""
-    found = [(e, item) for e in board.estimates if rules.confirmed_win(e, board)
-             and (item := item_of(board.plan, e.key)) is not None and item.name not in state.regressing]
+    found = [
+        (e, item)
+        for e in board.estimates
+        if rules.confirmed_win(e, board)
+        and (item := item_of(board.plan, e.key)) is not None
+        and item.name not in state.regressing
+    ]
     return sorted(found, key=lambda w: -w[0].log_delta)
 
 
@@ -140,28 +165,42 @@ def _cross_check(state: SweepState, board: Board) -> CrossCheck | None:
     tag = next((t for t in state.plan.other_tags if (item.name, t) not in state.checked), None)
     if tag is None:
         return None
-    return CrossCheck(item.name, tag, f"confirmed win {est.text()}: a recipe must not regress [{tag}] "
-                                      f"by more than {state.plan.thresholds.regression_pct:g} %")
+    return CrossCheck(
+        item.name,
+        tag,
+        f"confirmed win {est.text()}: a recipe must not regress [{tag}] "
+        f"by more than {state.plan.thresholds.regression_pct:g} %",
+    )
 
 
 def _stop(board: Board, state: SweepState) -> tuple[Conclusion, str, PlanItem | None] | None:
     thresholds = board.plan.thresholds
-    checked = [(e, item) for e, item in _wins(board, state)
-               if all((item.name, t) in state.checked for t in state.plan.other_tags)]
+    checked = [
+        (e, item)
+        for e, item in _wins(board, state)
+        if all((item.name, t) in state.checked for t in state.plan.other_tags)
+    ]
     if checked:
         best, item = checked[0]
         where = f", and regresses none of {', '.join(state.plan.other_tags)}" if state.plan.other_tags else ""
-        return (Conclusion.WIN, f"confirmed win: {item.name} {best.text()}, at or above "
-                                f"+{thresholds.win_pct:g} %{where}", item)
-    if board.tested >= thresholds.bounded_profiles and not any(rules.above_bounded(e, board)
-                                                             for e in board.estimates):
-        return (Conclusion.BOUNDED, f"{board.tested} candidates tested, none better than the baseline "
-                                    f"by more than +{thresholds.bounded_pct:g} %", None)
+        return (
+            Conclusion.WIN,
+            f"confirmed win: {item.name} {best.text()}, at or above +{thresholds.win_pct:g} %{where}",
+            item,
+        )
+    if board.tested >= thresholds.bounded_profiles and not any(rules.above_bounded(e, board) for e in board.estimates):
+        return (
+            Conclusion.BOUNDED,
+            f"{board.tested} candidates tested, none better than the baseline "
+            f"by more than +{thresholds.bounded_pct:g} %",
+            None,
+        )
     return None
 
 
-def _cursor(state: SweepState,
-            stop: tuple[Conclusion, str, PlanItem | None] | None) -> tuple[list[Action], PlanItem | None]:
+def _cursor(
+    state: SweepState, stop: tuple[Conclusion, str, PlanItem | None] | None
+) -> tuple[list[Action], PlanItem | None]:
     """Shares for the duplicates reached, and the next candidate to run (None: the search is
     over). After a confirmed win only the recipe's variants are candidates."""
     plan, shares = state.plan, list[Action]()
@@ -176,8 +215,12 @@ def _cursor(state: SweepState,
         if stop is None:
             return shares, item
         recipe = stop[2]
-        if (stop[0] is Conclusion.WIN and plan.policy.finish_variants and recipe is not None
-                and item.settings & recipe.settings):
+        if (
+            stop[0] is Conclusion.WIN
+            and plan.rules.finish_variants
+            and recipe is not None
+            and item.settings & recipe.settings
+        ):
             return shares, item
     return shares, None
 
@@ -194,18 +237,20 @@ def _share(item: PlanItem, source: PlanItem) -> Share:
 
 
 def _control_due(state: SweepState, now: float) -> Control | None:
-    policy = state.plan.policy
+    knobs = state.plan.rules
     since = _since_control(state)
     if not since:
         return None
-    every = policy.control_every
+    every = knobs.control_every
     if len(since) >= every:
         return Control(f"{len(since)} candidate runs since the last control (one every {every})")
     last = max((r for r in state.runs if r.role.is_control), key=lambda r: r.submitted_at)
     end = last.ended_at if last.ended_at is not None else now
-    if now - end >= policy.control_max_age_s:
-        return Control(f"the last control ended {(now - end) / 60:.0f} min ago "
-                       f"(one at least every {policy.control_max_age_s / 60:.0f} min)")
+    if now - end >= knobs.control_max_age_s:
+        return Control(
+            f"the last control ended {(now - end) / 60:.0f} min ago "
+            f"(one at least every {knobs.control_max_age_s / 60:.0f} min)"
+        )
     return None
 
 
@@ -219,7 +264,7 @@ def _closing_control(state: SweepState, board: Board, now: float) -> Control | N
     age = now - (last.ended_at if last.ended_at is not None else now)
     if board.drift_report().significant:
         why = "the controls moved beyond the noise"
-    elif age >= state.plan.policy.control_max_age_s:
+    elif age >= state.plan.rules.control_max_age_s:
         why = f"the last control ended {age / 60:.0f} min ago"
     else:
         return None
@@ -232,17 +277,46 @@ def _since_control(state: SweepState) -> list[Observation]:
     if not controls:
         return []
     last = max(controls)
-    return [r for r in state.runs if r.role is Role.PROFILE and r.submitted_at > last
-            and (r.steady or r.state.active)]
+    return [r for r in state.runs if r.role is Role.PROFILE and r.submitted_at > last and (r.steady or r.state.active)]
+
+
+def _confirming(state: SweepState, board: Board, repeat: Repeat) -> Submit | Repeat:
+    """A first win's second run: the recipe's evidence run (the candidate with the profiler, its
+    steps after the profiler's window measured as a run of its settings: judge.build) while no
+    evidence run has run, else the plain repeat."""
+    plan = state.plan
+    item = plan.item(repeat.item)
+    est = board.get(item.key)
+    evidence = next((i for i in plan.items if i.role is Role.WINNER_EVIDENCE), None)
+    # A profiled run measures the steady steps after the profiler's window (5-8) only: a cell
+    # too short for POOLED_MIN_STEPS of them gets the plain repeat.
+    profiled_steps = plan.steady_steps - (PROFILER_LAST_STEP - 4)
+    if (
+        evidence is None
+        or est is None
+        or est.m != 1
+        or profiled_steps < POOLED_MIN_STEPS
+        or any(r.role is Role.WINNER_EVIDENCE for r in state.runs)
+    ):
+        return repeat
+    return Submit(
+        evidence.name,
+        f"{repeat.reason}; its second run is the recipe's evidence run: {item.name} with the profiler "
+        "(measured over the steps after the profiler's window)",
+        source=item.name,
+    )
 
 
 def _winner_evidence(state: SweepState, board: Board) -> Submit | None:
-    item = next((i for i in state.plan.items if i.role is Role.WINNER_EVIDENCE and not _ran(state, i)), None)
-    if item is None:
+    """The recipe's evidence run (else the best key's), unless one of its settings ran: at most
+    two, when the first, run as a win's confirming run, went to a key that is not the recipe."""
+    item = next((i for i in state.plan.items if i.role is Role.WINNER_EVIDENCE), None)
+    profiled = [r for r in state.runs if r.role is Role.WINNER_EVIDENCE]
+    if item is None or len(profiled) >= 2:
         return None
     best = rules.recipe(board) or max(board.estimates, key=lambda e: e.log_delta, default=None)
     source = item_of(state.plan, best.key) if best is not None else None
-    if source is None:
+    if source is None or any(r.key == source.key for r in profiled):
         return None
     return Submit(item.name, f"the recipe's evidence run: {source.name} with the profiler", source=source.name)
 
@@ -251,10 +325,12 @@ def _conclude(state: SweepState, why: Conclusion, reason: str) -> list[Action]:
     plan, actions = state.plan, list[Action]()
     for item in plan.items:
         source = plan.source_of(item)
-        if (source is not None and item.name not in state.shared and not _ran(state, item)
-                and state.runs_of(item.key)):
+        if source is not None and item.name not in state.shared and not _ran(state, item) and state.runs_of(item.key):
             actions.append(_share(item, source))
     shared = state.shared | {a.item for a in actions if isinstance(a, Share)}
-    skipped = tuple(i.name for i in plan.items if i.role in (Role.PROFILE, Role.WINNER_EVIDENCE)
-                    and not _ran(state, i) and i.name not in shared)
+    skipped = tuple(
+        i.name
+        for i in plan.items
+        if i.role in (Role.PROFILE, Role.WINNER_EVIDENCE) and not _ran(state, i) and i.name not in shared
+    )
     return [*actions, Conclude(why, reason, skipped)]

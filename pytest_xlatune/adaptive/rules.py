@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from .judge import Board, Estimate, step_variance, item_of, quantile
-from .model import Observation, Plan, RunState, StopEarly, StopKind
+from ..verdict import stats
+from .judge import Board, Estimate, item_of, quantile, step_variance
+from .values import Observation, Plan, RunState, StopEarly, StopKind
 
 Signature = tuple[int, int, int, int, int]
 
@@ -51,8 +52,13 @@ def signature(est: Estimate, board: Board) -> Signature:
         if leader is not None:
             d, half = _versus(est, leader)
             versus = 1 if d + half < 0 else 3 if d - half > 0 else 2
-    return (standing, versus, int(confirmation(est, board) is not None), int(confirmed_win(est, board)),
-            int(above_bounded(est, board)))
+    return (
+        standing,
+        versus,
+        int(confirmation(est, board) is not None),
+        int(confirmed_win(est, board)),
+        int(above_bounded(est, board)),
+    )
 
 
 def _settled_by_leader(est: Estimate, board: Board) -> bool:
@@ -63,8 +69,12 @@ def _settled_by_leader(est: Estimate, board: Board) -> bool:
 
 def confirmation(est: Estimate, board: Board) -> str | None:
     """Why a first win at or above win_pct needs its confirming run (None: it does not)."""
-    if (est.better and est.delta_pct >= board.plan.thresholds.win_pct and est.m < 2
-            and not _settled_by_leader(est, board)):
+    if (
+        est.better
+        and est.delta_pct >= board.plan.thresholds.win_pct
+        and est.m < 2
+        and not _settled_by_leader(est, board)
+    ):
         return f"confirming a win at or above +{board.plan.thresholds.win_pct:g} %: {est.text()}"
     return None
 
@@ -73,12 +83,18 @@ def undecided(est: Estimate, board: Board) -> str | None:
     """Why a key needs another run: not better beyond the noise, but its one-sided
     interest_confidence bound still reaches interest_pct (None: decided, capped, or clearly
     below a confirmed leader)."""
-    policy = board.plan.policy
-    if (est.m >= policy.repeat_cap or est.better or _settled_by_leader(est, board)
-            or est.upper(policy.interest_confidence) <= math.log1p(policy.interest_pct / 100)):
+    knobs = board.plan.rules
+    if (
+        est.m >= knobs.repeat_cap
+        or est.better
+        or _settled_by_leader(est, board)
+        or est.upper(knobs.interest_confidence) <= math.log1p(knobs.interest_pct / 100)
+    ):
         return None
-    return (f"undecided: {est.text()}, not better beyond the noise but could still be "
-            f"≥ +{policy.interest_pct:g} % ({policy.interest_confidence:.0%} bound)")
+    return (
+        f"undecided: {est.text()}, not better beyond the noise but could still be "
+        f"≥ +{knobs.interest_pct:g} % ({knobs.interest_confidence:.0%} bound)"
+    )
 
 
 def promising(est: Estimate, board: Board) -> str | None:
@@ -116,8 +132,7 @@ def awaiting_control(est: Estimate, board: Board) -> str | None:
 def confirmed_win(est: Estimate, board: Board) -> bool:
     """Better beyond the noise, at or above win_pct, on at least two runs, with a control
     measured after its first run."""
-    return (est.better and est.m >= 2 and est.delta_pct >= board.plan.thresholds.win_pct
-            and _bracketed(est, board))
+    return est.better and est.m >= 2 and est.delta_pct >= board.plan.thresholds.win_pct and _bracketed(est, board)
 
 
 def above_bounded(est: Estimate, board: Board) -> bool:
@@ -132,20 +147,22 @@ def race(board: Board) -> tuple[Estimate, str] | None:
     if len(ranked) < 2:
         return None
     leader, runner = ranked[0], ranked[1]
-    policy = board.plan.policy
+    knobs = board.plan.rules
     d, half = _versus(runner, leader)
-    if d + half <= math.log1p(policy.tie_pct / 100):
+    if d + half <= math.log1p(knobs.tie_pct / 100):
         return None
     pick = runner if runner.m < leader.m else leader
-    if pick.m >= policy.race_cap:
+    if pick.m >= knobs.race_cap:
         return None
-    return pick, (f"leader vs runner-up undecided: {leader.delta_pct:+.2f} % ({leader.m} run(s)) vs "
-                  f"{runner.delta_pct:+.2f} % ({runner.m}), the runner-up could be up to "
-                  f"{math.expm1(d + half) * 100:+.2f} % faster")
+    return pick, (
+        f"leader vs runner-up undecided: {leader.delta_pct:+.2f} % ({leader.m} run(s)) vs "
+        f"{runner.delta_pct:+.2f} % ({runner.m}), the runner-up could be up to "
+        f"{math.expm1(d + half) * 100:+.2f} % faster"
+    )
 
 
 def recipe(board: Board) -> Estimate | None:
-    """The simplest of the tied winners (verdicts.choose's rule on this board): among the keys
+    """The simplest of the tied winners (verdict.choice.choose's rule on this board): among the keys
     better than the baseline that the fastest does not beat beyond the noise, the fewest
     settings, then the fastest."""
     ranked = board.ranked()
@@ -167,13 +184,13 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
     scatter of the steps left, at stop_confidence), and it is not an undecided run whose repeat
     will need its best value; else when a win at win_pct is implausible (`futile`). Baselines,
     controls and evidence runs are never stopped."""
-    policy, total = board.plan.policy, board.plan.steady_steps
+    knobs, total = board.plan.rules, board.plan.steady_steps
     n = len(run.steady)
-    if not run.role.stoppable or run.state is not RunState.RUNNING or not policy.min_steady <= n < total:
+    if not run.role.stoppable or run.state is not RunState.RUNNING or not knobs.min_steady <= n < total:
         return None
     mean = sum(run.steady) / n
     step_var = board.step_var or step_variance(run.steady)
-    spread = NormalDist().inv_cdf((1 + policy.stop_confidence) / 2) * math.sqrt(step_var * (1 / n - 1 / total))
+    spread = NormalDist().inv_cdf((1 + knobs.stop_confidence) / 2) * math.sqrt(step_var * (1 / n - 1 / total))
     low, high = (board.with_value(run, mean * math.exp(s * spread), now) for s in (-1, 1))
     now_stopped = board.with_value(run, mean, now, steps=n)
     if low is None or high is None or now_stopped is None:
@@ -184,34 +201,60 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
         return StopEarly(run.run, StopKind.FUTILE, why) if why is not None else None
     mid = now_stopped
     kind = StopKind.LOSER if sig[0] == 0 else StopKind.WINNER if sig[0] == 3 else StopKind.SETTLED
-    return StopEarly(run.run, kind, f"{kind.value} after {n} of {total} steady steps: {mid.text()}; "
-                                    f"the remaining steps cannot change a decision "
-                                    f"({policy.stop_confidence:.0%})")
+    return StopEarly(
+        run.run,
+        kind,
+        f"{kind.value} after {n} of {total} steady steps: {mid.text()}; "
+        f"the remaining steps cannot change a decision "
+        f"({knobs.stop_confidence:.0%})",
+    )
 
 
 def looks(plan: Plan) -> int:
     """The looks a running job gets: one per steady step from min_steady to the last but one."""
-    return max(1, plan.steady_steps - plan.policy.min_steady)
+    return max(1, plan.steady_steps - plan.rules.min_steady)
+
+
+def futility_bound(stopped: Estimate, board: Board, level: float) -> float:
+    """The futility test's one-sided upper bound on a first run's Δ at `level` (log units).
+
+    Its run-to-run noise pools the noise prior (prior_cv_pct over prior_df pseudo-degrees of
+    freedom) with the sweep's own repeats, while the runs do not reject the prior: at the start
+    of a sweep the wave-1 pair alone is one degree of freedom (a Student-t factor of 51 at
+    99.4 %: no candidate was ever futile before the third control). The prior only narrows a
+    bound that can stop a run, never one that calls it better (the verdicts keep the runs'
+    own noise), and when the data reject it the bound is the verdicts' as before."""
+    noise = board.noise
+    if noise.prior_rejected or noise.assumed or stopped.df != noise.df:
+        return stopped.upper(level)  # the prior rejected, already the prior, or the run's own spread (m ≥ 2)
+    own, prior = (noise.cv_pct / 100) ** 2, (noise.prior_cv_pct / 100) ** 2
+    df = noise.df + stats.DEFAULT_PRIOR_DF
+    pooled = (noise.df * own + stats.DEFAULT_PRIOR_DF * prior) / df
+    se = math.sqrt(max(0.0, stopped.se**2 - own / stopped.m) + pooled / stopped.m)
+    return stopped.log_delta + quantile(level, df) * se
 
 
 def futile(stopped: Estimate, board: Board, n: int) -> str | None:
     """Why a running candidate cannot be a win at thresholds.win_pct (None: it still can).
 
     A sequential test on its steady steps so far: its one-sided upper bound at 1 − α/L (α =
-    policy.futility_alpha, L = `looks`, Bonferroni over the looks) is below +win_pct, the
-    bound's variance the run-to-run noise, the steps not yet run and the references' error (as
-    `Board.with_value` with the steps so far). A candidate whose true effect is exactly win_pct
-    is stopped at some look with odds at most α. Only a key's first run is tested, and only
+    knobs.futility_alpha, L = `looks`, Bonferroni over the looks) is below +win_pct, the
+    bound's variance the run-to-run noise (pooled with its prior: `futility_bound`), the steps
+    not yet run and the references' error (as `Board.with_value` with the steps so far). A
+    candidate whose true effect is exactly win_pct is stopped at some look with odds at most α
+    (while the noise is as its prior or the runs' own). Only a key's first run is tested, and only
     when stopping now leaves it worse or within the noise and of no interest (not better, not
     undecided), so a futile stop never makes a verdict a full run would not support."""
-    policy, win = board.plan.policy, math.log1p(board.plan.thresholds.win_pct / 100)
+    knobs, win = board.plan.rules, math.log1p(board.plan.thresholds.win_pct / 100)
     if stopped.m != 1 or stopped.better or undecided(stopped, board) is not None:
         return None
-    level = 1 - policy.futility_alpha / looks(board.plan)
-    bound = stopped.upper(level)
+    level = 1 - knobs.futility_alpha / looks(board.plan)
+    bound = futility_bound(stopped, board, level)
     if bound >= win:
         return None
-    return (f"futile after {n} of {board.plan.steady_steps} steady steps: {stopped.text()}, its "
-            f"{level:.2%} upper bound {math.expm1(bound) * 100:+.2f} % is below the win threshold "
-            f"+{board.plan.thresholds.win_pct:g} % (sequential test, false-stop odds ≤ "
-            f"{policy.futility_alpha:.0%})")
+    return (
+        f"futile after {n} of {board.plan.steady_steps} steady steps: {stopped.text()}, its "
+        f"{level:.2%} upper bound {math.expm1(bound) * 100:+.2f} % is below the win threshold "
+        f"+{board.plan.thresholds.win_pct:g} % (sequential test, false-stop odds ≤ "
+        f"{knobs.futility_alpha:.0%})"
+    )

@@ -8,11 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..cell.model import Cell
+from ..cell.values import Cell
 from ..plan.expand import RunKind, RunSpec
 from ..results import JobResult, Verdict
 from .keys import ROLES, plan_items
-from .model import Budget, Plan, Role
+from .values import Budget, Plan, Role
 
 CONTROL_BASE = 1000  # control n is the baseline's run remeasured(CONTROL_BASE + n): its own key
 MAX_CONTROLS = 100
@@ -24,11 +24,11 @@ Roles = dict[str, tuple[str, Role]]  # run key → (plan item, role)
 def run_roles(plan: Plan, planned: Sequence[RunSpec], key: Callable[[RunSpec], str]) -> Roles:
     """The keys of the planned runs, of their possible repeats and of the controls."""
     roles: Roles = {}
-    policy = plan.policy
+    knobs = plan.rules
     for item, spec in zip(plan.items, planned):
         roles[key(spec)] = (item.name, item.role)
         if item.role is Role.PROFILE:
-            for n in range(1, policy.repeat_cap + policy.race_cap + 1):
+            for n in range(1, knobs.repeat_cap + knobs.race_cap + 1):
                 roles[key(spec.remeasured(n))] = (item.name, Role.PROFILE)
     base = planned[[i.name for i in plan.items].index(plan.baseline.name)]
     for n in range(MAX_CONTROLS):
@@ -66,13 +66,18 @@ def pooled(found: list[JobResult], latest: Mapping[str, JobResult], roles: Roles
     out = []
     for result in found:
         repeats = extra.get(result.item, [])
-        out.append(_pool([result, *repeats]) if repeats and result.measured and not result.shared_from
-                   else result)
+        out.append(_pool([result, *repeats]) if repeats and result.measured and not result.shared_from else result)
     return out + sorted(controls, key=lambda r: r.submitted_at)
 
 
-def pool_stored(cell: Cell, specs: Sequence[RunSpec], latest: Mapping[str, JobResult],
-                key: Callable[[RunSpec], str], image: str, found: list[JobResult]) -> list[JobResult]:
+def pool_stored(
+    cell: Cell,
+    specs: Sequence[RunSpec],
+    latest: Mapping[str, JobResult],
+    key: Callable[[RunSpec], str],
+    image: str,
+    found: list[JobResult],
+) -> list[JobResult]:
     """`pooled` for a reader of the store alone (python -m pytest_xlatune.report)."""
     roles = cell_roles(cell, specs, key, image)
     return pooled(found, latest, roles) if roles else found
@@ -82,19 +87,24 @@ def _pool(runs: list[JobResult]) -> JobResult:
     measured = [r for r in runs if r.measured and r.tgs is not None]
     steps = [r.step_seconds for r in measured if r.step_seconds is not None]
     jobs = ", ".join(r.job_id for r in measured)
-    return replace(runs[0], tgs=statistics.fmean(r.tgs or 0.0 for r in measured),
-                   tgs_values=tuple(v for r in measured for v in r.tgs_values),
-                   step_seconds=statistics.fmean(steps) if steps else runs[0].step_seconds,
-                   runs=tuple((r.job_id, r.tgs or 0.0) for r in measured),
-                   reason=(runs[0].reason + "; " if runs[0].reason else "")
-                   + f"mean of {len(measured)} runs (jobs {jobs})")
+    return replace(
+        runs[0],
+        tgs=statistics.fmean(r.tgs or 0.0 for r in measured),
+        tgs_values=tuple(v for r in measured for v in r.tgs_values),
+        step_seconds=statistics.fmean(steps) if steps else runs[0].step_seconds,
+        runs=tuple((r.job_id, r.tgs or 0.0) for r in measured),
+        reason=(runs[0].reason + "; " if runs[0].reason else "") + f"mean of {len(measured)} runs (jobs {jobs})",
+    )
 
 
 def full_run_minutes(results: Sequence[JobResult]) -> float:
     """What one full run costs (the fixed plan's estimate): the median node-minutes of the runs
     that ran to their end (0 before any did)."""
-    full = [r.node_minutes for r in results if r.node_minutes and r.verdict.measured
-            and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from]
+    full = [
+        r.node_minutes
+        for r in results
+        if r.node_minutes and r.verdict.measured and r.verdict is not Verdict.STOPPED_EARLY and not r.shared_from
+    ]
     return statistics.median(full) if full else 0.0
 
 
@@ -110,9 +120,11 @@ def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -
     if not (stopped or shared or skipped):
         return ""
     stop_saved = sum(max(0.0, full - (r.node_minutes or 0.0)) for r in stopped)
-    parts = [f"{len(stopped)} early stop(s) {stop_saved:.2f}",
-             f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
-             f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}"]
+    parts = [
+        f"{len(stopped)} early stop(s) {stop_saved:.2f}",
+        f"{len(shared)} shared duplicate(s) {full * len(shared):.2f}",
+        f"{len(skipped)} skipped item(s) {full * len(skipped):.2f}",
+    ]
     last_skip = next((e for e in reversed(events) if e.get("event") == "skipped"), None)
     # Why items were skipped, as recorded when they were (a Conclude noted later, e.g. by a rerun
     # that ran nothing, must not change the line); nothing skipped, no reason.

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-
 from .. import safeyaml
-from . import grammar as G
 from ..errors import XlatuneError
+from . import grammar as G
 
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "collective-permute", "all-to-all")
 ANY_COLLECTIVE = "collectives"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 
-from .model import BackendKind, Cell
+from .values import BackendKind, Cell
 
 RULE = "FSDP and PP are DCN axes, one shard or stage per node; TP is within a node"
 
@@ -26,8 +26,9 @@ def host_count(nodelist: str) -> int:
     for host in re.split(r",(?![^\[]*\])", nodelist):
         count = 1
         for body in re.findall(r"\[([^\]]*)\]", host):
-            count *= sum(int(high) - int(low) + 1 if high else 1
-                         for low, high in re.findall(r"([0-9]+)(?:-([0-9]+))?", body))
+            count *= sum(
+                int(high) - int(low) + 1 if high else 1 for low, high in re.findall(r"([0-9]+)(?:-([0-9]+))?", body)
+            )
         hosts += count
     return hosts
 
@@ -37,8 +38,7 @@ def spans_nodes(cell: Cell) -> bool:
     slot's nodes, as does an sbatch `command`. The embedded workload (the local backend, and
     sbatch without a command) runs every axis on one host's virtual devices."""
     kind = cell.backend.kind
-    return kind is BackendKind.MAXTEXT_SLURM or (kind is BackendKind.SBATCH
-                                                 and bool(cell.backend.option("command")))
+    return kind is BackendKind.MAXTEXT_SLURM or (kind is BackendKind.SBATCH and bool(cell.backend.option("command")))
 
 
 def dcn_misfit(cell: Cell) -> tuple[str, str] | None:
@@ -53,5 +53,7 @@ def dcn_misfit(cell: Cell) -> tuple[str, str] | None:
     if nodes % dcn == 0:
         return None
     where = f"nodelist {slot.nodelist}" if slot.nodelist else "nodes"
-    return (f"the slot's node count a multiple of FSDP x PP ({RULE})",
-            f"{cell.parallelism.text} (FSDP x PP = {dcn}) on {nodes} node(s) ({where})")
+    return (
+        f"the slot's node count a multiple of FSDP x PP ({RULE})",
+        f"{cell.parallelism.text} (FSDP x PP = {dcn}) on {nodes} node(s) ({where})",
+    )

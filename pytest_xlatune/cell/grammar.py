@@ -62,18 +62,21 @@ OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
 # (node01, node[01-04,07], rack[1-2]-gpu[1-8]); brackets balanced, nothing a shell would notice.
 _RANGES = r"\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\]"
 _HOST = rf"[A-Za-z0-9][A-Za-z0-9._-]*(?:{_RANGES}[A-Za-z0-9._-]*)*"
-NODELIST = Grammar("a Slurm nodelist", rf"{_HOST}(?:,{_HOST})*",
-                   shown="such as node01,node02 or node[01-04,07] (no spaces)")
+NODELIST = Grammar(
+    "a Slurm nodelist", rf"{_HOST}(?:,{_HOST})*", shown="such as node01,node02 or node[01-04,07] (no spaces)"
+)
 PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
 # "days-hours:minutes", "days-hours:minutes:seconds" (man sbatch); minutes and seconds after a
 # colon are two digits 00-59. Launchers pass the text through as written.
-SLURM_TIME = Grammar("a Slurm time limit",
-                     r"[0-9]+(:[0-5][0-9]){0,2}|[0-9]+-[0-9]{1,2}(:[0-5][0-9]){0,2}")
+SLURM_TIME = Grammar("a Slurm time limit", r"[0-9]+(:[0-5][0-9]){0,2}|[0-9]+-[0-9]{1,2}(:[0-5][0-9]){0,2}")
 SLURM_TIME_FORMS = "HH:MM:SS, MM:SS or minutes, or D-HH, D-HH:MM, D-HH:MM:SS"
 SLURM_TIME_EXPECTED = f"a Slurm time limit {SLURM_TIME_FORMS}"
-CONTAINER_IMAGE = Grammar("a container image (registry/name:tag, or the absolute path of a .tar)",
-                          r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*", max_len=512)
+CONTAINER_IMAGE = Grammar(
+    "a container image (registry/name:tag, or the absolute path of a .tar)",
+    r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*",
+    max_len=512,
+)
 
 
 def backwards_range(nodelist: str) -> str | None:

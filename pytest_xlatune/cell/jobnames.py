@@ -28,14 +28,14 @@ def parts(model: str, exp_tag: str, args: Sequence[str]) -> str:
     return ", ".join(shown + [f"{arg.partition('=')[0]} {len(arg) + 1}" for arg in args])
 
 
-def longest(model: str, name: str, config_tag: str, *, arm: str = "", gated: bool = False,
-            evidence: bool = False) -> tuple[int, str, tuple[str, ...]]:
+def longest(
+    model: str, name: str, config_tag: str, *, arm: str = "", gated: bool = False, evidence: bool = False
+) -> tuple[int, str, tuple[str, ...]]:
     """(bytes, exp tag, passthrough args) of the longest JOB_NAME a run named `name` can take:
     its arm (`arm`, else the name) under the longest config tag, in the image gate when `gated`."""
     suffix = OLD_IMAGE_SUFFIX if gated else ""
     exp_tag = name + suffix
-    args = (*((XLA_DUMP_ARG,) if evidence else ()),
-            G.TUNE_PROFILE_ARG + G.arm_name((arm or name) + suffix, config_tag))
+    args = (*((XLA_DUMP_ARG,) if evidence else ()), G.TUNE_PROFILE_ARG + G.arm_name((arm or name) + suffix, config_tag))
     return G.job_name_bytes(G.job_name(model, exp_tag, args)), exp_tag, args
 
 
@@ -47,6 +47,5 @@ def remedy(exp_tag: str, over: int, profiles: Collection[str], model: str = "the
     cut = math.ceil(over / 2)
     if name in profiles and cut < len(name):
         return f"shorten the profile name by {cut} (it is the exp tag and the TUNE_PROFILE arm)"
-    why = ("not even a one-character profile name fits" if name in profiles
-           else f"xlatune names {name!r}, not the cell")
+    why = "not even a one-character profile name fits" if name in profiles else f"xlatune names {name!r}, not the cell"
     return f"{why}: shorten {model} by {over}"

@@ -13,10 +13,19 @@ from yaml.nodes import Node
 from pytest_xlatune import safeyaml
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
-from pytest_xlatune.cell.model import (BASELINE, EVIDENCE, RESTORE_DEFAULT, WINNER, BackendKind, Cell,
-                                       ClusterSlot, Parallelism)
 from pytest_xlatune.cell.nodes import CellError, Fields, kind_of, line_of
 from pytest_xlatune.cell.schema import BY_NAME, KEYS, TOP_KEYS
+from pytest_xlatune.cell.values import (
+    BASELINE,
+    EVIDENCE,
+    RESTORE_DEFAULT,
+    WINNER,
+    BackendKind,
+    Cell,
+    ClusterSlot,
+    Parallelism,
+)
+
 from . import catalog as C
 from . import jobnames as J
 from .fit import dcn_misfit
@@ -88,11 +97,13 @@ def _cell(r: N.Ctx, root: Node | None) -> Cell:
     profiles, catalog_waves, stacks = values.pop("waves", ((), (), ()))
     parallelism: Parallelism = values["parallelism"]
     if "pipeline_shapes" in values and parallelism.size("PP") <= 1:
-        r.fail(top["pipeline_shapes"][0], "pipeline_shapes",
-               "a PP axis > 1 in parallelism (wave 5 tunes pipelines only)",
-               f"parallelism {parallelism.text}")
-    cell = Cell(path=r.path, slot=cluster, profiles=profiles, catalog_waves=catalog_waves,
-                stacks=stacks, **values)
+        r.fail(
+            top["pipeline_shapes"][0],
+            "pipeline_shapes",
+            "a PP axis > 1 in parallelism (wave 5 tunes pipelines only)",
+            f"parallelism {parallelism.text}",
+        )
+    cell = Cell(path=r.path, slot=cluster, profiles=profiles, catalog_waves=catalog_waves, stacks=stacks, **values)
     if misfit := dcn_misfit(cell):  # refused here, not after the queue wait on the cluster
         r.fail(top["parallelism"][0], "parallelism", *misfit)
     _check_job_names(r, cell, line_of(top["model_tag"][0]))
@@ -108,8 +119,7 @@ def _slot(r: N.Ctx, root: Node, top: Fields, values: dict[str, Any]) -> ClusterS
         last = max(present, key=lambda name: line_of(top[name][0]))
         r.fail(top[last][0], last, expected, " and ".join(present))
     if present == ["partition"]:
-        r.fail(top["partition"][0], "partition",
-               "nodes alongside partition (partition + nodes)", "no 'nodes' key")
+        r.fail(top["partition"][0], "partition", "nodes alongside partition (partition + nodes)", "no 'nodes' key")
     return ClusterSlot(values.get("nodelist"), values.get("partition"), values.get("nodes"))
 
 
@@ -123,15 +133,26 @@ def _check_job_names(r: N.Ctx, cell: Cell, model_tag_line: int) -> None:
     ours = ("model_tag", model_tag_line, "xlatune's run", "")  # blame the part the cell controls
     # (name, its arm's stem, gated, evidence run, (key, line, what it is, another way out))
     runs: list[tuple[str, str, bool, bool, tuple[str, int, str, str]]] = [
-        (f"{BASELINE}-r{cell.baseline_repeats}" if cell.baseline_repeats > 1 else BASELINE, BASELINE,
-         True, False, ours),
-        (EVIDENCE, EVIDENCE, False, True, ours), (WINNER, WINNER, False, True, ours),
-        *[(s.name, s.name, True, False, ours) for s in cell.stacks]]
+        (
+            f"{BASELINE}-r{cell.baseline_repeats}" if cell.baseline_repeats > 1 else BASELINE,
+            BASELINE,
+            True,
+            False,
+            ours,
+        ),
+        (EVIDENCE, EVIDENCE, False, True, ours),
+        (WINNER, WINNER, False, True, ours),
+        *[(s.name, s.name, True, False, ours) for s in cell.stacks],
+    ]
     if cell.env_file:
         runs.append((RESTORE_DEFAULT, RESTORE_DEFAULT, False, False, ours))
     for group in cell.catalog_waves:
-        blame = (f"waves.{group.wave}.catalog", group.line, f"catalog {group.catalog}'s candidate",
-                 f", or leave catalog {group.catalog} out")
+        blame = (
+            f"waves.{group.wave}.catalog",
+            group.line,
+            f"catalog {group.catalog}'s candidate",
+            f", or leave catalog {group.catalog} out",
+        )
         runs += [(c.name, c.name, True, False, blame) for c in C.get(group.catalog).candidates]
     runs += [(p.name, p.name, True, False, (*r.name_at[p.name][:2], "profile", "")) for p in cell.profiles]
     own = {p.name for p in cell.profiles}
@@ -142,6 +163,11 @@ def _check_job_names(r: N.Ctx, cell: Cell, model_tag_line: int) -> None:
             continue
         sweep_fits = gated and J.longest(cell.model_tag, name, tag, arm=arm)[0] <= G.JOB_NAME_MAX
         where = f" in the image gate (as {exp_tag!r}, its run on the lock's image)" if sweep_fits else ""
-        r.fail(line, key, expected, f"{size} bytes for {what} {name!r}{where} "
-                                    f"({J.parts(cell.model_tag, exp_tag, args)}): "
-                                    f"{J.remedy(exp_tag, size - G.JOB_NAME_MAX, own, 'model_tag')}{also}")
+        r.fail(
+            line,
+            key,
+            expected,
+            f"{size} bytes for {what} {name!r}{where} "
+            f"({J.parts(cell.model_tag, exp_tag, args)}): "
+            f"{J.remedy(exp_tag, size - G.JOB_NAME_MAX, own, 'model_tag')}{also}",
+        )

@@ -13,6 +13,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from pytest_xlatune.cell import grammar as G
+
 from ..errors import XlatuneError
 
 
@@ -20,7 +21,12 @@ class CellError(XlatuneError):
     """A cell file is invalid; `line` is 1-based (0 when the file could not be read)."""
 
     def __init__(
-        self, path: Path, line: int, key: str, expected: str, found: str,
+        self,
+        path: Path,
+        line: int,
+        key: str,
+        expected: str,
+        found: str,
         suggestion: str | None = None,
     ) -> None:
         super().__init__(path, line, key, expected, found, suggestion)
@@ -39,8 +45,10 @@ class CellError(XlatuneError):
 
 
 _TAG = "tag:yaml.org,2002:"
-_KINDS = {_TAG + kind: kind for kind in ("str", "int", "float", "bool", "null", "map", "seq")}
-_KINDS[_TAG + "timestamp"] = "str"  # an unquoted date such as 2024-01-01: keep the text as written
+_KINDS = {
+    **{_TAG + kind: kind for kind in ("str", "int", "float", "bool", "null", "map", "seq")},
+    _TAG + "timestamp": "str",
+}  # an unquoted date such as 2024-01-01: keep the text as written
 _KIND_NAMES = {"int": "an integer", "float": "a number", "bool": "a boolean"}
 Fields = dict[str, tuple[Node, Node]]
 
@@ -82,6 +90,7 @@ def describe(node: Node) -> str:
 def _one_line(text: str) -> bool:
     return all(ch >= " " and ch != "\x7f" for ch in text)
 
+
 # A plugin backend kind's check of one of its keys: (key, value as written) → None, or what was expected.
 KindCheck = Callable[[str, str], "str | None"]
 
@@ -98,7 +107,11 @@ class Ctx:
     name_at: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 
     def fail(
-        self, at: Node | int, key: str, expected: str, found: str | None = None,
+        self,
+        at: Node | int,
+        key: str,
+        expected: str,
+        found: str | None = None,
         suggestion: str | None = None,
     ) -> NoReturn:
         """Raise CellError for `key` at a node (or a line); `found` defaults to the node shown."""
@@ -128,8 +141,12 @@ def check_tags(r: Ctx, node: Node, key: str, seen: set[int]) -> None:
 
 
 def mapping(
-    r: Ctx, node: Node, key: str, allowed: Sequence[str] | None = None,
-    key_kinds: tuple[str, ...] = ("str",), key_expected: str = "a string key",
+    r: Ctx,
+    node: Node,
+    key: str,
+    allowed: Sequence[str] | None = None,
+    key_kinds: tuple[str, ...] = ("str",),
+    key_expected: str = "a string key",
     expected: str = "a mapping",
 ) -> Fields:
     if kind_of(node) != "map":
@@ -141,12 +158,16 @@ def mapping(
         name = str(knode.value)
         if allowed is not None and name not in allowed:
             close = difflib.get_close_matches(name, allowed, n=1)
-            r.fail(knode, sub_key(key, name), f"one of {', '.join(allowed)}",
-                   f"unknown key {name!r}", close[0] if close else None)
+            r.fail(
+                knode,
+                sub_key(key, name),
+                f"one of {', '.join(allowed)}",
+                f"unknown key {name!r}",
+                close[0] if close else None,
+            )
         if name in fields:
             first = line_of(fields[name][0])
-            r.fail(knode, sub_key(key, name), "each key once",
-                   f"{name!r} again (first on line {first})")
+            r.fail(knode, sub_key(key, name), "each key once", f"{name!r} again (first on line {first})")
         fields[name] = (knode, vnode)
     return fields
 
@@ -164,8 +185,7 @@ def construct(r: Ctx, node: Node, key: str, expected: str) -> Any:
         r.fail(node, key, expected)
 
 
-def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None,
-           expected: str = "text on one line") -> str:
+def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None, expected: str = "text on one line") -> str:
     expected = grammar.expected if grammar else expected
     if kind_of(node) != "str":
         r.fail(node, key, expected)
@@ -176,8 +196,7 @@ def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None,
     return text
 
 
-def integer(r: Ctx, node: Node, key: str, low: int, high: int | None = None,
-            expected: str | None = None) -> int:
+def integer(r: Ctx, node: Node, key: str, low: int, high: int | None = None, expected: str | None = None) -> int:
     if expected is None:
         expected = f"an integer from {low} to {high}" if high else f"an integer >= {low}"
     if kind_of(node) != "int":

@@ -44,8 +44,9 @@ def _text(grammar: G.Grammar) -> Read:
 def _nodelist(r: N.Ctx, node: Node, key: str) -> str:
     text = N.string(r, node, key, G.NODELIST)
     if backwards := G.backwards_range(text):
-        r.fail(node, key, f"{G.NODELIST.expected}, each range low-high",
-               f"{text!r} (the range {backwards} runs backwards)")
+        r.fail(
+            node, key, f"{G.NODELIST.expected}, each range low-high", f"{text!r} (the range {backwards} runs backwards)"
+        )
     return text
 
 
@@ -59,14 +60,12 @@ KEYS: tuple[Key, ...] = (
     Key("nodelist", _nodelist, "cluster slot: fixed nodes"),
     Key("partition", _text(G.PARTITION), "cluster slot: partition (with nodes)"),
     Key("nodes", lambda r, n, k: N.integer(r, n, k, 1), "cluster slot: node count"),
-    Key("parallelism", sections.parallelism, "mesh axes, e.g. FSDP=8",
-        required=sections.PARALLELISM_EXPECTED),
-    Key("pdbs", lambda r, n, k: None if kind_of(n) == "null" else N.integer(r, n, k, 1),
-        "per_device_batch_size"),
-    Key("steps", lambda r, n, k: N.integer(r, n, k, MIN_STEPS, expected=STEPS_EXPECTED),
-        "training steps per run"),
-    Key("baseline_repeats", lambda r, n, k: N.integer(r, n, k, 1, MAX_BASELINE_REPEATS),
-        "baseline runs per config tag"),
+    Key("parallelism", sections.parallelism, "mesh axes, e.g. FSDP=8", required=sections.PARALLELISM_EXPECTED),
+    Key("pdbs", lambda r, n, k: None if kind_of(n) == "null" else N.integer(r, n, k, 1), "per_device_batch_size"),
+    Key("steps", lambda r, n, k: N.integer(r, n, k, MIN_STEPS, expected=STEPS_EXPECTED), "training steps per run"),
+    Key(
+        "baseline_repeats", lambda r, n, k: N.integer(r, n, k, 1, MAX_BASELINE_REPEATS), "baseline runs per config tag"
+    ),
     Key("overrides", sections.overrides, "MaxText overrides for every run"),
     Key("config_tags", sections.config_tags, "named override sets (wave 6 cross-checks)"),
     Key("env_file", sections.env_file, "the env file's settings (wave 1 restore_default)"),

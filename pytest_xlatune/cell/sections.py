@@ -14,11 +14,19 @@ from yaml.nodes import Node
 from pytest_xlatune import safeyaml
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
-from pytest_xlatune.cell.model import (
-    AXIS_KEYS, Backend, BackendKind, ConfigTag, PluginKind, EnvFileEntry, Parallelism, PipelineShape, Thresholds,
-)
 from pytest_xlatune.cell.nodes import kind_of, line_of, show, sub_key
-from pytest_xlatune.judge.policy import PolicyError, policy_from_mapping
+from pytest_xlatune.cell.values import (
+    AXIS_KEYS,
+    Backend,
+    BackendKind,
+    ConfigTag,
+    EnvFileEntry,
+    Parallelism,
+    PipelineShape,
+    PluginKind,
+    Thresholds,
+)
+from pytest_xlatune.triage.playbook_overrides import PolicyError, playbook_from_mapping
 
 ENV_FILE_KEYS = ("flag", "env", "image_default")
 SHAPE_KEYS = ("microbatches", "virtual_stages")
@@ -74,8 +82,16 @@ def parse_parallelism(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(axes)
 
 
-def _pairs(r: N.Ctx, node: Node, key: str, names: G.Grammar, values: G.Grammar,
-           owned: dict[str, str], what: str, refused_prefix: str = "") -> tuple[tuple[str, str], ...]:
+def _pairs(
+    r: N.Ctx,
+    node: Node,
+    key: str,
+    names: G.Grammar,
+    values: G.Grammar,
+    owned: dict[str, str],
+    what: str,
+    refused_prefix: str = "",
+) -> tuple[tuple[str, str], ...]:
     """A mapping of NAME: value; names in `owned` are refused, saying where they belong."""
     pairs = []
     for name, (knode, vnode) in N.mapping(r, node, key).items():
@@ -91,8 +107,7 @@ def _pairs(r: N.Ctx, node: Node, key: str, names: G.Grammar, values: G.Grammar,
 
 
 def overrides(r: N.Ctx, node: Node, key: str) -> tuple[tuple[str, str], ...]:
-    return _pairs(r, node, key, G.OVERRIDE_KEY, G.OVERRIDE_VALUE, OWNED_KEYS, "a key",
-                  ENV_PASSTHROUGH_PREFIX)
+    return _pairs(r, node, key, G.OVERRIDE_KEY, G.OVERRIDE_VALUE, OWNED_KEYS, "a key", ENV_PASSTHROUGH_PREFIX)
 
 
 def env(r: N.Ctx, node: Node, key: str) -> tuple[tuple[str, str], ...]:
@@ -106,9 +121,12 @@ def xla_flags(r: N.Ctx, node: Node, key: str) -> tuple[str, ...]:
         flag = N.string(r, item, f"{key}[{i}]", G.XLA_FLAG)
         name = G.split_xla_flag(flag)[0]
         if name in first:
-            r.fail(item, f"{key}[{i}]",
-                   "each XLA flag once per profile (XLA keeps the last)",
-                   f"{name} again (first at {key}[{first[name]}])")
+            r.fail(
+                item,
+                f"{key}[{i}]",
+                "each XLA flag once per profile (XLA keeps the last)",
+                f"{name} again (first at {key}[{first[name]}])",
+            )
         first[name] = i
         flags.append(flag)
     return tuple(flags)
@@ -122,21 +140,27 @@ def env_file(r: N.Ctx, node: Node, key: str) -> tuple[EnvFileEntry, ...]:
         fields = N.mapping(r, item, sub, ENV_FILE_KEYS)
         forms = [form for form in ("flag", "env") if form in fields]
         if len(forms) != 1:
-            r.fail(item, sub, "exactly one of 'flag' or 'env'",
-                   " and ".join(forms) or "neither")
+            r.fail(item, sub, "exactly one of 'flag' or 'env'", " and ".join(forms) or "neither")
         form = forms[0]
         if "image_default" not in fields:
-            r.fail(item, sub_key(sub, "image_default"),
-                   "the image's default value (null for an env var the image leaves unset)",
-                   "no 'image_default' key")
+            r.fail(
+                item,
+                sub_key(sub, "image_default"),
+                "the image's default value (null for an env var the image leaves unset)",
+                "no 'image_default' key",
+            )
         text_node, default_node = fields[form][1], fields["image_default"][1]
         default: str | None
         text_key, default_key = sub_key(sub, form), sub_key(sub, "image_default")
         if form == "flag":
             name, value = G.split_xla_flag(N.string(r, text_node, text_key, G.XLA_FLAG))
             if kind_of(default_node) == "null":  # XLA has no "unset": last-wins takes a value
-                r.fail(default_node, default_key, "the flag's value in the image (restore_default "
-                       "appends the flag at it; null unsets only an env entry)")
+                r.fail(
+                    default_node,
+                    default_key,
+                    "the flag's value in the image (restore_default "
+                    "appends the flag at it; null unsets only an env entry)",
+                )
             default = N.render(r, default_node, default_key, G.XLA_FLAG_VALUE)
         else:
             expected = f"NAME=value ({G.ENV_NAME.expected}; value {G.ENV_VALUE.expected})"
@@ -144,11 +168,9 @@ def env_file(r: N.Ctx, node: Node, key: str) -> tuple[EnvFileEntry, ...]:
             name, eq, value = text.partition("=")
             if not (eq and G.ENV_NAME.matches(name) and G.ENV_VALUE.matches(value)):
                 r.fail(text_node, text_key, expected)
-            default = (None if kind_of(default_node) == "null" else
-                       N.render(r, default_node, default_key, G.ENV_VALUE))
+            default = None if kind_of(default_node) == "null" else N.render(r, default_node, default_key, G.ENV_VALUE)
         if name in first:
-            r.fail(text_node, text_key, "each setting once",
-                   f"{name} again (first on line {first[name]})")
+            r.fail(text_node, text_key, "each setting once", f"{name} again (first on line {first[name]})")
         first[name] = line_of(text_node)
         entries.append(EnvFileEntry("xla" if form == "flag" else "env", name, value, default))
     return tuple(entries)
@@ -172,8 +194,7 @@ def pipeline_shapes(r: N.Ctx, node: Node, key: str) -> tuple[PipelineShape, ...]
         sub = f"{key}[{i}]"
         fields = N.mapping(r, item, sub, SHAPE_KEYS)
         if "microbatches" not in fields:
-            r.fail(item, sub_key(sub, "microbatches"), "an integer >= 1",
-                   "no 'microbatches' key")
+            r.fail(item, sub_key(sub, "microbatches"), "an integer >= 1", "no 'microbatches' key")
         mb = N.integer(r, fields["microbatches"][1], sub_key(sub, "microbatches"), 1)
         v = 1
         if "virtual_stages" in fields:
@@ -181,8 +202,9 @@ def pipeline_shapes(r: N.Ctx, node: Node, key: str) -> tuple[PipelineShape, ...]
         shape = PipelineShape(mb, v, line=line_of(item))
         twin = next((s for s in shapes if (s.microbatches, s.virtual_stages) == (mb, v)), None)
         if twin:
-            r.fail(item, sub, "each (microbatches, virtual_stages) once",
-                   f"{shape.name} again (first on line {twin.line})")
+            r.fail(
+                item, sub, "each (microbatches, virtual_stages) once", f"{shape.name} again (first on line {twin.line})"
+            )
         shapes.append(shape)
     return tuple(shapes)
 
@@ -218,14 +240,18 @@ def backend(r: N.Ctx, node: Node, key: str) -> Backend:
             continue
         if name not in allowed:
             close = difflib.get_close_matches(name, list(allowed), n=1)
-            r.fail(knode, sub, f"an option of backend kind {kind}: {', '.join(allowed)}",
-                   f"unknown option {name!r}", close[0] if close else None)
+            r.fail(
+                knode,
+                sub,
+                f"an option of backend kind {kind}: {', '.join(allowed)}",
+                f"unknown option {name!r}",
+                close[0] if close else None,
+            )
         options.append((name, option(r, vnode, sub, allowed[name])))
     return Backend(BackendKind(kind), tuple(sorted(options)))
 
 
-def plugin_backend(r: N.Ctx, fields: N.Fields, key: str, kind: str,
-                   check: Callable[[str, str], str | None]) -> Backend:
+def plugin_backend(r: N.Ctx, fields: N.Fields, key: str, kind: str, check: Callable[[str, str], str | None]) -> Backend:
     """A plugin kind's keys, one-line scalars as written, each checked by the plugin."""
     options = []
     for name, (_, vnode) in fields.items():
@@ -234,8 +260,7 @@ def plugin_backend(r: N.Ctx, fields: N.Fields, key: str, kind: str,
         sub = sub_key(key, name)
         if kind_of(vnode) not in ("str", "int", "float", "bool"):
             r.fail(vnode, sub, f"a value on one line (backend kind {kind})")
-        value = N.string(r, vnode, sub, expected="a value on one line") if kind_of(vnode) == "str" \
-            else str(vnode.value)
+        value = N.string(r, vnode, sub, expected="a value on one line") if kind_of(vnode) == "str" else str(vnode.value)
         if (expected := check(name, value)) is not None:
             r.fail(vnode, sub, expected, f"{value!r} (checked by the plugin of backend kind {kind})")
         options.append((name, value))
@@ -267,11 +292,10 @@ def parallelism(r: N.Ctx, node: Node, key: str) -> Parallelism:
 
 
 def policy(r: N.Ctx, node: Node, key: str) -> str:
-    """Playbook overrides (see policy.py), validated here, kept as JSON text."""
+    """Playbook overrides (see triage/playbook.py), validated here, kept as JSON text."""
     raw = safeyaml.load(yaml.serialize(node))
     try:
-        policy_from_mapping(raw, source=key)
+        playbook_from_mapping(raw, source=key)
     except PolicyError as error:
         r.fail(node, key, "playbook overrides (docs/reference/failures.md)", str(error))
     return json.dumps(raw, sort_keys=True)
-

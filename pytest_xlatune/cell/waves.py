@@ -12,8 +12,9 @@ from yaml.nodes import Node
 from pytest_xlatune.cell import grammar as G
 from pytest_xlatune.cell import nodes as N
 from pytest_xlatune.cell import sections
-from pytest_xlatune.cell.model import RESERVED_NAMES, STACK_PREFIX, CatalogWave, Profile, Stack
 from pytest_xlatune.cell.nodes import Fields, kind_of, line_of, show, sub_key
+from pytest_xlatune.cell.values import RESERVED_NAMES, STACK_PREFIX, CatalogWave, Profile, Stack
+
 from . import catalog as C
 
 PROFILE_KEYS = ("name", "xla_flags", "env", "overrides")
@@ -32,10 +33,13 @@ def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
     if kind_of(node) == "map":  # `- catalog: fsdp` in a wave's list: a wave key, one level up
         for knode, _ in node.value:
             if knode.value in WAVE_KEYS and knode.value != "profiles":
-                r.fail(knode, sub_key(key, str(knode.value)),
-                       f"one of {', '.join(PROFILE_KEYS)} ({knode.value} is a key of the wave itself: "
-                       f"`{wave}: {{{knode.value}: ...}}`, not of a profile in its list)",
-                       f"{knode.value!r}")
+                r.fail(
+                    knode,
+                    sub_key(key, str(knode.value)),
+                    f"one of {', '.join(PROFILE_KEYS)} ({knode.value} is a key of the wave itself: "
+                    f"`{wave}: {{{knode.value}: ...}}`, not of a profile in its list)",
+                    f"{knode.value!r}",
+                )
     fields = N.mapping(r, node, key, PROFILE_KEYS, expected=PROFILE_EXPECTED)
     if "name" not in fields:
         r.fail(node, sub_key(key, "name"), "a profile name", "no 'name' key")
@@ -43,8 +47,7 @@ def profile(r: N.Ctx, node: Node, key: str, wave: int) -> Profile:
     name = N.string(r, name_node, name_key, G.NAME)
     if name in RESERVED_NAMES or RESERVED_PATTERN.fullmatch(name):
         reserved = ", ".join(RESERVED_NAMES)
-        r.fail(name_node, name_key,
-               f"a name other than {reserved}, {STACK_PREFIX}N (xlatune's own runs)", show(name))
+        r.fail(name_node, name_key, f"a name other than {reserved}, {STACK_PREFIX}N (xlatune's own runs)", show(name))
     claim(r, name, name_key, name_node)
 
     def read(field: str, reader: Callable[[N.Ctx, Node, str], Any]) -> Any:
@@ -76,23 +79,29 @@ def claim(r: N.Ctx, name: str, key: str, node: Node, owner: str = "") -> None:
         catalog = owner.removeprefix("catalog ")
         if owner == first:
             r.fail(node, key, "each catalog once", f"{catalog!r} again (first on line {first_line})")
-        r.fail(node, key, "catalogs that share no candidate (fsdp, pp and tp share entries: "
-                          "`catalog: hybrid` sweeps all three in one wave)",
-               f"{catalog!r}, whose candidate {name!r} {first} (line {first_line}) has too")
-    at, at_key, source, source_line = ((first_line, first_key, owner, line) if owner
-                                       else (line, key, first, first_line))
-    r.fail(at, at_key, f"a profile name that is not a candidate of {source} (line {source_line})",
-           repr(name))
+        r.fail(
+            node,
+            key,
+            "catalogs that share no candidate (fsdp, pp and tp share entries: "
+            "`catalog: hybrid` sweeps all three in one wave)",
+            f"{catalog!r}, whose candidate {name!r} {first} (line {first_line}) has too",
+        )
+    at, at_key, source, source_line = (first_line, first_key, owner, line) if owner else (line, key, first, first_line)
+    r.fail(at, at_key, f"a profile name that is not a candidate of {source} (line {source_line})", repr(name))
 
 
-def waves(r: N.Ctx, node: Node, key: str) -> tuple[tuple[Profile, ...], tuple[CatalogWave, ...],
-                                               tuple[Stack, ...]]:
+def waves(r: N.Ctx, node: Node, key: str) -> tuple[tuple[Profile, ...], tuple[CatalogWave, ...], tuple[Stack, ...]]:
     profiles: list[Profile] = []
     catalogs: list[CatalogWave] = []
     stacks: list[Stack] = []
-    fields = N.mapping(r, node, key, key_kinds=("str", "int"), key_expected=WAVES_EXPECTED,
-                       expected="a mapping of wave numbers (2, 3, 4) to their profiles, e.g. "
-                                "{2: [{name: a, xla_flags: [...]}]}")
+    fields = N.mapping(
+        r,
+        node,
+        key,
+        key_kinds=("str", "int"),
+        key_expected=WAVES_EXPECTED,
+        expected="a mapping of wave numbers (2, 3, 4) to their profiles, e.g. {2: [{name: a, xla_flags: [...]}]}",
+    )
     for wave, (knode, vnode) in fields.items():
         sub = sub_key(key, wave)
         # `2` and "2" share the text "2", so mapping() already refused the pair.
@@ -105,9 +114,12 @@ def waves(r: N.Ctx, node: Node, key: str) -> tuple[tuple[Profile, ...], tuple[Ca
         if kind_of(vnode) == "map":
             body = N.mapping(r, vnode, sub, WAVE_KEYS)
             if "max" in body and "catalog" not in body:
-                r.fail(body["max"][0], sub_key(sub, "max"),
-                       "a 'catalog' key next to max (max caps a catalog's candidates)",
-                       "no 'catalog' key")
+                r.fail(
+                    body["max"][0],
+                    sub_key(sub, "max"),
+                    "a 'catalog' key next to max (max caps a catalog's candidates)",
+                    "no 'catalog' key",
+                )
             if not {"profiles", "catalog", "stack"} & set(body):
                 r.fail(vnode, sub, "at least one of profiles, catalog, stack", "none of them")
             items = body["profiles"][1] if "profiles" in body else None
@@ -121,8 +133,11 @@ def waves(r: N.Ctx, node: Node, key: str) -> tuple[tuple[Profile, ...], tuple[Ca
             catalogs.append(catalog_wave(r, body, sub, int(wave)))
         if "stack" in body:
             stacks.append(stack(r, body["stack"][1], sub_key(sub, "stack"), int(wave)))
-    return (tuple(sorted(profiles, key=lambda p: p.wave)),
-            tuple(sorted(catalogs, key=lambda c: c.wave)), tuple(sorted(stacks, key=lambda s: s.wave)))
+    return (
+        tuple(sorted(profiles, key=lambda p: p.wave)),
+        tuple(sorted(catalogs, key=lambda c: c.wave)),
+        tuple(sorted(stacks, key=lambda s: s.wave)),
+    )
 
 
 def catalog_wave(r: N.Ctx, body: Fields, key: str, wave: int) -> CatalogWave:

@@ -2,8 +2,8 @@
 its SweepState rebuilt from the store on every call — no memory of its own, so a resumed session
 decides as the killed one would — and what `planner.decide` returns carried out: controls and
 repeats run in place, a win's checks on the other config tags run as their wave-6 runs (the
-wave-6 items then reuse them), early stops through the watcher's judge, the conclusion as
-skipped items."""
+wave-6 items then reuse them), early stops through the watcher's judge (engine/early_stop.py),
+the conclusion as skipped items."""
 
 from __future__ import annotations
 
@@ -16,17 +16,28 @@ from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
 from ..adaptive.order import Prior
 from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
-from ..adaptive.model import (Budget, Conclude, Control, CrossCheck, Observation, Plan, PlanItem, Repeat, Role,
-                              RunState, Share, StopEarly, Submit, SweepState)
-from ..judge import numerics, stats, verdicts
-from ..judge.numerics import Numerics
-from ..judge.steady import steady_state
-from ..cell.model import Cell
+from ..adaptive.values import (
+    Budget,
+    Conclude,
+    Control,
+    CrossCheck,
+    Observation,
+    Plan,
+    PlanItem,
+    Repeat,
+    Role,
+    RunState,
+    Share,
+    Submit,
+    SweepState,
+)
+from ..cell.values import Cell
 from ..launch.base import SubmittedJob
 from ..plan.expand import RunKind, RunSpec
-from ..plan.request import tokens_per_device_step
 from ..results import JobResult, Verdict
-from .watch import Judge, Watched
+from ..verdict import choice, numerics, stats, verdicts
+from .early_stop import stop_judge
+from .watch import Judge
 
 if TYPE_CHECKING:  # a type only: the runner imports this module
     from ..store import ResultStore
@@ -87,16 +98,23 @@ class Driver:
             return None
         items = plan_items(sweep.cell, planned, sweep.image)
         cross = {s.config_tag: s for s in upcoming if s.kind is RunKind.CROSS_CONFIG and s.config_tag != primary}
-        plan = Plan(items, thresholds=sweep.cell.thresholds, budget=sweep.budget,
-                    steady_steps=max(3, sweep.cell.steps - 5), other_tags=tuple(cross), prior=prior or Prior())
+        plan = Plan(
+            items,
+            thresholds=sweep.cell.thresholds,
+            budget=sweep.budget,
+            steady_steps=max(3, sweep.cell.steps - 5),
+            other_tags=tuple(cross),
+            prior=prior or Prior(),
+        )
         specs = {item.name: spec for item, spec in zip(items, planned)}
         roles = run_roles(plan, planned, sweep.key)
         return cls(sweep, plan, specs, roles, planned[-1].name, cross)
 
     # ---- the state, from the store ---------------------------------------------------------
 
-    def state(self, now: float, running: Observation | None = None,
-              latest: Mapping[str, JobResult] | None = None) -> SweepState:
+    def state(
+        self, now: float, running: Observation | None = None, latest: Mapping[str, JobResult] | None = None
+    ) -> SweepState:
         """Every stored run of the plan as the planner sees it (and the running one); `latest`:
         the store's latest results when the caller has just read them."""
         latest = self.sweep.store.latest_by_key() if latest is None else latest
@@ -110,7 +128,7 @@ class Driver:
             if result.shared_from:
                 excluded.add(name)
                 continue
-            run = _observation(result, self.plan.item(name), role)
+            run = _observation(result, self._measured_item(name, role, result), role)
             if role is Role.PROFILE and self._never_the_recipe(result, stored):
                 run = replace(run, steady=(), state=RunState.FAILED, failure="numerics_changed")
             runs.append(run)
@@ -124,14 +142,21 @@ class Driver:
         # resumed days later is charged its runs, not the days between its sessions.
         spent = sum((r.ended_at if r.ended_at is not None else now) - r.submitted_at for r in runs)
         checked, regressing = self._cross_checks(latest, stored)
-        return SweepState(self.plan, tuple(runs), started_at=now - spent, shared=frozenset(excluded),
-                          checked=checked, regressing=regressing)
+        return SweepState(
+            self.plan,
+            tuple(runs),
+            started_at=now - spent,
+            shared=frozenset(excluded),
+            checked=checked,
+            regressing=regressing,
+        )
 
     def _cross_check_run(self, item: str, tag: str) -> RunSpec:
         return self.cross[tag].resolve(self.specs[item])
 
-    def _cross_checks(self, latest: Mapping[str, JobResult],
-                      stored: Sequence[JobResult]) -> tuple[frozenset[tuple[str, str]], frozenset[str]]:
+    def _cross_checks(
+        self, latest: Mapping[str, JobResult], stored: Sequence[JobResult]
+    ) -> tuple[frozenset[tuple[str, str]], frozenset[str]]:
         """The candidates' ended checks on the other config tags (their wave-6 runs, stored under
         the keys the wave-6 items use), and the candidates that regressed a tag there beyond
         thresholds.regression_pct or failed on it. A tag without a measured baseline cannot be
@@ -152,22 +177,45 @@ class Driver:
                 if result is None or result.verdict in RERUN:
                     continue
                 checked.add((name, tag))
-                gate = verdicts.regression_gate([result.tgs] if result.tgs is not None else [], stored, tag,
-                                                tolerance, final=True) if result.measured else None
-                if not result.measured or (gate is not None and gate.decision is stats.Decision.FAIL):
+                gate = (
+                    choice.regression_gate(
+                        [result.tgs] if result.tgs is not None else [], stored, tag, tolerance, final=True
+                    )
+                    if result.measured
+                    else None
+                )
+                if not result.measured or (gate is not None and gate.decision is stats.GateDecision.FAIL):
                     regressing.add(name)
         return frozenset(checked), frozenset(regressing)
 
     def _never_the_recipe(self, result: JobResult, stored: Sequence[JobResult]) -> bool:
         """A measured candidate whose loss left the baseline's (fail mode): no repeat, no
         confirmation and no recipe are spent on it, as if it had failed."""
-        return (self.sweep.numerics is numerics.Mode.FAIL and result.measured
-                and verdicts.numerics_changed(result, stored))
+        return (
+            self.sweep.numerics is numerics.Mode.FAIL and result.measured and verdicts.numerics_changed(result, stored)
+        )
 
     def _winner_evidence(self, result: JobResult) -> tuple[str, Role] | None:
         if result.kind is not RunKind.WINNER_EVIDENCE or result.item not in self.specs:
             return None
         return result.item, Role.WINNER_EVIDENCE
+
+    def _measured_item(self, name: str, role: Role, result: JobResult) -> PlanItem:
+        """The plan item whose settings a stored run measured: a winner's evidence run measured
+        the candidate it was resolved from (its steps after the profiler's window are a run of
+        those settings: judge.build pools them), every other run its own item."""
+        if role is Role.WINNER_EVIDENCE and result.resolved_from:
+            source = next(
+                (
+                    item
+                    for item in self.plan.items
+                    if item.role is Role.PROFILE and self.specs[item.name].profile == result.resolved_from
+                ),
+                None,
+            )
+            if source is not None:
+                return replace(self.plan.item(name), key=source.key)
+        return self.plan.item(name)
 
     # ---- before and after an item ----------------------------------------------------------
 
@@ -206,11 +254,21 @@ class Driver:
                 if current is not None and current in action.skipped:
                     return self._skipped(current, f"{action.reason} ({action.why.value})")
                 return ""
-            elif isinstance(action, Submit) and current is not None and action.item != current \
-                    and self.plan.item(current).role is Role.PROFILE \
-                    and not any(r.item == current for r in state.runs) \
-                    and (why := planner.search_over(state, now)):
+            elif (
+                isinstance(action, Submit)
+                and current is not None
+                and action.item != current
+                and self.plan.item(current).role is Role.PROFILE
+                and not any(r.item == current for r in state.runs)
+                and (why := planner.search_over(state, now))
+            ):
                 return self._skipped(current, why)  # past a stop condition: only variants still run
+            elif isinstance(action, Submit) and self._early_evidence(action, current):
+                # A first win's second run: the recipe's evidence run of that candidate, now; the
+                # evidence item, when the engine reaches it, reuses it if it resolves the same.
+                spec = self.specs[action.item].resolve(self.specs[action.source])
+                self.sweep.report(f"{action.item}: {action.source} with the profiler: {action.reason}")
+                self.sweep.run(spec)
             elif isinstance(action, Submit) and self._ahead(action, current, state):
                 # A likely winner listed later (plan.prior): run it now; its own item reuses the run.
                 self.sweep.report(f"{action.item}: run ahead of {current}: {action.reason}")
@@ -219,12 +277,28 @@ class Driver:
                 return ""
         return ""
 
+    def _early_evidence(self, action: Submit, current: str | None) -> bool:
+        """The planner asks for the recipe's evidence run of a candidate before the engine
+        reaches the evidence item (a first win's confirming run: planner._confirming)."""
+        return (
+            bool(action.source)
+            and action.item != current
+            and action.item in self.specs
+            and action.source in self.specs
+            and self.plan.item(action.item).role is Role.WINNER_EVIDENCE
+        )
+
     def _ahead(self, action: Submit, current: str | None, state: SweepState) -> bool:
         """The planner's next candidate is another, later-listed one by expected gain (only with
         a prior: without one it is always the current item)."""
-        return (bool(self.plan.prior.gains) and current is not None and action.item != current
-                and action.item in self.specs and self.plan.item(action.item).role is Role.PROFILE
-                and not any(r.item == action.item for r in state.runs))
+        return (
+            bool(self.plan.prior.gains)
+            and current is not None
+            and action.item != current
+            and action.item in self.specs
+            and self.plan.item(action.item).role is Role.PROFILE
+            and not any(r.item == action.item for r in state.runs)
+        )
 
     def _control(self, state: SweepState, action: Control, current: str | None) -> None:
         n = sum(1 for r in state.runs if r.role is Role.CONTROL)
@@ -243,13 +317,16 @@ class Driver:
 
     def _cross_check(self, action: CrossCheck) -> None:
         spec = self._cross_check_run(action.item, action.config_tag)
-        self.sweep.report(f"{spec.name}: checking {action.item} on [{action.config_tag}] before the search "
-                          f"stops: {action.reason}")
+        self.sweep.report(
+            f"{spec.name}: checking {action.item} on [{action.config_tag}] before the search stops: {action.reason}"
+        )
         self.sweep.run(spec)
         latest = self.sweep.store.latest_by_key()
         if action.item in self._cross_checks(latest, list(latest.values()))[1]:
-            self.sweep.report(f"{spec.name}: {action.item} regresses [{action.config_tag}] (or fails there): "
-                              "it cannot end the search, which goes on")
+            self.sweep.report(
+                f"{spec.name}: {action.item} regresses [{action.config_tag}] (or fails there): "
+                "it cannot end the search, which goes on"
+            )
 
     def _note(self, action: Conclude) -> None:
         """Record the conclusion once (the summary and a rerun's reader see why items were skipped)."""
@@ -269,48 +346,8 @@ class Driver:
     # ---- early stop -----------------------------------------------------------------------
 
     def judge(self, spec: RunSpec, key: str, job: SubmittedJob) -> Judge | None:
-        """Whether the planner stops this candidate's job now; the stop is recorded before the
-        cancel is sent (a killed session's rerun stores it, never runs the job again)."""
-        found = self.roles.get(key)
-        if found is None or found[1] is not Role.PROFILE:
-            return None
-        item = self.plan.item(found[0])
-        recorded = self.sweep.stopped_early(job.job_id)
-        tokens = tokens_per_device_step(self.sweep.cell, spec)
-
-        def ask(seen: Watched) -> str:
-            if recorded:
-                return recorded
-            steady = steady_state(seen.log.steps, profiler_on=False, tokens_per_step=tokens)
-            if steady is None or len(steady.tgs_values) < self.plan.policy.min_steady:
-                return ""
-            latest = self.sweep.store.latest_by_key()  # one store read per look
-            if (why := self._numerics_changed(spec, key, seen, list(latest.values()))):
-                self.sweep.store.append("early_stop", job_id=job.job_id, key=key, item=spec.name,
-                                        kind="numerics", reason=why)
-                return why
-            now = self.sweep.clock()
-            started = self.sweep.poller.ran(job.job_id)[0] or now
-            run = Observation(job.job_id, item.name, item.key, Role.PROFILE, started, started, None,
-                              steady.tgs_values, RunState.RUNNING, max(1, self.sweep.nodes))
-            for action in planner.decide(self.state(now, running=run, latest=latest), now):
-                if isinstance(action, StopEarly) and action.run == job.job_id:
-                    self.sweep.store.append("early_stop", job_id=job.job_id, key=key, item=spec.name,
-                                            kind=action.kind.value, reason=action.reason)
-                    return action.reason
-            return ""
-        return ask
-
-    def _numerics_changed(self, spec: RunSpec, key: str, seen: Watched,
-                          stored: Sequence[JobResult]) -> str:
-        """Why a running candidate cannot be the recipe whatever its speed: its loss left every
-        baseline repeat's (the guard in fail mode); "" while it follows them or in warn mode."""
-        if self.sweep.numerics is not numerics.Mode.FAIL:
-            return ""
-        main, extra = numerics.trajectories(seen.log.steps)
-        losses = {numerics.MAIN: main, **dict(extra)} if main else {}
-        check = verdicts.trajectory_check(losses, spec.config_tag, self.sweep.image, stored, key)
-        return "numerics changed: it cannot be the recipe" if check.verdict is Numerics.CHANGED else ""
+        """Whether the planner stops this candidate's job now (engine/early_stop.py)."""
+        return stop_judge(self, spec, key, job)
 
     # ---- what the report and the summary see -------------------------------------------------
 
@@ -330,7 +367,16 @@ def _observation(result: JobResult, item: PlanItem, role: Role) -> Observation:
     else:
         state = RunState.FINISHED if result.measured else RunState.FAILED
     steady = (result.tgs_values or ((result.tgs,) if result.tgs else ())) if result.measured else ()
-    return Observation(result.job_id or result.key, item.name, item.key, role, result.submitted_at,
-                       result.started_at or None, result.ended_at or result.finished_at or None,
-                       tuple(steady), state, max(1, result.nodes),
-                       "" if result.measured else result.verdict.value)
+    return Observation(
+        result.job_id or result.key,
+        item.name,
+        item.key,
+        role,
+        result.submitted_at,
+        result.started_at or None,
+        result.ended_at or result.finished_at or None,
+        tuple(steady),
+        state,
+        max(1, result.nodes),
+        "" if result.measured else result.verdict.value,
+    )

@@ -18,8 +18,9 @@ def is_cell_file(file_path: Path, config: pytest.Config) -> bool:
         return False
     named = any(Path(arg.split("::")[0]).resolve() == file_path.resolve() for arg in config.args)
     root = config.rootpath
-    return named or any(file_path.resolve() in {p.resolve() for p in root.glob(pattern)}
-                        for pattern in config.getini("xlatune_cells"))
+    return named or any(
+        file_path.resolve() in {p.resolve() for p in root.glob(pattern)} for pattern in config.getini("xlatune_cells")
+    )
 
 
 def check_cell_paths(config: pytest.Config) -> None:
@@ -32,12 +33,10 @@ def check_cell_paths(config: pytest.Config) -> None:
             # pytest prints node ids as they are: no escape code reaches the terminal that way.
             raise pytest.UsageError(f"{str(path)!r}: expected a cell file name without control characters")
         if path.suffix in CELL_SUFFIXES and path.is_dir():
-            raise pytest.UsageError(f"{path}: expected a cell file ({'/'.join(CELL_SUFFIXES)}), "
-                                    "found a directory")
+            raise pytest.UsageError(f"{path}: expected a cell file ({'/'.join(CELL_SUFFIXES)}), found a directory")
 
 
 def dist_given(config: pytest.Config) -> bool:
     """Whether the user chose xdist's `--dist` (else `-n N` keeps each cell on one worker)."""
-    args = [*config.invocation_params.args, *config.getini("addopts"),
-            *os.environ.get("PYTEST_ADDOPTS", "").split()]
+    args = [*config.invocation_params.args, *config.getini("addopts"), *os.environ.get("PYTEST_ADDOPTS", "").split()]
     return any(a in ("--dist", "-d", "--distload") or a.startswith("--dist=") for a in args)

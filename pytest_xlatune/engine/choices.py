@@ -1,4 +1,5 @@
-"""Where the per-cell loop asks which runs come next: the seam an adaptive sweep replaces."""
+"""Where the per-cell loop asks which runs come next: the seam an adaptive sweep replaces. The
+default, the fixed protocol's plan order, lives with the simulator's in adaptive/fixed.py."""
 
 from __future__ import annotations
 
@@ -12,16 +13,9 @@ from ..results import JobResult
 class SweepChoices(Protocol):
     """The choices of a sweep that are policy, not mechanics (the plan order is the default)."""
 
-    def next_runs(self, after: RunSpec, upcoming: Sequence[RunSpec],
-                  results: Callable[[], list[JobResult]]) -> Sequence[RunSpec]:
+    def next_runs(
+        self, after: RunSpec, upcoming: Sequence[RunSpec], results: Callable[[], list[JobResult]]
+    ) -> Sequence[RunSpec]:
         """The runs to queue after `after`, in order, from the selected ones (`results()`: the
         cell's current results, read only when a choice needs them)."""
         ...
-
-
-class PlanOrder:
-    """The fixed plan: the selected runs in collection order."""
-
-    def next_runs(self, after: RunSpec, upcoming: Sequence[RunSpec],
-                  results: Callable[[], list[JobResult]]) -> Sequence[RunSpec]:
-        return upcoming[upcoming.index(after) + 1:] if after in upcoming else ()

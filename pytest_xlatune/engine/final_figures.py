@@ -48,14 +48,24 @@ class FinalFigures:
         """After pytest-html wrote its file (its last hook): the item rows' final figures, and its
         Environment table below the cells' TL;DR, chart and results (a session with cells only)."""
         html = getattr(config.option, "htmlpath", None)
-        if (not html or hasattr(config, "workerinput") or not self.session.cells
-                or not config.pluginmanager.hasplugin("xlatune-html")):
+        if (
+            not html
+            or hasattr(config, "workerinput")
+            or not self.session.cells
+            or not config.pluginmanager.hasplugin("xlatune-html")
+        ):
             return
         from ..report.html import figure_cells
 
-        rewrite_html(Path(html), [(nodeid, *cell) for key, now in self.final.items()
-                                  for nodeid, props in [self.printed[key]]
-                                  for cell in figure_cells(props, {**props, **now.props()})])
+        rewrite_html(
+            Path(html),
+            [
+                (nodeid, *cell)
+                for key, now in self.final.items()
+                for nodeid, props in [self.printed[key]]
+                for cell in figure_cells(props, {**props, **now.props()})
+            ],
+        )
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if lines := corrections(self.printed, self.final):

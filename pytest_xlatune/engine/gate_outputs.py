@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..judge.lock import LockError, load_lock
 from ..paths import lock_path
 from ..report.files import Output, write_if_changed
 from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
+from ..verdict.lock import LockError, load_lock
 from .inert import gate_flag_states
 from .repair_outputs import repair_of
 
@@ -52,13 +52,20 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
         runs = tuple(r for r in store.latest_by_key().values() if r.wave == "gate")
         if cell.path not in runtime.repairs:  # once: it writes the proposed lock
             runtime.repairs[cell.path] = repair_of(runtime, cell, lock, measured_on(store, new_image))
-        by_tag.setdefault(cell.model_tag, []).append(GateCell(
-            cell_id=runtime.paths(cell).cell_id, lock_file=_shown(lock_path(cell.path), runtime.root),
-            lock=lock, new_image=new_image, new_measured_on=measured_on(store, new_image),
-            old_measured_on=measured_on(store, lock.image) if lock.image != new_image else "",
-            items=tuple(items), runs=runs,
-            flags=gate_flag_states(lock, store),
-            repair=runtime.repairs[cell.path]))
+        by_tag.setdefault(cell.model_tag, []).append(
+            GateCell(
+                cell_id=runtime.paths(cell).cell_id,
+                lock_file=_shown(lock_path(cell.path), runtime.root),
+                lock=lock,
+                new_image=new_image,
+                new_measured_on=measured_on(store, new_image),
+                old_measured_on=measured_on(store, lock.image) if lock.image != new_image else "",
+                items=tuple(items),
+                runs=runs,
+                flags=gate_flag_states(lock, store),
+                repair=runtime.repairs[cell.path],
+            )
+        )
     return by_tag
 
 
@@ -80,9 +87,10 @@ def measured_on(store: ResultStore, image: str) -> str:
 
 def write_gate_reports(runtime: Session) -> list[Output]:
     """`<MODEL_TAG>-gate.md` per model tag gated in this session."""
-    return [write_if_changed(runtime.settings.report_dir / f"{tag}-gate.md", render_document(tag, cells),
-                             "gate report")
-            for tag, cells in gate_cells(runtime).items()]
+    return [
+        write_if_changed(runtime.settings.report_dir / f"{tag}-gate.md", render_document(tag, cells), "gate report")
+        for tag, cells in gate_cells(runtime).items()
+    ]
 
 
 def _shown(path: Path, root: Path) -> str:

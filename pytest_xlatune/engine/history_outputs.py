@@ -8,20 +8,20 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..judge.lock import build_lock
 from ..report.files import Output
 from ..report.history import HistoryRow, append_rows, gate_rows, history_path, sweep_rows
+from ..verdict.lock import build_lock
 from .repair_outputs import exit_code, proposal_outputs, session_results, session_spent
 
 if TYPE_CHECKING:
-    from .session import Session as Runtime
+    from .session import Session
 
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def append_history(runtime: Runtime, date: str = "") -> list[Output]:
+def append_history(runtime: Session, date: str = "") -> list[Output]:
     """One row per config tag of each cell that ran (gate: the locked recipe on the new image;
     sweep: the recipe it found, or none), the node-hours its items' jobs cost."""
     date = date or now()
@@ -49,7 +49,7 @@ def append_history(runtime: Runtime, date: str = "") -> list[Output]:
     return outputs
 
 
-def after_session(runtime: Runtime, session: pytest.Session) -> list[Output]:
+def after_session(runtime: Session, session: pytest.Session) -> list[Output]:
     """What the session writes after its reports and locks: the history rows; with
     --xlatune-gate-repair the proposed locks' lines and the exit code that tells them apart."""
     repairs = list(runtime.repairs.values())

@@ -29,16 +29,23 @@ class HtmlHooks:
         self.session = session
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item,
-                                  call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """Attach the log tail of a job that ended without a measurement (failed or OOM xfail)."""
         report = yield
-        if (report.when == "call" and isinstance(item, CellItem) and (report.failed or report.skipped)
-                and item.config.getoption("htmlpath", None)):
+        if (
+            report.when == "call"
+            and isinstance(item, CellItem)
+            and (report.failed or report.skipped)
+            and item.config.getoption("htmlpath", None)
+        ):
             result = self._failed_result(item, call)
             if result is not None:
-                report.extras = [*getattr(report, "extras", []), extras.text(  # type: ignore[attr-defined]
-                    _log_text(result), name=escape(f"log tail (job {result.job_id})"))]
+                report.extras = [  # type: ignore[attr-defined]
+                    *getattr(report, "extras", []),
+                    extras.text(_log_text(result), name=escape(f"log tail (job {result.job_id})")),
+                ]
                 if hasattr(report, "wasxfail"):
                     # pytest-html shows an xfail's longrepr: the traceback of pytest.xfail() itself.
                     report.longrepr = f"{report.wasxfail}\nlog: {result.log_path}"
@@ -54,8 +61,9 @@ class HtmlHooks:
         sweep = self.session.sweeps.get(item.cell.path)
         return next((r for r in sweep.results() if r.job_id == job_id), None) if sweep else None
 
-    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
-                                    session: pytest.Session) -> None:
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
+    ) -> None:
         if self.session.settings.gate:  # the gate's verdict, as <MODEL_TAG>-gate.md says it
             from ..report.gate import render_html
             from .gate_outputs import gate_cells

@@ -13,26 +13,26 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from ..plan.catalog import EvidenceFacts
 from ..cell.load import CellError, load_cell
+from ..cell.values import BackendKind, Cell
+from ..errors import XlatuneError
 from ..evidence.artifacts import evidence_facts
-from ..cell.model import BackendKind, Cell
-from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
+from ..launch.base import LauncherError
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError
-from ..judge import figures, verdicts
-from ..results import JobResult, Verdict
-from .outcome import ItemOutcome, Measurement, Regression, RunFailed
-from .sweep import Sweep
-from ..store import StoreWriteError
-from .watch import SweepStopped
-from ..launch.base import LauncherError
-from ..judge.lock import LockError
 from ..paths import lock_path
-from .session import RUNTIME_KEY, Runtime
-from .repair_outputs import skip_reason as repair_skip
+from ..plan.catalog import EvidenceFacts
+from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
 from ..plan.repair import REPAIR_WAVE
-from ..errors import XlatuneError
+from ..results import JobResult, Verdict
+from ..store import StoreWriteError
+from ..verdict import figures, verdicts
+from ..verdict.lock import LockError
+from .outcome import ItemOutcome, Measurement, Regression, RunFailed
+from .repair_outputs import skip_reason as repair_skip
+from .session import SESSION_KEY, Session
+from .sweep import Sweep
+from .watch import SweepStopped
 
 if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure returns
     from _pytest._code.code import TerminalRepr, TracebackStyle
@@ -46,10 +46,6 @@ if TYPE_CHECKING:  # types only: pytest exports no name for what repr_failure re
         config: pytest.Config
         session: pytest.Session
         nodeid: str
-
-# Runs an item shows without a Δ % vs the baseline: the baseline itself and the gate's old-image
-# controls (a Δ vs the new image's baseline would say nothing about them).
-UNCOMPARED = (RunKind.BASELINE, RunKind.GATE_OLD_BASELINE, RunKind.GATE_OLD_RECIPE)
 
 
 def slot_group(cell: Cell) -> str:
@@ -71,13 +67,14 @@ class CellFile(pytest.File):
     cell: Cell
 
     def collect(self) -> Iterator[Wave | Unlocked]:
-        runtime = self.config.stash[RUNTIME_KEY]
+        runtime = self.config.stash[SESSION_KEY]
         self.cell = load_cell(self.path, runtime.kind_checks)
         # `--dist loadgroup` groups by a `@group` suffix of the node id. xdist adds it by
         # rewriting a private attribute that pytest 9 no longer reads, so the suffix is put in
         # the item name instead (only on xdist workers running loadgroup).
-        grouped = getattr(self.config.option, "loadgroup", False) or \
-            getattr(self.config, "workerinput", {}).get("xlatune_loadgroup", False)  # plugin: -n alone
+        grouped = getattr(self.config.option, "loadgroup", False) or getattr(self.config, "workerinput", {}).get(
+            "xlatune_loadgroup", False
+        )  # plugin: -n alone
         suffix = f"@{slot_group(self.cell)}" if grouped else ""
         try:
             specs = runtime.plan_for(self.cell)
@@ -95,8 +92,9 @@ class CellFile(pytest.File):
         for wave, runs in itertools.groupby(specs, key=lambda spec: spec.wave):
             yield Wave.from_parent(self, name=wave, specs=tuple(runs), cell=self.cell, suffix=suffix)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: TracebackStyle | None = None) -> str | TerminalRepr:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         if isinstance(excinfo.value, (CellError, LockError)):
             # Files under the rootdir are named as in node ids: `cells/x.yml:3: ...`.
             return str(excinfo.value).replace(f"{self.config.rootpath}{os.sep}", "")
@@ -107,8 +105,7 @@ class Wave(pytest.Collector):
     """One wave of a cell (`wave2`), so that `cell.yml::wave2` and `cell.yml::wave2::p[tag]`
     select like a module's class and test."""
 
-    def __init__(self, *, specs: tuple[RunSpec, ...], cell: Cell, suffix: str,
-                 **kwargs: Unpack[NodeArgs]) -> None:
+    def __init__(self, *, specs: tuple[RunSpec, ...], cell: Cell, suffix: str, **kwargs: Unpack[NodeArgs]) -> None:
         super().__init__(**kwargs)
         self.specs, self.cell, self.suffix = specs, cell, suffix
 
@@ -117,8 +114,7 @@ class Wave(pytest.Collector):
             name = spec.name.split("::", 1)[1] + self.suffix
             # The node id as pytest parses a stored one (cache/lastfailed, --deselect): the
             # bracket is the parametrization, so --lf/--ff/--sw find these items again.
-            yield CellItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}",
-                                       spec=spec, cell=self.cell)
+            yield CellItem.from_parent(self, name=name, nodeid=f"{self.nodeid}::{name}", spec=spec, cell=self.cell)
 
 
 class Unlocked(pytest.Item):
@@ -135,8 +131,10 @@ class Unlocked(pytest.Item):
         def shown(path: Path) -> Path:
             return path.relative_to(root) if path.is_relative_to(root) else path
 
-        _skip(f"{shown(lock_path(self.cell.path))}: no recipe lock, nothing to gate (a finished sweep writes "
-              f"one when it finds a recipe better than the baseline: run pytest {shown(self.cell.path)} first)")
+        _skip(
+            f"{shown(lock_path(self.cell.path))}: no recipe lock, nothing to gate (a finished sweep writes "
+            f"one when it finds a recipe better than the baseline: run pytest {shown(self.cell.path)} first)"
+        )
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"cell: {self.cell.path.name} (no lock)"
@@ -146,8 +144,10 @@ def stored_failure_line(result: JobResult, nodeid: str, now: float) -> str:
     """What a failure reused from the store says first: which job, how long ago, how to rerun."""
     ended = result.ended_at or result.finished_at or result.submitted_at
     age = f", {_age(now - ended)} ago" if ended else ""
-    return (f"stored failure (job {result.job_id}{age}, from an earlier session; not run again): "
-            f"run its job again with pytest --lf, or pytest {shlex.quote(nodeid)} --xlatune-remeasure")
+    return (
+        f"stored failure (job {result.job_id}{age}, from an earlier session; not run again): "
+        f"run its job again with pytest --lf, or pytest {shlex.quote(nodeid)} --xlatune-remeasure"
+    )
 
 
 def _age(seconds: float) -> str:
@@ -158,7 +158,7 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def stored_evidence_facts(cell: Cell, runtime: Runtime) -> EvidenceFacts | None:
+def stored_evidence_facts(cell: Cell, runtime: Session) -> EvidenceFacts | None:
     """The evidence run of this cell's sweep, if the store has one (read at collection)."""
     store = runtime.store_for(cell)
     info = store.sweep_info()
@@ -193,44 +193,52 @@ class CellItem(pytest.Item):
         try:
             self._run()
         except (Regression, RunFailed) as error:
-            settings = self.config.stash[RUNTIME_KEY].settings
+            settings = self.config.stash[SESSION_KEY].settings
             if not (settings.gate and settings.gate_advisory):
                 raise
             # --xlatune-gate-advisory: reported (x, and in <MODEL_TAG>-gate.md), never failed.
             self._show(self.outcome.taken_as_advisory())
-            text = str(error) if isinstance(error, Regression) else \
-                f"job {error.result.job_id} ({error.result.verdict.value}): {error.result.reason}"
+            text = (
+                str(error)
+                if isinstance(error, Regression)
+                else f"job {error.result.job_id} ({error.result.verdict.value}): {error.result.reason}"
+            )
             pytest.xfail(f"advisory gate: {text}")
         except SweepStopped as stop:
-            runtime = self.config.stash[RUNTIME_KEY]
+            runtime = self.config.stash[SESSION_KEY]
             self._show(self.outcome.stopped_sweep())  # no lock from this sweep
             raise Stopped(runtime.stop(self.cell, stop, self.session)) from None
         except StoreWriteError as error:  # never report a run whose record is not on disk
-            runtime = self.config.stash[RUNTIME_KEY]
+            runtime = self.config.stash[SESSION_KEY]
             self._show(self.outcome.stopped_sweep())
             raise Stopped(runtime.store_failed(error, self.session)) from None
 
     def _show(self, outcome: ItemOutcome) -> None:
         """Keep the outcome so far; every report of this item carries its properties."""
         self.outcome = outcome
-        self.user_properties[:] = [p for p in self.user_properties if not p[0].startswith("xlatune_")] + \
-            outcome.user_properties()
+        self.user_properties[:] = [
+            p for p in self.user_properties if not p[0].startswith("xlatune_")
+        ] + outcome.user_properties()
 
     def _run(self) -> None:
-        runtime = self.config.stash[RUNTIME_KEY]
+        runtime = self.config.stash[SESSION_KEY]
         try:
             sweep = runtime.sweep_for(self.cell, self.nodeid)
         except NoGpuHere as error:
             _skip(str(error))
         if reason := sweep.skip_reason(self.spec) or (
-                self.spec.wave == REPAIR_WAVE and repair_skip(runtime, self.cell)):
+            self.spec.wave == REPAIR_WAVE and repair_skip(runtime, self.cell)
+        ):
             _skip(reason)
         if sweep.adaptive is not None and (reason := sweep.adaptive.before(self.spec)):
             _skip(reason)  # a stop condition or the budget ended the search before this item
         spec, reason = sweep.resolution(self.spec)
         if spec is None:  # what to run next, only when something is left to measure
-            _skip(f"{reason} (measure waves 2-4 first: pytest {self._file_id()} "
-                  "-k 'wave2 or wave3 or wave4')" if sweep.unmeasured(self.spec) else reason)
+            _skip(
+                f"{reason} (measure waves 2-4 first: pytest {self._file_id()} -k 'wave2 or wave3 or wave4')"
+                if sweep.unmeasured(self.spec)
+                else reason
+            )
         needs = self._needs(sweep, spec)
         if spec.kind is RunKind.CROSS_CONFIG and needs:
             _skip(f"cannot check the recipe on [{spec.config_tag}]: {needs}")
@@ -242,18 +250,19 @@ class CellItem(pytest.Item):
         # The figure of these settings so far (every run of them, pooled: figures.py); the
         # terminal summary, junit and the reports show it again once later runs have joined it.
         found = figures.figure(result, sweep.results()) if result.tgs is not None else None
-        if spec.kind not in UNCOMPARED and result.tgs is not None:
+        if spec.kind not in figures.UNCOMPARED and result.tgs is not None:
             departed = verdicts.numerics_check(result, sweep.results()).where()
         self._show(self.outcome.measured(Measurement(result, spec, ran.reused, found, departed, needs)))
         if result.verdict is Verdict.INFRA_FLAKE:
-            _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)};"
-                  f" last {result.job_id})")
+            _skip(f"dropped as infra-flake: {result.reason} (jobs: {'; '.join(result.retries)}; last {result.job_id})")
         if result.verdict is Verdict.OOM:
             pytest.xfail(f"job {result.job_id}: {result.reason} (OOM is never retried)")
         if spec.kind is RunKind.GATE_RECIPE and result.verdict is Verdict.UNKNOWN_FLAG:
-            raise Regression(f"locked recipe {spec.profile!r} [{spec.config_tag}]: a locked flag "
-                             f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
-                             f" (job {result.job_id}); not a performance regression: re-tune the recipe")
+            raise Regression(
+                f"locked recipe {spec.profile!r} [{spec.config_tag}]: a locked flag "
+                f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
+                f" (job {result.job_id}); not a performance regression: re-tune the recipe"
+            )
         if not result.measured:
             raise RunFailed(result, stored=ran.reused)
         if spec.kind is RunKind.CROSS_CONFIG:
@@ -267,27 +276,36 @@ class CellItem(pytest.Item):
     def _needs(self, sweep: Sweep, spec: RunSpec) -> str:
         """What this run needs from runs not in the store (and not selected before it), with the
         commands that measure them; "" when the store has them. Never runs them itself."""
+
         def ids(kind: RunKind) -> str:
-            return " ".join(shlex.quote(f"{self._file_id()}::{s.name}") for s in sweep.specs
-                            if s.kind is kind and s.config_tag == spec.config_tag)
+            return " ".join(
+                shlex.quote(f"{self._file_id()}::{s.name}")
+                for s in sweep.specs
+                if s.kind is kind and s.config_tag == spec.config_tag
+            )
 
         needs = []
         if spec.catalog and sweep.stored(evidence_spec(self.cell)) is None:
-            needs.append("catalog order and relevance need the wave1.5 evidence run, and the store "
-                         f"has none: pytest {ids(RunKind.EVIDENCE)}")
-        if spec.kind not in (RunKind.GATE_RECIPE, *UNCOMPARED) and \
-                not verdicts.baseline_values(sweep.results(), spec.config_tag):
-            needs.append(f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
-                         f"store has none: pytest {ids(RunKind.BASELINE)}")
+            needs.append(
+                "catalog order and relevance need the wave1.5 evidence run, and the store "
+                f"has none: pytest {ids(RunKind.EVIDENCE)}"
+            )
+        if spec.kind not in (RunKind.GATE_RECIPE, *figures.UNCOMPARED) and not verdicts.baseline_values(
+            sweep.results(), spec.config_tag
+        ):
+            needs.append(
+                f"a Δ % needs a measured baseline-deployed [{spec.config_tag}], and the "
+                f"store has none: pytest {ids(RunKind.BASELINE)}"
+            )
         return "; ".join(needs)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: TracebackStyle | None = None) -> str | TerminalRepr:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         error = excinfo.value
         if isinstance(error, RunFailed):
             result = error.result
-            lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}",
-                     f"log: {result.log_path}"]
+            lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}", f"log: {result.log_path}"]
             if error.stored:  # never mistaken for a run of this session
                 lines.insert(0, stored_failure_line(result, self.nodeid, time.time()))
             if result.log_tail:

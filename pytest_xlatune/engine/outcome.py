@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import XlatuneError
-from ..judge import figures
 from ..plan.expand import RunSpec
 from ..report.final import figure_properties
 from ..results import JobResult, Verdict
+from ..verdict import figures
 
 Properties = list[tuple[str, object]]
 
@@ -49,11 +49,14 @@ class Measurement:
             *figure_properties(self.figure),
             ("xlatune_job_tgs", result.tgs),
             ("xlatune_job_id", result.job_id),
-            ("xlatune_verdict", result.verdict.value), ("xlatune_reused", self.reused),
-            ("xlatune_shared", result.shared_from), ("xlatune_compile_cache", result.compile_cache),
+            ("xlatune_verdict", result.verdict.value),
+            ("xlatune_reused", self.reused),
+            ("xlatune_shared", result.shared_from),
+            ("xlatune_compile_cache", result.compile_cache),
             ("xlatune_inert", result.reason if result.inert else ""),
             ("xlatune_stopped", result.reason if result.verdict is Verdict.STOPPED_EARLY and not result.inert else ""),
-            ("xlatune_profile", spec.profile), ("xlatune_wave", spec.wave),
+            ("xlatune_profile", spec.profile),
+            ("xlatune_wave", spec.wave),
             ("xlatune_config_tag", spec.config_tag),
             ("xlatune_numerics", self.numerics),
         ]
@@ -81,7 +84,10 @@ class ItemOutcome:
 
     def user_properties(self) -> Properties:
         """The item's `xlatune_*` user properties, in the order reports have always had them."""
-        return [("xlatune_cell", str(self.cell)), ("xlatune_item", self.item),
-                *(self.measurement.properties() if self.measurement else []),
-                *([("xlatune_gate_advisory", True)] if self.advisory else []),
-                *([("xlatune_sweep_stop", True)] if self.sweep_stop else [])]
+        return [
+            ("xlatune_cell", str(self.cell)),
+            ("xlatune_item", self.item),
+            *(self.measurement.properties() if self.measurement else []),
+            *([("xlatune_gate_advisory", True)] if self.advisory else []),
+            *([("xlatune_sweep_stop", True)] if self.sweep_stop else []),
+        ]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..adaptive.stored import summary_lines
+from ..cell.values import Cell
 from ..evidence.inert import inert_lines
-from ..cell.model import Cell
-from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
 from ..paths import lock_path
 from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
+from ..verdict.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
 from .gate_outputs import measured_on, write_gate_reports
 
 if TYPE_CHECKING:
@@ -24,8 +24,13 @@ def session_reports(session: Session, cells: list[Cell] | None = None) -> list[O
     settings = session.settings
     if settings.gate:
         return write_gate_reports(session)
-    return write_reports(session.report_inputs(cells), settings.report_dir, mode=settings.numerics,
-                         write_zh=settings.write_zh, export_dir=settings.export_dir)
+    return write_reports(
+        session.report_inputs(cells),
+        settings.report_dir,
+        mode=settings.numerics,
+        write_zh=settings.write_zh,
+        export_dir=settings.export_dir,
+    )
 
 
 def session_locks(session: Session) -> list[Output]:
@@ -45,11 +50,19 @@ def session_locks(session: Session) -> list[Output]:
             existing = None  # unreadable: a whole sweep replaces it
         stopped = cell.path in session.stopped
         image, mode = session.cell_settings(cell).image, session.settings.numerics
-        built = None if not_run or stopped else build_lock(
-            cell, list(stored.results), stored.nodelist, image, mode=mode,
-            measured_on=measured_on(session.store_for(cell), image))
-        why_not = "" if built is not None or not_run or stopped else unconfirmed(
-            cell, list(stored.results), mode=mode)
+        built = (
+            None
+            if not_run or stopped
+            else build_lock(
+                cell,
+                list(stored.results),
+                stored.nodelist,
+                image,
+                mode=mode,
+                measured_on=measured_on(session.store_for(cell), image),
+            )
+        )
+        why_not = "" if built is not None or not_run or stopped else unconfirmed(cell, list(stored.results), mode=mode)
         change, why = lock_change(existing, built, not_run, stopped, why_not)
         if change and built is not None:
             write_atomic(path, dumps(built))
@@ -59,8 +72,11 @@ def session_locks(session: Session) -> list[Output]:
 
 def costs(session: Session) -> list[tuple[Cell, Spent]]:
     """What each cell that ran this session has cost so far (every job of its store)."""
-    return [(cell, stored.spent or Spent.of(())) for cell in session.cells_that_ran()
-            if (stored := session.stored(cell)) is not None]
+    return [
+        (cell, stored.spent or Spent.of(()))
+        for cell in session.cells_that_ran()
+        if (stored := session.stored(cell)) is not None
+    ]
 
 
 def adaptive_lines(session: Session) -> list[tuple[Cell, str]]:
@@ -70,8 +86,10 @@ def adaptive_lines(session: Session) -> list[tuple[Cell, str]]:
         sweep = session.sweeps.get(cell.path)
         if sweep is None or sweep.adaptive is None:
             continue
-        stored = (*summary_lines(sweep.store.results(), list(sweep.store.events())),
-                  *inert_lines(sweep.store.latest_by_key().values()))
+        stored = (
+            *summary_lines(sweep.store.results(), list(sweep.store.events())),
+            *inert_lines(sweep.store.latest_by_key().values()),
+        )
         lines += [(cell, line) for line in stored]
         if not any(line.startswith("drift: ") for line in stored):  # no control recorded one
             lines.append((cell, sweep.adaptive.drift()))

@@ -16,9 +16,15 @@ PENDING = JobProgress(JobPhase.PENDING, JobState.UNKNOWN)
 class Poller:
     """Caches the last answer; a failed query is a warning and a later retry, never a crash."""
 
-    def __init__(self, launcher: Launcher, interval: float, *, max_backoff: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 warn: Callable[[str], None] = lambda text: None) -> None:
+    def __init__(
+        self,
+        launcher: Launcher,
+        interval: float,
+        *,
+        max_backoff: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+        warn: Callable[[str], None] = lambda text: None,
+    ) -> None:
         self.launcher = launcher
         self.interval = interval
         self.max_backoff = max_backoff
@@ -70,7 +76,7 @@ class Poller:
         except LauncherError as error:
             self.failures += 1
             self.down_since = self.down_since if self.down_since is not None else now
-            backoff = min(self.interval * 2 ** self.failures, self.max_backoff)
+            backoff = min(self.interval * 2**self.failures, self.max_backoff)
             self.warn(f"job poll failed ({error}); retrying in {round(backoff, 1):g} s")
             self._next_poll = now + backoff
             return
@@ -104,9 +110,13 @@ class ControllerDown(LauncherError):
     """The controller did not take a submission for the whole outage limit."""
 
 
-def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[float], None],
-                          limit_s: float,
-                          record: Callable[[SubmittedJob], None] = lambda job: None) -> SubmittedJob:
+def submit_through_outage(
+    poller: Poller,
+    request: JobRequest,
+    sleep: Callable[[float], None],
+    limit_s: float,
+    record: Callable[[SubmittedJob], None] = lambda job: None,
+) -> SubmittedJob:
     """Submit and `record` the job; while the controller does not answer, back off like the
     poller (warning each time) and try again, until it has been down for `limit_s` (then
     ControllerDown goes up). Any other submission error goes up at once.
@@ -133,7 +143,6 @@ def submit_through_outage(poller: Poller, request: JobRequest, sleep: Callable[[
             if now - down_since >= limit_s:
                 raise ControllerDown(str(error)) from None
             failures += 1
-            backoff = min(poller.interval * 2 ** failures, poller.max_backoff, limit_s - (now - down_since))
-            poller.warn(f"{request.job_name}: submission failed ({error}); retrying in "
-                        f"{round(backoff, 1):g} s")
+            backoff = min(poller.interval * 2**failures, poller.max_backoff, limit_s - (now - down_since))
+            poller.warn(f"{request.job_name}: submission failed ({error}); retrying in {round(backoff, 1):g} s")
             sleep(backoff)

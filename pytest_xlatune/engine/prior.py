@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, settings_key
-from ..cell.model import Cell
+from ..cell.values import Cell
 from ..errors import XlatuneError
 from ..plan.expand import RunKind, RunSpec
 from ..store import ResultStore
@@ -23,8 +23,9 @@ def seen_in(store_dir: Path, own: Path) -> list[Seen]:
         store = ResultStore(path)
         try:
             info = store.sweep_info()
-            seen += effects(store.latest_by_key().values(),
-                            family(str(info.get("parallelism", ""))) if info else UNKNOWN)
+            seen += effects(
+                store.latest_by_key().values(), family(str(info.get("parallelism", ""))) if info else UNKNOWN
+            )
         except (XlatuneError, OSError, ValueError):
             continue
     return seen
@@ -33,8 +34,11 @@ def seen_in(store_dir: Path, own: Path) -> list[Seen]:
 def prior_for(cell: Cell, specs: Sequence[RunSpec], store_dir: Path, own: Path) -> Prior:
     """The expected gains of the cell's selected candidates (Prior() when no other sweep measured one)."""
     primary = cell.primary_config.name
-    candidates = {s.name: settings_key(s.xla_flags, s.env) for s in specs
-                  if s.kind is RunKind.PROFILE and s.config_tag == primary and (s.xla_flags or s.env)}
+    candidates = {
+        s.name: settings_key(s.xla_flags, s.env)
+        for s in specs
+        if s.kind is RunKind.PROFILE and s.config_tag == primary and (s.xla_flags or s.env)
+    }
     if not candidates:
         return Prior()
     return Prior.across(candidates, seen_in(store_dir, own), family(cell.parallelism.text))

@@ -35,10 +35,21 @@ def recover_submissions(store: ResultStore, launcher: Launcher, report: Callable
             # none started, or the session before cancelled it itself (its record failed)
             store.write(records.Unsubmitted(key=str(intent["key"]), item=item, mark=mark))
             continue
-        store.write(records.Submitted(key=str(intent["key"]), item=item, job_id=job.job_id,
-                                      log_path=job.log_path, job_dir=job.job_dir, handle=job.handle,
-                                      mark=mark, recovered=True))
-        report(f"{item}: found job {job.job_id}, which the session before submitted as it was "
-               "killed (by its mark); its item re-attaches to it")
+        store.write(
+            records.Submitted(
+                key=str(intent["key"]),
+                item=item,
+                job_id=job.job_id,
+                log_path=job.log_path,
+                job_dir=job.job_dir,
+                handle=job.handle,
+                mark=mark,
+                recovered=True,
+            )
+        )
+        report(
+            f"{item}: found job {job.job_id}, which the session before submitted as it was "
+            "killed (by its mark); its item re-attaches to it"
+        )
         found += 1
     return found

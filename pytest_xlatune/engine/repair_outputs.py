@@ -7,25 +7,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cell.model import Cell
+from ..cell.values import Cell
 from ..evidence.artifacts import load
 from ..evidence.collective_table import describe_diff, diff
-from ..judge import figures
-from ..judge.gate_flags import FlagState
-from ..judge.lock import Lock, LockError, build_lock, dumps, load_lock
 from ..paths import lock_path
 from ..plan.repair import REPAIR_WAVE, TOP_K, WINNER, candidates, removed_flags
 from ..report.files import Output, write_atomic
 from ..report.gate import Outcome
 from ..report.repair import EXIT_CODES, Figure, Repair, RepairVerdict
 from ..results import JobResult, RunKind, Spent
+from ..verdict import figures
+from ..verdict.gate_flags import FlagState
+from ..verdict.lock import Lock, LockError, build_lock, dumps, load_lock
 from .inert import gate_flag_states
 
 if TYPE_CHECKING:
-    from .session import Session as Runtime
+    from .session import Session
 
-BUDGET = (f"at most {TOP_K} candidates of the previous sweep plus the locked recipe without its removed or "
-          "inert flags, one run each on the new image, the winner once more and once with its HLO dump")
+BUDGET = (
+    f"at most {TOP_K} candidates of the previous sweep plus the locked recipe without its removed or "
+    "inert flags, one run each on the new image, the winner once more and once with its HLO dump"
+)
 _NEW_IMAGE_KINDS = (RunKind.BASELINE, RunKind.PROFILE, RunKind.WINNER_EVIDENCE)
 
 
@@ -34,32 +36,31 @@ def proposed_path(cell_path: Path) -> Path:
     return lock_path(cell_path).with_suffix(".proposed.json")
 
 
-def session_results(runtime: Runtime, cell: Cell) -> list[JobResult]:
+def session_results(runtime: Session, cell: Cell) -> list[JobResult]:
     """The results of the cell's runs as planned in this session (their keys: this image's), read
     from the store (under xdist the controller has no sweep of its own)."""
     stored = runtime.stored(cell)
     return list(stored.results) if stored is not None else []
 
 
-def session_spent(runtime: Runtime, cell: Cell, results: list[JobResult]) -> Spent:
+def session_spent(runtime: Session, cell: Cell, results: list[JobResult]) -> Spent:
     """What the jobs of these runs cost in this session (every attempt, each once)."""
     keys = {r.key for r in results}
-    return Spent.of(r for r in runtime.store_for(cell).jobs()
-                    if r.key in keys and r.finished_at >= runtime.started_at)
+    return Spent.of(r for r in runtime.store_for(cell).jobs() if r.key in keys and r.finished_at >= runtime.started_at)
 
 
-def repair_reason(runtime: Runtime, cell: Cell) -> str:
+def repair_reason(runtime: Session, cell: Cell) -> str:
     """Why the cell's repair runs ("" when the gate passed and no locked flag is inert)."""
-    failed = [i.item for i in runtime.gate_items.get(cell.path, [])
-              if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)]
+    failed = [i.item for i in runtime.gate_items.get(cell.path, []) if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)]
     inert = runtime.inert_flags.get(cell.path) or found_inert(runtime, cell)
-    parts = ([f"gate item(s) failed: {', '.join(failed)}"] if failed else []) + \
-        ([f"locked flag(s) inert on the new image: {', '.join(inert)}"] if inert else [])
+    parts = ([f"gate item(s) failed: {', '.join(failed)}"] if failed else []) + (
+        [f"locked flag(s) inert on the new image: {', '.join(inert)}"] if inert else []
+    )
     return "; ".join(parts)
 
 
-def found_inert(runtime: Runtime, cell: Cell) -> tuple[str, ...]:
-    """The locked flags the gate's runs so far found inert on the new image (judge/gate_flags.py:
+def found_inert(runtime: Session, cell: Cell) -> tuple[str, ...]:
+    """The locked flags the gate's runs so far found inert on the new image (verdict/gate_flags.py:
     the recipe compiles to the new baseline's program)."""
     try:
         lock = load_lock(lock_path(cell.path))
@@ -68,7 +69,7 @@ def found_inert(runtime: Runtime, cell: Cell) -> tuple[str, ...]:
     return tuple(f.setting for f in gate_flag_states(lock, runtime.store_for(cell)) if f.state is FlagState.INERT)
 
 
-def skip_reason(runtime: Runtime, cell: Cell) -> str:
+def skip_reason(runtime: Session, cell: Cell) -> str:
     """A repair item's skip line when nothing needs repair ("" to run it)."""
     if repair_reason(runtime, cell):
         return ""
@@ -82,18 +83,37 @@ def _figure(run: JobResult | None, results: list[JobResult]) -> Figure | None:
     if fig is None:
         return Figure(run.profile, run.xla_flags, None)
     c = fig.comparison
-    return Figure(run.profile, run.xla_flags, fig.tgs, c.delta_pct if c else None,
-                  c.ci_low_pct if c else None, c.ci_high_pct if c else None, fig.job_ids)
+    return Figure(
+        run.profile,
+        run.xla_flags,
+        fig.tgs,
+        c.delta_pct if c else None,
+        c.ci_low_pct if c else None,
+        c.ci_high_pct if c else None,
+        fig.job_ids,
+    )
 
 
-def _inventory_diff(lock: Lock, primary: str, latest: list[JobResult], winner: JobResult | None
-                    ) -> tuple[tuple[str, ...], str]:
+def _inventory_diff(
+    lock: Lock, primary: str, latest: list[JobResult], winner: JobResult | None
+) -> tuple[tuple[str, ...], str]:
     locked = lock.recipe(primary)
-    old = [r for r in latest if r.kind is RunKind.WINNER_EVIDENCE and r.image == lock.image and r.measured
-           and locked is not None and r.xla_flags == locked.xla_flags and r.wave != REPAIR_WAVE]
+    old = [
+        r
+        for r in latest
+        if r.kind is RunKind.WINNER_EVIDENCE
+        and r.image == lock.image
+        and r.measured
+        and locked is not None
+        and r.xla_flags == locked.xla_flags
+        and r.wave != REPAIR_WAVE
+    ]
     if winner is None or not old:
-        missing = "the repair's winner ran no evidence run" if winner is None else \
-            "the lock's sweep kept no evidence run of its recipe"
+        missing = (
+            "the repair's winner ran no evidence run"
+            if winner is None
+            else "the lock's sweep kept no evidence run of its recipe"
+        )
         return (), f"no HLO inventory to compare: {missing}"
     a, b = load(old[-1]).inventory, load(winner).inventory
     if a is None or b is None:
@@ -101,7 +121,7 @@ def _inventory_diff(lock: Lock, primary: str, latest: list[JobResult], winner: J
     return tuple(describe_diff(diff(a, b))), ""
 
 
-def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Repair | None:
+def repair_of(runtime: Session, cell: Cell, lock: Lock, measured_on: str) -> Repair | None:
     """The cell's repair, None when not asked for or the gate passed."""
     if not runtime.settings.gate_repair:
         return None
@@ -114,28 +134,52 @@ def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Rep
     image = runtime.cell_settings(cell).image
     latest = list(store.latest_by_key().values())
     here = session_results(runtime, cell)
-    # The candidates are judged as a sweep's wave-2 profiles (verdicts.winners reads waves 2-4).
+    # The candidates are judged as a sweep's wave-2 profiles (choice.winners reads waves 2-4).
     # The HLO-dump run (profiler on) only shows the inventory: the plain re-run confirms.
-    new = [replace(r, wave="wave2") if r.wave == REPAIR_WAVE and r.kind is RunKind.PROFILE else r
-           for r in here if r.image == image and r.kind in _NEW_IMAGE_KINDS and r.config_tag == primary
-           and not r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")]
+    new = [
+        replace(r, wave="wave2") if r.wave == REPAIR_WAVE and r.kind is RunKind.PROFILE else r
+        for r in here
+        if r.image == image
+        and r.kind in _NEW_IMAGE_KINDS
+        and r.config_tag == primary
+        and not r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")
+    ]
     # Every run of the locked recipe on the new image (the gate measures a likely regression again).
-    gate_runs = [r for r in latest if r.kind is RunKind.GATE_RECIPE and r.config_tag == primary
-                 and r.image == image and r.finished_at >= runtime.started_at]
+    gate_runs = [
+        r
+        for r in latest
+        if r.kind is RunKind.GATE_RECIPE
+        and r.config_tag == primary
+        and r.image == image
+        and r.finished_at >= runtime.started_at
+    ]
     gate_recipe = gate_runs[0] if gate_runs else None
     judged = new + gate_runs
     repair_runs = [r for r in here if r.wave == REPAIR_WAVE and r.image == image]
-    winner = next((r for r in repair_runs if r.kind is RunKind.WINNER_EVIDENCE and r.measured
-                   and r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")), None)
+    winner = next(
+        (
+            r
+            for r in repair_runs
+            if r.kind is RunKind.WINNER_EVIDENCE and r.measured and r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")
+        ),
+        None,
+    )
     info = store.sweep_info() or {}
-    built = build_lock(cell, new, str(info.get("nodelist", "")), image, mode=runtime.settings.numerics,
-                       measured_on=measured_on)
+    built = build_lock(
+        cell, new, str(info.get("nodelist", "")), image, mode=runtime.settings.numerics, measured_on=measured_on
+    )
     proposed = built.recipe(primary) if built is not None else None
     if proposed is not None and (proposed.xla_flags, proposed.env) == (locked.xla_flags, locked.env):
         proposed = None
-    why_not = "" if proposed is not None else (
-        "no candidate beat the new image's baseline beyond the noise with a second run agreeing"
-        if repair_runs else "no candidate ran (the previous sweep left none on file)")
+    why_not = (
+        ""
+        if proposed is not None
+        else (
+            "no candidate beat the new image's baseline beyond the noise with a second run agreeing"
+            if repair_runs
+            else "no candidate ran (the previous sweep left none on file)"
+        )
+    )
     proposed_file = ""
     if proposed is not None and built is not None:
         path = proposed_path(cell.path)
@@ -146,20 +190,36 @@ def repair_of(runtime: Runtime, cell: Cell, lock: Lock, measured_on: str) -> Rep
     previous = store.results()
     dropped = (*removed_flags(previous, image), *runtime.inert_flags.get(cell.path, ()))
     why = {c.profile: c.why for c in candidates(previous, lock, primary, dropped=dropped)}
-    proposed_run = next((r for r in profiles if proposed is not None and r.xla_flags == proposed.xla_flags
-                         and r.env == proposed.env), None)
+    proposed_run = next(
+        (r for r in profiles if proposed is not None and r.xla_flags == proposed.xla_flags and r.env == proposed.env),
+        None,
+    )
     return Repair(
-        cell_id=runtime.paths(cell).cell_id, reason=reason,
+        cell_id=runtime.paths(cell).cell_id,
+        reason=reason,
         verdict=RepairVerdict.PROPOSED if proposed is not None else RepairVerdict.NONE_FOUND,
-        locked_at_lock_time=Figure(locked.profile, locked.xla_flags, locked.tgs, locked.delta_pct,
-                                   locked.ci_low_pct, locked.ci_high_pct, locked.job_ids),
+        locked_at_lock_time=Figure(
+            locked.profile,
+            locked.xla_flags,
+            locked.tgs,
+            locked.delta_pct,
+            locked.ci_low_pct,
+            locked.ci_high_pct,
+            locked.job_ids,
+        ),
         locked_now=_figure(gate_recipe, judged) or Figure(locked.profile, locked.xla_flags, None),
-        proposed=_figure(proposed_run, judged), proposed_file=proposed_file, why_not=why_not,
-        candidates=tuple((r.profile, why.get(r.profile, "repair candidate"),
-                          fig.text() if (fig := _figure(r, judged)) else "") for r in profiles),
-        diff_lines=diff_lines, diff_note=diff_note,
+        proposed=_figure(proposed_run, judged),
+        proposed_file=proposed_file,
+        why_not=why_not,
+        candidates=tuple(
+            (r.profile, why.get(r.profile, "repair candidate"), fig.text() if (fig := _figure(r, judged)) else "")
+            for r in profiles
+        ),
+        diff_lines=diff_lines,
+        diff_note=diff_note,
         node_hours=session_spent(runtime, cell, [r for r in here if r.wave == REPAIR_WAVE]).node_hours,
-        budget=BUDGET)
+        budget=BUDGET,
+    )
 
 
 def exit_code(repairs: list[Repair | None], status: int) -> int:
@@ -175,6 +235,13 @@ def exit_code(repairs: list[Repair | None], status: int) -> int:
 
 def proposal_outputs(repairs: list[Repair | None], root: Path) -> list[Output]:
     """The terminal lines of the proposed locks written."""
-    return [Output(root / r.proposed_file, "proposed lock", True,
-                   f"{r.verdict.value}: review it, then replace the lock with it")
-            for r in repairs if r is not None and r.proposed_file]
+    return [
+        Output(
+            root / r.proposed_file,
+            "proposed lock",
+            True,
+            f"{r.verdict.value}: review it, then replace the lock with it",
+        )
+        for r in repairs
+        if r is not None and r.proposed_file
+    ]

@@ -1,5 +1,6 @@
 """Running one job to its final result: reuse, submit, re-attach, watch, retry by the playbook,
-keep the queue full, cancel what this session owns, and build the stored result."""
+keep the queue full, and build the stored result. Which jobs this session owns (adopted,
+re-attached, cancelled on an interrupt) is engine/owned_jobs.py."""
 
 from __future__ import annotations
 
@@ -10,24 +11,22 @@ from typing import TYPE_CHECKING, Protocol
 
 from .. import records
 from ..adaptive.cache import request_for
-from ..cell.model import Cell
-from ..judge import numerics
-from ..judge.hang import HangSettings
-from ..judge.policy import Action, Policy, SweepCounters, decide
-from ..judge.signatures import FailureClass, disk_full
-from ..judge.steady import last_loss, steady_state
-from ..judge.triage import Diagnosis, Evidence, diagnose
-from ..launch.base import JobPhase, JobState, Launcher, LauncherError, SubmittedJob
+from ..cell.values import Cell
+from ..launch.base import Launcher, LauncherError, SubmittedJob
 from ..plan.expand import RunSpec, evidence_spec
-from ..plan.request import tokens_per_device_step
-from ..evidence.nccl_applied import not_applied
-from ..results import JobResult, Verdict, node_minutes
+from ..results import JobResult, Verdict
 from ..store import ResultStore, StoreWriteError
+from ..triage.diagnosis import Diagnosis
+from ..triage.hang import HangSettings
+from ..triage.playbook import Playbook, Remedy, SweepCounters, decide
+from ..triage.signatures import FailureClass, disk_full
+from .choices import SweepChoices
 from .inert import inert_result, record_fingerprint, with_inert
-from .nodes import check_nodes, resume
+from .job_result import diagnose_watched, job_result
+from .owned_jobs import adopt_orphans, cancel_owned, reattach
+from .pinned_nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
 from .stopsignals import deferred
-from .choices import SweepChoices
 from .watch import Judge, SweepStopped, Watched, Watcher
 
 if TYPE_CHECKING:  # a type only: engine/adaptive.py imports this module
@@ -69,7 +68,7 @@ class JobRunner:
     nodelist: str
     nodes: int
     image: str
-    policy: Policy
+    playbook: Playbook
     hang: HangSettings
     poll_interval: float
     remeasure: bool
@@ -96,9 +95,19 @@ class JobRunner:
 
     def __post_init__(self) -> None:
         self.poller = Poller(self.launcher, self.poll_interval, clock=self.clock, warn=self._warn)
-        self.watcher = Watcher(self.launcher, self.poller, self.cell.steps, self.poll_interval,
-                               self.clock, self.sleep, self.report, self.hang, self.policy,
-                               warn=self._warn, controller_down_limit_s=_controller_limit_s(self.policy))
+        self.watcher = Watcher(
+            self.launcher,
+            self.poller,
+            self.cell.steps,
+            self.poll_interval,
+            self.clock,
+            self.sleep,
+            self.report,
+            self.hang,
+            self.playbook,
+            warn=self._warn,
+            controller_down_limit_s=_controller_limit_s(self.playbook),
+        )
 
     def key(self, spec: RunSpec) -> str:
         return self.sweep.key(spec)
@@ -106,18 +115,26 @@ class JobRunner:
     def stopped_early(self, job_id: str) -> str:
         """The early stop recorded for a job (before its cancel was sent), "" for none: a session
         killed between the two re-attaches and stores the stop, never a failure or a rerun."""
-        return next((str(e.get("reason", "")) for e in self.store.events_of("early_stop")
-                     if str(e.get("job_id")) == job_id), "")
+        return next(
+            (str(e.get("reason", "")) for e in self.store.events_of("early_stop") if str(e.get("job_id")) == job_id), ""
+        )
 
     def run(self, spec: RunSpec) -> RunOutcome:
         """Reuse a stored result for this exact run, or launch it and follow the playbook
         (retry, resume a node, drop, stop) until it has a final verdict."""
         key = self.key(spec)
         stored = self.store.latest_by_key().get(key)
-        if stored and stored.verdict not in RERUN_VERDICTS and (
-            not self.remeasure or key in self._ran_this_session
-        ) and not (self.rerun_failed and not stored.measured and stored.verdict is not Verdict.OOM
-                   and key not in self._ran_this_session):  # --lf: the failure's job runs again
+        if (
+            stored
+            and stored.verdict not in RERUN_VERDICTS
+            and (not self.remeasure or key in self._ran_this_session)
+            and not (
+                self.rerun_failed
+                and not stored.measured
+                and stored.verdict is not Verdict.OOM
+                and key not in self._ran_this_session
+            )
+        ):  # --lf: the failure's job runs again
             return RunOutcome(stored, reused=True)
         self._ran_this_session.add(key)
         if (shared := self._share(spec, key) or inert_result(self, spec, key)) is not None:
@@ -125,7 +142,7 @@ class JobRunner:
         self._check_nodes()
         history: list[Diagnosis] = []
         retries: list[str] = []
-        job = self._reattach(key)
+        job = reattach(self, key)
         if job is not None and key not in self._queued:
             self.report(f"{spec.name}: re-attached to job {job.job_id} of an earlier session")
         while True:
@@ -140,27 +157,26 @@ class JobRunner:
                 raise
             self.poller.forget(job.job_id)
             if seen.stop_reason and (inert := inert_result(self, spec, key, job.job_id)) is not None:
-                cut = self._result(spec, key, job, seen, self._diagnose(seen), submitted_at, ())
-                self.store.append("attempt", **replace(cut, verdict=Verdict.CANCELLED, reason=inert.reason,
-                                                       log_tail="").to_dict())  # its cost counts
+                cut = job_result(self, spec, key, job, seen, diagnose_watched(seen, self.cell.steps), submitted_at, ())
+                self.store.append(
+                    "attempt", **replace(cut, verdict=Verdict.CANCELLED, reason=inert.reason, log_tail="").to_dict()
+                )  # its cost counts
                 return RunOutcome(inert, reused=False)  # cut after its compile (engine/inert.py)
-            diagnosis = self._diagnose(seen)
-            result = self._result(spec, key, job, seen, diagnosis, submitted_at, tuple(retries))
+            diagnosis = diagnose_watched(seen, self.cell.steps)
+            result = job_result(self, spec, key, job, seen, diagnosis, submitted_at, tuple(retries))
             stopped = seen.stop_reason or self.stopped_early(job.job_id)
             if stopped and result.tgs is not None:  # its partial steady state is its measurement
-                result = replace(result, verdict=Verdict.STOPPED_EARLY, log_tail="",
-                                 reason=f"stopped early: {stopped}")
+                result = replace(result, verdict=Verdict.STOPPED_EARLY, log_tail="", reason=f"stopped early: {stopped}")
                 self.store.add_result(result)
                 return RunOutcome(result, reused=False)
-            decision = decide(history, diagnosis, self.counters, self.policy)
-            if decision.action is Action.STOP:
+            decision = decide(history, diagnosis, self.counters, self.playbook)
+            if decision.action is Remedy.STOP:
                 self.store.add_result(result)
-                raise SweepStopped(decision.stop_reason or decision.reason,
-                                   decision.failing_nodes, decision.recovery)
-            if decision.action in (Action.RETRY_SAME_NODELIST, Action.RESUME_NODE_THEN_RETRY):
+                raise SweepStopped(decision.stop_reason or decision.reason, decision.failing_nodes, decision.recovery)
+            if decision.action in (Remedy.RETRY_SAME_NODELIST, Remedy.RESUME_NODE_THEN_RETRY):
                 self.store.write(records.Attempt(result))
                 self._warn(f"{spec.name} job {job.job_id}: {decision.reason}")
-                if decision.action is Action.RESUME_NODE_THEN_RETRY:
+                if decision.action is Remedy.RESUME_NODE_THEN_RETRY:
                     self._resume(decision.failing_nodes)
                 history.append(diagnosis)
                 retries.append(f"job {job.job_id}: {diagnosis.failure.value}: {diagnosis.reason}")
@@ -169,14 +185,16 @@ class JobRunner:
                 self._watch_queue_ahead()
                 # The rule's pause before the resubmission (a GPU runtime error: 90 s for the
                 # device to recover); time spent watching queued jobs counts.
-                if decision.action is Action.RETRY_SAME_NODELIST and \
-                        (left := decision.wait_s - (self.clock() - waited_from)) > 0:
+                if (
+                    decision.action is Remedy.RETRY_SAME_NODELIST
+                    and (left := decision.wait_s - (self.clock() - waited_from)) > 0
+                ):
                     self._warn(f"{spec.name}: waiting {left:.0f} s before the retry")
                     self.sleep(left)
                 continue
             if result.measured:  # a source for inert candidates (engine/inert.py)
-                record_fingerprint(self.store, key, job)
-            if decision.action is Action.DROP_INFRA_FLAKE:
+                record_fingerprint(self.store, key, job, self.launcher)
+            if decision.action is Remedy.DROP_INFRA_FLAKE:
                 result = replace(result, verdict=Verdict.INFRA_FLAKE, reason=decision.reason)
             self.store.add_result(result)
             return RunOutcome(result, reused=False)
@@ -190,10 +208,20 @@ class JobRunner:
         source = self.store.latest_by_key().get(source_key)
         if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
             return None
-        shared = replace(source, key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-                         kind=spec.kind, xla_flags=spec.xla_flags, env=spec.env,
-                         overrides=spec.overrides, resolved_from=spec.resolved_from,
-                         shared_from=source.item, retries=())
+        shared = replace(
+            source,
+            key=key,
+            item=spec.name,
+            wave=spec.wave,
+            profile=spec.profile,
+            kind=spec.kind,
+            xla_flags=spec.xla_flags,
+            env=spec.env,
+            overrides=spec.overrides,
+            resolved_from=spec.resolved_from,
+            shared_from=source.item,
+            retries=(),
+        )
         self.store.add_result(shared)
         return shared
 
@@ -202,42 +230,50 @@ class JobRunner:
         adaptive = self.sweep.adaptive
         return adaptive.judge(spec, key, job) if adaptive is not None else None
 
-    def _diagnose(self, seen: Watched) -> Diagnosis:
-        return diagnose(Evidence.from_log(
-            seen.log, self.cell.steps, exit_code=seen.progress.exit_code,
-            cancelled_by_us=bool(seen.cancelled_for), scheduler_state=seen.progress.state,
-            hang_phase=seen.hang_phase,
-        ))
-
     def _check_nodes(self) -> None:
-        self.counters = check_nodes(self.launcher, self.store, self.counters, self.policy,
-                                    self._warn, self.sleep)
+        self.counters = check_nodes(self.launcher, self.store, self.counters, self.playbook, self._warn, self.sleep)
 
     def _resume(self, nodes: tuple[str, ...]) -> None:
-        self.counters = resume(self.launcher, self.store, nodes, self.counters, self.policy,
-                               self._warn, self.sleep)
+        self.counters = resume(self.launcher, self.store, nodes, self.counters, self.playbook, self._warn, self.sleep)
 
     def _warn(self, text: str) -> None:
         (self.warn or self.report)(text)
 
     def _submit(self, spec: RunSpec, key: str) -> SubmittedJob:
-        limit_s = _controller_limit_s(self.policy)
-        request = replace(request_for(self.cell, spec, self.image, cache=not self.fixed_protocol),
-                          mark=f"xlatune-{uuid.uuid4().hex[:16]}")
+        limit_s = _controller_limit_s(self.playbook)
+        request = replace(
+            request_for(self.cell, spec, self.image, cache=not self.fixed_protocol),
+            mark=f"xlatune-{uuid.uuid4().hex[:16]}",
+        )
         # Before the scheduler hears of it: a kill before the job id is stored leaves this, and
         # the rerun finds the job by its mark (engine/recover.py) instead of submitting it again.
-        self.store.write(records.Submitting(key=key, item=spec.name, job_name=request.job_name,
-                                            mark=request.mark, compile_cache=request.compile_cache))
+        self.store.write(
+            records.Submitting(
+                key=key,
+                item=spec.name,
+                job_name=request.job_name,
+                mark=request.mark,
+                compile_cache=request.compile_cache,
+            )
+        )
         try:
-            job = submit_through_outage(self.poller, request, self.sleep, limit_s,
-                                        record=lambda job: self._record_submission(spec, key, job, request.mark))
+            job = submit_through_outage(
+                self.poller,
+                request,
+                self.sleep,
+                limit_s,
+                record=lambda job: self._record_submission(spec, key, job, request.mark),
+            )
         except ControllerDown as error:
-            raise SweepStopped(f"the Slurm controller did not take {spec.name}'s job for "
-                               f"{limit_s / 60:.0f} min: {error}") from None
+            raise SweepStopped(
+                f"the Slurm controller did not take {spec.name}'s job for {limit_s / 60:.0f} min: {error}"
+            ) from None
         except LauncherError as error:
             if disk_full(str(error)):  # every later submission would fail the same way
-                raise SweepStopped(f"disk_full: {spec.name}'s job could not be submitted: {error}",
-                                   recovery="free space (or fix the disk) where it says, then rerun") from None
+                raise SweepStopped(
+                    f"disk_full: {spec.name}'s job could not be submitted: {error}",
+                    recovery="free space (or fix the disk) where it says, then rerun",
+                ) from None
             raise
         return job
 
@@ -245,9 +281,18 @@ class JobRunner:
         """Recorded before anything else happens (signals wait meanwhile: stopsignals.deferred),
         so a killed session re-attaches to the job and an interrupted one cancels it."""
         try:
-            self.store.write(records.Submitted(key=key, item=spec.name, job_id=job.job_id,
-                                               log_path=job.log_path, job_dir=job.job_dir, handle=job.handle,
-                                               mark=mark, compile_cache=job.compile_cache))
+            self.store.write(
+                records.Submitted(
+                    key=key,
+                    item=spec.name,
+                    job_id=job.job_id,
+                    log_path=job.log_path,
+                    job_dir=job.job_dir,
+                    handle=job.handle,
+                    mark=mark,
+                    compile_cache=job.compile_cache,
+                )
+            )
         except StoreWriteError:
             self.launcher.cancel(job.job_id)  # unrecorded, a rerun would submit it twice
             self.store.note_cancelled(job.job_id)  # the rerun, finding it by its mark, runs it again
@@ -272,7 +317,7 @@ class JobRunner:
         catalog candidates until the evidence run (which decides whether they run) has ended."""
         depth, adaptive = self.queue_depth, self.sweep.adaptive
         if adaptive is not None:  # the planner decides each next run: max_in_flight at once
-            depth = min(depth, adaptive.plan.policy.max_in_flight - 1)
+            depth = min(depth, adaptive.plan.rules.max_in_flight - 1)
         if depth <= 0 or after not in self.upcoming:
             return
         queued = 0
@@ -296,121 +341,15 @@ class JobRunner:
         finished (never any other job). A job that ended on its own before the cancel reached it
         (the last poll was older than its end) is left to the rerun, which judges its log."""
         with deferred():  # a second Ctrl-C waits: no job is left cancelled but unrecorded
-            self._cancel_all()
-
-    def _cancel_all(self) -> None:
-        cancelled = []
-        for job_id in sorted(self._submitted_here & self.poller.tracked):
-            if self.poller.finished(job_id):
-                self.poller.forget(job_id)
-                continue  # it ended on its own: a rerun re-attaches and judges its log
-            self.launcher.cancel(job_id)
-            self.poller.forget(job_id)
-            cancelled.append(job_id)
-        ended = self._ended_before_the_cancel(cancelled)
-        for job_id in cancelled:
-            if job_id in ended:
-                continue
-            # A cancelled submission is not re-attached on the next run: it is submitted again.
-            try:
-                self.store.write(records.Cancelled(job_id=job_id, key=self._key_of_job.get(job_id, "")))
-            except StoreWriteError:
-                # The store is failing (a full disk): the lock file's note keeps it instead, so
-                # the rerun runs it again rather than take it for a cancel by hand.
-                if not self.store.note_cancelled(job_id):
-                    self._warn(f"job {job_id}: cancelled, but not recorded (the store and its lock "
-                              "note cannot be written): a rerun will take it for a cancel by hand")
-
-    def _ended_before_the_cancel(self, job_ids: list[str]) -> set[str]:
-        """The jobs among those just cancelled that the scheduler says ended on their own: a
-        state other than cancelled, an exit other than the cancel's signal (130, 137, 143). When
-        it cannot say, none (each counts as cancelled, as before)."""
-        if not job_ids:
-            return set()
-        try:
-            progress = self.launcher.poll(job_ids)
-        except LauncherError:
-            return set()
-        return {job_id for job_id, p in progress.items()
-                if p.phase is JobPhase.FINISHED and p.state not in (JobState.CANCELLED, JobState.UNKNOWN)
-                and p.exit_code not in (130, 137, 143)}
+            cancel_owned(self)
 
     def adopt_orphans(self) -> None:
         """Take over every job an earlier (killed) session of this store left queued or running,
         so that an interrupt of this session cancels them too; their items re-attach to them."""
-        for key, record in self.store.pending_submissions().items():
-            job = SubmittedJob(job_id=str(record["job_id"]), log_path=str(record.get("log_path", "")),
-                               job_dir=str(record.get("job_dir", "")), handle=str(record.get("handle", "")),
-                               compile_cache=str(record.get("compile_cache", "")))
-            if self.launcher.reattach(job):
-                self.poller.track(job.job_id)
-                self._submitted_here.add(job.job_id)
-                self._key_of_job[job.job_id] = key
-
-    def _reattach(self, key: str) -> SubmittedJob | None:
-        """A job an earlier (killed) session submitted for this run and never recorded a result of."""
-        record = self.store.pending_submissions().get(key)
-        if record is None or self.remeasure:
-            return None
-        job = SubmittedJob(job_id=str(record["job_id"]), log_path=record["log_path"],
-                           job_dir=record["job_dir"], handle=str(record.get("handle", "")),
-                           compile_cache=str(record.get("compile_cache", "")))
-        if not self.launcher.reattach(job):
-            return None
-        self.poller.track(job.job_id)
-        self._submitted_here.add(job.job_id)  # ours now: an interrupt cancels it too
-        self._key_of_job[job.job_id] = key
-        return job
-
-    def _log_source(self, job: SubmittedJob) -> str:
-        """The file whose lines were parsed (maxtext-slurm: maybe a renamed file or a Ray worker
-        log), else the path known at submission."""
-        return (self.log_source(job) if self.log_source else None) or job.log_path
-
-    def _result(self, spec: RunSpec, key: str, job: SubmittedJob, seen: Watched,
-                diagnosis: Diagnosis, submitted_at: float, retries: tuple[str, ...]) -> JobResult:
-        verdict, reason = diagnosis.verdict, diagnosis.reason
-        steady = steady_state(seen.log.steps, profiler_on=spec.evidence,
-                              tokens_per_step=tokens_per_device_step(self.cell, spec))
-        if verdict.measured and (steady is None or steady.tgs is None):
-            verdict, reason = Verdict.NO_STEPS, "no Tokens/s/device in the steady-state window" + (
-                f" ({len(seen.log.steps)} steps completed; their lines carry no seconds either)"
-                if steady is None else f" (mean step {steady.step_seconds:.3f} s; tokens per device "
-                "per step unknown: set pdbs and overrides.max_target_length to derive TGS)")
-        ended = seen.ended_at if seen.ended_at is not None else self.clock()
-        started = seen.started_at if seen.started_at is not None else ended
-        artifacts = self.launcher.artifacts(job)
-        losses, extra_losses = numerics.trajectories(seen.log.steps)
-        if spec.evidence and artifacts and self.fetch_artifacts is not None:
-            artifacts, problems = self.fetch_artifacts(artifacts, job.job_id)
-            for problem in problems:
-                self._warn(f"{spec.name} job {job.job_id}: evidence not copied here: {problem}")
-        return JobResult(
-            key=key, item=spec.name, wave=spec.wave, profile=spec.profile,
-            config_tag=spec.config_tag, kind=spec.kind, job_id=job.job_id,
-            verdict=verdict, reason=reason,
-            xla_flags=spec.xla_flags, env=spec.env, overrides=spec.overrides,
-            nodelist=self.nodelist, image=self.image if spec.image is None else spec.image,
-            backend=self.launcher.name,
-            tgs=steady.tgs if steady else None, tgs_derived=bool(steady and steady.derived),
-            step_seconds=steady.step_seconds if steady else None,
-            last_loss=last_loss(seen.log.steps),
-            losses=losses, extra_losses=extra_losses,
-            tgs_values=steady.tgs_values if steady else (),
-            steps_used=steady.steps_used if steady else (),
-            step_count=len(seen.log.steps),
-            log_path=self._log_source(job), log_tail="" if verdict.measured else seen.log.tail_text(),
-            artifacts=tuple(sorted(artifacts.items())),
-            resolved_from=spec.resolved_from, exit_code=seen.progress.exit_code,
-            submitted_at=submitted_at, finished_at=self.clock(), retries=retries,
-            nodes=self.nodes, started_at=started, ended_at=ended,
-            node_minutes=node_minutes(self.nodes, started, ended), compile_cache=job.compile_cache,
-            not_applied=not_applied(spec.env, seen.log.library_lines) if verdict.measured else "",
-        )
+        adopt_orphans(self)
 
 
-
-def _controller_limit_s(policy: Policy) -> float:
+def _controller_limit_s(playbook: Playbook) -> float:
     """How long the controller may stay unreachable before STOP (the playbook says 15 min)."""
-    minutes = policy.rule(FailureClass.CONTROLLER_UNREACHABLE).stop_after
+    minutes = playbook.rule(FailureClass.CONTROLLER_UNREACHABLE).stop_after
     return float(minutes if minutes is not None else 15) * 60

@@ -17,14 +17,10 @@ from types import MappingProxyType
 
 import pytest
 
-from .. import records
-from ..cell.load import CellError, load_cell
+from .. import records, shareable
 from ..adaptive.order import Prior, order_line
-from ..cell.model import BackendKind, Cell
-from ..judge.lock import Lock, load_lock
-from ..judge.stop import stop_message
-from ..launch.devices import NoGpuHere
-from ..launch.preflight import PreflightError, failure_line
+from ..cell.load import CellError, load_cell
+from ..cell.values import Cell
 from ..launch.registry import BackendKinds, Factory, checks, make_backend, open_transport
 from ..notify import Notifier
 from ..paths import CellPaths, lock_path
@@ -33,31 +29,39 @@ from ..report.build import CellReport, from_store
 from ..report.files import Output
 from ..report.gate import GateItem
 from ..report.repair import Repair
+from ..report.stop import stop_message
 from ..settings import CellSettings, Settings
-from .. import shareable
 from ..shareable import Masker, clean
-from ..store import ResultStore, StoreError, StoreWriteError
+from ..store import ResultStore, StoreWriteError
 from ..transport.base import Transport
+from ..verdict.lock import Lock, load_lock
 from . import outputs
 from .final_figures import FinalFigures
 from .gate_outputs import gate_item
 from .history_outputs import after_session
-from .opening import gate_images, open_sweep, plan_for, specs_for
+from .opening import gate_images, plan_for, specs_for, sweep_for
 from .prior import prior_for
 from .stopsignals import StopSignals
 from .sweep import Sweep
 from .watch import SweepStopped
 
-__all__ = ["RUNTIME_KEY", "SESSION_KEY", "Runtime", "Session", "gate_images", "specs_for"]
+__all__ = ["SESSION_KEY", "Session", "gate_images", "specs_for"]
 
 
 class Session:
     """The sweeps and bookkeeping of this pytest session; a plugin object (`xlatune-session`)."""
 
-    def __init__(self, settings: Settings, root: Path, report: Callable[[str], None],
-                 warn: Callable[[str], None] | None = None, session_id: str = "",
-                 make_backend: Factory = make_backend, rerun_failed: bool = False,
-                 kinds: BackendKinds = MappingProxyType({})) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        root: Path,
+        report: Callable[[str], None],
+        warn: Callable[[str], None] | None = None,
+        session_id: str = "",
+        make_backend: Factory = make_backend,
+        rerun_failed: bool = False,
+        kinds: BackendKinds = MappingProxyType({}),
+    ) -> None:
         self.settings = settings
         self.kinds = kinds  # the backend kinds plugins added (hook pytest_xlatune_backend_kinds)
         self.kind_checks = checks(kinds)  # ... as the cell loader takes them
@@ -81,7 +85,7 @@ class Session:
         self.locks: dict[Path, Lock] = {}
         self.stops: list[str] = []
         self._notifier: Notifier | None = None
-        self._held: list[ResultStore] = []  # stores this session owns (their locks)
+        self.held: list[ResultStore] = []  # stores this session owns (their locks)
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
         self.gate_items: dict[Path, list[GateItem]] = {}  # under --xlatune-gate: each item's outcome
@@ -110,11 +114,16 @@ class Session:
         # Progress (steps, re-attach) with -v; incidents (retries, RESUMEs, failed polls, cancels on
         # sight, notifications not sent) always: a sweep runs for hours while nobody watches.
         worker = getattr(config, "workerinput", None)
-        session = cls(settings, config.rootpath, lambda text: write(text, False),
-                      warn=lambda text: write(text, True),
-                      session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
-                      make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context),
-                      rerun_failed=bool(config.getoption("lf", False)), kinds=kinds)
+        session = cls(
+            settings,
+            config.rootpath,
+            lambda text: write(text, False),
+            warn=lambda text: write(text, True),
+            session_id=worker["testrunuid"] if worker else uuid.uuid4().hex,
+            make_backend=lambda context: config.hook.pytest_xlatune_make_launcher(context=context),
+            rerun_failed=bool(config.getoption("lf", False)),
+            kinds=kinds,
+        )
         session.masking = shareable.configure(settings.mask)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "xlatune-session")
@@ -160,19 +169,27 @@ class Session:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         settings = self.settings
-        return [clean(f"xlatune: store {settings.store_dir}, reports in {settings.report_dir}, "
-                      f"poll every {settings.poll_interval:g} s"
-                      + (", remeasure" if settings.remeasure else ""), terminal=True)]
+        return [
+            clean(
+                f"xlatune: store {settings.store_dir}, reports in {settings.report_dir}, "
+                f"poll every {settings.poll_interval:g} s" + (", remeasure" if settings.remeasure else ""),
+                terminal=True,
+            )
+        ]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.close()
         # --collect-only and a session that ran no item write nothing; the report and the lock only
         # for cells whose items ran, each only when its content changes.
-        if self.settings.write_report and not hasattr(session.config, "workerinput") \
-                and not session.config.option.collectonly:
+        if (
+            self.settings.write_report
+            and not hasattr(session.config, "workerinput")
+            and not session.config.option.collectonly
+        ):
             try:
-                self.outputs = (self.write_reports(self.cells_that_ran()) + self.write_locks()
-                                + after_session(self, session))
+                self.outputs = (
+                    self.write_reports(self.cells_that_ran()) + self.write_locks() + after_session(self, session)
+                )
             except OSError as error:
                 self.stops.append(f"xlatune: the report could not be written: {error}")
 
@@ -230,47 +247,9 @@ class Session:
         return [cell for path, cell in self.cells.items() if self.ran.get(path)]
 
     def sweep_for(self, cell: Cell, item: str = "") -> Sweep:
-        """The cell's sweep; the first call runs pre-flight. A failure fails the item that ran it
-        with the whole message, and every later item of the cell with one line pointing there."""
-        if cell.path in self.no_gpu:  # skipped, not failed: the machine, not the cell, is wrong
-            raise NoGpuHere(self.no_gpu[cell.path])
-        if cell.path in self.failed:
-            first = self.failed_first.get(cell.path, "")
-            raise PreflightError(f"{cell.path.name}: not run: pre-flight failed"
-                                 + (f" (see {first} above)" if first else f": {self.failed[cell.path]}"))
-        if cell.path not in self.sweeps:
-            try:
-                self.sweeps[cell.path] = self._open_sweep(cell)
-            except StoreError as error:  # another session owns the store: nothing is submitted
-                self._fail(cell, str(error), item)
-                self.refused.add(cell.path)  # its owner writes the cell's report, not this session
-                raise PreflightError(str(error)) from None
-            except NoGpuHere as error:
-                self.no_gpu[cell.path] = str(error)
-                raise
-            except PreflightError as error:
-                self._fail(cell, str(error), item)
-                raise
-            except Exception as error:  # a backend or transport failure: one line, never a traceback
-                line = failure_line(cell.path, error, self.settings.ssh_host, self.settings.host_cmd,
-                                    cell.backend.kind is not BackendKind.LOCAL)
-                self._fail(cell, line, item)
-                raise PreflightError(line) from None
-        return self.sweeps[cell.path]
-
-    def _fail(self, cell: Cell, message: str, item: str) -> None:
-        self.failed[cell.path] = message
-        self.failed_first.setdefault(cell.path, item)
-        for store in [s for s in self._held if s.path == self.store_for(cell).path]:
-            store.release()  # never a false "in use" for the cell's later items or sessions
-            self._held.remove(store)
-
-    def _open_sweep(self, cell: Cell) -> Sweep:
-        store = self.store_for(cell)
-        for note in store.adopt(self.paths(cell).legacy_store) + store.acquire(self.session_id):
-            self.warn(note)
-        self._held.append(store)
-        return open_sweep(self, cell, store)
+        """The cell's sweep; the first call runs pre-flight (engine/opening.py: a failure fails the
+        item that ran it with the whole message, every later item of the cell with one line)."""
+        return sweep_for(self, cell, item)
 
     def prior(self, cell: Cell) -> Prior:
         """Other sweeps' effects on the cell's selected candidates (none under the fixed protocol
@@ -285,8 +264,11 @@ class Session:
         for cell in self.cells.values():
             sweep = self.sweeps.get(cell.path)
             prior = sweep.prior if sweep is not None else self.prior(cell)
-            names = [s.name for s in self.upcoming.get(cell.path, [])
-                     if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name]
+            names = [
+                s.name
+                for s in self.upcoming.get(cell.path, [])
+                if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name
+            ]
             if line := order_line(names, prior):
                 lines.append((cell, line))
         return lines
@@ -301,8 +283,9 @@ class Session:
         """Notifications run where Slurm runs (in the maxtext-slurm checkout when there is one)."""
         if self._notifier is None:
             transport = self.transport() if self.settings.notify else None
-            self._notifier = Notifier(transport, self.settings.notify,
-                                      cwd=cell.backend.option("checkout"), warn=self.warn)
+            self._notifier = Notifier(
+                transport, self.settings.notify, cwd=cell.backend.option("checkout"), warn=self.warn
+            )
         return self._notifier
 
     def stop(self, cell: Cell, stop: SweepStopped, session: pytest.Session) -> str:
@@ -312,8 +295,7 @@ class Session:
         results = sweep.results()
         done = {r.item for r in results}
         pending = [s.name for s in self.upcoming.get(cell.path, []) if s.name not in done]
-        message = stop_message(cell, stop.reason, sweep.nodelist, results, pending,
-                               stop.failing_nodes, stop.recovery)
+        message = stop_message(cell, stop.reason, sweep.nodelist, results, pending, stop.failing_nodes, stop.recovery)
         try:
             sweep.store.write(records.Stop(reason=stop.reason, pending=tuple(pending)))
         except StoreWriteError as error:
@@ -335,8 +317,11 @@ class Session:
 
     def report_inputs(self, cells: list[Cell] | None = None) -> list[CellReport]:
         """The stored results of these cells (default: all the session knows), as report inputs."""
-        return [stored for cell in (self.cells.values() if cells is None else cells)
-                if (stored := self.stored(cell)) is not None]
+        return [
+            stored
+            for cell in (self.cells.values() if cells is None else cells)
+            if (stored := self.stored(cell)) is not None
+        ]
 
     def note_gate(self, cell_path: Path, report: pytest.TestReport) -> None:
         """A gate item of the cell ended: its outcome goes into `<MODEL_TAG>-gate.md`."""
@@ -375,8 +360,14 @@ class Session:
         sweep); None for a cell whose store this session was refused or that never began."""
         if cell.path in self.refused:
             return None
-        return from_store(cell, self.store_for(cell), self.specs_of(cell), self.root,
-                          self.cell_settings(cell).image, self.settings.numerics)
+        return from_store(
+            cell,
+            self.store_for(cell),
+            self.specs_of(cell),
+            self.root,
+            self.cell_settings(cell).image,
+            self.settings.numerics,
+        )
 
     def close(self) -> None:
         try:
@@ -386,10 +377,8 @@ class Session:
             if self._transport is not None:
                 self._transport.close()
         finally:
-            for store in self._held:
+            for store in self.held:
                 store.release()
 
 
 SESSION_KEY = pytest.StashKey[Session]()
-Runtime = Session  # the name before the Session became a plugin object
-RUNTIME_KEY = SESSION_KEY

@@ -7,28 +7,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..adaptive.fixed import PlanOrder
 from ..adaptive.keys import EffectiveKey, effective_key
-from ..adaptive.model import Budget
 from ..adaptive.order import Prior
-from ..cell.model import Cell
+from ..adaptive.values import Budget
+from ..cell.values import Cell
+from ..errors import XlatuneError
 from ..evidence.artifacts import evidence_facts
-from ..judge import numerics, stats, verdicts
-from ..judge.gate import image_gate
-from ..judge.hang import HangSettings
-from ..judge.lock import Lock
-from ..judge.policy import DEFAULT_POLICY, Policy
 from ..launch.base import Launcher, SubmittedJob
 from ..plan.catalog import EvidenceFacts
 from ..plan.expand import RunKind, RunSpec, catalog_decisions, evidence_spec, run_key
 from ..plan.resolve import current_results, resolution, unmeasured
 from ..results import JobResult
 from ..store import ResultStore
+from ..triage.hang import HangSettings
+from ..triage.playbook import DEFAULT_PLAYBOOK, Playbook
+from ..verdict import choice, numerics, stats
+from ..verdict.gate import image_gate
+from ..verdict.lock import Lock
 from .adaptive import Driver
-from .choices import PlanOrder, SweepChoices
+from .choices import SweepChoices
 from .outcome import Regression, RunFailed
 from .poller import Poller
 from .runner import JobRunner, RunOutcome
-from ..errors import XlatuneError
 
 Report = Callable[[str], None]
 
@@ -62,12 +63,12 @@ class Sweep:
     clock: Callable[[], float] = time.time
     queue_depth: int = 0
     image: str = ""
-    policy: Policy = DEFAULT_POLICY
+    playbook: Playbook = DEFAULT_PLAYBOOK
     hang: HangSettings = field(default_factory=HangSettings)
     numerics: numerics.Mode = numerics.Mode.FAIL  # WARN: a numerics-changed run may still win
     # Remote clusters: copy an evidence run's artifacts here (evidence.fetch); None: read in place.
     fetch_artifacts: Callable[[dict[str, str], str], tuple[dict[str, str], list[str]]] | None = None
-    # The launcher's Launcher.log_source (Runtime passes it); None: the path known at submission.
+    # The launcher's Launcher.log_source (Session passes it); None: the path known at submission.
     log_source: Callable[[SubmittedJob], str] | None = None
     choices: SweepChoices = field(default_factory=PlanOrder)  # which runs are queued next
     fixed_protocol: bool = False  # today's protocol: no sharing, no controls, repeats, early stops
@@ -82,10 +83,28 @@ class Sweep:
     def __post_init__(self) -> None:
         self.warn = self.warn or self.report
         self.runner = JobRunner(
-            self, self.cell, self.store, self.launcher, self.nodelist, self.nodes, self.image,
-            self.policy, self.hang, self.poll_interval, self.remeasure, self.rerun_failed,
-            self.queue_depth, self.fixed_protocol, self.choices, self.report, self.warn,
-            self.sleep, self.clock, self.fetch_artifacts, self.log_source)
+            self,
+            self.cell,
+            self.store,
+            self.launcher,
+            self.nodelist,
+            self.nodes,
+            self.image,
+            self.playbook,
+            self.hang,
+            self.poll_interval,
+            self.remeasure,
+            self.rerun_failed,
+            self.queue_depth,
+            self.fixed_protocol,
+            self.choices,
+            self.report,
+            self.warn,
+            self.sleep,
+            self.clock,
+            self.fetch_artifacts,
+            self.log_source,
+        )
         # Whatever the selection or the protocol, stored controls count as baseline runs and
         # repeats pool into their item (so the report never depends on what was selected).
         self._pool = Driver.plan_for(self, self.specs)
@@ -134,20 +153,21 @@ class Sweep:
         return self._pool.pooled(found, latest) if self._pool is not None else found
 
     def _direct_results(self, latest: dict[str, JobResult]) -> list[JobResult]:
-        return [latest[key] for spec in self.specs if not spec.needs_resolution
-                if (key := self.key(spec)) in latest]
+        return [latest[key] for spec in self.specs if not spec.needs_resolution if (key := self.key(spec)) in latest]
 
     def baseline_tgs(self, config_tag: str) -> float | None:
         """Mean TGS of the measured baseline-deployed repeats of a config tag."""
-        values = [r.tgs for r in self.results()
-                  if r.kind is RunKind.BASELINE and r.config_tag == config_tag
-                  and r.measured and r.tgs is not None]
+        values = [
+            r.tgs
+            for r in self.results()
+            if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.measured and r.tgs is not None
+        ]
         return statistics.fmean(values) if values else None
 
     def best_profile(self) -> JobResult | None:
         """The highest-TGS measured profile of the primary config tag (waves 2-4)."""
         latest = self.store.latest_by_key()
-        return verdicts.best_measured(self._direct_results(latest), self.cell.primary_config.name)
+        return choice.best_measured(self._direct_results(latest), self.cell.primary_config.name)
 
     def resolve(self, spec: RunSpec) -> RunSpec | None:
         """Fill a run resolved from other runs' results; None while they do not allow it."""
@@ -164,7 +184,6 @@ class Sweep:
         """The profiles a resolved run reads that have no result yet (plan.resolve.unmeasured)."""
         return unmeasured(self.cell, self.specs, spec, self.results())
 
-
     # ---- duplicates -------------------------------------------------------------------
 
     def duplicate_of(self, spec: RunSpec) -> RunSpec | None:
@@ -175,8 +194,12 @@ class Sweep:
         for other in self.specs:
             if other == spec:
                 return None
-            if other.kind in SHARE_SOURCES and not other.needs_resolution and \
-                    other.config_tag == spec.config_tag and self._key_of(other) == self._key_of(spec):
+            if (
+                other.kind in SHARE_SOURCES
+                and not other.needs_resolution
+                and other.config_tag == spec.config_tag
+                and self._key_of(other) == self._key_of(spec)
+            ):
                 return other
         return None
 
@@ -209,14 +232,17 @@ class Sweep:
         thresholds = self.cell.thresholds
         while True:
             final = len(runs) > thresholds.remeasure
-            gate = verdicts.regression_gate([r.tgs for r in runs if r.tgs is not None],
-                                            self.results(), spec.config_tag,
-                                            thresholds.regression_pct, final=final)
-            if gate is None or gate.decision is stats.Decision.PASS:
+            gate = choice.regression_gate(
+                [r.tgs for r in runs if r.tgs is not None],
+                self.results(),
+                spec.config_tag,
+                thresholds.regression_pct,
+                final=final,
+            )
+            if gate is None or gate.decision is stats.GateDecision.PASS:
                 return
-            if gate.decision is stats.Decision.FAIL:
-                raise Regression(gate.message(spec.resolved_from, spec.config_tag,
-                                              [r.job_id for r in runs]))
+            if gate.decision is stats.GateDecision.FAIL:
+                raise Regression(gate.message(spec.resolved_from, spec.config_tag, [r.job_id for r in runs]))
             again = self.run(spec.remeasured(len(runs))).result
             if not again.measured:
                 raise RunFailed(again)
@@ -243,9 +269,16 @@ class Sweep:
         old_baseline_spec, old_baselines = measured(RunKind.GATE_OLD_BASELINE)
         while True:
             final = len(runs) > self.cell.thresholds.remeasure
-            gate = image_gate(runs, baselines, lock, self.cell.thresholds.regression_pct,
-                              final=final, mode=self.numerics,
-                              old_recipe_runs=old_recipes, old_baseline_runs=old_baselines)
+            gate = image_gate(
+                runs,
+                baselines,
+                lock,
+                self.cell.thresholds.regression_pct,
+                final=final,
+                mode=self.numerics,
+                old_recipe_runs=old_recipes,
+                old_baseline_runs=old_baselines,
+            )
             for warning in gate.warnings:
                 warn(f"{spec.name}: {warning}")
             if gate.problems:
@@ -253,8 +286,12 @@ class Sweep:
             if not gate.ambiguous:
                 return
             repeat = len(runs)
-            for again_spec, into in ((old_recipe_spec, old_recipes), (spec, runs),
-                                     (old_baseline_spec, old_baselines), (baseline_spec, baselines)):
+            for again_spec, into in (
+                (old_recipe_spec, old_recipes),
+                (spec, runs),
+                (old_baseline_spec, old_baselines),
+                (baseline_spec, baselines),
+            ):
                 again = self.run(again_spec.remeasured(repeat)).result
                 if not again.measured:
                     raise RunFailed(again)

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..judge.hang import HangDetector, HangPhase, HangSettings
-from ..launch.base import JobPhase, JobProgress, JobState, Launcher, LauncherError, SubmittedJob
-from ..judge.logs import StepLog
-from ..judge.policy import DEFAULT_POLICY, Action, Policy
-from .poller import Poller
-from ..judge.signatures import FailureClass
-from ..judge.triage import Evidence, diagnose
 from ..errors import XlatuneError
 from ..evidence.inert import COMPILED_LINE
+from ..launch.base import JobPhase, JobProgress, JobState, Launcher, LauncherError, SubmittedJob
+from ..triage.diagnosis import Evidence, diagnose
+from ..triage.hang import HangDetector, HangPhase, HangSettings
+from ..triage.logs import StepLog
+from ..triage.playbook import DEFAULT_PLAYBOOK, Playbook, Remedy
+from ..triage.signatures import FailureClass
+from .poller import Poller
 
 _COMPILED = COMPILED_LINE.encode()
 
@@ -44,7 +44,9 @@ LOOK_AHEAD = 64 << 10
 
 @dataclass
 class Watched:
-    """What watching a job saw, for triage."""
+    """What watching a job saw, for triage. Mutable on purpose: an accumulator with one owner,
+    `Watcher.watch`, which fills it in as the job runs (the log grows, the progress, hang phase and
+    times change on every poll) and hands it over once the job has ended; nothing changes it after."""
 
     log: StepLog
     progress: JobProgress
@@ -77,7 +79,7 @@ class Watcher:
     sleep: Callable[[float], None]
     report: Callable[[str], None]
     hang: HangSettings
-    policy: Policy = DEFAULT_POLICY
+    playbook: Playbook = DEFAULT_PLAYBOOK
     controller_down_limit_s: float = 15 * 60.0
     warn: Callable[[str], None] | None = None  # incidents (default: report)
     _unsent_cancel: bool = field(default=False, init=False)
@@ -86,7 +88,7 @@ class Watcher:
         self.warn = self.warn or self.report
         # The playbook's controller_unreachable row says how long to wait before asking again
         # (5 min by default): that is the longest the poller backs off after failed queries.
-        wait = self.policy.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
+        wait = self.playbook.rule(FailureClass.CONTROLLER_UNREACHABLE).wait_s
         self.poller.max_backoff = max(wait, self.interval)
 
     def _warn(self, text: str) -> None:
@@ -117,10 +119,14 @@ class Watcher:
             offset += len(chunk)
             now = self.clock()
             new_steps = seen.log.feed(chunk)
-            just_compiled = not seen.compiled and (  # the line may be split between two reads
-                _COMPILED in chunk or _COMPILED in last + chunk[:len(_COMPILED)])
+            just_compiled = (
+                not seen.compiled
+                and (  # the line may be split between two reads
+                    _COMPILED in chunk or _COMPILED in last + chunk[: len(_COMPILED)]
+                )
+            )
             seen.compiled = seen.compiled or just_compiled
-            last = chunk[-len(_COMPILED):]
+            last = chunk[-len(_COMPILED) :]
             if ended:
                 while len(chunk) == READ_CHUNK:  # the rest of a big log, chunk by chunk
                     chunk = self.launcher.read_log(job, offset, READ_CHUNK, ended=True)
@@ -137,18 +143,26 @@ class Watcher:
             if progress.phase is JobPhase.RUNNING and not was_running:
                 detector.running(now)
                 was_running = True
-            detector.update(new_steps, now, saw_memstats=seen.log.saw_memstats,
-                            stuck_warnings=seen.log.stuck_warnings,
-                            unstuck_warnings=seen.log.unstuck_warnings)
+            detector.update(
+                new_steps,
+                now,
+                saw_memstats=seen.log.saw_memstats,
+                stuck_warnings=seen.log.stuck_warnings,
+                unstuck_warnings=seen.log.unstuck_warnings,
+            )
             if chunk and not seen.cancelled_for:
                 self._cancel_on_sight(job, seen)
-                if (new_steps or just_compiled) and judge is not None and not seen.cancelled_for and \
-                        progress.phase is JobPhase.RUNNING and (reason := judge(seen)):
+                if (
+                    (new_steps or just_compiled)
+                    and judge is not None
+                    and not seen.cancelled_for
+                    and progress.phase is JobPhase.RUNNING
+                    and (reason := judge(seen))
+                ):
                     self.report(f"{name} job {job.job_id}: stopping early: {reason}")
                     seen.stop_reason = reason
                     self._cancel(job, seen, "stopped_early")
-                if seen.cancelled_for and not self._unsent_cancel and \
-                        self._never_retried(seen.cancelled_for):
+                if seen.cancelled_for and not self._unsent_cancel and self._never_retried(seen.cancelled_for):
                     # Decided (an unknown flag fails the item, an OOM xfails it, whatever the
                     # job does next): do not wait another poll for Slurm to report the cancel.
                     # What it wrote meanwhile (an OOM's memory figures) still counts. A cancel
@@ -162,15 +176,19 @@ class Watcher:
             trusted = fresh_since is not None and now - fresh_since > detector.threshold_s()
             phase = detector.check(now, self._running(progress)) if trusted else None
             if phase is not None and not seen.cancelled_for:
-                self._warn(f"{name} job {job.job_id}: no new step for "
-                          f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling")
+                self._warn(
+                    f"{name} job {job.job_id}: no new step for "
+                    f"{detector.silent_s(now) or 0:.0f} s ({phase.value}): cancelling"
+                )
                 seen.hang_phase = phase
                 self._cancel(job, seen, "hang")
             if seen.log.last_step is not None and seen.log.last_step != last_reported:
                 last_reported = seen.log.last_step
                 latest = seen.log.steps[last_reported].tokens_per_s
-                self.report(f"{name} job {job.job_id} {progress.state.value} step {last_reported + 1}/"
-                            f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else ""))
+                self.report(
+                    f"{name} job {job.job_id} {progress.state.value} step {last_reported + 1}/"
+                    f"{self.steps}" + (f", {latest:.1f} TGS" if latest is not None else "")
+                )
             if len(chunk) == READ_CHUNK:  # more is waiting: read on at once
                 if not seen.cancelled_for and self.clock() >= look_ahead_at:
                     look_ahead_at = self.clock() + period
@@ -192,10 +210,10 @@ class Watcher:
         if why in ("unknown_flag", "stopped_early"):
             return True
         try:
-            action = self.policy.rule(FailureClass(why)).action
+            action = self.playbook.rule(FailureClass(why)).action
         except ValueError:  # not a playbook class: let the job end and triage decide
             return False
-        return action in (Action.FAIL_ITEM, Action.XFAIL_ITEM)
+        return action in (Remedy.FAIL_ITEM, Remedy.XFAIL_ITEM)
 
     @staticmethod
     def _running(progress: JobProgress) -> bool:
@@ -243,10 +261,16 @@ class Watcher:
         if log.unknown_flag:
             self._cancel(job, seen, "unknown_flag")
             return
-        diagnosis = diagnose(Evidence(last_step=log.last_step, expected_steps=self.steps,
-                                      exit_code=None, log_text=log.triage_text(),
-                                      scheduler_state=JobState.RUNNING))
-        if diagnosis.line and self.policy.cancel_on_sight(diagnosis.failure):
+        diagnosis = diagnose(
+            Evidence(
+                last_step=log.last_step,
+                expected_steps=self.steps,
+                exit_code=None,
+                log_text=log.triage_text(),
+                scheduler_state=JobState.RUNNING,
+            )
+        )
+        if diagnosis.line and self.playbook.cancel_on_sight(diagnosis.failure):
             self._warn(f"job {job.job_id}: {diagnosis.failure.value} on sight: cancelling")
             self._cancel(job, seen, diagnosis.failure.value)
 
@@ -267,6 +291,8 @@ class Watcher:
     def _check_controller(self) -> None:
         down = self.poller.down_since
         if down is not None and self.poller.clock() - down > self.controller_down_limit_s:
-            raise SweepStopped(f"the Slurm controller has not answered for "
-                               f"{(self.poller.clock() - down) / 60:.0f} min "
-                               f"(limit {self.controller_down_limit_s / 60:.0f} min)")
+            raise SweepStopped(
+                f"the Slurm controller has not answered for "
+                f"{(self.poller.clock() - down) / 60:.0f} min "
+                f"(limit {self.controller_down_limit_s / 60:.0f} min)"
+            )

@@ -18,8 +18,16 @@ from .collective_table import InventoryRow, inventory
 from .kernels import KernelInventory, describe, kernel_inventory
 from .profile import ProfileError, ProfileSummary, summarize
 
-__all__ = ["EvidenceFacts", "RunEvidence", "evidence_facts", "find_trace", "load", "load_collectives", "op_kinds",
-           "pick_trace"]
+__all__ = [
+    "EvidenceFacts",
+    "RunEvidence",
+    "evidence_facts",
+    "find_trace",
+    "load",
+    "load_collectives",
+    "op_kinds",
+    "pick_trace",
+]
 
 # Preference order: xprof's per-host trace (what profile-drill reads), then the Perfetto one.
 _TRACE_SUFFIXES = (".trace.json.gz", ".trace.json", "perfetto_trace.json.gz", "perfetto_trace.json")
@@ -153,10 +161,17 @@ def load(result: JobResult) -> RunEvidence:
         except OSError:
             kernels = None
     return RunEvidence(
-        job_id=result.job_id, item=result.item,
-        profile_name=result.resolved_from or result.profile, tgs=result.tgs,
-        step_seconds=result.step_seconds, hlo_path=hlo_path, inventory=rows,
-        trace_path=trace_path, profile=summary, problems=tuple(problems), kernels=kernels,
+        job_id=result.job_id,
+        item=result.item,
+        profile_name=result.resolved_from or result.profile,
+        tgs=result.tgs,
+        step_seconds=result.step_seconds,
+        hlo_path=hlo_path,
+        inventory=rows,
+        trace_path=trace_path,
+        profile=summary,
+        problems=tuple(problems),
+        kernels=kernels,
     )
 
 

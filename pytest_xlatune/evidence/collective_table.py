@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from .hlo import Collective, Kind
 
-__all__ = ["DiffRow", "InventoryRow", "describe_diff", "diff", "format_bytes", "inventory",
-           "render_inventory_md"]
+__all__ = ["DiffRow", "InventoryRow", "describe_diff", "diff", "format_bytes", "inventory", "render_inventory_md"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,16 @@ def inventory(found: Iterable[Collective]) -> list[InventoryRow]:
         by_kind.setdefault(c.kind, []).append(c)
     return [
         InventoryRow(
-            kind=kind, count=len(ops), total_bytes=sum(c.bytes for c in ops),
-            sync_count=sum(not c.is_async for c in ops), async_count=sum(c.is_async for c in ops),
-            in_loop_count=sum(c.in_loop for c in ops), largest_bytes=max(c.bytes for c in ops),
+            kind=kind,
+            count=len(ops),
+            total_bytes=sum(c.bytes for c in ops),
+            sync_count=sum(not c.is_async for c in ops),
+            async_count=sum(c.is_async for c in ops),
+            in_loop_count=sum(c.in_loop for c in ops),
+            largest_bytes=max(c.bytes for c in ops),
         )
-        for kind in Kind if (ops := by_kind.get(kind))
+        for kind in Kind
+        if (ops := by_kind.get(kind))
     ]
 
 

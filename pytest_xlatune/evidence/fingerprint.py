@@ -10,7 +10,11 @@ optimized HLO byte-identical to the baseline's and changes the IR of 155 of 164 
 fingerprint with no generated code in it never makes a flag "inert" (``Fingerprint.complete``).
 
 Canonical forms drop what changes between two compiles of the same program: HLO metadata
-(source lines, op names) and instruction names (renumbered by first use); LLVM metadata (XLA:CPU
+(source lines, op names), the source-location tables XLA writes after the ``HloModule`` line
+(``FileNames``, ``FunctionNames``, ``FileLocations``, ``StackFrames``: the paths of the Python files
+that traced the step, which name a per-job directory under maxtext-slurm, whose artifact copy of
+``utils/`` is stamped with the second it started) and instruction names (renumbered by first
+use); LLVM metadata (XLA:CPU
 numbers it differently from one compile to the next) and the order in which a kernel loads its
 arguments (the ``call.N_computation`` kernels list them in a different order each compile).
 """
@@ -25,11 +29,13 @@ from dataclasses import dataclass
 
 from .hlo import TRAIN_STEP_DUMP_RE
 
-__all__ = ["Fingerprint", "canonical_hlo", "canonical_ir", "fingerprint", "read_dump"]
+__all__ = ["Fingerprint", "canonical_hlo", "canonical_ir", "fingerprint", "program_file", "read_dump"]
 
 _HLO_METADATA = re.compile(r',\s*metadata=\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
 _HLO_NAME = re.compile(r"%[A-Za-z_][\w.\-]*")
 _HLO_MODULE = re.compile(r"^HloModule [^\s,]+")
+# Debug tables of the HLO text: a title line, then `<id> "…"` or `<id> {…}` rows up to a blank line.
+_HLO_DEBUG_TABLES = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 _IR_ATTACHMENT = re.compile(r", ![A-Za-z_.][\w.]* ![0-9]+")
 _IR_ARG_LOAD = re.compile(r"^\s*%arg\d+(?:_gep)? = (?:getelementptr i8, ptr %args|load ptr, ptr %arg\d+_gep)\b")
 _IR_ARG = re.compile(r"%arg\d+\b")
@@ -38,16 +44,22 @@ _CODE_FILE = re.compile(r"(?:\.ir-with-opt\.ll|\.ptx)$")
 
 
 def canonical_hlo(text: str) -> str:
-    """The optimized HLO without metadata, with instruction names renumbered by first use."""
+    """The optimized HLO without metadata and source tables, with instruction names renumbered
+    by first use."""
     names: dict[str, str] = {}
 
     def rename(m: re.Match[str]) -> str:
         return names.setdefault(m.group(0), f"%v{len(names)}")
 
     lines = []
+    in_table = False
     for raw in text.splitlines():
         line = _HLO_MODULE.sub("HloModule m", _HLO_METADATA.sub("", raw)).rstrip()
-        if line:
+        if line in _HLO_DEBUG_TABLES:
+            in_table = True
+        elif not line:
+            in_table = False
+        elif not in_table:
             lines.append(_HLO_NAME.sub(rename, line))
     return "\n".join(lines)
 
@@ -102,12 +114,16 @@ def fingerprint(files: Mapping[str, str]) -> Fingerprint:
     return Fingerprint(both.hexdigest(), hlo_digest, code_files)
 
 
+def program_file(name: str, module: str = "train_step") -> bool:
+    """Whether a dump file is one a fingerprint reads: ``module``'s optimized HLO or generated code."""
+    return module in name and bool(TRAIN_STEP_DUMP_RE.search(name) or _CODE_FILE.search(name))
+
+
 def read_dump(directory: str, module: str = "train_step") -> dict[str, str]:
     """The text files of ``module`` in an XLA dump directory (object files and others left out)."""
     found = {}
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if module in entry.name and entry.is_file(follow_symlinks=False) and (
-                TRAIN_STEP_DUMP_RE.search(entry.name) or _CODE_FILE.search(entry.name)):
+        if program_file(entry.name, module) and entry.is_file(follow_symlinks=False):
             with open(entry.path, encoding="utf-8", errors="replace") as handle:
                 found[entry.name] = handle.read()
     return found

@@ -77,9 +77,31 @@ _CALLS_RE = re.compile(
     r"|\b(branch_computations)=\{([^}]*)\}"
 )
 _IS_SYNC_RE = re.compile(r'"is_sync"\s*:\s*true')
-_BITS = {"pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8,
-         "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32, "f32": 32,
-         "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128, "token": 0, "opaque": 0}
+_BITS = {
+    "pred": 8,
+    "s1": 1,
+    "u1": 1,
+    "s2": 2,
+    "u2": 2,
+    "s4": 4,
+    "u4": 4,
+    "s8": 8,
+    "u8": 8,
+    "s16": 16,
+    "u16": 16,
+    "f16": 16,
+    "bf16": 16,
+    "s32": 32,
+    "u32": 32,
+    "f32": 32,
+    "s64": 64,
+    "u64": 64,
+    "f64": 64,
+    "c64": 64,
+    "c128": 128,
+    "token": 0,
+    "opaque": 0,
+}
 _KINDS = {k.value: k for k in Kind}
 _OPEN, _CLOSE = "([{", ")]}"
 
@@ -287,20 +309,31 @@ def collectives(hlo_text: str) -> list[Collective]:
             while done is not None and not done.opcode.endswith("-done"):
                 done = follower.get(done.name)
             out = _output_shape(instr, kind, done) if async_form else instr.shape
-            attrs = {**_frontend_attributes(carrier.attrs.get("frontend_attributes")),
-                     **_frontend_attributes(instr.attrs.get("frontend_attributes"))}
-            found.append(Collective(
-                name=instr.name, kind=kind, computation=comp.name, line=instr.line, bytes=_bytes(out),
-                shape=out, async_form=async_form,
-                marked_sync=async_form and bool(_IS_SYNC_RE.search(instr.attrs.get("backend_config", ""))),
-                done=done.name if done else None,
-                scheduled_between=position[done.name] - position[instr.name] - 1 if done else None,
-                crosses_iteration=async_form and done is None,
-                in_loop=comp.name in loops, while_body=loops.get(comp.name), frontend_attributes=attrs,
-                replica_groups=carrier.attrs.get("replica_groups"),
-                source_target_pairs=carrier.attrs.get("source_target_pairs"),
-                channel_id=_int(carrier.attrs.get("channel_id") or instr.attrs.get("channel_id")),
-            ))
+            attrs = {
+                **_frontend_attributes(carrier.attrs.get("frontend_attributes")),
+                **_frontend_attributes(instr.attrs.get("frontend_attributes")),
+            }
+            found.append(
+                Collective(
+                    name=instr.name,
+                    kind=kind,
+                    computation=comp.name,
+                    line=instr.line,
+                    bytes=_bytes(out),
+                    shape=out,
+                    async_form=async_form,
+                    marked_sync=async_form and bool(_IS_SYNC_RE.search(instr.attrs.get("backend_config", ""))),
+                    done=done.name if done else None,
+                    scheduled_between=position[done.name] - position[instr.name] - 1 if done else None,
+                    crosses_iteration=async_form and done is None,
+                    in_loop=comp.name in loops,
+                    while_body=loops.get(comp.name),
+                    frontend_attributes=attrs,
+                    replica_groups=carrier.attrs.get("replica_groups"),
+                    source_target_pairs=carrier.attrs.get("source_target_pairs"),
+                    channel_id=_int(carrier.attrs.get("channel_id") or instr.attrs.get("channel_id")),
+                )
+            )
     return found
 
 
@@ -320,10 +353,10 @@ def _int(text: str | None) -> int | None:
     return int(text) if text and text.strip().isdigit() else None
 
 
-def find_train_step_dump(paths: Iterable[str],
-                         size: Callable[[str], int] | None = None) -> str | None:
+def find_train_step_dump(paths: Iterable[str], size: Callable[[str], int] | None = None) -> str | None:
     """Pick the train-step module's after-optimizations text: the largest, if several
     (`size` of a path; default: its size on this machine)."""
+
     def local_size(path: str) -> int:
         try:
             return os.path.getsize(path)

@@ -19,8 +19,16 @@ from dataclasses import dataclass
 
 from ..results import JobResult, RunKind
 
-__all__ = ["COMPILED_LINE", "PROGRAM_DIR", "RUNTIME_XLA_FLAGS", "Settings", "inert_lines",
-           "inert_source", "inert_text", "program_dump_flags"]
+__all__ = [
+    "COMPILED_LINE",
+    "PROGRAM_DIR",
+    "RUNTIME_XLA_FLAGS",
+    "Settings",
+    "inert_lines",
+    "inert_source",
+    "inert_text",
+    "program_dump_flags",
+]
 
 # Printed by the embedded workload once train_step is compiled (and dumped).
 COMPILED_LINE = "xlatune: compiled train_step"
@@ -52,8 +60,7 @@ _PROFILED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
 
 def program_dump_flags(directory: str) -> list[str]:
     """The XLA flags that dump only the train step's optimized module, as text, to `directory`."""
-    return [f"--xla_dump_to={directory}", "--xla_dump_hlo_as_text",
-            "--xla_dump_hlo_module_re=.*train_step.*"]
+    return [f"--xla_dump_to={directory}", "--xla_dump_hlo_as_text", "--xla_dump_hlo_module_re=.*train_step.*"]
 
 
 def _runtime_flags(flags: Iterable[str]) -> tuple[str, ...]:
@@ -79,27 +86,52 @@ class Settings:
 
     @classmethod
     def of(cls, result: JobResult) -> Settings:
-        return cls(result.config_tag, result.image, tuple(sorted(result.env)),
-                   tuple(sorted(result.overrides)), _runtime_flags(result.xla_flags))
+        return cls(
+            result.config_tag,
+            result.image,
+            tuple(sorted(result.env)),
+            tuple(sorted(result.overrides)),
+            _runtime_flags(result.xla_flags),
+        )
 
     @classmethod
-    def build(cls, config_tag: str, image: str, env: Iterable[tuple[str, str]],
-              overrides: Iterable[tuple[str, str]], xla_flags: Iterable[str],
-              unset_env: Iterable[str] = ()) -> Settings:
-        return cls(config_tag, image, tuple(sorted(env)), tuple(sorted(overrides)),
-                   _runtime_flags(xla_flags), tuple(sorted(unset_env)))
+    def build(
+        cls,
+        config_tag: str,
+        image: str,
+        env: Iterable[tuple[str, str]],
+        overrides: Iterable[tuple[str, str]],
+        xla_flags: Iterable[str],
+        unset_env: Iterable[str] = (),
+    ) -> Settings:
+        return cls(
+            config_tag,
+            image,
+            tuple(sorted(env)),
+            tuple(sorted(overrides)),
+            _runtime_flags(xla_flags),
+            tuple(sorted(unset_env)),
+        )
 
 
-def inert_source(digest: str, settings: Settings, results: Sequence[JobResult],
-                 fingerprints: Mapping[str, str]) -> JobResult | None:
+def inert_source(
+    digest: str, settings: Settings, results: Sequence[JobResult], fingerprints: Mapping[str, str]
+) -> JobResult | None:
     """The measured run (its own job, no profiler; a partial steady state when the adaptive
     sweep stopped it early) that compiled to `digest` with the same runtime settings, a
     baseline run first; None when there is none. `fingerprints`: job id →
     digest of a complete fingerprint (evidence/fingerprint.Fingerprint.complete)."""
     if not digest or settings.unset_env:
         return None
-    found = [r for r in results if r.measured and not r.shared_from and r.kind not in _PROFILED
-             and fingerprints.get(r.job_id) == digest and Settings.of(r) == settings]
+    found = [
+        r
+        for r in results
+        if r.measured
+        and not r.shared_from
+        and r.kind not in _PROFILED
+        and fingerprints.get(r.job_id) == digest
+        and Settings.of(r) == settings
+    ]
     found.sort(key=lambda r: (r.kind is not RunKind.BASELINE, r.submitted_at))
     return found[0] if found else None
 
@@ -113,10 +145,16 @@ def inert_lines(results: Iterable[JobResult]) -> tuple[str, ...]:
     """The report's line listing the inert runs of a cell, () for none."""
     results = list(results)
     flags_of = {r.item: r.xla_flags for r in results if not r.shared_from}
-    inert = sorted({(r.item, r.shared_from, " ".join(f for f in r.xla_flags
-                                                      if f not in flags_of.get(r.shared_from, ())))
-                    for r in results if r.inert})
+    inert = sorted(
+        {
+            (r.item, r.shared_from, " ".join(f for f in r.xla_flags if f not in flags_of.get(r.shared_from, ())))
+            for r in results
+            if r.inert
+        }
+    )
     if not inert:
         return ()
-    return ("inert flags: " + "; ".join(f"{item} ({flags or 'the same flags'}): {inert_text(source)}"
-                                        for item, source, flags in inert),)
+    return (
+        "inert flags: "
+        + "; ".join(f"{item} ({flags or 'the same flags'}): {inert_text(source)}" for item, source, flags in inert),
+    )

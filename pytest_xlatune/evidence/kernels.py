@@ -30,8 +30,14 @@ _TARGET_RE = re.compile(r'\bcustom_call_target="([^"]+)"')
 # {"kind":"__triton_gemm",...} (older XLA).
 _BACKEND_KIND_RE = re.compile(r'"kind"\s*:\s*"([^"]+)"')
 # Library by the prefix of a custom-call target or a kCustom fusion's kind.
-_LIBRARIES = (("__cublas$lt", "cuBLASLt"), ("__cublas", "cuBLAS"), ("__cudnn", "cuDNN"),
-              ("__triton", "Triton"), ("__cufft", "cuFFT"), ("__nccl", "NCCL"))
+_LIBRARIES = (
+    ("__cublas$lt", "cuBLASLt"),
+    ("__cublas", "cuBLAS"),
+    ("__cudnn", "cuDNN"),
+    ("__triton", "Triton"),
+    ("__cufft", "cuFFT"),
+    ("__nccl", "NCCL"),
+)
 _LIBRARY_OPCODES = {"fft": "cuFFT"}
 
 
@@ -81,7 +87,7 @@ def _instructions(hlo_text: str) -> Iterator[_Instr]:
         if pending is None:
             return None
         match = _OPCODE_RE.match(pending[1])
-        return _Instr(pending[0], match.group("op"), pending[1][match.end("op"):]) if match else None
+        return _Instr(pending[0], match.group("op"), pending[1][match.end("op") :]) if match else None
 
     for raw in hlo_text.splitlines():
         line = raw.rstrip()

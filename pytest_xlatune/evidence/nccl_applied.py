@@ -17,14 +17,24 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["ALGORITHMS", "CHECKED", "PROTOCOLS", "Applied", "Finding", "Trace", "debug_env", "not_applied",
-           "read_trace", "requests_checked", "took_effect"]
+__all__ = [
+    "ALGORITHMS",
+    "CHECKED",
+    "PROTOCOLS",
+    "Applied",
+    "Finding",
+    "Trace",
+    "debug_env",
+    "not_applied",
+    "read_trace",
+    "requests_checked",
+    "took_effect",
+]
 
 # nccl_common.h order: the numbers in "Bytes -> Algo A proto P" index these tuples.
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
-CHECKED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-           "NCCL_NCHANNELS_PER_NET_PEER")
+CHECKED = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NCHANNELS_PER_NET_PEER")
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,TUNING"}
 
 _INFO = re.compile(r"\b[NR]CCL (?:INFO|TRACE)\b")
@@ -69,8 +79,7 @@ class Trace:
     coll_channels: int | None
 
 
-def _header_pairs(line: str, header: re.Match[str], pending_algos: list[str] | None
-                  ) -> list[tuple[str, str]] | None:
+def _header_pairs(line: str, header: re.Match[str], pending_algos: list[str] | None) -> list[tuple[str, str]] | None:
     if header.re is _OLD_HEADER:
         pairs = []
         for cell in header.group(1).split("|"):
@@ -142,8 +151,12 @@ def _list_finding(name: str, value: str, trace: Trace, index: int, names: tuple[
     what = "algorithm" if index == 0 else "protocol"
     allowed, unknown = _allowed(value, names)
     if unknown:
-        return Finding(name, value, Applied.NOT_APPLIED,
-                       f"unknown {what} {', '.join(repr(u) for u in unknown)}: NCCL drops it without an error")
+        return Finding(
+            name,
+            value,
+            Applied.NOT_APPLIED,
+            f"unknown {what} {', '.join(repr(u) for u in unknown)}: NCCL drops it without an error",
+        )
     if trace.chosen:
         other = sorted({pair[index] for pair in trace.chosen} - allowed)
         if other:
@@ -152,14 +165,19 @@ def _list_finding(name: str, value: str, trace: Trace, index: int, names: tuple[
     if trace.enabled is not None:
         other = sorted({pair[index] for pair in trace.enabled} - allowed)
         if other:
-            return Finding(name, value, Applied.NOT_APPLIED,
-                           f"the tuning table still gives {what} {', '.join(other)} a bandwidth")
+            return Finding(
+                name, value, Applied.NOT_APPLIED, f"the tuning table still gives {what} {', '.join(other)} a bandwidth"
+            )
         if not trace.enabled:
             return Finding(name, value, Applied.NOT_APPLIED, "the tuning table enables no pair at all")
         return Finding(name, value, Applied.APPLIED, f"the tuning table enables only {'/'.join(sorted(allowed))}")
     if name in trace.echoed:
-        return Finding(name, value, Applied.UNKNOWN,
-                       "echoed by the library but no tuning trace: set NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING")
+        return Finding(
+            name,
+            value,
+            Applied.UNKNOWN,
+            "echoed by the library but no tuning trace: set NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING",
+        )
     return Finding(name, value, Applied.NOT_APPLIED, "the library's debug lines never mention it")
 
 
@@ -185,8 +203,9 @@ def took_effect(requested: Mapping[str, str], trace: Trace) -> list[Finding]:
         if name not in CHECKED:
             continue
         if trace.info_lines == 0:
-            findings.append(Finding(name, value, Applied.UNKNOWN,
-                                    "no library INFO lines: the run needs NCCL_DEBUG=INFO"))
+            findings.append(
+                Finding(name, value, Applied.UNKNOWN, "no library INFO lines: the run needs NCCL_DEBUG=INFO")
+            )
         elif name == "NCCL_ALGO":
             findings.append(_list_finding(name, value, trace, 0, ALGORITHMS))
         elif name == "NCCL_PROTO":

@@ -32,8 +32,7 @@ from typing import Any
 
 from ..errors import XlatuneError
 
-__all__ = ["OpTime", "ProfileError", "ProfileSummary", "collective_kind", "summarize",
-           "summarize_events"]
+__all__ = ["OpTime", "ProfileError", "ProfileSummary", "collective_kind", "summarize", "summarize_events"]
 
 _COLLECTIVE = re.compile(
     r"^(all-gather|all-reduce|reduce-scatter|collective-permute|ragged-all-to-all|all-to-all|"
@@ -41,9 +40,15 @@ _COLLECTIVE = re.compile(
     r"(?:-start|-done|-update)?(?:[.\-_]\d+)*$"
 )
 # JAX primitive names of collectives → the HLO opcode they lower to.
-_PRIMITIVES = {"ppermute": "collective-permute", "psum": "all-reduce", "pmax": "all-reduce",
-               "pmin": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-               "all_to_all": "all-to-all"}
+_PRIMITIVES = {
+    "ppermute": "collective-permute",
+    "psum": "all-reduce",
+    "pmax": "all-reduce",
+    "pmin": "all-reduce",
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "all_to_all": "all-to-all",
+}
 # NCCL/RCCL kernels on GPU traces carry no HLO opcode in their name.
 _COMM_KERNEL = re.compile(r"nccl|rccl", re.I)
 TOP_OPS = 8
@@ -80,8 +85,7 @@ class ProfileSummary:
 
     def share(self, part: str) -> float:
         """Fraction of the step spent in `part` (compute, collective or idle)."""
-        value = {"compute": self.compute_ms, "collective": self.collective_ms,
-                 "idle": self.idle_ms}[part]
+        value = {"compute": self.compute_ms, "collective": self.collective_ms, "idle": self.idle_ms}[part]
         return value / self.step_ms if self.step_ms else 0.0
 
 
@@ -95,8 +99,7 @@ def collective_kind(op_name: str, op_kinds: Mapping[str, str] | None = None) -> 
     return "collective" if _COMM_KERNEL.search(op_name) else None
 
 
-def summarize(data: bytes | str, top: int = TOP_OPS,
-              op_kinds: Mapping[str, str] | None = None) -> ProfileSummary:
+def summarize(data: bytes | str, top: int = TOP_OPS, op_kinds: Mapping[str, str] | None = None) -> ProfileSummary:
     """Read a trace (gzip or plain JSON) and summarize its train-step executions."""
     if isinstance(data, bytes) and data[:2] == b"\x1f\x8b":
         try:
@@ -136,7 +139,8 @@ def _ops(events: Iterable[Any]) -> dict[str, list[_Op]]:
         start, dur = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
         device = str(args.get("device_ordinal", event.get("pid", "")))
         by_module[str(args.get("hlo_module", ""))].append(
-            _Op(str(name), event.get("tid"), device, str(args.get("run_id", "")), start, start + dur))
+            _Op(str(name), event.get("tid"), device, str(args.get("run_id", "")), start, start + dur)
+        )
     return by_module
 
 
@@ -159,8 +163,7 @@ def _union(intervals: Iterable[tuple[float, float]]) -> float:
 
 def _self_times(ops: list[_Op]) -> list[float]:
     """Duration minus the ops nested directly inside, per op (nesting is per thread)."""
-    order = sorted(range(len(ops)), key=lambda i: (ops[i].tid is None, str(ops[i].tid),
-                                                   ops[i].start, -ops[i].end))
+    order = sorted(range(len(ops)), key=lambda i: (ops[i].tid is None, str(ops[i].tid), ops[i].start, -ops[i].end))
     self_time = [op.end - op.start for op in ops]
     stack: list[int] = []
     last_tid: object = object()
@@ -176,8 +179,9 @@ def _self_times(ops: list[_Op]) -> list[float]:
     return [max(t, 0.0) for t in self_time]
 
 
-def summarize_events(events: Iterable[Any], top: int = TOP_OPS,
-                     op_kinds: Mapping[str, str] | None = None) -> ProfileSummary:
+def summarize_events(
+    events: Iterable[Any], top: int = TOP_OPS, op_kinds: Mapping[str, str] | None = None
+) -> ProfileSummary:
     """Summarize the train-step executions among trace events (see the module docstring)."""
     by_module = _ops(events)
     if not by_module:
@@ -192,6 +196,7 @@ def summarize_events(events: Iterable[Any], top: int = TOP_OPS,
 
     def kind_of(name: str) -> str | None:
         return collective_kind(name, op_kinds)
+
     devices = sorted({op.device for op in ops})
     spans, compute, collective, idle = [], 0.0, 0.0, 0.0
     by_kind: dict[str, float] = defaultdict(float)
@@ -222,12 +227,16 @@ def summarize_events(events: Iterable[Any], top: int = TOP_OPS,
     ranked = sorted(names.items(), key=lambda item: (-item[1][0], item[0]))[:top]
     ms = 1e-3 / samples  # the trace counts microseconds
     return ProfileSummary(
-        module=module, steps=len(runs), devices=len(devices),
+        module=module,
+        steps=len(runs),
+        devices=len(devices),
         step_ms=sum(spans) / len(spans) * 1e-3,
-        compute_ms=compute * ms, collective_ms=collective * ms, idle_ms=idle * ms,
+        compute_ms=compute * ms,
+        collective_ms=collective * ms,
+        idle_ms=idle * ms,
         step_ms_each=tuple(span * 1e-3 for span in spans),
-        collective_ms_by_kind=tuple(sorted(((k, v * ms) for k, v in by_kind.items()),
-                                           key=lambda kv: -kv[1])),
-        top_ops=tuple(OpTime(name, kind_of(name) or "compute", total * ms, calls / samples)
-                      for name, (total, calls) in ranked),
+        collective_ms_by_kind=tuple(sorted(((k, v * ms) for k, v in by_kind.items()), key=lambda kv: -kv[1])),
+        top_ops=tuple(
+            OpTime(name, kind_of(name) or "compute", total * ms, calls / samples) for name, (total, calls) in ranked
+        ),
     )

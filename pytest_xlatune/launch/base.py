@@ -4,13 +4,23 @@ neutral JobState, the launcher errors) are the ground floor's, in jobs.py; they 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
-from ..jobs import (CommandRefused, JobPhase, JobProgress, JobRequest, JobState, LauncherError, Pairs,
-                    SubmittedJob)
+from ..jobs import CommandRefused, JobPhase, JobProgress, JobRequest, JobState, LauncherError, Pairs, SubmittedJob
 
-__all__ = ["CommandRefused", "JobPhase", "JobProgress", "JobRequest", "JobState", "Launcher", "LauncherError",
-           "Pairs", "SubmittedJob", "for_image"]
+__all__ = [
+    "CommandRefused",
+    "JobPhase",
+    "JobProgress",
+    "JobRequest",
+    "JobState",
+    "Launcher",
+    "LauncherError",
+    "Pairs",
+    "ProgramDumps",
+    "SubmittedJob",
+    "for_image",
+]
 
 T = TypeVar("T")
 
@@ -41,8 +51,7 @@ class Launcher(Protocol):
         LauncherError when it cannot tell (the caller must then not submit the run again)."""
         ...
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
         """The log's bytes from `offset` (at most `limit` of them); b"" while it is missing;
         `ended`: the job is over, this is the final read."""
         ...
@@ -64,12 +73,27 @@ class Launcher(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class ProgramDumps(Protocol):
+    """A launcher that reads a running job's program dump back (evidence/inert.py: the inert-flag
+    fingerprint at compile-done). A launcher without it has nothing to fingerprint: its candidates
+    are never cut as inert."""
+
+    def program_dump(self, job: SubmittedJob, *, stepped: bool) -> dict[str, str]:
+        """File name → text of the job's train-step dump (evidence/fingerprint.program_file); {}
+        while none can be read whole: none yet, or `stepped` is False (the job said it compiled,
+        no step yet) and a rank other than the dumping one may have said it first."""
+        ...
+
+
 def for_image(own: T, others: Mapping[str, T], request: JobRequest) -> T:
     """What a launcher runs a request with: its own, or what it was given for the request's other
     image (the gate's old-image controls); an image it was given nothing for is refused."""
     if request.image is None:
         return own
     if request.image not in others:
-        raise LauncherError(f"{request.job_name}: image: expected one of the images this session "
-                            f"was started for ({', '.join(map(repr, others)) or 'none'}), found {request.image!r}")
+        raise LauncherError(
+            f"{request.job_name}: image: expected one of the images this session "
+            f"was started for ({', '.join(map(repr, others)) or 'none'}), found {request.image!r}"
+        )
     return others[request.image]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 from collections.abc import Callable, Iterator
 
-from ..cell.model import Cell
+from ..cell.values import Cell
 from .preflight import PreflightError
 
 HARDWARE_KEY = "jax_platform"  # the embedded workload's key (workload/args.py); not MaxText's `hardware`,
@@ -28,6 +28,7 @@ def nvidia_gpus() -> list[str]:
 
 def _gpu_keys(cell: Cell) -> Iterator[str]:
     """Where the cell asks for ``jax_platform=gpu``: the cell's, a config tag's or a profile's overrides."""
+
     def wants(pairs: tuple[tuple[str, str], ...]) -> bool:
         return any(k == HARDWARE_KEY and v == "gpu" for k, v in pairs)
 

@@ -56,8 +56,9 @@ def parse_probe(python: str, module: str, returncode: int, stdout: str, stderr: 
     _, version, jax, found = line
     jax = "" if jax == "-" else jax
     if found != "ok":
-        return Interpreter(python, version, jax,
-                           f"{python} (Python {version}) cannot import the workload module {module}")
+        return Interpreter(
+            python, version, jax, f"{python} (Python {version}) cannot import the workload module {module}"
+        )
     return Interpreter(python, version, jax)
 
 
@@ -70,8 +71,11 @@ def probe(transport: Transport, python: str, module: str) -> Interpreter:
     return parse_probe(python, module, result.returncode, result.stdout, result.stderr)
 
 
-def check_interpreters(transport: Transport, pythons: Mapping[str, str], module: str,
-                       ) -> tuple[dict[str, Interpreter], list[str]]:
+def check_interpreters(
+    transport: Transport,
+    pythons: Mapping[str, str],
+    module: str,
+) -> tuple[dict[str, Interpreter], list[str]]:
     """(image → what its interpreter is, every problem at once): `pythons` maps each image the
     session runs on ("" = the session's own) to its interpreter."""
     by_python: dict[str, Interpreter] = {}
@@ -87,6 +91,8 @@ def check_interpreters(transport: Transport, pythons: Mapping[str, str], module:
 def remedy(module: str) -> str:
     """How to give a venv what the workload needs."""
     if module == "pytest_xlatune.workload":
-        return ("install this repository there (`<python> -m pip install -e '<clone of pytest-xlatune>[demo]'`) "
-                "or pass --xlatune-workload")
+        return (
+            "install this repository there (`<python> -m pip install -e '<clone of pytest-xlatune>[demo]'`) "
+            "or pass --xlatune-workload"
+        )
     return f"make {module} importable there (PYTHONPATH, or install it) or pass --xlatune-workload"

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO, Protocol
 
+from ..evidence.fingerprint import read_dump
 from ..evidence.inert import PROGRAM_DIR, program_dump_flags
 from ..jaxcache import CACHE_DIR, USER_NAMES, cache_env, cache_path
 from ..paths import job_dir_name, job_log_name
@@ -26,8 +28,13 @@ def _dumps(flags: list[str], inherited: str) -> bool:
     return any(f.startswith("--xla_dump") for f in (*flags, *inherited.split()))
 
 
-def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: Path | None,
-                        cache_root: Path | None = None, program_dir: Path | None = None) -> dict[str, str]:
+def compose_environment(
+    base: Mapping[str, str],
+    request: JobRequest,
+    dump_dir: Path | None,
+    cache_root: Path | None = None,
+    program_dir: Path | None = None,
+) -> dict[str, str]:
     """The job's environment: XLA flags appended to the inherited ones (last wins), env, then the
     run's compilation cache under `cache_root` (none when the environment already names one).
     `dump_dir`: an evidence run's full dump; `program_dir`: only the train step's (inert flags),
@@ -53,15 +60,35 @@ def compose_environment(base: Mapping[str, str], request: JobRequest, dump_dir: 
     return env
 
 
+class JobProcess(Protocol):
+    """What LocalLauncher holds of a started job: a subprocess.Popen, or a stand-in of a subclass."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class LocalLauncher:
-    """Runs `python -m <module>` (the JAX workload by default) with MaxText-style passthrough args."""
+    """Runs `python -m <module>` (the JAX workload by default) with MaxText-style passthrough args.
+
+    The process seam is `_spawn` and `_signal` (the plugin tests' in-process launcher,
+    tests/fake_launcher.py, overrides both; everything else is this class's)."""
 
     name = "local"
     queue_depth = 0  # one CPU-bound job at a time: queued local jobs would run concurrently
 
-    def __init__(self, jobs_dir: Path, first_job_number: int, python: str = sys.executable,
-                 module: str = "pytest_xlatune.workload", pythons: Mapping[str, str] | None = None,
-                 cache_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        jobs_dir: Path,
+        first_job_number: int,
+        python: str = sys.executable,
+        module: str = "pytest_xlatune.workload",
+        pythons: Mapping[str, str] | None = None,
+        cache_root: Path | None = None,
+    ) -> None:
         self.jobs_dir = jobs_dir
         # Compilation caches (absolute: a job runs in its own dir); default beside the jobs dir.
         self.cache_root = (cache_root or jobs_dir.parent / "jax-cache").absolute()
@@ -71,7 +98,7 @@ class LocalLauncher:
         # Never below an id on disk: an emptied or lost store must not reuse (and overwrite) a
         # job's log or dir.
         self._next_number = max(first_job_number, largest_job_number(jobs_dir) + 1)
-        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._processes: dict[str, JobProcess] = {}
         self._orphans: dict[str, int] = {}
 
     def submit(self, request: JobRequest) -> SubmittedJob:
@@ -80,8 +107,9 @@ class LocalLauncher:
         except LinkRefused as error:
             raise LauncherError(f"cannot start the job: {error.strerror}") from None
         except OSError as error:  # e.g. the job log on a full disk
-            raise LauncherError(f"cannot start the job: {error.filename or self.jobs_dir}: "
-                                f"{error.strerror or error}") from None
+            raise LauncherError(
+                f"cannot start the job: {error.filename or self.jobs_dir}: {error.strerror or error}"
+            ) from None
 
     def _start(self, request: JobRequest) -> SubmittedJob:
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
@@ -101,8 +129,14 @@ class LocalLauncher:
         except FileExistsError:
             check_no_links(self.jobs_dir, job_dir)  # a dir left by a job of a lost store: reused
         dump_dir = job_dir / "xla_dump" if request.evidence else None
-        argv = [for_image(self.python, self.pythons, request), "-m", self.module, *request.passthrough,
-                f"base_output_directory={job_dir}", f"run_name={request.job_name}"]
+        argv = [
+            for_image(self.python, self.pythons, request),
+            "-m",
+            self.module,
+            *request.passthrough,
+            f"base_output_directory={job_dir}",
+            f"run_name={request.job_name}",
+        ]
         env = compose_environment(os.environ, request, dump_dir, self.cache_root, job_dir / PROGRAM_DIR)
         ours = cache_path(str(self.cache_root), request.compile_cache)
         cache = ours if ours and env.get(CACHE_DIR) == ours else ""
@@ -113,22 +147,41 @@ class LocalLauncher:
             if request.mark:
                 log.write(f"{MARK_ENV}={request.mark}\n".encode())
             log.write(f"XLA_FLAGS={env.get('XLA_FLAGS', '')}\n".encode())
-            log.write(f"PASSTHROUGH_ARGS=\"{' '.join(request.passthrough)}\"\n".encode())
+            log.write(f'PASSTHROUGH_ARGS="{" ".join(request.passthrough)}"\n'.encode())
             log.flush()
-            self._processes[job_id] = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=job_dir, start_new_session=True,
-            )
-        return SubmittedJob(job_id=job_id, log_path=str(log_path), job_dir=str(job_dir),
-                            handle=str(self._processes[job_id].pid), compile_cache=cache)
+            self._processes[job_id] = self._spawn(argv, env, job_dir, log)
+        return SubmittedJob(
+            job_id=job_id,
+            log_path=str(log_path),
+            job_dir=str(job_dir),
+            handle=str(self._processes[job_id].pid),
+            compile_cache=cache,
+        )
+
+    def _spawn(self, argv: list[str], env: dict[str, str], cwd: Path, log: BinaryIO) -> JobProcess:
+        """Start the job's process in a session of its own, its output into `log`."""
+        return subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+    def _signal(self, process: JobProcess, signum: int) -> None:
+        """Signal the job's whole process group (it leads its own session); never a pid ≤ 1: a
+        process group 0 is the caller's own (this pytest and everything started with it)."""
+        if process.pid > 1:
+            os.killpg(process.pid, signum)
 
     def reattach(self, job: SubmittedJob) -> bool:
         """Adopt a job of a killed session: watch its pid if it still runs, else judge its log."""
         if not Path(job.log_path).exists():
             return False
         self._orphans[job.job_id] = int(job.handle) if job.handle.isdigit() else 0
-        self._next_number = max(self._next_number, int(job.job_id) + 1) if job.job_id.isdigit() \
-            else self._next_number
+        self._next_number = max(self._next_number, int(job.job_id) + 1) if job.job_id.isdigit() else self._next_number
         return True
 
     def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
@@ -147,8 +200,12 @@ class LocalLauncher:
             pid = next((p for p in _pids() if header.rstrip() in _environ(p)), 0)
             if not pid and head.rstrip(b"\n").endswith(b'"') and head.count(b"\n") <= HEADER_LINES:
                 return None  # killed after the header, before the process started: it never ran
-            job = SubmittedJob(job_id=job_id, log_path=str(log_path),
-                               job_dir=str(self.jobs_dir / job_dir_name(job_id, job_name)), handle=str(pid or ""))
+            job = SubmittedJob(
+                job_id=job_id,
+                log_path=str(log_path),
+                job_dir=str(self.jobs_dir / job_dir_name(job_id, job_name)),
+                handle=str(pid or ""),
+            )
             return job if self.reattach(job) else None
         return None
 
@@ -168,8 +225,11 @@ class LocalLauncher:
         for job_id in job_ids:
             if job_id in self._orphans:
                 alive = self._orphan_alive(self._orphans[job_id])
-                progress[job_id] = JobProgress(JobPhase.RUNNING, JobState.RUNNING) if alive else \
-                    JobProgress(JobPhase.FINISHED, JobState.UNKNOWN, None)  # ended, exit unknown
+                progress[job_id] = (
+                    JobProgress(JobPhase.RUNNING, JobState.RUNNING)
+                    if alive
+                    else JobProgress(JobPhase.FINISHED, JobState.UNKNOWN, None)
+                )  # ended, exit unknown
                 continue
             process = self._processes.get(job_id)
             if process is None:
@@ -187,21 +247,20 @@ class LocalLauncher:
     def cancel(self, job_id: str) -> None:
         if job_id in self._orphans:
             pid = self._orphans[job_id]
-            if pid and self._orphan_alive(pid):
+            if pid > 1 and self._orphan_alive(pid):
                 os.killpg(pid, signal.SIGTERM)
             return
         process = self._processes.get(job_id)
         if process is None or process.poll() is not None:
             return
-        os.killpg(process.pid, signal.SIGTERM)
+        self._signal(process, signal.SIGTERM)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            self._signal(process, signal.SIGKILL)
             process.wait()
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
         try:
             with open(job.log_path, "rb") as handle:
                 handle.seek(offset)
@@ -219,6 +278,15 @@ class LocalLauncher:
         if profiles:
             found["profile"] = str(profiles[-1])
         return found
+
+    def program_dump(self, job: SubmittedJob, *, stepped: bool) -> dict[str, str]:
+        """The job's program dump (its evidence dump for an evidence run), {} when none is here.
+        One process compiles and dumps: its compile line means the dump is whole."""
+        for name in (PROGRAM_DIR, "xla_dump"):
+            directory = os.path.join(job.job_dir, name)
+            if job.job_dir and os.path.isdir(directory):
+                return read_dump(directory)
+        return {}
 
     def check_requests(self, requests: Iterable[JobRequest]) -> None:
         """Every request runs as a local process: nothing to refuse."""

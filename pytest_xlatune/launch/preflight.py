@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cell.model import ClusterSlot
+from ..cell.values import ClusterSlot
+from ..errors import XlatuneError
 from ..slurm.client import SlurmClient
 from ..slurm.parsers import NodeState, NodeStatus
-from ..errors import XlatuneError
 from ..transport.base import TransportError
 
 
@@ -37,9 +37,11 @@ class FrozenSlot:
 
 def pick_idle(nodes: dict[str, NodeStatus], count: int, partition: str | None) -> list[str]:
     """The first `count` idle, responding nodes (sorted by name) of the partition."""
-    idle = sorted(n.name for n in nodes.values()
-                  if n.state is NodeState.IDLE and n.responding
-                  and (partition is None or n.partition == partition))
+    idle = sorted(
+        n.name
+        for n in nodes.values()
+        if n.state is NodeState.IDLE and n.responding and (partition is None or n.partition == partition)
+    )
     return idle[:count] if len(idle) >= count else []
 
 
@@ -58,11 +60,11 @@ def unusable(nodes: dict[str, NodeStatus], hosts: list[str]) -> list[str]:
 def fits(nodes: dict[str, NodeStatus], hosts: list[str], count: int, partition: str | None) -> bool:
     """Whether a stored frozen nodelist still answers a `nodes: N` / `partition` slot."""
     return len(hosts) == count and all(
-        h in nodes and (partition is None or nodes[h].partition == partition) for h in hosts)
+        h in nodes and (partition is None or nodes[h].partition == partition) for h in hosts
+    )
 
 
-def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient,
-                 stored: str | None = None) -> FrozenSlot:
+def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient, stored: str | None = None) -> FrozenSlot:
     """nodelist → checked as given; partition+nodes / nodes → the sweep's stored nodelist when it
     still fits the slot (its nodes may be busy with the sweep's own jobs), else N idle nodes
     picked from sinfo."""
@@ -81,35 +83,46 @@ def resolve_slot(cell_path: Path, slot: ClusterSlot, client: SlurmClient,
         key = "partition" if slot.partition else "nodes"
         if not hosts:
             idle = sum(1 for n in nodes.values() if n.state is NodeState.IDLE)
-            raise PreflightError(f"{cell_path}: {key}: expected {wanted} idle nodes"
-                                 f"{' in partition ' + slot.partition if slot.partition else ''},"
-                                 f" found {idle} idle")
+            raise PreflightError(
+                f"{cell_path}: {key}: expected {wanted} idle nodes"
+                f"{' in partition ' + slot.partition if slot.partition else ''},"
+                f" found {idle} idle"
+            )
         nodelist = ",".join(hosts)
     bad = unusable(nodes, hosts)
     if bad:
-        raise PreflightError(f"{cell_path}: {key}: expected every pinned node idle/mixed/allocated,"
-                             f" found {', '.join(bad)}")
-    return FrozenSlot(nodelist=nodelist, hosts=tuple(hosts), partition=slot.partition,
-                      other_jobs=client.queue_of_partition(slot.partition),
-                      busy=client.queue_on_nodes(nodelist))
+        raise PreflightError(
+            f"{cell_path}: {key}: expected every pinned node idle/mixed/allocated, found {', '.join(bad)}"
+        )
+    return FrozenSlot(
+        nodelist=nodelist,
+        hosts=tuple(hosts),
+        partition=slot.partition,
+        other_jobs=client.queue_of_partition(slot.partition),
+        busy=client.queue_on_nodes(nodelist),
+    )
 
 
 def reach_hint(ssh_host: str, host_cmd: str) -> str:
     """What to pass or check when Slurm (or the host behind it) could not be reached."""
     if ssh_host:
-        return (f"check --xlatune-ssh-host {ssh_host} (the host, its key in known_hosts, your SSH key), "
-                "or pass --xlatune-host-cmd CHECKOUT from inside the maxtext-slurm container")
+        return (
+            f"check --xlatune-ssh-host {ssh_host} (the host, its key in known_hosts, your SSH key), "
+            "or pass --xlatune-host-cmd CHECKOUT from inside the maxtext-slurm container"
+        )
     if host_cmd:
         return f"check --xlatune-host-cmd {host_cmd}: is the checkout's .host-cmd bridge running on the host?"
-    return ("no Slurm client here: reach the cluster with --xlatune-ssh-host HOST (SSH to its login node) "
-            "or --xlatune-host-cmd CHECKOUT (from inside the maxtext-slurm container)")
+    return (
+        "no Slurm client here: reach the cluster with --xlatune-ssh-host HOST (SSH to its login node) "
+        "or --xlatune-host-cmd CHECKOUT (from inside the maxtext-slurm container)"
+    )
 
 
 def failure_line(cell_path: Path, error: Exception, ssh_host: str, host_cmd: str, slurm: bool) -> str:
     """An exception a backend or transport raised at pre-flight, as one line naming the option
     that fixes it (never a traceback)."""
     text = " ".join(str(error).split()) or type(error).__name__
-    where = ("--xlatune-ssh-host" if ssh_host else "--xlatune-host-cmd" if host_cmd else "backend")
+    where = "--xlatune-ssh-host" if ssh_host else "--xlatune-host-cmd" if host_cmd else "backend"
     kind = "" if isinstance(error, TransportError) else f"{type(error).__name__}: "  # ours say what failed
     line = f"{cell_path}: {where}: pre-flight failed: {kind}{text}"
     return f"{line}; {reach_hint(ssh_host, host_cmd)}" if slurm or ssh_host or host_cmd else line

@@ -15,24 +15,24 @@ from types import MappingProxyType
 
 from .. import records
 from ..cell.grammar import CONTAINER_IMAGE, GrammarError
+from ..cell.values import BackendKind, Cell
+from ..evidence.fetch import fetch_evidence
+from ..paths import CellPaths, slug_of_workdir, store_file
+from ..plan.expand import restore_default_changes
+from ..settings import CellSettings, Settings
+from ..slurm.client import SlurmClient
+from ..store import ResultStore
+from ..transport.base import LocalTransport, Transport, TransportError
 from ..transport.hostcmd import HostCmdTransport
+from ..transport.ssh import SSHTransport
 from .base import CommandRefused, Launcher, LauncherError
 from .devices import check_gpu
 from .environment import check_interpreters, remedy
 from .local import LocalLauncher
 from .maxtext.launcher import DEFAULT_TIME, MaxTextSlurmLauncher, RestoreDefault
+from .preflight import FrozenSlot, PreflightError, reach_hint, resolve_slot
 from .sbatch import SbatchLauncher
 from .slurm_jobs import SlurmPlacement
-from ..cell.model import BackendKind, Cell
-from ..plan.expand import restore_default_changes
-from .preflight import FrozenSlot, PreflightError, reach_hint, resolve_slot
-from ..evidence.fetch import fetch_evidence
-from ..paths import CellPaths, slug_of_workdir, store_file
-from ..settings import CellSettings, Settings
-from ..slurm.client import SlurmClient
-from ..store import ResultStore
-from ..transport.ssh import SSHTransport
-from ..transport.base import LocalTransport, Transport, TransportError
 
 LOCAL_NODELIST = "localhost"
 
@@ -44,8 +44,9 @@ def open_transport(settings: Settings) -> Transport:
         return HostCmdTransport(settings.host_cmd)
     if not settings.ssh_host:
         return LocalTransport()
-    return SSHTransport(settings.ssh_host, ssh_config=settings.ssh_config or None,
-                        accept_new_host_key=settings.accept_new_host_key)
+    return SSHTransport(
+        settings.ssh_host, ssh_config=settings.ssh_config or None, accept_new_host_key=settings.accept_new_host_key
+    )
 
 
 def remote_dir(transport: Transport, settings: Settings, store_dir: Path, relative: str) -> str:
@@ -61,12 +62,17 @@ def remote_dir(transport: Transport, settings: Settings, store_dir: Path, relati
     return posixpath.join(home, relative)
 
 
-def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir: str,
-                  store: ResultStore | None = None,
-                  other_images: tuple[str, ...] = ()) -> tuple[Launcher, FrozenSlot]:
+def slurm_backend(
+    cell: Cell,
+    settings: Settings,
+    transport: Transport,
+    workdir: str,
+    store: ResultStore | None = None,
+    other_images: tuple[str, ...] = (),
+) -> tuple[Launcher, FrozenSlot]:
     """Pre-flight on the cluster, then the launcher pinned to the frozen nodelist.
 
-    `store` is the cell's results store (default: the one Runtime.store_for gives the cell).
+    `store` is the cell's results store (default: the one Session.store_for gives the cell).
     """
     image = container_image(cell, settings) if cell.backend.kind is BackendKind.MAXTEXT_SLURM else ""
     client = SlurmClient(transport)
@@ -79,29 +85,37 @@ def slurm_backend(cell: Cell, settings: Settings, transport: Transport, workdir:
     except CommandRefused as error:  # the bridge's policy said no: not a Slurm failure
         raise PreflightError(f"{cell.path}: --xlatune-host-cmd: {error}") from None
     except (LauncherError, TransportError) as error:
-        raise PreflightError(f"{cell.path}: backend: cannot reach Slurm: {error}; "
-                             f"{reach_hint(settings.ssh_host, settings.host_cmd)}") from None
-    placement = SlurmPlacement(nodelist=frozen.nodelist, nodes=frozen.nodes,
-                               partition=cell.backend.option("partition") or cell.slot.partition,
-                               time_limit=cell.backend.option("time"))
+        raise PreflightError(
+            f"{cell.path}: backend: cannot reach Slurm: {error}; {reach_hint(settings.ssh_host, settings.host_cmd)}"
+        ) from None
+    placement = SlurmPlacement(
+        nodelist=frozen.nodelist,
+        nodes=frozen.nodes,
+        partition=cell.backend.option("partition") or cell.slot.partition,
+        time_limit=cell.backend.option("time"),
+    )
     if cell.backend.kind is BackendKind.SBATCH:
+
         def command(image: str | None) -> list[str]:
-            python = (settings.for_cell(cell).python if image is None else settings.python_for(cell, image)) \
-                or sys.executable
+            python = (
+                settings.for_cell(cell).python if image is None else settings.python_for(cell, image)
+            ) or sys.executable
             return shlex.split(cell.backend.option("command") or f"{shlex.quote(python)} -m {settings.workload}")
-        return SbatchLauncher(transport, client, workdir, placement, command(None),
-                              {image: command(image) for image in other_images}), frozen
+
+        return SbatchLauncher(
+            transport, client, workdir, placement, command(None), {image: command(image) for image in other_images}
+        ), frozen
     if cell.backend.kind is BackendKind.MAXTEXT_SLURM:
-        # Runtime refuses a sweep on another nodelist next: then leave the checkout untouched.
+        # Session refuses a sweep on another nodelist next: then leave the checkout untouched.
         refused = info is not None and info["nodelist"] != frozen.nodelist and not settings.fresh_baseline
-        return maxtext_backend(cell, transport, client, placement, store, prepare=not refused,
-                               image=image), frozen
-    raise PreflightError(f"{cell.path}: backend.kind: expected sbatch or maxtext-slurm for Slurm, "
-                         f"found {cell.backend.kind.value!r}")
+        return maxtext_backend(cell, transport, client, placement, store, prepare=not refused, image=image), frozen
+    raise PreflightError(
+        f"{cell.path}: backend.kind: expected sbatch or maxtext-slurm for Slurm, found {cell.backend.kind.value!r}"
+    )
 
 
 def cell_store(settings: Settings, workdir: str) -> ResultStore:
-    """The cell's store: Runtime names the cell's workdir after the slug of its store file."""
+    """The cell's store: Session names the cell's workdir after the slug of its store file."""
     return ResultStore(store_file(settings.store_dir, slug_of_workdir(workdir)))
 
 
@@ -118,8 +132,10 @@ def maxtext_checkout(cell: Cell, transport: Transport) -> str:
     if not checkout and isinstance(transport, HostCmdTransport):
         return transport.checkout
     if not checkout:
-        raise PreflightError(f"{cell.path}: backend.checkout: expected the path of a maxtext-slurm "
-                             "checkout on the cluster, found no 'checkout' option")
+        raise PreflightError(
+            f"{cell.path}: backend.checkout: expected the path of a maxtext-slurm "
+            "checkout on the cluster, found no 'checkout' option"
+        )
     if checkout.startswith("/"):
         return posixpath.normpath(checkout)
     if not isinstance(transport, SSHTransport):
@@ -143,15 +159,29 @@ def container_image(cell: Cell, settings: Settings) -> str:
         raise PreflightError(f"{cell.path}: {where}: {error}") from None
 
 
-def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, placement: SlurmPlacement,
-                    store: ResultStore, prepare: bool = True, image: str = "") -> MaxTextSlurmLauncher:
+def maxtext_backend(
+    cell: Cell,
+    transport: Transport,
+    client: SlurmClient,
+    placement: SlurmPlacement,
+    store: ResultStore,
+    prepare: bool = True,
+    image: str = "",
+) -> MaxTextSlurmLauncher:
     """Pre-flight on the checkout, install the TUNE_PROFILE block(s), record the inventory."""
     launcher = MaxTextSlurmLauncher(
-        transport, client, maxtext_checkout(cell, transport), placement, cell.model_tag,
-        sweep_id=sweep_id(store, cell.model_tag), ray=cell.backend.option("ray") == "true",
+        transport,
+        client,
+        maxtext_checkout(cell, transport),
+        placement,
+        cell.model_tag,
+        sweep_id=sweep_id(store, cell.model_tag),
+        ray=cell.backend.option("ray") == "true",
         time_limit=cell.backend.option("time") or DEFAULT_TIME,
-        restore_default=RestoreDefault(*restore_default_changes(cell.env_file)), cell=str(cell.path),
-        record=store.append, image=image,
+        restore_default=RestoreDefault(*restore_default_changes(cell.env_file)),
+        cell=str(cell.path),
+        record=store.append,
+        image=image,
         profiles=[profile.name for profile in cell.profiles],
     )
     if not prepare:
@@ -160,19 +190,25 @@ def maxtext_backend(cell: Cell, transport: Transport, client: SlurmClient, place
     try:
         store.write(records.Inventory.from_json(launcher.inventory()))
     except BaseException:
-        launcher.close()  # the block goes again: this launcher will never reach Runtime.close
+        launcher.close()  # the block goes again: this launcher will never reach Session.close
         raise
     return launcher
 
 
-def local_backend(settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int,
-                  other_images: tuple[str, ...] = ()) -> LocalLauncher:
+def local_backend(
+    settings: Settings, cell: Cell, jobs_dir: Path, first_job_number: int, other_images: tuple[str, ...] = ()
+) -> LocalLauncher:
     """Local jobs run under the image's interpreter (--xlatune-image or the cell's image); a run
     on one of `other_images` under that image's. Compilation caches live in the store's jax-cache/."""
     python = settings.for_cell(cell).python
-    return LocalLauncher(jobs_dir, first_job_number, python=python, module=settings.workload,
-                         pythons={image: settings.python_for(cell, image) for image in other_images},
-                         cache_root=settings.store_dir / "jax-cache")
+    return LocalLauncher(
+        jobs_dir,
+        first_job_number,
+        python=python,
+        module=settings.workload,
+        pythons={image: settings.python_for(cell, image) for image in other_images},
+        cache_root=settings.store_dir / "jax-cache",
+    )
 
 
 def bridge_preflight(cell: Cell, transport: Transport) -> str | None:
@@ -225,24 +261,26 @@ Factory = Callable[[LaunchContext], Backend]
 
 def _local(ctx: LaunchContext) -> Backend:
     check_gpu(ctx.cell)  # a jax_platform=gpu cell on a machine without one would measure no-op flags
-    launcher = local_backend(ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1,
-                             ctx.other_images)
-    found, problems = check_interpreters(LocalTransport(), {ctx.cell_settings.image: launcher.python,
-                                                            **launcher.pythons}, launcher.module)
+    launcher = local_backend(
+        ctx.settings, ctx.cell, ctx.paths.jobs_dir, ctx.store.max_job_number() + 1, ctx.other_images
+    )
+    found, problems = check_interpreters(
+        LocalTransport(), {ctx.cell_settings.image: launcher.python, **launcher.pythons}, launcher.module
+    )
     if problems:  # every interpreter at once, before any job: not one retried failure per item
         where = ctx.cell_settings.image_source if ctx.cell_settings.image else "--xlatune-python"
-        raise PreflightError(f"{ctx.cell.path}: {where}: expected an interpreter that can run the workload, "
-                             f"found {'; '.join(problems)}: {remedy(launcher.module)}")
-    return Backend(launcher, LOCAL_NODELIST,
-                   environments=tuple((image, i.measured_on) for image, i in found.items()))
+        raise PreflightError(
+            f"{ctx.cell.path}: {where}: expected an interpreter that can run the workload, "
+            f"found {'; '.join(problems)}: {remedy(launcher.module)}"
+        )
+    return Backend(launcher, LOCAL_NODELIST, environments=tuple((image, i.measured_on) for image, i in found.items()))
 
 
 def _slurm(ctx: LaunchContext) -> Backend:
     transport = ctx.transport()
     if reached := bridge_preflight(ctx.cell, transport):
         ctx.warn(reached)  # once per session, before Slurm is asked anything
-    workdir = remote_dir(transport, ctx.settings, ctx.settings.store_dir,
-                         ctx.paths.workdir(ctx.settings.workdir))
+    workdir = remote_dir(transport, ctx.settings, ctx.settings.store_dir, ctx.paths.workdir(ctx.settings.workdir))
     launcher, frozen = slurm_backend(ctx.cell, ctx.settings, transport, workdir, ctx.store, ctx.other_images)
     fetch: Fetch | None = None
     if isinstance(transport, SSHTransport):  # over SSH: artifacts are copied into the store
@@ -251,9 +289,13 @@ def _slurm(ctx: LaunchContext) -> Backend:
     return Backend(launcher, frozen.nodelist, frozen.nodes, frozen.other_jobs, frozen.busy, fetch)
 
 
-FACTORIES: Mapping[BackendKind, Factory] = MappingProxyType({
-    BackendKind.LOCAL: _local, BackendKind.SBATCH: _slurm, BackendKind.MAXTEXT_SLURM: _slurm,
-})
+FACTORIES: Mapping[BackendKind, Factory] = MappingProxyType(
+    {
+        BackendKind.LOCAL: _local,
+        BackendKind.SBATCH: _slurm,
+        BackendKind.MAXTEXT_SLURM: _slurm,
+    }
+)
 
 
 def _accept_any(key: str, value: str) -> str | None:
@@ -282,8 +324,9 @@ def backend_kinds(plugins: Iterable[BackendPlugin]) -> BackendKinds:
     kinds: dict[str, BackendPlugin] = {}
     for plugin in plugins:
         if plugin.kind in {k.value for k in BackendKind}:
-            raise ValueError(f"backend kind {plugin.kind!r} is built in; take it over with "
-                             "pytest_xlatune_make_launcher instead")
+            raise ValueError(
+                f"backend kind {plugin.kind!r} is built in; take it over with pytest_xlatune_make_launcher instead"
+            )
         kinds[plugin.kind] = plugin
     return MappingProxyType(kinds)
 

@@ -12,7 +12,6 @@ from ..slurm.parsers import JobStatus
 from .base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
 
 
-
 @dataclass(frozen=True)
 class SlurmPlacement:
     """Where every job of the sweep goes: the frozen nodelist and its size."""
@@ -56,8 +55,7 @@ class SlurmJobs:
         twice (sbatch retried after a lost answer) keeps the first, the others are cancelled."""
         # A day early: the cluster's clock and time zone need not be this host's; no older job
         # can carry a mark made now.
-        found = self.client.jobs_marked(mark, time.strftime("%Y-%m-%dT%H:%M:%S",
-                                                             time.localtime(since - 86400)))
+        found = self.client.jobs_marked(mark, time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since - 86400)))
         if not found:
             return None
         first, *extra = sorted(found, key=lambda j: (len(j), j))
@@ -79,8 +77,11 @@ class SlurmJobs:
     def unusable_nodes(self) -> list[tuple[str, str]]:
         """(node, state) of each pinned node that cannot take jobs (one sinfo call)."""
         nodes = self.client.nodes(nodelist=self.placement.nodelist)
-        return [(name, status.raw_state) for name, status in sorted(nodes.items())
-                if not status.state.usable or not status.responding]
+        return [
+            (name, status.raw_state)
+            for name, status in sorted(nodes.items())
+            if not status.state.usable or not status.responding
+        ]
 
     def resume_node(self, node: str) -> None:
         self.client.resume(node, reason="xlatune")

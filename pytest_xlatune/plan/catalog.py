@@ -23,17 +23,18 @@ def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:
     """Why a mechanism does not apply to the evidence run's HLO; "" when it does."""
     present = dict(facts.bytes_by_kind)
     if mechanism in KINDS and mechanism not in present:
-        return (f"mechanism-irrelevant: acts on {mechanism}, and the evidence HLO "
-                f"(job {facts.job_id}) has no {mechanism}")
+        return (
+            f"mechanism-irrelevant: acts on {mechanism}, and the evidence HLO (job {facts.job_id}) has no {mechanism}"
+        )
     if mechanism == ANY_COLLECTIVE and not present:
-        return (f"mechanism-irrelevant: acts on collectives, and the evidence HLO "
-                f"(job {facts.job_id}) has none")
+        return f"mechanism-irrelevant: acts on collectives, and the evidence HLO (job {facts.job_id}) has none"
     return ""
 
 
 def _group(mechanism: str, facts: EvidenceFacts) -> tuple[int, int]:
-    compute_first = (facts.compute_ms is not None and facts.collective_ms is not None
-                     and facts.compute_ms > facts.collective_ms)
+    compute_first = (
+        facts.compute_ms is not None and facts.collective_ms is not None and facts.compute_ms > facts.collective_ms
+    )
     if mechanism in ALWAYS:
         return (0 if compute_first else 2, 0)
     if mechanism == ANY_COLLECTIVE:
@@ -42,8 +43,9 @@ def _group(mechanism: str, facts: EvidenceFacts) -> tuple[int, int]:
     return (1 if compute_first else 0, order.index(mechanism) if mechanism in order else len(order))
 
 
-def decide(mechanisms: Sequence[str], catalog: str, limit: int | None,
-           facts: EvidenceFacts | None) -> list[tuple[int, str]]:
+def decide(
+    mechanisms: Sequence[str], catalog: str, limit: int | None, facts: EvidenceFacts | None
+) -> list[tuple[int, str]]:
     """(index into `mechanisms`, skip reason or "") for every candidate: those that run, in run
     order, then those beyond `max`, then the irrelevant ones."""
     if facts is None:

@@ -6,11 +6,11 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 
-from . import catalog
 from ..cell import catalog as table
 from ..cell.jobnames import OLD_IMAGE_SUFFIX
+from ..cell.values import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
 from ..results import RunKind as RunKind  # re-exported: plan/ and its users import it from here
-from ..cell.model import BASELINE, BEST, EVIDENCE, RESTORE_DEFAULT, WINNER, Cell, ConfigTag, EnvFileEntry
+from . import catalog
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -105,8 +105,12 @@ class RunSpec:
 
     def settings(self) -> set[str]:
         """Names this run sets (flag names, env vars, override keys): stacked runs must not share one."""
-        return ({f.split("=", 1)[0] for f in self.xla_flags} | {f"env:{k}" for k, _ in self.env}
-                | {f"env:{k}" for k in self.unset_env} | {f"key:{k}" for k, _ in self.profile_overrides})
+        return (
+            {f.split("=", 1)[0] for f in self.xla_flags}
+            | {f"env:{k}" for k, _ in self.env}
+            | {f"env:{k}" for k in self.unset_env}
+            | {f"key:{k}" for k, _ in self.profile_overrides}
+        )
 
 
 def run_key(cell: Cell, spec: RunSpec, nodelist: str, image: str = "") -> str:
@@ -147,8 +151,14 @@ def restore_default_changes(entries: tuple[EnvFileEntry, ...]) -> tuple[tuple[st
 
 def evidence_spec(cell: Cell) -> RunSpec:
     """Wave 1.5: baseline-deployed of the primary tag with the profiler and an HLO dump."""
-    return RunSpec("wave1.5", EVIDENCE, cell.primary_config.name, RunKind.EVIDENCE,
-                   config_overrides=cell.primary_config.overrides, evidence=True)
+    return RunSpec(
+        "wave1.5",
+        EVIDENCE,
+        cell.primary_config.name,
+        RunKind.EVIDENCE,
+        config_overrides=cell.primary_config.overrides,
+        evidence=True,
+    )
 
 
 def expand(cell: Cell) -> list[RunSpec]:
@@ -162,34 +172,74 @@ def expand(cell: Cell) -> list[RunSpec]:
     for wave in (2, 3, 4):
         specs.extend(_flag_wave(cell, primary, wave))
     if any(s.kind in (RunKind.PROFILE, RunKind.STACK) for s in specs):
-        specs.append(RunSpec(WINNER_EVIDENCE_WAVE, WINNER, primary.name, RunKind.WINNER_EVIDENCE,
-                             config_overrides=primary.overrides, evidence=True))
+        specs.append(
+            RunSpec(
+                WINNER_EVIDENCE_WAVE,
+                WINNER,
+                primary.name,
+                RunKind.WINNER_EVIDENCE,
+                config_overrides=primary.overrides,
+                evidence=True,
+            )
+        )
     if cell.parallelism.size("PP") > 1:
         specs.extend(_wave5(cell, primary))
     for tag in cell.config_tags[1:]:
-        specs.append(RunSpec("wave6", BEST, tag.name, RunKind.CROSS_CONFIG,
-                             config_overrides=tag.overrides))
+        specs.append(RunSpec("wave6", BEST, tag.name, RunKind.CROSS_CONFIG, config_overrides=tag.overrides))
     return specs
 
 
 def _flag_wave(cell: Cell, primary: ConfigTag, wave: int) -> list[RunSpec]:
-    runs = [RunSpec(f"wave{wave}", p.name, primary.name, RunKind.PROFILE, xla_flags=p.xla_flags,
-                    env=p.env, config_overrides=primary.overrides, profile_overrides=p.overrides,
-                    line=p.line)
-            for p in cell.profiles if p.wave == wave]
+    runs = [
+        RunSpec(
+            f"wave{wave}",
+            p.name,
+            primary.name,
+            RunKind.PROFILE,
+            xla_flags=p.xla_flags,
+            env=p.env,
+            config_overrides=primary.overrides,
+            profile_overrides=p.overrides,
+            line=p.line,
+        )
+        for p in cell.profiles
+        if p.wave == wave
+    ]
     for group in (g for g in cell.catalog_waves if g.wave == wave):
-        runs += [RunSpec(f"wave{wave}", c.name, primary.name, RunKind.PROFILE, xla_flags=c.xla_flags,
-                         env=c.env, config_overrides=primary.overrides, line=group.line,
-                         catalog=group.catalog, mechanism=c.mechanism)
-                 for c in table.get(group.catalog).candidates]
-    runs += [RunSpec(f"wave{wave}", s.name, primary.name, RunKind.STACK,
-                     config_overrides=primary.overrides, line=s.line, top=s.top)
-             for s in cell.stacks if s.wave == wave]
+        runs += [
+            RunSpec(
+                f"wave{wave}",
+                c.name,
+                primary.name,
+                RunKind.PROFILE,
+                xla_flags=c.xla_flags,
+                env=c.env,
+                config_overrides=primary.overrides,
+                line=group.line,
+                catalog=group.catalog,
+                mechanism=c.mechanism,
+            )
+            for c in table.get(group.catalog).candidates
+        ]
+    runs += [
+        RunSpec(
+            f"wave{wave}",
+            s.name,
+            primary.name,
+            RunKind.STACK,
+            config_overrides=primary.overrides,
+            line=s.line,
+            top=s.top,
+        )
+        for s in cell.stacks
+        if s.wave == wave
+    ]
     return runs
 
 
-def catalog_decisions(cell: Cell, specs: list[RunSpec],
-                      facts: catalog.EvidenceFacts | None) -> dict[str, tuple[int, str]]:
+def catalog_decisions(
+    cell: Cell, specs: list[RunSpec], facts: catalog.EvidenceFacts | None
+) -> dict[str, tuple[int, str]]:
     """Run name → (position in its catalog wave, skip reason or "") for every catalog candidate."""
     out: dict[str, tuple[int, str]] = {}
     for group in cell.catalog_waves:
@@ -221,8 +271,18 @@ def _wave1(cell: Cell, tag: ConfigTag) -> list[RunSpec]:
     ]
     if cell.env_file:
         flags, env, unset = restore_default_changes(cell.env_file)
-        runs.append(RunSpec("wave1", RESTORE_DEFAULT, tag.name, RunKind.RESTORE_DEFAULT,
-                            xla_flags=flags, env=env, unset_env=unset, config_overrides=tag.overrides))
+        runs.append(
+            RunSpec(
+                "wave1",
+                RESTORE_DEFAULT,
+                tag.name,
+                RunKind.RESTORE_DEFAULT,
+                xla_flags=flags,
+                env=env,
+                unset_env=unset,
+                config_overrides=tag.overrides,
+            )
+        )
     return runs
 
 
@@ -235,9 +295,17 @@ def _wave5(cell: Cell, tag: ConfigTag) -> list[RunSpec]:
         if shape.virtual_stages > 1 and layers and layers.isdigit():
             per_stage = int(layers) // (stages * shape.virtual_stages)
             extra.append(("num_layers_per_pipeline_stage", str(max(per_stage, 1))))
-        runs.append(RunSpec("wave5", shape.name, tag.name, RunKind.PIPELINE_SHAPE,
-                            config_overrides=tag.overrides, profile_overrides=tuple(extra),
-                            line=shape.line))
+        runs.append(
+            RunSpec(
+                "wave5",
+                shape.name,
+                tag.name,
+                RunKind.PIPELINE_SHAPE,
+                config_overrides=tag.overrides,
+                profile_overrides=tuple(extra),
+                line=shape.line,
+            )
+        )
     return runs
 
 
@@ -246,10 +314,9 @@ def predicted_bubble(stages: int, microbatches: int, virtual_stages: int = 1) ->
     return (stages - 1) / (microbatches * virtual_stages + stages - 1)
 
 
-
-
-def expand_gate(cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]],
-                old_image: str | None = None) -> list[RunSpec]:
+def expand_gate(
+    cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]], old_image: str | None = None
+) -> list[RunSpec]:
     """Image-upgrade gate: per locked config tag, the baseline repeats then the locked recipe.
 
     `recipes` maps config tag → (profile name, xla flags, env, profile overrides) from the lock.
@@ -263,11 +330,22 @@ def expand_gate(cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs
             continue
         profile, flags, env, overrides = recipes[tag.name]
         runs = [RunSpec("gate", BASELINE, tag.name, RunKind.BASELINE, config_overrides=tag.overrides)]
-        runs += [RunSpec("gate", f"{BASELINE}-r{n}", tag.name, RunKind.BASELINE,
-                         config_overrides=tag.overrides)
-                 for n in range(2, cell.baseline_repeats + 1)]
-        runs.append(RunSpec("gate", profile, tag.name, RunKind.GATE_RECIPE, xla_flags=flags, env=env,
-                            config_overrides=tag.overrides, profile_overrides=overrides))
+        runs += [
+            RunSpec("gate", f"{BASELINE}-r{n}", tag.name, RunKind.BASELINE, config_overrides=tag.overrides)
+            for n in range(2, cell.baseline_repeats + 1)
+        ]
+        runs.append(
+            RunSpec(
+                "gate",
+                profile,
+                tag.name,
+                RunKind.GATE_RECIPE,
+                xla_flags=flags,
+                env=env,
+                config_overrides=tag.overrides,
+                profile_overrides=overrides,
+            )
+        )
         for run in runs:
             if old_image is not None:
                 specs.append(old_image_control(run, old_image))

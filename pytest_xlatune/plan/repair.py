@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..cell.model import Cell
-from ..judge.lock import Lock
-from ..judge.signatures import UNKNOWN_FLAG_RE
-from ..judge.verdicts import settings_key
+from ..cell.values import Cell
 from ..results import JobResult, RunKind, Verdict
+from ..triage.signatures import UNKNOWN_FLAG_RE
+from ..verdict.lock import Lock
+from ..verdict.verdicts import settings_key
 from .expand import RunSpec
 
 REPAIR_WAVE = "repair"
@@ -58,13 +58,21 @@ def removed_flags(previous: Iterable[JobResult], image: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def candidates(previous: Sequence[JobResult], lock: Lock, primary: str, k: int = TOP_K,
-               dropped: Sequence[str] = ()) -> list[Candidate]:
+def candidates(
+    previous: Sequence[JobResult], lock: Lock, primary: str, k: int = TOP_K, dropped: Sequence[str] = ()
+) -> list[Candidate]:
     """The repair's candidates, best first (see the module)."""
     locked = lock.recipe(primary)
-    pool = [r for r in previous if r.measured and r.tgs is not None and r.config_tag == primary
-            and r.image == lock.image and r.kind in (RunKind.PROFILE, RunKind.STACK)
-            and r.wave not in ("gate", REPAIR_WAVE)]
+    pool = [
+        r
+        for r in previous
+        if r.measured
+        and r.tgs is not None
+        and r.config_tag == primary
+        and r.image == lock.image
+        and r.kind in (RunKind.PROFILE, RunKind.STACK)
+        and r.wave not in ("gate", REPAIR_WAVE)
+    ]
     groups: dict[tuple[object, ...], list[JobResult]] = {}
     for r in pool:
         groups.setdefault(settings_key(r), []).append(r)
@@ -75,26 +83,53 @@ def candidates(previous: Sequence[JobResult], lock: Lock, primary: str, k: int =
         if locked is not None and (first.xla_flags, first.env) == (locked.xla_flags, locked.env):
             continue
         mean = sum(r.tgs or 0.0 for r in runs) / len(runs)
-        found.append(Candidate(first.profile, first.xla_flags, first.env, first.overrides,
-                               f"previous sweep: {mean:.1f} TGS on {lock.image or '(default)'}"))
+        found.append(
+            Candidate(
+                first.profile,
+                first.xla_flags,
+                first.env,
+                first.overrides,
+                f"previous sweep: {mean:.1f} TGS on {lock.image or '(default)'}",
+            )
+        )
         if len(found) >= k:
             break
     gone = {_flag_name(f) for f in dropped}
     if locked is not None and gone & {_flag_name(f) for f in locked.xla_flags}:
         kept = tuple(f for f in locked.xla_flags if _flag_name(f) not in gone)
-        found.append(Candidate(locked.profile + PRUNED_SUFFIX, kept, locked.env, locked.overrides,
-                               f"the locked recipe without {', '.join(sorted(gone))} (removed or inert "
-                               "on the new image)"))
+        found.append(
+            Candidate(
+                locked.profile + PRUNED_SUFFIX,
+                kept,
+                locked.env,
+                locked.overrides,
+                f"the locked recipe without {', '.join(sorted(gone))} (removed or inert on the new image)",
+            )
+        )
     return found
 
 
 def repair_specs(cell: Cell, found: Sequence[Candidate]) -> list[RunSpec]:
     """The repair wave: each candidate once on the new image, then the winner's evidence run."""
     tag = cell.primary_config
-    specs = [RunSpec(REPAIR_WAVE, c.profile, tag.name, RunKind.PROFILE, xla_flags=c.xla_flags, env=c.env,
-                     config_overrides=tag.overrides, profile_overrides=c.overrides) for c in found]
+    specs = [
+        RunSpec(
+            REPAIR_WAVE,
+            c.profile,
+            tag.name,
+            RunKind.PROFILE,
+            xla_flags=c.xla_flags,
+            env=c.env,
+            config_overrides=tag.overrides,
+            profile_overrides=c.overrides,
+        )
+        for c in found
+    ]
     if specs:  # the winner again without the profiler (its confirmation), then with the HLO dump
-        specs += [RunSpec(REPAIR_WAVE, CONFIRM, tag.name, RunKind.WINNER_EVIDENCE, config_overrides=tag.overrides),
-                  RunSpec(REPAIR_WAVE, WINNER, tag.name, RunKind.WINNER_EVIDENCE, evidence=True,
-                          config_overrides=tag.overrides)]
+        specs += [
+            RunSpec(REPAIR_WAVE, CONFIRM, tag.name, RunKind.WINNER_EVIDENCE, config_overrides=tag.overrides),
+            RunSpec(
+                REPAIR_WAVE, WINNER, tag.name, RunKind.WINNER_EVIDENCE, evidence=True, config_overrides=tag.overrides
+            ),
+        ]
     return specs

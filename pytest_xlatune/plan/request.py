@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from ..cell.values import HEARTBEAT_KEY, HEARTBEAT_VALUE, BackendKind, Cell
 from ..evidence.nccl_applied import debug_env
 from ..jobs import JobRequest
-from ..cell.model import HEARTBEAT_KEY, HEARTBEAT_VALUE, BackendKind, Cell
 from .expand import RunKind, RunSpec
 
 HEARTBEAT = (HEARTBEAT_KEY, HEARTBEAT_VALUE)
@@ -85,8 +85,11 @@ def tokens_per_device_step(cell: Cell, spec: RunSpec) -> float | None:
         pairs.setdefault("per_device_batch_size", str(Config.per_device_batch_size))
         pairs.setdefault("max_target_length", str(Config.max_target_length))
     try:  # MaxText counts every micro-batch of an accumulated step (calculate_tokens_training_per_device)
-        tokens = (float(pairs["per_device_batch_size"]) * float(pairs["max_target_length"])
-                  * float(pairs.get("gradient_accumulation_steps", "1")))
+        tokens = (
+            float(pairs["per_device_batch_size"])
+            * float(pairs["max_target_length"])
+            * float(pairs.get("gradient_accumulation_steps", "1"))
+        )
     except (KeyError, ValueError):
         return None
     return tokens if tokens > 0 else None

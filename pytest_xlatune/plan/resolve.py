@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from ..cell.model import Cell
-from ..judge import numerics, verdicts
+from ..cell.values import Cell
 from ..results import JobResult
+from ..verdict import choice, numerics
 from .expand import RESOLVED_KINDS, RunKind, RunSpec
 
 
-def current_results(cell: Cell, specs: Sequence[RunSpec], latest: Mapping[str, JobResult],
-                    key: Callable[[RunSpec], str], mode: numerics.Mode) -> list[JobResult]:
+def current_results(
+    cell: Cell,
+    specs: Sequence[RunSpec],
+    latest: Mapping[str, JobResult],
+    key: Callable[[RunSpec], str],
+    mode: numerics.Mode,
+) -> list[JobResult]:
     """The latest result of each spec (what the report and Δ% use); runs resolved from other
     runs (stack, winner evidence, cross-config) are found under their resolution."""
     found = [latest[k] for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
@@ -20,19 +25,32 @@ def current_results(cell: Cell, specs: Sequence[RunSpec], latest: Mapping[str, J
         for spec in specs:
             if spec.kind is kind and spec.needs_resolution:
                 resolved, _ = resolution(cell, specs, spec, found, mode)
-                if resolved is not None and (result := latest.get(key(resolved))):
+                result = latest.get(key(resolved)) if resolved is not None else None
+                if kind is RunKind.WINNER_EVIDENCE:
+                    # An adaptive sweep's earlier evidence run of another candidate (a first win's
+                    # confirming run, before the recipe moved on) is a run of that candidate's
+                    # settings (verdicts.pooled_evidence): kept, before the recipe's own — only
+                    # one of a current candidate's settings (its key: the spec resolved to it).
+                    found += [
+                        r
+                        for source in specs
+                        if source.kind is RunKind.PROFILE and source.config_tag == spec.config_tag
+                        if (r := latest.get(key(spec.resolve(source)))) is not None and r is not result
+                    ]
+                if result is not None:
                     found.append(result)
     return found
 
 
-def resolution(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: list[JobResult],
-               mode: numerics.Mode) -> tuple[RunSpec | None, str]:
+def resolution(
+    cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: list[JobResult], mode: numerics.Mode
+) -> tuple[RunSpec | None, str]:
     """(the run with its flags filled in from `results`, or None with the reason it cannot run yet)."""
     if not spec.needs_resolution:
         return spec, ""
     primary = cell.primary_config.name
     if spec.kind is RunKind.STACK:
-        winners = verdicts.winners(results, primary, spec.wave_number, mode=mode)
+        winners = choice.winners(results, primary, spec.wave_number, mode=mode)
         sources: list[RunSpec] = []
         clashes: list[str] = []  # winners left out: a setting a faster winner already sets
         for result in winners:
@@ -47,21 +65,24 @@ def resolution(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: lis
         if len(sources) < 2:
             names = ", ".join(r.profile for r in winners) or "none"
             why = f"; {'; '.join(clashes)} (a stack takes each setting once)" if clashes else ""
-            return None, (f"fewer than 2 winning profiles (better than baseline-deployed beyond "
-                          f"noise, with distinct settings) in waves 2-{spec.wave_number} to stack: "
-                          f"{names}{why}")
-        return spec.combine(sources[:spec.top]), ""
+            return None, (
+                f"fewer than 2 winning profiles (better than baseline-deployed beyond "
+                f"noise, with distinct settings) in waves 2-{spec.wave_number} to stack: "
+                f"{names}{why}"
+            )
+        return spec.combine(sources[: spec.top]), ""
     if spec.kind is RunKind.WINNER_EVIDENCE:
         # The winner (better beyond noise); without one, the best run, to show why it is not.
-        chosen = verdicts.recipe(results, primary, mode) or verdicts.best_measured(
-            results, primary, kinds=(RunKind.PROFILE, RunKind.STACK))
+        chosen = choice.recipe(results, primary, mode) or choice.best_measured(
+            results, primary, kinds=(RunKind.PROFILE, RunKind.STACK)
+        )
         source = _source_spec(specs, chosen) if chosen else None
         if source is None:
             return None, "no measured profile on the primary config tag yet: no winner to re-run"
         return spec.resolve(source), ""
     # Wave 6 re-runs the recipe (a stack too); without a winner, the best profile, to see
     # whether even that regresses the other tags.
-    chosen = verdicts.recipe(results, primary, mode) or verdicts.best_measured(results, primary)
+    chosen = choice.recipe(results, primary, mode) or choice.best_measured(results, primary)
     if chosen is None:
         return None, "no measured profile on the primary config tag yet: nothing to re-run"
     source = _source_spec(specs, chosen)
@@ -74,8 +95,14 @@ def unmeasured(cell: Cell, specs: Sequence[RunSpec], spec: RunSpec, results: lis
     primary = cell.primary_config.name
     last = spec.wave_number if spec.kind is RunKind.STACK else 4
     seen = {r.profile for r in results if r.config_tag == primary}
-    return [s.profile for s in specs if s.kind is RunKind.PROFILE and s.config_tag == primary
-            and 2 <= s.wave_number <= last and s.profile not in seen]
+    return [
+        s.profile
+        for s in specs
+        if s.kind is RunKind.PROFILE
+        and s.config_tag == primary
+        and 2 <= s.wave_number <= last
+        and s.profile not in seen
+    ]
 
 
 def _profile_spec(specs: Sequence[RunSpec], profile: str) -> RunSpec | None:
@@ -89,6 +116,7 @@ def _source_spec(specs: Sequence[RunSpec], result: JobResult) -> RunSpec | None:
         if stack is None:
             return None
         own = tuple(kv for kv in result.overrides if kv not in stack.config_overrides)
-        return replace(stack, xla_flags=result.xla_flags, env=result.env,
-                       profile_overrides=own, resolved_from=result.resolved_from)
+        return replace(
+            stack, xla_flags=result.xla_flags, env=result.env, profile_overrides=own, resolved_from=result.resolved_from
+        )
     return _profile_spec(specs, result.profile)

@@ -1,7 +1,7 @@
 """Re-render tuning reports (markdown, and HTML beside it) from the results store without running anything.
 
-    python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
-                                    [--export DIR] [--numerics fail|warn] [--mask REGEX]
+python -m pytest_xlatune.report cells/demo_fsdp8.yml [--store .xlatune] [--out .] [--zh]
+                                [--export DIR] [--numerics fail|warn] [--mask REGEX]
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 from ..cell.load import CellError, load_cell
-from ..cell.model import Cell
-from ..judge.numerics import Mode
+from ..cell.values import Cell
+from ..options import mask_patterns, numerics_mode
 from ..paths import CellPaths, html_report_path
 from ..plan.expand import expand
-from ..settings import mask_patterns, numerics_mode
 from ..shareable import clean, configure
 from ..store import ResultStore, StoreError
+from ..verdict.numerics import Mode
 from .build import CellReport, from_store, report_data
 from .files import Output, write_if_changed, write_reports
 from .history import HistoryError, history_path
@@ -31,15 +31,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, default=Path(".xlatune"), help="results store directory")
     parser.add_argument("--out", type=Path, default=Path("."), help="where reports are written")
     parser.add_argument("--root", type=Path, default=Path("."), help="the pytest rootdir of the sweep")
-    parser.add_argument("--zh", action="store_true",
-                        help="also write <MODEL_TAG>-tuning.zh.md (rewritten anyway when it exists)")
-    parser.add_argument("--export", type=Path, default=None, metavar="DIR",
-                        help="also write each cell's latest results as CSV and JSON into DIR")
-    parser.add_argument("--numerics", type=numerics_mode, default=Mode.FAIL, metavar="fail|warn",
-                        help="as the sweep's --xlatune-numerics: may a run whose loss left the "
-                        "baseline's be the recipe (warn) or not (fail, the default)")
-    parser.add_argument("--mask", type=mask_patterns, default=(), metavar="REGEX",
-                        help="as the sweep's --xlatune-mask: more text to mask in what is written")
+    parser.add_argument(
+        "--zh", action="store_true", help="also write <MODEL_TAG>-tuning.zh.md (rewritten anyway when it exists)"
+    )
+    parser.add_argument(
+        "--export",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write each cell's latest results as CSV and JSON into DIR",
+    )
+    parser.add_argument(
+        "--numerics",
+        type=numerics_mode,
+        default=Mode.FAIL,
+        metavar="fail|warn",
+        help="as the sweep's --xlatune-numerics: may a run whose loss left the "
+        "baseline's be the recipe (warn) or not (fail, the default)",
+    )
+    parser.add_argument(
+        "--mask",
+        type=mask_patterns,
+        default=(),
+        metavar="REGEX",
+        help="as the sweep's --xlatune-mask: more text to mask in what is written",
+    )
     args = parser.parse_args(argv)
     configure(args.mask)
     try:
@@ -48,9 +64,21 @@ def main(argv: list[str] | None = None) -> int:
         print(clean(f"error: {error}"), file=sys.stderr)
         return 2
     try:
-        reports = [report for cell in cells if (report := from_store(
-            cell, ResultStore(CellPaths(cell.path, args.root, args.store).store), expand(cell), args.root,
-            cell.image, args.numerics)) is not None]
+        reports = [
+            report
+            for cell in cells
+            if (
+                report := from_store(
+                    cell,
+                    ResultStore(CellPaths(cell.path, args.root, args.store).store),
+                    expand(cell),
+                    args.root,
+                    cell.image,
+                    args.numerics,
+                )
+            )
+            is not None
+        ]
         written = write_reports(reports, args.out, mode=args.numerics, write_zh=args.zh, export_dir=args.export)
         written += write_html_pages(reports, args.out, args.numerics) + write_histories(cells, args)
     except (StoreError, HistoryError, OSError) as error:  # a link or a folder in place of a store, a report dir
@@ -78,9 +106,10 @@ def write_html_pages(reports: list[CellReport], out: Path, mode: Mode) -> list[O
     by_tag: dict[str, list[CellReport]] = {}
     for report in reports:
         by_tag.setdefault(report.cell.model_tag, []).append(report)
-    return [write_if_changed(html_report_path(out, tag),
-                             page(tag, [report_data(r, mode) for r in cells]), "HTML report")
-            for tag, cells in by_tag.items()]
+    return [
+        write_if_changed(html_report_path(out, tag), page(tag, [report_data(r, mode) for r in cells]), "HTML report")
+        for tag, cells in by_tag.items()
+    ]
 
 
 if __name__ == "__main__":

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cell.model import Cell
+from ..adaptive.stored import pool_stored, summary_lines  # controls and repeats, as the session reports them
+from ..cell.values import Cell
 from ..evidence import artifacts
-from ..judge.numerics import Mode
+from ..evidence.inert import inert_lines
 from ..paths import CellPaths
 from ..plan.expand import RunKind, RunSpec, run_key
 from ..plan.resolve import current_results
 from ..results import JobResult, Spent
 from ..store import ResultStore
-from ..evidence.inert import inert_lines
-from ..adaptive.stored import pool_stored, summary_lines  # controls and repeats, as the session reports them
+from ..verdict.numerics import Mode
 from .data import ReportData, build
 
 
@@ -32,8 +32,9 @@ class CellReport:
     jobs: tuple[JobResult, ...] = ()  # every job of the cell's store (the appendix lists them all)
 
 
-def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path, image: str,
-               mode: Mode) -> CellReport | None:
+def from_store(
+    cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path, image: str, mode: Mode
+) -> CellReport | None:
     """The cell's report inputs read from its store alone; None before its sweep has begun."""
     info = store.sweep_info()
     if info is None:
@@ -43,14 +44,26 @@ def from_store(cell: Cell, store: ResultStore, specs: list[RunSpec], root: Path,
     key = lambda spec: run_key(cell, spec, nodelist, image)  # noqa: E731
     results = pool_stored(cell, specs, latest, key, image, current_results(cell, specs, latest, key, mode))
     jobs = store.jobs()
-    return from_results(cell, root, results, nodelist, Spent.of(jobs),
-                        (*summary_lines(store.results(), list(store.events())),
-                         *inert_lines(latest.values())), tuple(jobs))
+    return from_results(
+        cell,
+        root,
+        results,
+        nodelist,
+        Spent.of(jobs),
+        (*summary_lines(store.results(), list(store.events())), *inert_lines(latest.values())),
+        tuple(jobs),
+    )
 
 
-def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str,
-                 spent: Spent | None = None, adaptive: tuple[str, ...] = (),
-                 jobs: tuple[JobResult, ...] = ()) -> CellReport:
+def from_results(
+    cell: Cell,
+    root: Path,
+    results: list[JobResult],
+    nodelist: str,
+    spent: Spent | None = None,
+    adaptive: tuple[str, ...] = (),
+    jobs: tuple[JobResult, ...] = (),
+) -> CellReport:
     paths = CellPaths(cell.path, root, Path())
     return CellReport(cell, paths.cell_id, paths.slug, tuple(results), nodelist, spent, adaptive, jobs)
 
@@ -58,8 +71,19 @@ def from_results(cell: Cell, root: Path, results: list[JobResult], nodelist: str
 def report_data(report: CellReport, mode: Mode) -> ReportData:
     """The one ReportData of a cell (evidence artifacts read here): markdown and HTML render it."""
     results = list(report.results)
-    loaded = {r.job_id: artifacts.load(r) for r in (*results, *report.jobs)
-              if r.kind in (RunKind.EVIDENCE.value, RunKind.WINNER_EVIDENCE.value)}
-    return build(report.cell, results, report.nodelist, report.cell.backend.kind.value,
-                 loaded=loaded, mode=mode, spent=report.spent, adaptive=report.adaptive,
-                 jobs=report.jobs)
+    loaded = {
+        r.job_id: artifacts.load(r)
+        for r in (*results, *report.jobs)
+        if r.kind in (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
+    }
+    return build(
+        report.cell,
+        results,
+        report.nodelist,
+        report.cell.backend.kind.value,
+        loaded=loaded,
+        mode=mode,
+        spent=report.spent,
+        adaptive=report.adaptive,
+        jobs=report.jobs,
+    )

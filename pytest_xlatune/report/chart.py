@@ -33,9 +33,15 @@ COLORS = {
     "numerics_changed": "#8e24aa",
     "not_applied": "#6d4c41",  # a requested NCCL/RCCL setting left no trace: never a result
 }
-LEGEND = (("better", "better"), ("worse", "worse"), ("within_noise", "within noise"),
-          ("unstable", "unstable"), ("numerics_changed", "numerics changed"), ("not_applied", "not applied"),
-          ("baseline", "baseline-deployed"))
+LEGEND = (
+    ("better", "better"),
+    ("worse", "worse"),
+    ("within_noise", "within noise"),
+    ("unstable", "unstable"),
+    ("numerics_changed", "numerics changed"),
+    ("not_applied", "not applied"),
+    ("baseline", "baseline-deployed"),
+)
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,15 @@ def bars(data: ReportData) -> list[Bar]:
 
 
 def _bar(row: Row, base: float | None, steps: dict[str, tuple[float, ...]]) -> Bar:
-    kind = ("baseline" if row.profile == "baseline-deployed" else "unstable" if row.unstable
-            else "numerics_changed" if row.numerics == "changed" else (row.direction or "within_noise"))
+    kind = (
+        "baseline"
+        if row.profile == "baseline-deployed"
+        else "unstable"
+        if row.unstable
+        else "numerics_changed"
+        if row.numerics == "changed"
+        else (row.direction or "within_noise")
+    )
     low: float | None
     high: float | None
     if base is not None and row.ci_low is not None and row.ci_high is not None:
@@ -82,15 +95,14 @@ def nice_step(span: float, ticks: int = 5) -> float:
 
 
 def _domain(items: Sequence[Bar], base: float) -> tuple[float, float]:
-    values = [base] + [b.tgs for b in items] + [v for b in items for v in (b.low, b.high)
-                                                  if v is not None]
+    values = [base] + [b.tgs for b in items] + [v for b in items for v in (b.low, b.high) if v is not None]
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.06 or base * 0.01 or 1.0
     return lo - pad, hi + pad
 
 
 def _label(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
 
 
 def svg(items: Sequence[Bar], baseline_tgs: float, title: str) -> str:
@@ -114,10 +126,13 @@ def svg(items: Sequence[Bar], baseline_tgs: float, title: str) -> str:
     first = math.ceil(lo / step)
     for tick in (n * step for n in range(first, math.floor(hi / step) + 1)):
         tx = x(tick)
-        out.append(f'<line class="xlatune-grid" x1="{tx:.1f}" y1="{TOP}" x2="{tx:.1f}" '
-                   f'y2="{plot_bottom}" stroke="#e0e0e0"/>')
-        out.append(f'<text x="{tx:.1f}" y="{plot_bottom + 14}" text-anchor="middle" '
-                   f'fill="#555">{tick:,.{_decimals(step)}f}</text>')
+        out.append(
+            f'<line class="xlatune-grid" x1="{tx:.1f}" y1="{TOP}" x2="{tx:.1f}" y2="{plot_bottom}" stroke="#e0e0e0"/>'
+        )
+        out.append(
+            f'<text x="{tx:.1f}" y="{plot_bottom + 14}" text-anchor="middle" '
+            f'fill="#555">{tick:,.{_decimals(step)}f}</text>'
+        )
     for index, bar in enumerate(items):
         y = TOP + index * ROW_HEIGHT
         mid = y + ROW_HEIGHT / 2
@@ -125,35 +140,49 @@ def svg(items: Sequence[Bar], baseline_tgs: float, title: str) -> str:
         if right - left < 2:  # the baseline itself: a visible tick at the line
             left, right = (left + right) / 2 - 1, (left + right) / 2 + 1
         delta = "" if bar.delta_pct is None else f" {bar.delta_pct:+.2f} %"
-        marked = {"unstable": " (unstable: its runs disagree)",
-                  "numerics_changed": " (numerics changed)"}.get(bar.kind, "")
+        marked = {"unstable": " (unstable: its runs disagree)", "numerics_changed": " (numerics changed)"}.get(
+            bar.kind, ""
+        )
         tooltip = f"{bar.profile}: {bar.tgs:,.1f} TGS{delta}{marked}; error bar: {bar.error}"
         weight = ' font-weight="bold"' if bar.winner else ""
-        out.append(f'<g class="xlatune-row" data-profile="{escape(bar.profile)}">'
-                   f"<title>{escape(tooltip)}</title>")
-        out.append(f'<text x="{LABEL_WIDTH}" y="{mid + 4:.1f}" text-anchor="end"{weight}>'
-                   f'{escape(_label(bar.profile))}{" ★" if bar.winner else ""}</text>')
-        out.append(f'<rect class="xlatune-bar xlatune-{bar.kind}" x="{left:.1f}" '
-                   f'y="{mid - BAR_HEIGHT / 2:.1f}" width="{right - left:.1f}" '
-                   f'height="{BAR_HEIGHT}" fill="{COLORS[bar.kind]}" fill-opacity="0.85"/>')
+        out.append(f'<g class="xlatune-row" data-profile="{escape(bar.profile)}"><title>{escape(tooltip)}</title>')
+        out.append(
+            f'<text x="{LABEL_WIDTH}" y="{mid + 4:.1f}" text-anchor="end"{weight}>'
+            f"{escape(_label(bar.profile))}{' ★' if bar.winner else ''}</text>"
+        )
+        out.append(
+            f'<rect class="xlatune-bar xlatune-{bar.kind}" x="{left:.1f}" '
+            f'y="{mid - BAR_HEIGHT / 2:.1f}" width="{right - left:.1f}" '
+            f'height="{BAR_HEIGHT}" fill="{COLORS[bar.kind]}" fill-opacity="0.85"/>'
+        )
         if bar.low is not None and bar.high is not None:
             el, eh = x(bar.low), x(bar.high)
-            out.append(f'<path class="xlatune-errorbar" d="M{el:.1f},{mid:.1f}H{eh:.1f}'
-                       f'M{el:.1f},{mid - 5:.1f}V{mid + 5:.1f}M{eh:.1f},{mid - 5:.1f}V{mid + 5:.1f}" '
-                       f'stroke="#212121" stroke-width="1.2" fill="none"/>')
-        out.append(f'<text x="{x1 + 10}" y="{mid + 4:.1f}"{weight}>{bar.tgs:,.1f}'
-                   f'<tspan fill="{COLORS[bar.kind]}">{escape(delta)}</tspan></text></g>')
+            out.append(
+                f'<path class="xlatune-errorbar" d="M{el:.1f},{mid:.1f}H{eh:.1f}'
+                f'M{el:.1f},{mid - 5:.1f}V{mid + 5:.1f}M{eh:.1f},{mid - 5:.1f}V{mid + 5:.1f}" '
+                f'stroke="#212121" stroke-width="1.2" fill="none"/>'
+            )
+        out.append(
+            f'<text x="{x1 + 10}" y="{mid + 4:.1f}"{weight}>{bar.tgs:,.1f}'
+            f'<tspan fill="{COLORS[bar.kind]}">{escape(delta)}</tspan></text></g>'
+        )
     bx = x(baseline_tgs)
-    out.append(f'<line class="xlatune-baseline" x1="{bx:.1f}" y1="{TOP - 6}" x2="{bx:.1f}" '
-               f'y2="{plot_bottom}" stroke="#37474f" stroke-width="1.5" stroke-dasharray="5 4">'
-               f"<title>baseline-deployed {baseline_tgs:,.1f} TGS</title></line>")
-    out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{plot_bottom + 30}" text-anchor="middle" '
-               f'fill="#555">Tokens/s/device · dashed: baseline-deployed {baseline_tgs:,.1f} · '
-               f"error bars: 95 % interval (baseline: spread of its steps)</text>")
+    out.append(
+        f'<line class="xlatune-baseline" x1="{bx:.1f}" y1="{TOP - 6}" x2="{bx:.1f}" '
+        f'y2="{plot_bottom}" stroke="#37474f" stroke-width="1.5" stroke-dasharray="5 4">'
+        f"<title>baseline-deployed {baseline_tgs:,.1f} TGS</title></line>"
+    )
+    out.append(
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{plot_bottom + 30}" text-anchor="middle" '
+        f'fill="#555">Tokens/s/device · dashed: baseline-deployed {baseline_tgs:,.1f} · '
+        f"error bars: 95 % interval (baseline: spread of its steps)</text>"
+    )
     lx, ly = x0, plot_bottom + 48
     for kind, name in LEGEND:
-        out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{COLORS[kind]}"/>'
-                   f'<text x="{lx + 14}" y="{ly}" fill="#555">{name}</text>')
+        out.append(
+            f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{COLORS[kind]}"/>'
+            f'<text x="{lx + 14}" y="{ly}" fill="#555">{name}</text>'
+        )
         lx += 24 + 7 * len(name)
     out.append("</svg>")
     return "\n".join(out)
@@ -169,6 +198,5 @@ def render(data: ReportData) -> str:
     base = data.baseline_tgs.get(data.primary)
     if base is None or not data.leaderboard:
         return ""
-    title = (f"{data.cell.model_tag} {data.cell.parallelism.text} [{data.primary}]: TGS per "
-             f"profile vs baseline-deployed")
+    title = f"{data.cell.model_tag} {data.cell.parallelism.text} [{data.primary}]: TGS per profile vs baseline-deployed"
     return svg(bars(data), base, title)

@@ -7,12 +7,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..cell.values import Cell
 from ..evidence.artifacts import RunEvidence
-from ..cell.model import Cell
 from ..plan.expand import RunKind
-from ..judge import figures, numerics, stats, verdicts
-from ..judge.numerics import Mode
 from ..results import JobResult, Spent, delta_pct
+from ..verdict import choice, figures, numerics, stats, verdicts
+from ..verdict.numerics import Mode
 from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
 
 TOP_ROWS = 8
@@ -33,7 +33,7 @@ class Row:
     ci_low: float | None = None
     ci_high: float | None = None
     direction: str = ""  # better | worse | within_noise (stats.Direction values)
-    kind: str = ""  # the RunKind value of the run (baseline rows: "baseline")
+    kind: RunKind | None = None  # the run's kind (baseline rows: RunKind.BASELINE)
     derived: bool = False  # TGS derived from the step time (the log printed no Tokens/s/device)
     numerics: str = ""  # same | changed | unknown | "" (baseline rows)
     departed: str = ""  # where its loss left the baseline's, when changed
@@ -121,11 +121,18 @@ def _measured_on(results: list[JobResult]) -> dt.date:
     return dt.datetime.fromtimestamp(last).date() if last else dt.date.today()
 
 
-def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
-          today: dt.date | None = None,
-          loaded: Mapping[str, RunEvidence] | None = None, mode: Mode = Mode.FAIL,
-          spent: Spent | None = None, adaptive: tuple[str, ...] = (),
-          jobs: Sequence[JobResult] = ()) -> ReportData:
+def build(
+    cell: Cell,
+    results: list[JobResult],
+    nodelist: str,
+    backend: str,
+    today: dt.date | None = None,
+    loaded: Mapping[str, RunEvidence] | None = None,
+    mode: Mode = Mode.FAIL,
+    spent: Spent | None = None,
+    adaptive: tuple[str, ...] = (),
+    jobs: Sequence[JobResult] = (),
+) -> ReportData:
     """Everything the tuning report needs, computed from the latest result of each run;
     `loaded` holds what the evidence runs' artifacts show, by job id (read by the caller);
     `jobs` every job of the cell's store (retried attempts, superseded results) for the appendix."""
@@ -136,27 +143,43 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
             baselines.setdefault(r.config_tag, []).append(r.tgs or 0.0)
     baseline_tgs = {tag: statistics.fmean(values) for tag, values in baselines.items()}
     primary_values = baselines.get(cell.primary_config.name, [])
-    noise = (statistics.stdev(primary_values) / statistics.fmean(primary_values) * 100
-             if len(primary_values) >= 2 else None)
+    noise = (
+        statistics.stdev(primary_values) / statistics.fmean(primary_values) * 100 if len(primary_values) >= 2 else None
+    )
     pooled = verdicts.noise(measured, cell.primary_config.name).cv_pct if primary_values else None
 
-    restore = {r.config_tag: delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
-               for r in measured if r.kind is RunKind.RESTORE_DEFAULT}
+    restore = {
+        r.config_tag: delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
+        for r in measured
+        if r.kind is RunKind.RESTORE_DEFAULT
+    }
 
     primary = cell.primary_config.name
     base = baseline_tgs.get(primary)
     rows = []
     if base is not None:
-        first = next(r for r in measured if r.kind == RunKind.BASELINE.value and r.config_tag == primary)
+        first = next(r for r in measured if r.kind is RunKind.BASELINE and r.config_tag == primary)
         base_fig = figures.figure(first, measured)
         ids = " ".join(base_fig.job_ids) if base_fig else ""
-        rows.append(Row("baseline-deployed", "(deployed env)", base,
-                        _mean_step(measured, primary), 0.0, ids, kind=RunKind.BASELINE.value,
-                        runs=base_fig.runs_text() if base_fig else ""))
+        rows.append(
+            Row(
+                "baseline-deployed",
+                "(deployed env)",
+                base,
+                _mean_step(measured, primary),
+                0.0,
+                ids,
+                kind=RunKind.BASELINE,
+                runs=base_fig.runs_text() if base_fig else "",
+            )
+        )
     seen: set[tuple[object, ...]] = set()
     for r in measured:
         if r.config_tag != primary or r.kind not in (
-            RunKind.PROFILE, RunKind.STACK, RunKind.PIPELINE_SHAPE, RunKind.RESTORE_DEFAULT,
+            RunKind.PROFILE,
+            RunKind.STACK,
+            RunKind.PIPELINE_SHAPE,
+            RunKind.RESTORE_DEFAULT,
         ):
             continue
         # One row per profile and settings: a profile and its confirmation (or repeat) are one
@@ -168,33 +191,63 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
         fig = figures.figure(r, measured)
         if fig is None:
             continue
-        flags = flags_text(r) if r.kind is not RunKind.PIPELINE_SHAPE else " ".join(
-            f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
+        flags = (
+            flags_text(r)
+            if r.kind is not RunKind.PIPELINE_SHAPE
+            else " ".join(f"{k}={v}" for k, v in r.overrides if k.startswith("num_"))
+        )
         cmp = fig.comparison
         checks = [verdicts.numerics_check(p, measured) for p in figures.peers(r, measured)]
         check = next((c for c in checks if c.verdict.value == "changed"), checks[0])
-        rows.append(Row(name, flags, fig.tgs, fig.step_seconds,
-                        cmp.delta_pct if cmp else delta_pct(fig.tgs, base), " ".join(fig.job_ids),
-                        ci_low=cmp.ci_low_pct if cmp else None, ci_high=cmp.ci_high_pct if cmp else None,
-                        direction=stats.direction(cmp) if cmp else "", kind=r.kind,
-                        derived=r.tgs_derived,
-                        numerics=check.verdict.value, departed=check.where(),
-                        detectable_pct=verdicts.detectable_effect(measured, primary),
-                        settings=verdicts.settings_count(r),
-                        overrides=" ".join(f"{k}={v}" for k, v in r.overrides)
-                        if r.kind is not RunKind.PIPELINE_SHAPE else "",
-                        runs=fig.runs_text(), unstable=fig.unstable))
+        rows.append(
+            Row(
+                name,
+                flags,
+                fig.tgs,
+                fig.step_seconds,
+                cmp.delta_pct if cmp else delta_pct(fig.tgs, base),
+                " ".join(fig.job_ids),
+                ci_low=cmp.ci_low_pct if cmp else None,
+                ci_high=cmp.ci_high_pct if cmp else None,
+                direction=stats.direction(cmp) if cmp else "",
+                kind=r.kind,
+                derived=r.tgs_derived,
+                numerics=check.verdict.value,
+                departed=check.where(),
+                detectable_pct=verdicts.detectable_effect(measured, primary),
+                settings=choice.settings_count(r),
+                overrides=" ".join(f"{k}={v}" for k, v in r.overrides) if r.kind is not RunKind.PIPELINE_SHAPE else "",
+                runs=fig.runs_text(),
+                unstable=fig.unstable,
+            )
+        )
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
     # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best
     # single winner beyond noise); without one, the fastest better row (a pipeline shape).
-    choice = verdicts.choose(measured, primary, mode)
-    chosen = choice.recipe if choice else None
-    winner = next((row for row in rows if chosen is not None and chosen.job_id in row.job_ids.split()
-                   and row.profile == chosen.profile
-                   and row.direction == "better" and not row.unstable), None) or next(
-        (row for row in rows if row.profile not in ("baseline-deployed", "baseline-no-env")
-         and row.direction == "better" and not row.unstable), None)
+    picked = choice.choose(measured, primary, mode)
+    chosen = picked.recipe if picked else None
+    winner = next(
+        (
+            row
+            for row in rows
+            if chosen is not None
+            and chosen.job_id in row.job_ids.split()
+            and row.profile == chosen.profile
+            and row.direction == "better"
+            and not row.unstable
+        ),
+        None,
+    ) or next(
+        (
+            row
+            for row in rows
+            if row.profile not in ("baseline-deployed", "baseline-no-env")
+            and row.direction == "better"
+            and not row.unstable
+        ),
+        None,
+    )
     if winner is not None:
         rows = [Row(**{**row.__dict__, "winner": True}) if row is winner else row for row in rows]
         winner = next(row for row in rows if row.winner)
@@ -202,34 +255,51 @@ def build(cell: Cell, results: list[JobResult], nodelist: str, backend: str,
     bottom = rows[TOP_ROWS:][-BOTTOM_ROWS:]
     negative = [row for row in rows if row.direction == "worse"]
 
-    cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag)))
-             for r in measured if r.kind == RunKind.CROSS_CONFIG.value]
-    evidence = next((r for r in results if r.kind == RunKind.EVIDENCE.value), None)
-    profiles_tested = len({r.profile for r in results if r.kind == RunKind.PROFILE.value})
+    cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag))) for r in measured if r.kind is RunKind.CROSS_CONFIG]
+    evidence = next((r for r in results if r.kind is RunKind.EVIDENCE), None)
+    profiles_tested = len({r.profile for r in results if r.kind is RunKind.PROFILE})
     views = evidence_views(results, loaded, jobs, chosen.profile if chosen else None)
     tag_noise = verdicts.noise(measured, primary) if base is not None else None
     power = None
     if tag_noise is not None and (detectable := verdicts.detectable_effect(measured, primary)):
         k = len(verdicts.baseline_values(measured, primary))
-        power = Power(detectable, cell.thresholds.bounded_pct,
-                      stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k))
-    references = [(r.job_id, r.loss_fields()) for r in measured
-                  if r.kind is RunKind.BASELINE and r.config_tag == primary and r.losses]
+        power = Power(
+            detectable, cell.thresholds.bounded_pct, stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k)
+        )
+    references = [
+        (r.job_id, r.loss_fields())
+        for r in measured
+        if r.kind is RunKind.BASELINE and r.config_tag == primary and r.losses
+    ]
     spread = numerics.agreement(references)
     return ReportData(
-        cell=cell, date=(today or _measured_on(results)).isoformat(), nodelist=nodelist, backend=backend,
-        baseline_tgs=baseline_tgs, noise_pct=noise, pooled_noise_pct=pooled,
+        cell=cell,
+        date=(today or _measured_on(results)).isoformat(),
+        nodelist=nodelist,
+        backend=backend,
+        baseline_tgs=baseline_tgs,
+        noise_pct=noise,
+        pooled_noise_pct=pooled,
         restore_default_delta=restore,
-        leaderboard=rows, top=top, bottom=bottom, winner=winner, negative=negative,
-        failures=[r for r in results if not r.measured], cross_config=cross, evidence=evidence,
-        appendix=every_job(results, jobs), profiles_tested=profiles_tested,
-        evidence_runs=tuple(views), why=why(views), pipeline=pipeline(cell, measured, base,
-                                                           verdicts.noise(measured, primary)),
+        leaderboard=rows,
+        top=top,
+        bottom=bottom,
+        winner=winner,
+        negative=negative,
+        failures=[r for r in results if not r.measured],
+        cross_config=cross,
+        evidence=evidence,
+        appendix=every_job(results, jobs),
+        profiles_tested=profiles_tested,
+        evidence_runs=tuple(views),
+        why=why(views),
+        pipeline=pipeline(cell, measured, base, verdicts.noise(measured, primary)),
         numerics_mode=mode.value,
         numerics_changed=tuple(row for row in rows if row.numerics == "changed"),
         baseline_spread=spread.max_abs if spread else None,
-        tie=_tie(choice) if choice and len(choice.tied) > 1 else None,
-        power=power, noise=tag_noise,
+        tie=_tie(picked) if picked and len(picked.tied) > 1 else None,
+        power=power,
+        noise=tag_noise,
         disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
         unconfirmed=verdicts.confirmation(chosen, measured) if chosen is not None else "",
         spent=spent,
@@ -247,13 +317,21 @@ def every_job(results: Sequence[JobResult], jobs: Sequence[JobResult]) -> list[J
     return sorted(by_job.values(), key=_job_number)
 
 
-def _tie(choice: verdicts.Choice) -> Tie:
-    return Tie(choice.recipe.profile, choice.fastest.profile, tuple(
-        (r.profile, verdicts.settings_count(r), r.tgs or 0.0, c.delta_pct, c.ci_low_pct, c.ci_high_pct)
-        for r, c in choice.tied))
+def _tie(picked: choice.Choice) -> Tie:
+    return Tie(
+        picked.recipe.profile,
+        picked.fastest.profile,
+        tuple(
+            (r.profile, choice.settings_count(r), r.tgs or 0.0, c.delta_pct, c.ci_low_pct, c.ci_high_pct)
+            for r, c in picked.tied
+        ),
+    )
 
 
 def _mean_step(measured: list[JobResult], config_tag: str) -> float | None:
-    values = [r.step_seconds for r in measured if r.kind is RunKind.BASELINE
-              and r.config_tag == config_tag and r.step_seconds is not None]
+    values = [
+        r.step_seconds
+        for r in measured
+        if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.step_seconds is not None
+    ]
     return statistics.fmean(values) if values else None

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import safefs
-from ..judge.numerics import Mode
 from ..paths import export_path, report_path
 from ..shareable import clean
+from ..verdict.numerics import Mode
 from . import sections
 from .build import CellReport, report_data
 from .data import ReportData
@@ -53,8 +53,14 @@ def write_atomic(path: Path, text: str) -> None:
     safefs.write_atomic(path, clean(text))
 
 
-def write_reports(reports: Sequence[CellReport], report_dir: Path, *, mode: Mode = Mode.FAIL,
-                  write_zh: bool = False, export_dir: Path | None = None) -> list[Output]:
+def write_reports(
+    reports: Sequence[CellReport],
+    report_dir: Path,
+    *,
+    mode: Mode = Mode.FAIL,
+    write_zh: bool = False,
+    export_dir: Path | None = None,
+) -> list[Output]:
     """Per model tag `<MODEL_TAG>-tuning.md` (and its .zh.md mirror when asked for or present),
     replacing only the sections of these cells; plus their exports when `export_dir` is given.
     A file whose content would not change is not rewritten."""
@@ -70,8 +76,9 @@ def write_reports(reports: Sequence[CellReport], report_dir: Path, *, mode: Mode
         if write_zh or mirror.exists():
             # Sign flips in the mirror also see cells that so far only the English file covers.
             known = sections.parse(existing or "").summaries()
-            written.append(write_if_changed(
-                mirror, render_document(_read(mirror), cells, "zh", known), "tuning report"))
+            written.append(
+                write_if_changed(mirror, render_document(_read(mirror), cells, "zh", known), "tuning report")
+            )
     if export_dir is not None:
         for report in reports:
             for suffix, text in export_texts(list(report.results)).items():

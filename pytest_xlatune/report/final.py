@@ -1,5 +1,5 @@
 """The final figure of every item that ran: the item line's words, the terminal summary's
-corrections and the junit rewrite (one figure per settings: judge/figures.py).
+corrections and the junit rewrite (one figure per settings: verdict/figures.py).
 
 An item prints its figure when it ends; a later run of the same settings (a confirmation, a
 repeat) changes that figure. At the end of the session the terminal summary prints the final
@@ -16,22 +16,39 @@ from pathlib import Path
 
 import pytest
 
-from ..judge import figures, stats
+from ..verdict import figures, stats
 from .build import CellReport
 
 # The junit properties of a figure: the same keys as the item's user_properties at run time.
-FIGURE_KEYS = ("xlatune_tgs", "xlatune_runs", "xlatune_delta_pct", "xlatune_delta_ci",
-               "xlatune_direction", "xlatune_unstable", "xlatune_step_seconds")
+FIGURE_KEYS = (
+    "xlatune_tgs",
+    "xlatune_runs",
+    "xlatune_delta_pct",
+    "xlatune_delta_ci",
+    "xlatune_direction",
+    "xlatune_unstable",
+    "xlatune_step_seconds",
+)
 
 
 def figure_properties(found: figures.Figure | None) -> list[tuple[str, object]]:
     """The FIGURE_KEYS properties of a figure (None: no measurement)."""
     c = found.comparison if found else None
-    return list(zip(FIGURE_KEYS, (
-        found.tgs if found else None, found.runs_text() if found else "",
-        c.delta_pct if c else None, (c.ci_low_pct, c.ci_high_pct) if c else None,
-        stats.direction(c) if c else None, bool(found and found.unstable),
-        found.step_seconds if found else None), strict=True))
+    return list(
+        zip(
+            FIGURE_KEYS,
+            (
+                found.tgs if found else None,
+                found.runs_text() if found else "",
+                c.delta_pct if c else None,
+                (c.ci_low_pct, c.ci_high_pct) if c else None,
+                stats.direction(c) if c else None,
+                bool(found and found.unstable),
+                found.step_seconds if found else None,
+            ),
+            strict=True,
+        )
+    )
 
 
 def status_text(props: Mapping[str, object]) -> str:
@@ -47,8 +64,9 @@ def status_text(props: Mapping[str, object]) -> str:
     elif props.get("xlatune_needs"):
         text += " (no baseline: see the end)"
     if isinstance(interval, (tuple, list)) and len(interval) == 2:
-        words = "unstable" if props.get("xlatune_unstable") else \
-            str(props.get("xlatune_direction") or "").replace("_", " ")
+        words = (
+            "unstable" if props.get("xlatune_unstable") else str(props.get("xlatune_direction") or "").replace("_", " ")
+        )
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] {words}"
     runs = str(props.get("xlatune_runs") or "")
     if " = mean of " in runs:
@@ -79,8 +97,9 @@ def finals(reports: Sequence[CellReport], items: Iterable[tuple[str, str]]) -> d
     return out
 
 
-def corrections(printed: Mapping[tuple[str, str], tuple[str, Mapping[str, object]]],
-                final: Mapping[tuple[str, str], Final]) -> list[str]:
+def corrections(
+    printed: Mapping[tuple[str, str], tuple[str, Mapping[str, object]]], final: Mapping[tuple[str, str], Final]
+) -> list[str]:
     """`<node id>: <final words>` for each item whose line (node id, the properties it printed;
     empty: it printed no figure) said otherwise."""
     lines = []
@@ -127,9 +146,11 @@ def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
 
 # pytest-html 4's page opens on its Environment table (the Python, platform and plugin versions);
 # the reader should open on the sweep's TL;DR, warnings, patch and chart (the summary's prefix).
-_ENVIRONMENT = re.compile(r'[ \t]*<div id="environment-header">\s*<h2>Environment</h2>\s*</div>\s*'
-                          r'<table id="environment"></table>\n?')
-_FOOTER = '\n  <footer>'
+_ENVIRONMENT = re.compile(
+    r'[ \t]*<div id="environment-header">\s*<h2>Environment</h2>\s*</div>\s*'
+    r'<table id="environment"></table>\n?'
+)
+_FOOTER = "\n  <footer>"
 
 
 def environment_last(text: str) -> str:
@@ -140,7 +161,7 @@ def environment_last(text: str) -> str:
     if found is None or footer < found.end():
         return text
     block = found.group(0).strip()
-    return text[:found.start()] + text[found.end():footer] + "\n    " + block + text[footer:]
+    return text[: found.start()] + text[found.end() : footer] + "\n    " + block + text[footer:]
 
 
 def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool:
@@ -163,7 +184,7 @@ def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool
             end = cell + len(marker) + 40 + len(old)
             found = text.find(old, cell, end) if cell >= 0 else -1
             if found >= 0:
-                text = text[:found] + new + text[found + len(old):]
+                text = text[:found] + new + text[found + len(old) :]
             at = text.find(nodeid, at + len(nodeid))
     if text == before:
         return False
@@ -189,6 +210,5 @@ def teststatus(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[str
     if props.get("xlatune_stopped"):
         text += f" ({props['xlatune_stopped']})"
     word = ("REUSED " if props.get("xlatune_reused") else "PASSED ") + text
-    markup = {"yellow": True} if props.get("xlatune_numerics") or props.get("xlatune_unstable") \
-        else {"green": True}
+    markup = {"yellow": True} if props.get("xlatune_numerics") or props.get("xlatune_unstable") else {"green": True}
     return report.outcome, "r" if props.get("xlatune_reused") else ".", (word, markup)

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from enum import Enum
 from html import escape
 
-from ..judge.gate_flags import LockedFlag
-from ..judge.lock import Lock
 from ..results import JobResult
-from .repair import Repair, render_html as repair_html, render_section as render_repair
+from ..verdict.gate_flags import LockedFlag
+from ..verdict.lock import Lock
+from .repair import Repair
+from .repair import render_html as repair_html
+from .repair import render_section as render_repair
 
 
 class Outcome(Enum):
@@ -46,7 +48,7 @@ class GateCell:
     old_measured_on: str  # what the lock's image runs on today ("" unknown)
     items: tuple[GateItem, ...]
     runs: tuple[JobResult, ...]  # the gate's stored runs (this session's)
-    flags: tuple[LockedFlag, ...] = ()  # each locked setting on the new image (judge/gate_flags.py)
+    flags: tuple[LockedFlag, ...] = ()  # each locked setting on the new image (verdict/gate_flags.py)
     repair: Repair | None = None  # --xlatune-gate-repair, when the gate failed
 
 
@@ -75,16 +77,27 @@ def _cell_text(text: str) -> str:
 def render_cell(gate: GateCell) -> str:
     """One cell's section."""
     lock = gate.lock
-    lines = [f"## Image gate: {gate.cell_id}", "", f"**Verdict: {verdict(gate.items)}**", "",
-             "| | image | runs on |", "|---|---|---|",
-             f"| new | {_cell_text(gate.new_image or '(default)')} "
-             f"| {_cell_text(gate.new_measured_on or '(not recorded)')} |",
-             f"| lock ({lock.date}, {_cell_text(gate.lock_file)}) | {_cell_text(lock.image or '(default)')} "
-             f"| {_cell_text(lock.measured_on or '(not recorded in the lock)')} |"]
+    lines = [
+        f"## Image gate: {gate.cell_id}",
+        "",
+        f"**Verdict: {verdict(gate.items)}**",
+        "",
+        "| | image | runs on |",
+        "|---|---|---|",
+        f"| new | {_cell_text(gate.new_image or '(default)')} "
+        f"| {_cell_text(gate.new_measured_on or '(not recorded)')} |",
+        f"| lock ({lock.date}, {_cell_text(gate.lock_file)}) | {_cell_text(lock.image or '(default)')} "
+        f"| {_cell_text(lock.measured_on or '(not recorded in the lock)')} |",
+    ]
     if gate.old_measured_on and lock.measured_on and gate.old_measured_on != lock.measured_on:
         lines.append(f"\nThe lock's image runs on {gate.old_measured_on} today (the controls below).")
-    lines += ["", "Locked recipes: " + "; ".join(
-        f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % vs baseline at lock time" for r in lock.recipes)]
+    lines += [
+        "",
+        "Locked recipes: "
+        + "; ".join(
+            f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % vs baseline at lock time" for r in lock.recipes
+        ),
+    ]
     if gate.flags:
         lines += ["", "### Locked flags on the new image", ""] + [f"- {_cell_text(f.text())}" for f in gate.flags]
     bad = [i for i in gate.items if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)]
@@ -98,15 +111,19 @@ def render_cell(gate: GateCell) -> str:
     lines += ["", "### Gate runs", "", "| item | image | TGS | job | verdict |", "|---|---|---|---|---|"]
     for run in gate.runs:
         tgs = f"{run.tgs:.1f}" if run.tgs is not None else "–"
-        lines.append(f"| {_cell_text(run.item)} | {_cell_text(run.image or '(default)')} | {tgs} | {run.job_id} "
-                     f"| {run.verdict.value} |")
+        lines.append(
+            f"| {_cell_text(run.item)} | {_cell_text(run.image or '(default)')} | {tgs} | {run.job_id} "
+            f"| {run.verdict.value} |"
+        )
     return "\n".join(lines) + "\n" + (render_repair(gate.repair) if gate.repair else "")
 
 
 def render_document(model_tag: str, cells: Sequence[GateCell]) -> str:
     """`<MODEL_TAG>-gate.md`: one section per gated cell."""
-    head = (f"# {model_tag}: image gate\n\nWritten by `pytest --xlatune-gate`; the sweep's "
-            f"`{model_tag}-tuning.md` is left as it was.\n")
+    head = (
+        f"# {model_tag}: image gate\n\nWritten by `pytest --xlatune-gate`; the sweep's "
+        f"`{model_tag}-tuning.md` is left as it was.\n"
+    )
     return head + "".join("\n" + render_cell(cell) for cell in cells)
 
 
@@ -114,16 +131,27 @@ def render_html(cells: Sequence[GateCell]) -> str:
     """The verdicts for the pytest-html summary (escaped: messages quote job logs)."""
     parts = []
     for gate in cells:
-        failed = "".join(f"<li><code>{escape(i.item)}</code>: <pre>{escape(i.message)}</pre></li>"
-                         for i in gate.items if i.outcome in (Outcome.FAILED, Outcome.ADVISORY))
-        parts.append(f'<div class="xlatune-gate"><h2>Image gate: {escape(gate.cell_id)}</h2>'
-                     f"<p><strong>{escape(verdict(gate.items))}</strong></p>"
-                     f"<p>New image {escape(gate.new_image or '(default)')}: "
-                     f"{escape(gate.new_measured_on or '(not recorded)')}<br>"
-                     f"Lock ({escape(gate.lock.date)}) image {escape(gate.lock.image or '(default)')}: "
-                     f"{escape(gate.lock.measured_on or '(not recorded in the lock)')}</p>"
-                     + (f"<ul>{failed}</ul>" if failed else "")
-                     + ("<p>Locked flags on the new image:</p><ul>" + "".join(
-                         f"<li>{escape(f.text())}</li>" for f in gate.flags) + "</ul>" if gate.flags else "")
-                     + (repair_html(gate.repair) if gate.repair else "") + "</div>")
+        failed = "".join(
+            f"<li><code>{escape(i.item)}</code>: <pre>{escape(i.message)}</pre></li>"
+            for i in gate.items
+            if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)
+        )
+        parts.append(
+            f'<div class="xlatune-gate"><h2>Image gate: {escape(gate.cell_id)}</h2>'
+            f"<p><strong>{escape(verdict(gate.items))}</strong></p>"
+            f"<p>New image {escape(gate.new_image or '(default)')}: "
+            f"{escape(gate.new_measured_on or '(not recorded)')}<br>"
+            f"Lock ({escape(gate.lock.date)}) image {escape(gate.lock.image or '(default)')}: "
+            f"{escape(gate.lock.measured_on or '(not recorded in the lock)')}</p>"
+            + (f"<ul>{failed}</ul>" if failed else "")
+            + (
+                "<p>Locked flags on the new image:</p><ul>"
+                + "".join(f"<li>{escape(f.text())}</li>" for f in gate.flags)
+                + "</ul>"
+                if gate.flags
+                else ""
+            )
+            + (repair_html(gate.repair) if gate.repair else "")
+            + "</div>"
+        )
     return "".join(parts)

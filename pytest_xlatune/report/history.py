@@ -72,19 +72,37 @@ def _tgs(runs: Iterable[JobResult]) -> list[float]:
     return [r.tgs for r in runs if r.measured and r.tgs is not None]
 
 
-def row(date: str, kind: str, image: str, config_tag: str, recipe: str, recipe_runs: Sequence[JobResult],
-        baseline_runs: Sequence[JobResult], node_hours: float,
-        control_runs: Sequence[JobResult] = ()) -> HistoryRow:
+def row(
+    date: str,
+    kind: str,
+    image: str,
+    config_tag: str,
+    recipe: str,
+    recipe_runs: Sequence[JobResult],
+    baseline_runs: Sequence[JobResult],
+    node_hours: float,
+    control_runs: Sequence[JobResult] = (),
+) -> HistoryRow:
     """One history row from the runs behind it."""
     base, rec = interval(_tgs(baseline_runs)), interval(_tgs(recipe_runs))
     controls = _tgs(control_runs)
-    return HistoryRow(date, kind, image, config_tag, recipe, *base, *rec,
-                      sum(controls) / len(controls) if controls else math.nan,
-                      len(_tgs(recipe_runs)), node_hours)
+    return HistoryRow(
+        date,
+        kind,
+        image,
+        config_tag,
+        recipe,
+        *base,
+        *rec,
+        sum(controls) / len(controls) if controls else math.nan,
+        len(_tgs(recipe_runs)),
+        node_hours,
+    )
 
 
-def gate_rows(date: str, image: str, results: Sequence[JobResult], node_hours: float,
-              kind: str = "gate") -> list[HistoryRow]:
+def gate_rows(
+    date: str, image: str, results: Sequence[JobResult], node_hours: float, kind: str = "gate"
+) -> list[HistoryRow]:
     """A gate session's rows: per config tag, the locked recipe and the baseline on the new image,
     the recipe's old-image runs as its control."""
     gate = [r for r in results if r.wave == "gate"]
@@ -92,14 +110,25 @@ def gate_rows(date: str, image: str, results: Sequence[JobResult], node_hours: f
     for tag in dict.fromkeys(r.config_tag for r in gate if r.kind is RunKind.GATE_RECIPE):
         in_tag = [r for r in gate if r.config_tag == tag]
         recipe = [r for r in in_tag if r.kind is RunKind.GATE_RECIPE]
-        rows.append(row(date, kind, image, tag, recipe[0].profile, recipe,
-                        [r for r in in_tag if r.kind is RunKind.BASELINE], node_hours,
-                        [r for r in in_tag if r.kind is RunKind.GATE_OLD_RECIPE]))
+        rows.append(
+            row(
+                date,
+                kind,
+                image,
+                tag,
+                recipe[0].profile,
+                recipe,
+                [r for r in in_tag if r.kind is RunKind.BASELINE],
+                node_hours,
+                [r for r in in_tag if r.kind is RunKind.GATE_OLD_RECIPE],
+            )
+        )
     return rows
 
 
-def sweep_rows(date: str, image: str, results: Sequence[JobResult], recipes: dict[str, str],
-               node_hours: float, kind: str = "sweep") -> list[HistoryRow]:
+def sweep_rows(
+    date: str, image: str, results: Sequence[JobResult], recipes: dict[str, str], node_hours: float, kind: str = "sweep"
+) -> list[HistoryRow]:
     """A sweep's rows: per config tag with a baseline, its recipe (config tag → profile; "" when
     none was found) against the tag's baselines."""
     rows = []
@@ -108,8 +137,9 @@ def sweep_rows(date: str, image: str, results: Sequence[JobResult], recipes: dic
         in_tag = [r for r in measured if r.config_tag == tag]
         profile = recipes.get(tag, "")
         recipe = [r for r in in_tag if profile and r.profile == profile and r.kind is not RunKind.BASELINE]
-        rows.append(row(date, kind, image, tag, profile, recipe,
-                        [r for r in in_tag if r.kind is RunKind.BASELINE], node_hours))
+        rows.append(
+            row(date, kind, image, tag, profile, recipe, [r for r in in_tag if r.kind is RunKind.BASELINE], node_hours)
+        )
     return rows
 
 
@@ -120,8 +150,12 @@ def load_history(path: Path) -> pd.DataFrame:
         empty: pd.DataFrame = pd.DataFrame(columns=list(COLUMNS))
         return empty
     try:
-        frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""],
-                            dtype={"image": str, "recipe": str, "config_tag": str, "kind": str, "date": str})
+        frame = pd.read_csv(
+            io.StringIO(text),
+            keep_default_na=False,
+            na_values=[""],
+            dtype={"image": str, "recipe": str, "config_tag": str, "kind": str, "date": str},
+        )
     except (ValueError, pd.errors.ParserError) as error:
         raise HistoryError(f"{path}: expected the history CSV, found {error}") from None
     missing = [c for c in COLUMNS if c not in frame.columns]

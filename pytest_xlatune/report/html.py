@@ -32,7 +32,9 @@ def _delta(props: dict[str, Any]) -> str:
 
 def _verdict(props: dict[str, Any]) -> str:
     verdict, direction = props.get("xlatune_verdict"), props.get("xlatune_direction")
-    return " ".join(str(v).replace("_", " ") for v in (verdict, direction) if v)
+    text = " ".join(str(v).replace("_", " ") for v in (verdict, direction) if v)
+    # An inert candidate, in the words of its terminal line and junit property.
+    return text + (f" ({props['xlatune_inert']})" if props.get("xlatune_inert") else "")
 
 
 COLUMNS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
@@ -55,20 +57,22 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
 
 # Columns that show the figure of the item's settings: rewritten with the final figure at the
 # end of the session (report/final.py rewrite_html) when a later run of those settings joined it.
-FIGURE_COLUMNS = {"TGS": "xlatune-fig-tgs", "Δ% (95 % interval)": "xlatune-fig-delta",
-                  "Step (s)": "xlatune-fig-step", "Verdict": "xlatune-fig-verdict"}
+FIGURE_COLUMNS = {
+    "TGS": "xlatune-fig-tgs",
+    "Δ% (95 % interval)": "xlatune-fig-delta",
+    "Step (s)": "xlatune-fig-step",
+    "Verdict": "xlatune-fig-verdict",
+}
 
 
-def pytest_html_results_table_row(report: pytest.TestReport | pytest.CollectReport,
-                                  cells: list[str]) -> None:
+def pytest_html_results_table_row(report: pytest.TestReport | pytest.CollectReport, cells: list[str]) -> None:
     """Our columns for every row: a collection error (a CollectReport, no user_properties) gets
     empty ones. pytest-html puts the test id into its cell unescaped: escape it here."""
     _escape_test_id(report, cells)
     props = dict(getattr(report, "user_properties", ()))
     for offset, (title, text) in enumerate(COLUMNS):
         extra = f" {FIGURE_COLUMNS[title]}" if title in FIGURE_COLUMNS else ""
-        cells.insert(FIRST_EXTRA_COLUMN + offset,
-                     f'<td class="xlatune-col{extra}">{escape(text(props))}</td>')
+        cells.insert(FIRST_EXTRA_COLUMN + offset, f'<td class="xlatune-col{extra}">{escape(text(props))}</td>')
 
 
 def figure_cells(props: dict[str, Any], final: dict[str, Any]) -> list[tuple[str, str, str]]:

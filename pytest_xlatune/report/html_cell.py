@@ -27,8 +27,10 @@ def cell_html(data: ReportData) -> str:
     cost = f'<p class="xlatune-cost">Cost: {escape(data.spent.text())}</p>' if data.spent else ""
     cost += "".join(f'<p class="xlatune-adaptive">Adaptive sweep: {escape(line)}</p>' for line in data.adaptive)
     # What to do and what to doubt first, then the chart (html_top: the markdown's own sections).
-    return (f'<div class="xlatune-cell"><h2 class="xlatune-leaderboard">{escape(title)}</h2>'
-            f"{top_html(data)}{cost}{chart.render(data)}{leaderboard_html(data)}</div>")
+    return (
+        f'<div class="xlatune-cell"><h2 class="xlatune-leaderboard">{escape(title)}</h2>'
+        f"{top_html(data)}{cost}{chart.render(data)}{leaderboard_html(data)}</div>"
+    )
 
 
 def leaderboard_html(data: ReportData) -> str:
@@ -48,6 +50,8 @@ def leaderboard_html(data: ReportData) -> str:
         f"<td>{escape(r.job_ids)}</td></tr>"
         for r in data.leaderboard
     )
-    return ('<table class="xlatune-leaderboard"><tr><th>Profile</th><th>Flags</th><th>TGS</th>'
-            "<th>Step (s)</th><th>Δ% vs baseline-deployed</th><th>95 % interval</th>"
-            f"<th>Detectable</th><th>Verdict</th><th>Numerics</th><th>Job</th></tr>{rows}</table>")
+    return (
+        '<table class="xlatune-leaderboard"><tr><th>Profile</th><th>Flags</th><th>TGS</th>'
+        "<th>Step (s)</th><th>Δ% vs baseline-deployed</th><th>95 % interval</th>"
+        f"<th>Detectable</th><th>Verdict</th><th>Numerics</th><th>Job</th></tr>{rows}</table>"
+    )

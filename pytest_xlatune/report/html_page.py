@@ -15,5 +15,7 @@ def page(model_tag: str, cells: Sequence[ReportData]) -> str:
     """One self-contained document (inline CSS and SVG, no script) for these cells."""
     title = f"{model_tag} — XLA / NCCL tuning"
     body = "".join(cell_html(data) for data in cells)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"{STYLE}</head><body><h1>{escape(title)}</h1>{body}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"{STYLE}</head><body><h1>{escape(title)}</h1>{body}</body></html>\n"
+    )

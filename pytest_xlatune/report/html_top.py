@@ -22,7 +22,7 @@ def section(markdown: str, title: str) -> str:
     start = markdown.find(f"\n## {title}\n")
     if start < 0:
         return ""
-    body = markdown[start + len(title) + 5:]
+    body = markdown[start + len(title) + 5 :]
     end = body.find("\n## ")
     return (body if end < 0 else body[:end]).strip()
 
@@ -75,24 +75,35 @@ def warnings(data: ReportData) -> list[str]:
     sweep only when it found no winner: then "nothing better" is not established)."""
     found = []
     if data.disagreements:
-        found.append("Identical settings disagree beyond the noise prior: "
-                     + "; ".join(data.disagreements) + ". Check the nodes and the machine's load.")
+        found.append(
+            "Identical settings disagree beyond the noise prior: "
+            + "; ".join(data.disagreements)
+            + ". Check the nodes and the machine's load."
+        )
     if data.noise is not None and data.noise.prior_rejected:
-        found.append(f"Run-to-run noise is {data.noise.cv_pct:.2f} %, beyond the "
-                     f"{data.noise.prior_cv_pct:.2f} % prior: intervals are wide.")
+        found.append(
+            f"Run-to-run noise is {data.noise.cv_pct:.2f} %, beyond the "
+            f"{data.noise.prior_cv_pct:.2f} % prior: intervals are wide."
+        )
     for row in data.leaderboard:
         if row.unstable:
-            found.append(f"Unstable: {row.profile}'s runs disagree beyond the noise ({row.runs}): "
-                         "never the recipe.")
+            found.append(f"Unstable: {row.profile}'s runs disagree beyond the noise ({row.runs}): never the recipe.")
     if data.winner is None and data.power is not None and not data.power.enough:
-        more = (f"{data.power.runs_needed} runs of each profile (and of the baseline) would settle it"
-                if data.power.runs_needed else "reduce the noise first")
-        found.append(f"Inconclusive: noise {data.noise.cv_pct if data.noise else 0.0:.2f} %, "
-                     f"detectable ≥ {data.power.detectable_pct:.1f} %, above the "
-                     f"+{data.power.bound_pct:g} % bound; {more}.")
+        more = (
+            f"{data.power.runs_needed} runs of each profile (and of the baseline) would settle it"
+            if data.power.runs_needed
+            else "reduce the noise first"
+        )
+        found.append(
+            f"Inconclusive: noise {data.noise.cv_pct if data.noise else 0.0:.2f} %, "
+            f"detectable ≥ {data.power.detectable_pct:.1f} %, above the "
+            f"+{data.power.bound_pct:g} % bound; {more}."
+        )
     for row in data.numerics_changed:
-        found.append(f"Numerics changed: {row.profile}: {row.departed or 'its loss left the baseline’s'}"
-                     " (never the recipe unless --xlatune-numerics=warn).")
+        found.append(
+            f"Numerics changed: {row.profile}: {row.departed or 'its loss left the baseline’s'}"
+            " (never the recipe unless --xlatune-numerics=warn)."
+        )
     return found
 
 
@@ -101,8 +112,11 @@ def top_html(data: ReportData) -> str:
     markdown = "\n" + render_tuning_md(data)
     parts = ['<div class="xlatune-tldr"><h3>TL;DR</h3>' + to_html(section(markdown, "TL;DR")) + "</div>"]
     if found := warnings(data):
-        parts.append('<div class="xlatune-warnings"><h3>Warnings</h3><ul>'
-                     + "".join(f"<li>{escape(w)}</li>" for w in found) + "</ul></div>")
+        parts.append(
+            '<div class="xlatune-warnings"><h3>Warnings</h3><ul>'
+            + "".join(f"<li>{escape(w)}</li>" for w in found)
+            + "</ul></div>"
+        )
     patch = section(markdown, "Recommended deployment")
     if patch:
         parts.append('<div class="xlatune-patch"><h3>Recommended deployment</h3>' + to_html(patch) + "</div>")

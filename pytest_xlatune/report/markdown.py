@@ -49,23 +49,37 @@ def environment() -> jinja2.Environment:
     section goes through `md` (inline text, table cells) or `code` (a code span)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("pytest_xlatune", "report/templates"),
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
         finalize=_finalize,
     )
-    env.filters.update(num=_num, signed=_signed, pct=_pct, pairs=_pairs, oneline=markdown_text, ci=_ci,
-                       plus=_plus, bytes=format_bytes, md=markdown_text, code=markdown_code)
+    env.filters.update(
+        num=_num,
+        signed=_signed,
+        pct=_pct,
+        pairs=_pairs,
+        oneline=markdown_text,
+        ci=_ci,
+        plus=_plus,
+        bytes=format_bytes,
+        md=markdown_text,
+        code=markdown_code,
+    )
     return env
 
 
-def render_tuning_md(data: ReportData, flips: sections.SignFlips | None = None,
-                     language: str = "en") -> str:
+def render_tuning_md(data: ReportData, flips: sections.SignFlips | None = None, language: str = "en") -> str:
     """One cell's report body (no markers); `flips` adds the sign-flip section."""
     return environment().get_template(TEMPLATES[language]).render(d=data, flips=flips)
 
 
-def render_document(existing: str | None, cells: Sequence[tuple[str, ReportData]],
-                    language: str = "en",
-                    known: Mapping[str, sections.CellSummary] | None = None) -> str:
+def render_document(
+    existing: str | None,
+    cells: Sequence[tuple[str, ReportData]],
+    language: str = "en",
+    known: Mapping[str, sections.CellSummary] | None = None,
+) -> str:
     """The whole report file: `existing` with these cells' sections replaced or appended.
 
     `cells` are (cell id, data) pairs; sign flips compare each cell with the other cells of this
@@ -78,6 +92,5 @@ def render_document(existing: str | None, cells: Sequence[tuple[str, ReportData]
     for cell_id, data in cells:
         others = [s for key, s in pool.items() if key != cell_id]
         flips = sections.sign_flips(summaries[cell_id], others)
-        rendered[cell_id] = sections.wrap(summaries[cell_id],
-                                          render_tuning_md(data, flips, language))
+        rendered[cell_id] = sections.wrap(summaries[cell_id], render_tuning_md(data, flips, language))
     return sections.merge(document, rendered)

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..judge import stats
+from ..cell.values import Cell
 from ..evidence.artifacts import RunEvidence
 from ..evidence.collective_table import describe_diff, diff
-from ..cell.model import Cell
 from ..plan.expand import RunKind, predicted_bubble
 from ..results import JobResult, delta_pct
+from ..verdict import stats
 
 TOP_OPS = 5
 BUCKETS = ("compute", "collectives", "idle")
@@ -40,8 +40,10 @@ class EvidenceView:
         p = self.evidence.profile if self.evidence else None
         if p is None:
             return ()
-        return tuple((name, ms, ms / p.step_ms if p.step_ms else 0.0) for name, ms in
-                     zip(BUCKETS, (p.compute_ms, p.collective_ms, p.idle_ms)))
+        return tuple(
+            (name, ms, ms / p.step_ms if p.step_ms else 0.0)
+            for name, ms in zip(BUCKETS, (p.compute_ms, p.collective_ms, p.idle_ms))
+        )
 
     @property
     def top_ops(self) -> tuple[object, ...]:
@@ -123,16 +125,23 @@ class Pipeline:
         return all(i.within_noise for i in self.inversions)
 
 
-def evidence_views(results: Sequence[JobResult], loaded: Mapping[str, RunEvidence] | None,
-                   jobs: Sequence[JobResult] = (), winner: str | None = None) -> list[EvidenceView]:
+def evidence_views(
+    results: Sequence[JobResult],
+    loaded: Mapping[str, RunEvidence] | None,
+    jobs: Sequence[JobResult] = (),
+    winner: str | None = None,
+) -> list[EvidenceView]:
     """The baseline evidence run, then the winner's, each with its artifacts when loaded. Every
     stored job counts (`jobs`: a winner's evidence run the current plan no longer names is still
     its evidence): a measured run first, then one that re-ran `winner`, then the latest."""
     views = []
     for kind, role in ((RunKind.EVIDENCE, "baseline"), (RunKind.WINNER_EVIDENCE, "winner")):
-        found = [r for r in (*results, *jobs) if r.kind == kind.value]
-        result = max(found, default=None, key=lambda r: (
-            r.measured, winner is not None and r.resolved_from == winner, r.finished_at))
+        found = [r for r in (*results, *jobs) if r.kind is kind]
+        result = max(
+            found,
+            default=None,
+            key=lambda r: (r.measured, winner is not None and r.resolved_from == winner, r.finished_at),
+        )
         if result is not None:
             views.append(EvidenceView(role, result, (loaded or {}).get(result.job_id)))
     return views
@@ -147,31 +156,48 @@ def why(views: Sequence[EvidenceView]) -> Why | None:
     a = base.evidence.inventory if base.evidence else None
     b = winner.evidence.inventory if winner.evidence else None
     rows = diff(a, b) if a is not None and b is not None else None
-    buckets = tuple((name, x[1], y[1]) for name, x, y in
-                    zip(BUCKETS, base.buckets, winner.buckets)) if base.buckets and winner.buckets else ()
-    return Why(base, winner, tuple(describe_diff(rows)) if rows is not None else (),
-               None if rows is None else any(r.changed for r in rows), buckets)
+    buckets = (
+        tuple((name, x[1], y[1]) for name, x, y in zip(BUCKETS, base.buckets, winner.buckets))
+        if base.buckets and winner.buckets
+        else ()
+    )
+    return Why(
+        base,
+        winner,
+        tuple(describe_diff(rows)) if rows is not None else (),
+        None if rows is None else any(r.changed for r in rows),
+        buckets,
+    )
 
 
-def pipeline(cell: Cell, measured: Sequence[JobResult], baseline: float | None,
-             noise: stats.Noise | None = None) -> Pipeline | None:
+def pipeline(
+    cell: Cell, measured: Sequence[JobResult], baseline: float | None, noise: stats.Noise | None = None
+) -> Pipeline | None:
     """Predicted bubble next to measured TGS for every measured wave-5 shape; None without any."""
     stages = cell.parallelism.size("PP")
     shapes = {s.name: s for s in cell.pipeline_shapes}
-    rows = [ShapeRow(r.profile, shapes[r.profile].microbatches, shapes[r.profile].virtual_stages,
-                     predicted_bubble(stages, shapes[r.profile].microbatches,
-                                      shapes[r.profile].virtual_stages),
-                     r.tgs or 0.0, delta_pct(r.tgs, baseline), r.job_id)
-            for r in measured if r.kind is RunKind.PIPELINE_SHAPE and r.profile in shapes
-            and r.config_tag == cell.primary_config.name]
+    rows = [
+        ShapeRow(
+            r.profile,
+            shapes[r.profile].microbatches,
+            shapes[r.profile].virtual_stages,
+            predicted_bubble(stages, shapes[r.profile].microbatches, shapes[r.profile].virtual_stages),
+            r.tgs or 0.0,
+            delta_pct(r.tgs, baseline),
+            r.job_id,
+        )
+        for r in measured
+        if r.kind is RunKind.PIPELINE_SHAPE and r.profile in shapes and r.config_tag == cell.primary_config.name
+    ]
     if not rows:
         return None
     rows.sort(key=lambda row: (row.bubble, row.profile))
     inversions = []
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if a.bubble < b.bubble and a.tgs < b.tgs:
-                within = noise is not None and stats.compare(
-                    [a.tgs], [b.tgs], noise).verdict is stats.Direction.WITHIN_NOISE
+                within = (
+                    noise is not None and stats.compare([a.tgs], [b.tgs], noise).verdict is stats.Direction.WITHIN_NOISE
+                )
                 inversions.append(Inversion(a, b, (1 - a.tgs / b.tgs) * 100, within))
     return Pipeline(stages, tuple(rows), tuple(inversions))

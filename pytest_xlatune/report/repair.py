@@ -64,33 +64,57 @@ def _cell(text: str) -> str:
 
 def render_section(repair: Repair) -> str:
     """`### Repair` of one cell's gate section."""
-    lines = ["", "### Repair", "", f"**{repair.verdict.value}** (exit code {EXIT_CODES[repair.verdict]}); "
-             f"ran because {_cell(repair.reason)}.", "", f"Budget: {repair.budget}; spent "
-             f"{repair.node_hours:.3f} node-hours on the new image.", "",
-             "| recipe | flags | TGS on the new image (95 % interval vs its baseline) |", "|---|---|---|",
-             f"| locked: {_cell(repair.locked_now.profile)} | {_cell(' '.join(repair.locked_now.xla_flags))} "
-             f"| {_cell(repair.locked_now.text())} (at lock time {_cell(repair.locked_at_lock_time.text())}) |"]
+    lines = [
+        "",
+        "### Repair",
+        "",
+        f"**{repair.verdict.value}** (exit code {EXIT_CODES[repair.verdict]}); ran because {_cell(repair.reason)}.",
+        "",
+        f"Budget: {repair.budget}; spent {repair.node_hours:.3f} node-hours on the new image.",
+        "",
+        "| recipe | flags | TGS on the new image (95 % interval vs its baseline) |",
+        "|---|---|---|",
+        f"| locked: {_cell(repair.locked_now.profile)} | {_cell(' '.join(repair.locked_now.xla_flags))} "
+        f"| {_cell(repair.locked_now.text())} (at lock time {_cell(repair.locked_at_lock_time.text())}) |",
+    ]
     if repair.proposed is not None:
-        lines.append(f"| proposed: {_cell(repair.proposed.profile)} | {_cell(' '.join(repair.proposed.xla_flags))} "
-                     f"| {_cell(repair.proposed.text())} |")
-    lines += ["", (f"Proposed lock: `{repair.proposed_file}` (replace the lock with it to deploy; the gate "
-                   "replays it)." if repair.proposed_file else f"No proposed lock: {repair.why_not}."),
-              "", "Candidates tried:", ""]
-    lines += [f"- `{_cell(p)}` ({_cell(why)}): {_cell(measured)}"
-              for p, why, measured in repair.candidates] or ["- none"]
+        lines.append(
+            f"| proposed: {_cell(repair.proposed.profile)} | {_cell(' '.join(repair.proposed.xla_flags))} "
+            f"| {_cell(repair.proposed.text())} |"
+        )
+    lines += [
+        "",
+        (
+            f"Proposed lock: `{repair.proposed_file}` (replace the lock with it to deploy; the gate replays it)."
+            if repair.proposed_file
+            else f"No proposed lock: {repair.why_not}."
+        ),
+        "",
+        "Candidates tried:",
+        "",
+    ]
+    lines += [f"- `{_cell(p)}` ({_cell(why)}): {_cell(measured)}" for p, why, measured in repair.candidates] or [
+        "- none"
+    ]
     lines += ["", "Collective inventory, the lock's winner → the proposed winner:", ""]
     lines += [f"- {_cell(line)}" for line in repair.diff_lines] or [f"- {_cell(repair.diff_note)}"]
     return "\n".join(lines) + "\n"
 
 
 def render_html(repair: Repair) -> str:
-    items = "".join(f"<li><code>{escape(p)}</code> ({escape(why)}): {escape(m)}</li>"
-                    for p, why, m in repair.candidates)
+    items = "".join(
+        f"<li><code>{escape(p)}</code> ({escape(why)}): {escape(m)}</li>" for p, why, m in repair.candidates
+    )
     diff = "".join(f"<li>{escape(line)}</li>" for line in repair.diff_lines) or f"<li>{escape(repair.diff_note)}</li>"
-    proposed = (f"<p>Proposed: <code>{escape(repair.proposed.profile)}</code> {escape(repair.proposed.text())}; "
-                f"written to <code>{escape(repair.proposed_file)}</code></p>" if repair.proposed is not None
-                and repair.proposed_file else f"<p>No proposed lock: {escape(repair.why_not)}</p>")
-    return (f"<h3>Repair: {escape(repair.verdict.value)}</h3><p>Ran because {escape(repair.reason)}. Budget: "
-            f"{escape(repair.budget)}; spent {repair.node_hours:.3f} node-hours.</p>"
-            f"<p>Locked <code>{escape(repair.locked_now.profile)}</code> on the new image: "
-            f"{escape(repair.locked_now.text())}</p>{proposed}<ul>{items}</ul><ul>{diff}</ul>")
+    proposed = (
+        f"<p>Proposed: <code>{escape(repair.proposed.profile)}</code> {escape(repair.proposed.text())}; "
+        f"written to <code>{escape(repair.proposed_file)}</code></p>"
+        if repair.proposed is not None and repair.proposed_file
+        else f"<p>No proposed lock: {escape(repair.why_not)}</p>"
+    )
+    return (
+        f"<h3>Repair: {escape(repair.verdict.value)}</h3><p>Ran because {escape(repair.reason)}. Budget: "
+        f"{escape(repair.budget)}; spent {repair.node_hours:.3f} node-hours.</p>"
+        f"<p>Locked <code>{escape(repair.locked_now.profile)}</code> on the new image: "
+        f"{escape(repair.locked_now.text())}</p>{proposed}<ul>{items}</ul><ul>{diff}</ul>"
+    )

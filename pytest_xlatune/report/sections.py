@@ -72,8 +72,9 @@ class CellSummary:
         return next((r for r in self.rows if r.flags == flags), None)
 
     def to_json(self) -> str:
-        text = json.dumps({"v": SUMMARY_VERSION, **asdict(self)}, ensure_ascii=False,
-                          sort_keys=True, separators=(",", ":"))
+        text = json.dumps(
+            {"v": SUMMARY_VERSION, **asdict(self)}, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+        )
         return text.replace("<", "\\u003c").replace(">", "\\u003e")
 
     @classmethod
@@ -92,13 +93,22 @@ class CellSummary:
 
 def summarize(data: ReportData, cell_id: str) -> CellSummary:
     """The comparable part of a cell's report: every profile of the leaderboard but the baseline."""
-    rows = tuple(FlagResult(r.profile, r.flags, round(r.tgs, 2), _round(r.delta_pct),
-                            _round(r.ci_low), _round(r.ci_high), r.direction)
-                 for r in data.leaderboard if r.profile != "baseline-deployed")
-    return CellSummary(cell=cell_id, parallelism=data.cell.parallelism.text,
-                       config_tag=data.primary, date=data.date,
-                       passthrough=data.cell.parallelism.overrides(),
-                       winner=data.winner.profile if data.winner else None, rows=rows)
+    rows = tuple(
+        FlagResult(
+            r.profile, r.flags, round(r.tgs, 2), _round(r.delta_pct), _round(r.ci_low), _round(r.ci_high), r.direction
+        )
+        for r in data.leaderboard
+        if r.profile != "baseline-deployed"
+    )
+    return CellSummary(
+        cell=cell_id,
+        parallelism=data.cell.parallelism.text,
+        config_tag=data.primary,
+        date=data.date,
+        passthrough=data.cell.parallelism.overrides(),
+        winner=data.winner.profile if data.winner else None,
+        rows=rows,
+    )
 
 
 def _round(value: float | None) -> float | None:
@@ -106,6 +116,7 @@ def _round(value: float | None) -> float | None:
 
 
 # ---- sign flips --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SignFlipRow:
@@ -169,8 +180,9 @@ def sign_flips(this: CellSummary, others: Sequence[CellSummary]) -> SignFlips | 
             theirs = other.row(winner.flags)
             if theirs is not None and theirs.direction == "worse":
                 conflicts.append((other, theirs))
-    return SignFlips(tuple(columns), tuple(rows), tuple(conflicts),
-                     _guard(this, [c for c, _ in conflicts]) if conflicts else None)
+    return SignFlips(
+        tuple(columns), tuple(rows), tuple(conflicts), _guard(this, [c for c, _ in conflicts]) if conflicts else None
+    )
 
 
 def _guard(this: CellSummary, against: Sequence[CellSummary]) -> Guard | None:
@@ -183,6 +195,7 @@ def _guard(this: CellSummary, against: Sequence[CellSummary]) -> Guard | None:
 
 
 # ---- the file: free text and cell sections ----------------------------------------------
+
 
 @dataclass(frozen=True)
 class Section:
@@ -212,15 +225,21 @@ def parse(text: str) -> Document:
     position = 0
     while (start := _OPEN.search(text, position)) is not None:
         if start.start() > position:
-            parts.append(text[position:start.start()])
+            parts.append(text[position : start.start()])
         next_open = _OPEN.search(text, start.end())
         limit = next_open.start() if next_open else len(text)
         close = _CLOSE.search(text, start.end(), limit)
         end = close.end() if close else limit
-        body = text[start.start():end]
+        body = text[start.start() : end]
         data = _DATA.search(body)
-        parts.append(Section(_unmarker_id(start["cell"]), start["parallelism"], body,
-                             CellSummary.from_json(data["json"]) if data else None))
+        parts.append(
+            Section(
+                _unmarker_id(start["cell"]),
+                start["parallelism"],
+                body,
+                CellSummary.from_json(data["json"]) if data else None,
+            )
+        )
         position = end
     if position < len(text):
         tail = text[position:]
@@ -243,9 +262,11 @@ def _unmarker_id(text: str) -> str:
 
 def wrap(summary: CellSummary, body: str) -> str:
     """A rendered cell body between its markers, with its data comment."""
-    return (f"<!-- xlatune:cell {summary.parallelism} {_marker_id(summary.cell)} -->\n"
-            f"<!-- xlatune:data {summary.to_json()} -->\n"
-            f"{body.rstrip()}\n{CLOSE}\n")
+    return (
+        f"<!-- xlatune:cell {summary.parallelism} {_marker_id(summary.cell)} -->\n"
+        f"<!-- xlatune:data {summary.to_json()} -->\n"
+        f"{body.rstrip()}\n{CLOSE}\n"
+    )
 
 
 def merge(document: Document, sections: Mapping[str, str]) -> str:

@@ -8,9 +8,20 @@ from dataclasses import replace
 from ..jobs import CommandRefused, LauncherError
 from ..transport.base import CommandResult, Transport, TransportError, TransportRefused
 from . import commands
-from .parsers import (JobState, JobStatus, NodeStatus, SlurmParseError, parse_hostnames,
-                      parse_marks, parse_sacct, parse_sbatch_parsable, parse_scontrol_show_job,
-                      parse_scontrol_show_jobs, parse_sinfo_nodes, parse_squeue)
+from .parsers import (
+    JobState,
+    JobStatus,
+    NodeStatus,
+    SlurmParseError,
+    parse_hostnames,
+    parse_marks,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol_show_job,
+    parse_scontrol_show_jobs,
+    parse_sinfo_nodes,
+    parse_squeue,
+)
 
 # stderr of `scontrol update NodeName=N State=RESUME` for a node that is not drained or down.
 INVALID_NODE_STATE = "Invalid node state specified"
@@ -19,8 +30,7 @@ INVALID_NODE_STATE = "Invalid node state specified"
 class SlurmClient:
     """Every Slurm CLI call of a session; each failure is a one-line LauncherError."""
 
-    def __init__(self, transport: Transport, *, timeout: float = 60.0,
-                 accounting: bool | None = None) -> None:
+    def __init__(self, transport: Transport, *, timeout: float = 60.0, accounting: bool | None = None) -> None:
         self.transport = transport
         self.timeout = timeout
         self.calls = 0
@@ -133,8 +143,9 @@ class SlurmClient:
 
     def queue_on_nodes(self, nodelist: str) -> str:
         """`squeue` of the jobs holding any of these nodes, as text (pre-flight says the sweep waits)."""
-        return self._run(["squeue", "--noheader", "--format=%i|%u|%T|%N|%j",
-                          f"--nodelist={commands.validate_nodelist(nodelist)}"]).stdout
+        return self._run(
+            ["squeue", "--noheader", "--format=%i|%u|%T|%N|%j", f"--nodelist={commands.validate_nodelist(nodelist)}"]
+        ).stdout
 
     def queue_of_partition(self, partition: str | None) -> str:
         """`squeue` of the partition, as text (pre-flight shows other users' jobs)."""

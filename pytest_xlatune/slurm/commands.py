@@ -170,14 +170,20 @@ def sacct_marks(since: str) -> list[str]:
     when slurmdbd has AccountingStoreFlags=job_comment); parse with parse_marks."""
     if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", since):
         raise ValueError(f"invalid sacct start time {since!r} (want YYYY-MM-DDTHH:MM:SS)")
-    return ["sacct", "--parsable2", "--noheader", "--allocations", "--allusers",
-            f"--starttime={since}", f"--format={MARKS_FIELDS}"]
+    return [
+        "sacct",
+        "--parsable2",
+        "--noheader",
+        "--allocations",
+        "--allusers",
+        f"--starttime={since}",
+        f"--format={MARKS_FIELDS}",
+    ]
 
 
 def sacct(job_ids: Iterable[str | int]) -> list[str]:
     """Build `sacct` for many jobs (needs accounting storage); parse with parse_sacct."""
-    return ["sacct", "--parsable2", "--noheader", f"--jobs={','.join(_job_ids(job_ids))}",
-            f"--format={SACCT_FIELDS}"]
+    return ["sacct", "--parsable2", "--noheader", f"--jobs={','.join(_job_ids(job_ids))}", f"--format={SACCT_FIELDS}"]
 
 
 def scontrol_show_job(job_id: str | int) -> list[str]:

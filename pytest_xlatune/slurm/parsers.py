@@ -8,15 +8,31 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ..jobs import JobState
 from ..errors import XlatuneError
+from ..jobs import JobState
 
 __all__ = [
-    "INVALID_JOB_ID", "MARKS_FIELDS", "MARKS_FORMAT", "SACCT_FIELDS", "SINFO_NODES_FORMAT", "SQUEUE_FORMAT",
-    "JobState", "JobStatus", "NodeState", "NodeStatus", "SlurmParseError",
-    "parse_exit_code", "parse_hostnames", "parse_marks", "parse_sacct", "parse_sbatch_parsable",
-    "parse_scontrol_show_job", "parse_scontrol_show_jobs", "parse_sinfo_nodes",
-    "parse_squeue", "parse_submitted_batch_job",
+    "INVALID_JOB_ID",
+    "MARKS_FIELDS",
+    "MARKS_FORMAT",
+    "SACCT_FIELDS",
+    "SINFO_NODES_FORMAT",
+    "SQUEUE_FORMAT",
+    "JobState",
+    "JobStatus",
+    "NodeState",
+    "NodeStatus",
+    "SlurmParseError",
+    "parse_exit_code",
+    "parse_hostnames",
+    "parse_marks",
+    "parse_sacct",
+    "parse_sbatch_parsable",
+    "parse_scontrol_show_job",
+    "parse_scontrol_show_jobs",
+    "parse_sinfo_nodes",
+    "parse_squeue",
+    "parse_submitted_batch_job",
 ]
 
 # squeue -h -o SQUEUE_FORMAT: job id | long state | reason | node list | job name.
@@ -43,9 +59,12 @@ def _clip(text: str, n: int = 120) -> str:
     text = text.strip().replace("\n", "\\n")
     return text if len(text) <= n else text[: n - 1] + "…"
 
+
 # What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.
-CONTROLLER_DOWN = re.compile(r"Unable to contact slurm controller|Socket timed out on send/recv|"
-                             r"Connection refused|Zero Bytes were transmitted or received")
+CONTROLLER_DOWN = re.compile(
+    r"Unable to contact slurm controller|Socket timed out on send/recv|"
+    r"Connection refused|Zero Bytes were transmitted or received"
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +106,14 @@ class NodeState(Enum):
     @property
     def usable(self) -> bool:
         """True when the node takes (or runs) jobs."""
-        return self in (NodeState.IDLE, NodeState.MIXED, NodeState.ALLOCATED, NodeState.COMPLETING,
-                        NodeState.RESERVED, NodeState.PLANNED)
+        return self in (
+            NodeState.IDLE,
+            NodeState.MIXED,
+            NodeState.ALLOCATED,
+            NodeState.COMPLETING,
+            NodeState.RESERVED,
+            NodeState.PLANNED,
+        )
 
 
 @dataclass(frozen=True)
@@ -106,11 +131,22 @@ class NodeStatus:
 # sinfo appends one of these to %T: * not responding, ~ powered off, # powering up, % powering
 # down, ! power-down pending, @ reboot pending, ^ reboot issued, - planned, $ maintenance.
 _NODE_FLAGS = "*~#%!@^-$+"
-_NODE_ALIASES = {"alloc": NodeState.ALLOCATED, "drng": NodeState.DRAINING, "drain": NodeState.DRAINED,
-                 "comp": NodeState.COMPLETING, "mix": NodeState.MIXED, "resv": NodeState.RESERVED,
-                 "plnd": NodeState.PLANNED, "unk": NodeState.UNKNOWN, "inval": NodeState.UNKNOWN,
-                 "boot": NodeState.REBOOT, "npc": NodeState.UNKNOWN, "pow_dn": NodeState.POWERED_DOWN,
-                 "powered_down": NodeState.POWERED_DOWN, "powering_down": NodeState.POWERED_DOWN}
+_NODE_ALIASES = {
+    "alloc": NodeState.ALLOCATED,
+    "drng": NodeState.DRAINING,
+    "drain": NodeState.DRAINED,
+    "comp": NodeState.COMPLETING,
+    "mix": NodeState.MIXED,
+    "resv": NodeState.RESERVED,
+    "plnd": NodeState.PLANNED,
+    "unk": NodeState.UNKNOWN,
+    "inval": NodeState.UNKNOWN,
+    "boot": NodeState.REBOOT,
+    "npc": NodeState.UNKNOWN,
+    "pow_dn": NodeState.POWERED_DOWN,
+    "powered_down": NodeState.POWERED_DOWN,
+    "powering_down": NodeState.POWERED_DOWN,
+}
 
 
 def _node_state(raw: str) -> NodeState:
@@ -163,8 +199,7 @@ def parse_squeue(text: str) -> dict[str, JobStatus]:
         if len(parts) != 5 or not _JOB_ID.fullmatch(parts[0].strip()):
             raise SlurmParseError(f"unexpected squeue line (want {SQUEUE_FORMAT!r}): {_clip(line)!r}")
         job_id, state, reason, nodes, name = parts
-        jobs[job_id.strip()] = JobStatus(job_id.strip(), JobState.parse(state), None, _none(nodes),
-                                         _none(reason), name)
+        jobs[job_id.strip()] = JobStatus(job_id.strip(), JobState.parse(state), None, _none(nodes), _none(reason), name)
     return jobs
 
 
@@ -232,7 +267,7 @@ def _scontrol_fields(record: str) -> dict[str, str]:
     keys = list(_SCONTROL_KEY.finditer(record))
     fields: dict[str, str] = {}
     for m, nxt in zip(keys, [*keys[1:], None], strict=True):
-        fields.setdefault(m.group(1), record[m.end(): nxt.start() if nxt else len(record)].strip())
+        fields.setdefault(m.group(1), record[m.end() : nxt.start() if nxt else len(record)].strip())
     return fields
 
 
@@ -250,8 +285,9 @@ def parse_scontrol_show_jobs(text: str) -> dict[str, JobStatus]:
         st = JobState.parse(f["JobState"])
         code = parse_exit_code(f.get("ExitCode", "")) if st.finished else None
         # scontrol prints spaces in Reason as "_" (squeue %r keeps them); left as printed.
-        jobs[job_id] = JobStatus(job_id, st, code, _none(f.get("NodeList", "")), _none(f.get("Reason", "")),
-                                 f.get("JobName", ""))
+        jobs[job_id] = JobStatus(
+            job_id, st, code, _none(f.get("NodeList", "")), _none(f.get("Reason", "")), f.get("JobName", "")
+        )
     return jobs
 
 
@@ -273,8 +309,9 @@ def parse_sinfo_nodes(text: str) -> dict[str, NodeStatus]:
         if len(parts) != 4:
             raise SlurmParseError(f"unexpected sinfo line (want {SINFO_NODES_FORMAT!r}): {_clip(line)!r}")
         name, raw, partition, reason = (p.strip() for p in parts)
-        nodes.setdefault(name, NodeStatus(name, _node_state(raw), partition.rstrip("*"), _none(reason),
-                                          "*" not in raw, raw))
+        nodes.setdefault(
+            name, NodeStatus(name, _node_state(raw), partition.rstrip("*"), _none(reason), "*" not in raw, raw)
+        )
     return nodes
 
 

@@ -18,8 +18,14 @@ from typing import Protocol, runtime_checkable
 from ..errors import XlatuneError
 
 __all__ = [
-    "CommandResult", "LocalTransport", "Transport", "TransportError", "TransportRefused",
-    "TransportTimeout", "check_argv", "command_line",
+    "CommandResult",
+    "LocalTransport",
+    "Transport",
+    "TransportError",
+    "TransportRefused",
+    "TransportTimeout",
+    "check_argv",
+    "command_line",
 ]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -64,8 +70,14 @@ class Transport(Protocol):
 
     connections_opened: int  # network (re)connections so far, jump hosts included; 0 when none
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult: ...
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult: ...
 
     def read_from(self, path: str, offset: int, limit: int | None = None) -> bytes: ...
 
@@ -110,15 +122,28 @@ class LocalTransport:
 
     connections_opened = 0  # no connection: this host
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = check_argv(argv)
         try:
             # Its own session: a Ctrl-C in the terminal reaches pytest (which acts on it, see
             # stopsignals.deferred), never an sbatch half-way through submitting a job.
-            proc = subprocess.run(args, capture_output=True, timeout=timeout, cwd=cwd, check=False,
-                                  env={**os.environ, **env} if env else None, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
+            proc = subprocess.run(
+                args,
+                capture_output=True,
+                timeout=timeout,
+                cwd=cwd,
+                check=False,
+                env={**os.environ, **env} if env else None,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except subprocess.TimeoutExpired:
             raise TransportTimeout(f"{args[0]} timed out after {timeout:g} s") from None
         except (FileNotFoundError, NotADirectoryError):

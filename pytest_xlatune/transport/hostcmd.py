@@ -26,8 +26,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .base import (CommandResult, LocalTransport, Transport, TransportError, TransportRefused,
-                        TransportTimeout, check_argv, command_line)
+from .base import (
+    CommandResult,
+    LocalTransport,
+    Transport,
+    TransportError,
+    TransportRefused,
+    TransportTimeout,
+    check_argv,
+    command_line,
+)
 
 __all__ = ["START_HINT", "BridgeInfo", "HostCmdTransport", "PathMap", "result_error"]
 
@@ -71,8 +79,10 @@ class BridgeInfo:
     round_trip_s: float  # of the one command that asked the three
 
     def describe(self) -> str:
-        return (f"host-cmd bridge reached {self.user}@{self.hostname} (queue {self.node_id!r}, "
-                f"checkout {self.host_checkout} on the host, {self.round_trip_s * 1000:.0f} ms round trip)")
+        return (
+            f"host-cmd bridge reached {self.user}@{self.hostname} (queue {self.node_id!r}, "
+            f"checkout {self.host_checkout} on the host, {self.round_trip_s * 1000:.0f} ms round trip)"
+        )
 
 
 def result_error(data: Mapping[str, Any], command: str, node: str) -> TransportError | None:
@@ -87,8 +97,9 @@ def result_error(data: Mapping[str, Any], command: str, node: str) -> TransportE
         return TransportTimeout(f"host-cmd: no answer from the server for node {node!r} to `{shown}`: {words}")
     code = data.get("exit_code")
     if data.get("rejected") or code == -3:
-        return TransportRefused(f"host-cmd policy on the host refused `{shown}`: {words} "
-                                "(see .host-cmd/host-cmd-ctl.sh policy)")
+        return TransportRefused(
+            f"host-cmd policy on the host refused `{shown}`: {words} (see .host-cmd/host-cmd-ctl.sh policy)"
+        )
     if data.get("timed_out") or code == -1:
         return TransportTimeout(f"host-cmd: `{shown}` on the host: {words}")
     if code == -4:
@@ -102,8 +113,7 @@ def load_client(host_cmd_dir: Path) -> ModuleType:
     """Import the checkout's own `.host-cmd/host_cmd.py` (it imports host_cmd_common beside it)."""
     client = host_cmd_dir / "host_cmd.py"
     if not client.is_file():
-        raise TransportError(f"host-cmd: expected the bridge client {client} in a "
-                             "maxtext-slurm checkout, found none")
+        raise TransportError(f"host-cmd: expected the bridge client {client} in a maxtext-slurm checkout, found none")
     name = f"_xlatune_host_cmd_{abs(hash(str(host_cmd_dir)))}"
     spec = importlib.util.spec_from_file_location(name, client)
     assert spec is not None and spec.loader is not None
@@ -155,8 +165,10 @@ class HostCmdTransport:
 
     def _not_running(self) -> TransportError:
         node = self._bridge.node_id if self._bridge is not None else "?"
-        return TransportError(f"host-cmd: no server answers for node {node!r} in {self.dir} ({START_HINT};"
-                              " inside a container, HOST_CMD_NODE must name the host's node)")
+        return TransportError(
+            f"host-cmd: no server answers for node {node!r} in {self.dir} ({START_HINT};"
+            " inside a container, HOST_CMD_NODE must name the host's node)"
+        )
 
     def _round_trip(self, line: str, seconds: int) -> dict[str, Any]:
         bridge = self._open()
@@ -205,35 +217,50 @@ class HostCmdTransport:
         finally:
             self.calls += 1
         # The server's cwd is the checkout on the host (the parent of its .host-cmd).
-        line = command_line(["sh", "-c", 'hostname; id -un; pwd -P'])
+        line = command_line(["sh", "-c", "hostname; id -un; pwd -P"])
         started = time.perf_counter()
         data = self._round_trip(line, 30)
         if (error := result_error(data, line, bridge.node_id)) is not None:
             raise error
         lines = str(data.get("stdout", "")).splitlines()
         if len(lines) < 3 or not lines[2].startswith("/"):
-            raise TransportError(f"host-cmd: `{line}` on the host printed {data.get('stdout')!r}: "
-                                 "expected hostname, user and the checkout's path")
+            raise TransportError(
+                f"host-cmd: `{line}` on the host printed {data.get('stdout')!r}: "
+                "expected hostname, user and the checkout's path"
+            )
         self.paths = PathMap(self.checkout, lines[2])
         self.info = BridgeInfo(bridge.node_id, lines[0], lines[1], lines[2], time.perf_counter() - started)
         return self.info
 
     # ---- Transport -----------------------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = check_argv(argv)
         if self.info is None:
             self.ping()
         seconds = max(1, math.ceil(self.default_timeout if timeout is None else timeout))
         to_host = self.paths.to_host
-        line = command_line([to_host(a) for a in args], cwd=to_host(cwd) if cwd else None,
-                            env={k: to_host(v) for k, v in env.items()} if env else None)
+        line = command_line(
+            [to_host(a) for a in args],
+            cwd=to_host(cwd) if cwd else None,
+            env={k: to_host(v) for k, v in env.items()} if env else None,
+        )
         data = self._round_trip(line, seconds)
         if (error := result_error(data, line, self._bridge.node_id)) is not None:
             raise error
-        return CommandResult(args, int(data["exit_code"]), self.paths.to_local(str(data.get("stdout", ""))),
-                             self.paths.to_local(str(data.get("stderr", ""))))
+        return CommandResult(
+            args,
+            int(data["exit_code"]),
+            self.paths.to_local(str(data.get("stdout", ""))),
+            self.paths.to_local(str(data.get("stderr", ""))),
+        )
 
     def read_from(self, path: str, offset: int, limit: int | None = None) -> bytes:
         return self.files.read_from(path, offset, limit)

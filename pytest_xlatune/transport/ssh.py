@@ -16,9 +16,8 @@ from typing import Any, NoReturn, TypeVar
 
 import paramiko
 
-from .base import (CommandResult, TransportError, TransportTimeout, check_argv, _text,
-                        _tmp_name, command_line)
 from ..errors import XlatuneError
+from .base import CommandResult, TransportError, TransportTimeout, _text, _tmp_name, check_argv, command_line
 
 __all__ = ["ACCEPT_NEW_HOST_KEY_OPTION", "SSHTransport"]
 
@@ -49,13 +48,13 @@ class AcceptNewHostKey(paramiko.MissingHostKeyPolicy):
         entry = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line() or ""
         try:
             os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
-                         0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
             with os.fdopen(fd, "a", encoding="utf-8") as handle:
                 handle.write(entry)
         except OSError as error:
-            raise TransportError(f"{self.path}: cannot save the new host key of {hostname}: "
-                                 f"{error.strerror or error}") from None
+            raise TransportError(
+                f"{self.path}: cannot save the new host key of {hostname}: {error.strerror or error}"
+            ) from None
 
 
 def known_hosts_file(candidates: Sequence[str]) -> str:
@@ -92,11 +91,22 @@ class SSHTransport:
     of those files). StrictHostKeyChecking in the config is deliberately ignored.
     """
 
-    def __init__(self, host: str, *, port: int | None = None, user: str | None = None,
-                 key_filename: str | None = None, ssh_config: str | None = None,
-                 known_hosts: str | None = None, accept_new_host_key: bool = False,
-                 allow_agent: bool = True, connect_timeout: float = 15.0, connect_attempts: int = 4,
-                 backoff: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        host: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        key_filename: str | None = None,
+        ssh_config: str | None = None,
+        known_hosts: str | None = None,
+        accept_new_host_key: bool = False,
+        allow_agent: bool = True,
+        connect_timeout: float = 15.0,
+        connect_attempts: int = 4,
+        backoff: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.host = host
         self.accept_new_host_key = accept_new_host_key
         self.allow_agent = allow_agent
@@ -118,8 +128,15 @@ class SSHTransport:
     def where(self) -> str:
         return self._target.where
 
-    def _resolve(self, spec: str, *, port: int | None = None, user: str | None = None,
-                 key: str | None = None, known_hosts: str | None = None) -> _Target:
+    def _resolve(
+        self,
+        spec: str,
+        *,
+        port: int | None = None,
+        user: str | None = None,
+        key: str | None = None,
+        known_hosts: str | None = None,
+    ) -> _Target:
         # A ProxyJump entry may be user@host:port; the config entry for the bare host fills the rest.
         if "@" in spec:
             user_part, spec = spec.rsplit("@", 1)
@@ -131,7 +148,9 @@ class SSHTransport:
         known = ([known_hosts] if known_hosts else []) + str(c.get("userknownhostsfile", "")).split()
         jump, proxy = str(c.get("proxyjump", "none")), str(c.get("proxycommand", "none"))
         return _Target(
-            hostname=c.get("hostname", spec), port=int(port or c.get("port", 22)), user=user or c.get("user"),
+            hostname=c.get("hostname", spec),
+            port=int(port or c.get("port", 22)),
+            user=user or c.get("user"),
             key_files=tuple([key] if key else [os.path.expanduser(p) for p in c.get("identityfile", [])]),
             known_hosts=tuple(dict.fromkeys(os.path.expanduser(p) for p in known)),
             identities_only=str(c.get("identitiesonly", "no")).lower() == "yes",
@@ -154,29 +173,42 @@ class SSHTransport:
         if files:
             client.load_host_keys(files[0])
         client.set_missing_host_key_policy(
-            AcceptNewHostKey(known_hosts_file(target.known_hosts)) if self.accept_new_host_key
-            else _RefuseUnknownHostKey())
+            AcceptNewHostKey(known_hosts_file(target.known_hosts))
+            if self.accept_new_host_key
+            else _RefuseUnknownHostKey()
+        )
         keys: Any = list(target.key_files) or None  # paramiko takes a list; its stubs say str
         try:
             client.connect(
-                target.hostname, port=target.port, username=target.user, sock=sock,
-                key_filename=keys, allow_agent=self.allow_agent,
-                look_for_keys=not target.identities_only, timeout=self.connect_timeout,
-                banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout)
+                target.hostname,
+                port=target.port,
+                username=target.user,
+                sock=sock,
+                key_filename=keys,
+                allow_agent=self.allow_agent,
+                look_for_keys=not target.identities_only,
+                timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout,
+            )
         except _UnknownHostKey:
             client.close()
-            raise TransportError(f"unknown host key for {target.where} — add it to known_hosts "
-                                 f"or pass {ACCEPT_NEW_HOST_KEY_OPTION}") from None
+            raise TransportError(
+                f"unknown host key for {target.where} — add it to known_hosts or pass {ACCEPT_NEW_HOST_KEY_OPTION}"
+            ) from None
         except paramiko.BadHostKeyException:
             client.close()
-            raise TransportError(f"host key for {target.where} does not match known_hosts "
-                                 "(changed key or man-in-the-middle); fix that known_hosts entry") from None
+            raise TransportError(
+                f"host key for {target.where} does not match known_hosts "
+                "(changed key or man-in-the-middle); fix that known_hosts entry"
+            ) from None
         except paramiko.AuthenticationException:
             client.close()
             tried = ", ".join(target.key_files) or "default key files"
-            raise TransportError(f"authentication failed for {target.user or 'the current user'}@"
-                                 f"{target.where} (tried {tried}{' and the SSH agent' if self.allow_agent else ''})"
-                                 ) from None
+            raise TransportError(
+                f"authentication failed for {target.user or 'the current user'}@"
+                f"{target.where} (tried {tried}{' and the SSH agent' if self.allow_agent else ''})"
+            ) from None
         except BaseException:
             client.close()
             raise
@@ -193,8 +225,9 @@ class SSHTransport:
                 sock: Any = None
                 prev = clients[-1].get_transport() if clients else None
                 if prev is not None:
-                    sock = prev.open_channel("direct-tcpip", (target.hostname, target.port),
-                                             ("127.0.0.1", 0), timeout=self.connect_timeout)
+                    sock = prev.open_channel(
+                        "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=self.connect_timeout
+                    )
                 elif target.proxy_command:
                     sock = paramiko.ProxyCommand(target.proxy_command)
                 clients.append(self._connect_one(target, sock))
@@ -220,8 +253,9 @@ class SSHTransport:
                     except (OSError, EOFError, paramiko.SSHException) as exc:  # not TransportError:
                         last = f"{type(exc).__name__}: {exc}".splitlines()[0]  # host key/auth are final
                 else:
-                    raise TransportError(f"cannot connect to {self.where} after "
-                                         f"{self.connect_attempts} attempts ({last})")
+                    raise TransportError(
+                        f"cannot connect to {self.where} after {self.connect_attempts} attempts ({last})"
+                    )
             t = self._clients[-1].get_transport()
             assert t is not None
             return t
@@ -243,8 +277,14 @@ class SSHTransport:
 
     # -- commands -----------------------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = check_argv(argv)
         line = command_line(args, cwd=cwd, env=env)
         # Retry only while nothing has reached the server: a command must never run twice.
@@ -266,8 +306,9 @@ class SSHTransport:
             chan.close()  # on timeout too: sshd then closes the command's pipes
         return CommandResult(args, code, _text(out), _text(err))
 
-    def _collect(self, chan: paramiko.Channel, transport: paramiko.Transport, args: tuple[str, ...],
-                 timeout: float | None) -> tuple[bytes, bytes, int]:
+    def _collect(
+        self, chan: paramiko.Channel, transport: paramiko.Transport, args: tuple[str, ...], timeout: float | None
+    ) -> tuple[bytes, bytes, int]:
         # Read both streams as they come: reading one to EOF first deadlocks once the other
         # fills the channel window.
         out, err = bytearray(), bytearray()
@@ -278,8 +319,9 @@ class SSHTransport:
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(1 << 16)
             if not transport.is_active():
-                raise TransportError(f"connection to {self.where} lost while running {args[0]} "
-                                     "(not retried: it may have run)")
+                raise TransportError(
+                    f"connection to {self.where} lost while running {args[0]} (not retried: it may have run)"
+                )
             drained = not chan.recv_ready() and not chan.recv_stderr_ready()
             # Done at EOF + exit status; a channel closed without a status (a signal) is -1.
             if drained and ((chan.eof_received and chan.exit_status_ready()) or chan.closed):
@@ -320,6 +362,7 @@ class SSHTransport:
 
     def read_from(self, path: str, offset: int, limit: int | None = None) -> bytes:
         """Read from `offset` to EOF (or `limit` bytes); FileNotFoundError if it is missing."""
+
         def op(sftp: paramiko.SFTPClient) -> bytes:
             with sftp.open(path, "rb") as f:
                 f.seek(offset)

@@ -107,8 +107,11 @@ def run(c: Config) -> int:
     try:
         count = jax.device_count()
     except (RuntimeError, AssertionError) as error:  # JAX_PLATFORMS=cuda without a CUDA jax or GPU
-        print(f"error: jax_platform={c.jax_platform}: jax cannot start its backend (no GPU, or jax without CUDA: "
-              f"pip install 'jax[cuda12]'): {type(error).__name__}: {error}".rstrip(": "), file=sys.stderr)
+        print(
+            f"error: jax_platform={c.jax_platform}: jax cannot start its backend (no GPU, or jax without CUDA: "
+            f"pip install 'jax[cuda12]'): {type(error).__name__}: {error}".rstrip(": "),
+            file=sys.stderr,
+        )
         return 1
     if count < c.num_devices:
         print(f"error: need {c.num_devices} devices, jax sees {count}", file=sys.stderr)

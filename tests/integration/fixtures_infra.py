@@ -118,8 +118,15 @@ def sshd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]
     (d / "empty_ssh_config").write_text("")
     port = int(proc.stdout.strip().splitlines()[-1])
     try:
-        yield SSHServer(host="127.0.0.1", port=port, user="root", key_path=str(d / "id_ed25519"),
-                        known_hosts=str(d / "known_hosts"), ssh_config=str(d / "ssh_config"), dir=str(d))
+        yield SSHServer(
+            host="127.0.0.1",
+            port=port,
+            user="root",
+            key_path=str(d / "id_ed25519"),
+            known_hosts=str(d / "known_hosts"),
+            ssh_config=str(d / "ssh_config"),
+            dir=str(d),
+        )
     finally:
         subprocess.run(["bash", str(SSHD_SCRIPT), "down", str(d)], capture_output=True, timeout=60, check=False)
 
@@ -131,8 +138,9 @@ def placement(job_id: str) -> tuple[str, str, str]:
     found = [re.search(rf"\b{key}=(\S+)", info) for key in ("NodeList", "StartTime", "EndTime")]
     if all(found):
         return tuple(m.group(1) for m in found)  # type: ignore[return-value, union-attr]
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "NodeList,Start,End"],
-                         capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "NodeList,Start,End"], capture_output=True, text=True
+    ).stdout.strip()
     assert out, f"job {job_id}: neither scontrol nor sacct knows it"
     nodes, start, end = out.splitlines()[0].split("|")
     return nodes, start, end

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.integration.upstream import upstream_snapshot
+from tests.integration.waits import wait_until
 
-
-SHIM = '''\
+SHIM = """\
 import os, sys
 if sys.argv and sys.argv[0].endswith("host_cmd_server.py"):
     _here = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +33,7 @@ if sys.argv and sys.argv[0].endswith("host_cmd_server.py"):
     def _hide_dockerenv(self, *args, **kwargs):
         return False if str(self) == "/.dockerenv" else _exists(self, *args, **kwargs)
     pathlib.Path.exists = _hide_dockerenv
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,28 @@ class Bridge:
         base = dict(os.environ if env is None else env)
         path = base.get("PYTHONPATH", "")
         base["PYTHONPATH"] = f"{self.shim_dir}{os.pathsep}{path}" if path else str(self.shim_dir)
-        return subprocess.run(["bash", str(self.dir / "host-cmd-ctl.sh"), *args], capture_output=True,
-                              text=True, timeout=60, env=base, check=False)
+        return subprocess.run(
+            ["bash", str(self.dir / "host-cmd-ctl.sh"), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=base,
+            check=False,
+        )
 
     def start(self, env: dict[str, str] | None = None) -> None:
+        """`host-cmd-ctl.sh start`, then wait for the server to run. The script itself looks once,
+        one second after starting it, and says "Failed to start" when a loaded machine has not yet
+        brought the server's pid file up; the server may come up later: the state decides."""
         proc = self.ctl("start", env=env)
-        assert proc.returncode == 0 and "Started on" in proc.stdout, proc.stdout + proc.stderr
+        if proc.returncode == 0 and "Started on" in proc.stdout:
+            return
+        assert "Failed to start on" in proc.stdout, proc.stdout + proc.stderr
+        wait_until(
+            f"the host-cmd server to run ({proc.stdout.strip()})",
+            lambda: "Server:  RUNNING" in self.ctl("status", env=env).stdout,
+            every=0.5,
+        )
 
     def stop(self) -> None:
         self.ctl("stop")
@@ -75,7 +91,7 @@ class Bridge:
                 continue
             where = rest.split("] ", 1)[1]
             assert where.startswith(root), line  # the server's cwd: the checkout or under it
-            cmd = where[len(root):].split(" ", 1)[1]
+            cmd = where[len(root) :].split(" ", 1)[1]
             if cmd.startswith("cd ") and " && " in cmd:
                 cmd = cmd.split(" && ", 1)[1]
             if cmd.startswith(prefix):

@@ -29,8 +29,14 @@ def test_quick_benchmark_measures_every_section(local_slurm: LocalSlurm, tmp_pat
     if os.geteuid() != 0:
         unavailable("bench/run.py starts a loopback sshd (scripts/local-sshd.sh): needs root")
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--json", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--quick", "--json", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
     data = json.loads(out.read_text())
     assert data["meta"]["mode"] == "quick"
@@ -38,9 +44,11 @@ def test_quick_benchmark_measures_every_section(local_slurm: LocalSlurm, tmp_pat
         section = data[name]
         assert section["error"] == "", (name, section["error"])
         assert section["figures"], f"{name}: no figures"
-        not_numbers = {key: value for key, value in section["figures"].items()
-                       if isinstance(value, bool) or not isinstance(value, (int, float))
-                       or math.isnan(value)}
+        not_numbers = {
+            key: value
+            for key, value in section["figures"].items()
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value)
+        }
         assert not not_numbers, (name, not_numbers)
         assert set(section["targets"]) <= set(section["figures"]), name
 
@@ -48,8 +56,14 @@ def test_quick_benchmark_measures_every_section(local_slurm: LocalSlurm, tmp_pat
 def bench_json(tmp_path: Path, script: str, *args: str) -> tuple[Any, str]:
     """Run a bench script with `--json`: what it wrote and what it printed (it must end with 0)."""
     out = tmp_path / f"{script}.json"
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / script), *args, "--json", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args, "--json", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
     return json.loads(out.read_text()), proc.stdout
 
@@ -68,8 +82,11 @@ def test_replay_simulator_writes_every_figure_for_both_policies(tmp_path: Path) 
     assert fixed.get("controls", 0) == fixed.get("repeats", 0) == fixed.get("shares", 0) == 0
     assert "node-hours ratio adaptive/fixed" in stdout and "6 sweeps, seed 3" in stdout
     # Issue 23's stressors, one sweep each at this size: false wins next to today's table.
-    assert set(data["stressors"]) == {"noise 15 %, null profiles", "steady baseline, unstable null profiles",
-                                      "bursty co-tenant (-20 % 1 h in 3)"}
+    assert set(data["stressors"]) == {
+        "noise 15 %, null profiles",
+        "steady baseline, unstable null profiles",
+        "bursty co-tenant (-20 % 1 h in 3)",
+    }
     assert all(set(v["false_win"]) == {"adaptive", "fixed"} for v in data["stressors"].values())
     assert "1 sweeps per stressor, seed 3" in stdout
 
@@ -83,4 +100,6 @@ def test_compile_cache_bench_measures_both_settings_and_sees_the_hits(tmp_path: 
         (pair,) = row["pairs"]
         assert pair["cached"]["hit"] and not pair["uncached"]["hit"]  # JAX's own log line
         assert pair["cached"]["cache"] == pair["uncached"]["cache"] != ""
-        assert row["ratio"] > 0 and row["uncached_s"] > 0
+        # The compile phase is the workload's own figure (its compiled-train_step line): a load
+        # from the cache is shorter than the compile that filled it, and both are positive.
+        assert 0 < row["cached_s"] < row["uncached_s"] and 0 < row["ratio"] < 1

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_xlatune.judge.lock import Lock, LockedRecipe, dumps
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe, dumps
 from tests.conftest import TESTS_DIR
 
 EXAMPLES = TESTS_DIR.parent / "examples" / "ci"
@@ -54,8 +54,13 @@ def venv(path: Path, sitecustomize: str = "") -> str:
     through a .pth that adds them as a site dir (their own .pth files, the editable install's, run)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
     python = path / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     here = sysconfig.get_paths()["purelib"]
     (Path(purelib) / "xlatune-test.pth").write_text(f"import site; site.addsitedir({here!r})\n")
     if sitecustomize:
@@ -70,8 +75,9 @@ def github_steps() -> tuple[dict[str, str], list[str]]:
 
 
 def run(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def test_the_github_workflow_gates_as_written(tmp_path: Path) -> None:
@@ -83,8 +89,11 @@ def test_the_github_workflow_gates_as_written(tmp_path: Path) -> None:
     venv(tmp_path / ".venv")
     (tmp_path / "cells").mkdir()
     (tmp_path / "cells" / "locked.yml").write_text(CELL.format(tag="locked"))
-    env = {**os.environ, "PYTHONPATH": str(TESTS_DIR),
-           "PYTEST_ADDOPTS": "--xlatune-workload=fake_trainer --xlatune-poll-interval=0.05 -p no:cacheprovider"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(TESTS_DIR),
+        "PYTEST_ADDOPTS": "--xlatune-workload=fake_trainer --xlatune-poll-interval=0.05 -p no:cacheprovider",
+    }
     # Before CI: the sweep, whose lock is committed next to the cell.
     sweep = run(".venv/bin/python -m pytest cells/locked.yml", tmp_path, env)
     assert sweep.returncode == 0, sweep.stdout + sweep.stderr
@@ -96,9 +105,11 @@ def test_the_github_workflow_gates_as_written(tmp_path: Path) -> None:
     same = run(gate, tmp_path, {**env, "NEW_IMAGE": str(tmp_path / ".venv" / "bin" / "python"), "XLATUNE_ARGS": ""})
     out = same.stdout + same.stderr
     assert same.returncode == 0, out
-    assert ("SKIPPED [1] cells/unlocked.yml:1: cells/unlocked.lock.json: no recipe lock, nothing to gate (a "
-            "finished sweep writes one when it finds a recipe better than the baseline: run pytest "
-            "cells/unlocked.yml first)") in out
+    assert (
+        "SKIPPED [1] cells/unlocked.yml:1: cells/unlocked.lock.json: no recipe lock, nothing to gate (a "
+        "finished sweep writes one when it finds a recipe better than the baseline: run pytest "
+        "cells/unlocked.yml first)"
+    ) in out
     assert "**Verdict: PASSED" in (tmp_path / "locked-gate.md").read_text()
 
     slower = script(tmp_path / "slower" / "python", SLOWER.format(python=sys.executable))
@@ -234,10 +245,32 @@ def test_the_github_workflow_gates_the_embedded_workload_with_real_venvs(tmp_pat
         # compares each new-venv run with a control on the lock's venv in its own session, so
         # the lock's figures do not decide it: the lock the sweep writes when it confirms the win.
         assert "recipe lock cells/locked.lock.json not written" in sweep.stdout, sweep.stdout
-        lock.write_text(dumps(Lock("locked", "FSDP=2", "", "localhost", "2026-12-03", (
-            LockedRecipe(config_tag="default", profile="opt_o2", xla_flags=("--xla_backend_optimization_level=2",),
-                         env=(), overrides=(), tgs=3000.0, ci_low_pct=50.0, ci_high_pct=250.0,
-                         baseline_tgs=1400.0, delta_pct=130.0, job_ids=("3",)),))))
+        lock.write_text(
+            dumps(
+                Lock(
+                    "locked",
+                    "FSDP=2",
+                    "",
+                    "localhost",
+                    "2026-12-03",
+                    (
+                        LockedRecipe(
+                            config_tag="default",
+                            profile="opt_o2",
+                            xla_flags=("--xla_backend_optimization_level=2",),
+                            env=(),
+                            overrides=(),
+                            tgs=3000.0,
+                            ci_low_pct=50.0,
+                            ci_high_pct=250.0,
+                            baseline_tgs=1400.0,
+                            delta_pct=130.0,
+                            job_ids=("3",),
+                        ),
+                    ),
+                )
+            )
+        )
     (tmp_path / "cells" / "unlocked.yml").write_text(JAX_CELL.format(tag="unlocked"))
 
     same = run(gate, tmp_path, {**env, "NEW_IMAGE": str(tmp_path / ".venv" / "bin" / "python"), "XLATUNE_ARGS": ""})

@@ -37,8 +37,9 @@ def compile_phase(log: str) -> float:
     return float(COMPILED.findall(log)[0])
 
 
-def test_a_repeat_of_the_same_settings_loads_the_first_runs_executable(pytester: pytest.Pytester,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeat_of_the_same_settings_loads_the_first_runs_executable(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("JAX_LOG_COMPILES", "1")  # JAX then logs each persistent-cache hit
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     pytester.makefile(".yml", cachereal=CELL)
@@ -57,4 +58,3 @@ def test_a_repeat_of_the_same_settings_loads_the_first_runs_executable(pytester:
     log1, log2 = Path(run1["log_path"]).read_text(), Path(run2["log_path"]).read_text()
     assert HIT not in log1 and HIT in log2
     assert compile_phase(log2) < compile_phase(log1)
-

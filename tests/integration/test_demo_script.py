@@ -57,7 +57,7 @@ def steps(page: Path) -> list[tuple[str, str, list[str]]]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].strip().startswith("```"))
-        body = lines[i + 1:end]
+        body = lines[i + 1 : end]
         if fence.group(1) == "console":
             for line in body:
                 if line.startswith("$ "):
@@ -74,8 +74,13 @@ def steps(page: Path) -> list[tuple[str, str, list[str]]]:
 def fresh_clone(dest: Path) -> None:
     """A clone of this repository as a user gets it, with the working tree's changes on top."""
     subprocess.run(["git", "clone", "-q", str(REPO), str(dest)], check=True, timeout=300)
-    changed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-m", "-o", "--exclude-standard", "-z"],
-                             capture_output=True, text=True, check=True, timeout=60).stdout.split("\0")
+    changed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-m", "-o", "--exclude-standard", "-z"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split("\0")
     for name in filter(None, changed):
         if (REPO / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -110,13 +115,13 @@ def run_page(page: Path, home: Path) -> list[tuple[str, int, list[str], list[str
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI", "BUILD_NUMBER"))}
     env.update(XLATUNE_VENV=sys.prefix, COLUMNS="80")
     env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, env=env,
-                          timeout=1800, check=False)
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(script)], capture_output=True, text=True, env=env, timeout=1800, check=False
+    )
     output = done.stdout + done.stderr
     results = []
     for index, (command, patterns) in enumerate(runs):
-        found = re.search(rf"^@@xlatune-doc-step {index}\n(.*?)^@@xlatune-doc-rc {index} (\d+)$", output,
-                          re.M | re.S)
+        found = re.search(rf"^@@xlatune-doc-step {index}\n(.*?)^@@xlatune-doc-rc {index} (\d+)$", output, re.M | re.S)
         assert found, f"{page.name}: `{command}` did not run\n{output[-3000:]}"
         results.append((command, int(found.group(2)), found.group(1).splitlines(), patterns))
     return results
@@ -130,8 +135,9 @@ def test_the_pages_commands_print_what_the_page_shows(page: str, tmp_path: Path)
     for command, code, output, patterns in results:
         assert code == 0, f"{page}: `{command}` exited {code}\n" + "\n".join(output[-60:])
         missing = unmatched(patterns, output)
-        assert missing is None, (f"{page}: `{command}` printed no line matching\n  {missing}\n--- it printed\n"
-                                 + "\n".join(output[-80:]))
+        assert missing is None, (
+            f"{page}: `{command}` printed no line matching\n  {missing}\n--- it printed\n" + "\n".join(output[-80:])
+        )
     clone = tmp_path / "pytest-xlatune"
     assert (clone / "report.html").exists() and (clone / "demo-tuning.md").exists()
     if page == "docs/tutorial.md":
@@ -140,14 +146,21 @@ def test_the_pages_commands_print_what_the_page_shows(page: str, tmp_path: Path)
 
 def test_an_edited_pattern_no_longer_matches(tmp_path: Path) -> None:
     """Not vacuous: the tutorial's patterns fail against output with an edited id or count."""
-    patterns = next(p for kind, command, p in steps(REPO / "docs/tutorial.md")
-                    if kind == "run" and command == "pytest cells/mine.yml -v")
+    patterns = next(
+        p
+        for kind, command, p in steps(REPO / "docs/tutorial.md")
+        if kind == "run" and command == "pytest cells/mine.yml -v"
+    )
     printed = [p.replace("*", "1") for p in patterns]
     assert unmatched(patterns, printed) is None
     assert unmatched(patterns, printed[1:]) == patterns[0]  # a line left out
     assert unmatched(patterns, printed[::-1]) is not None  # out of order
-    for old, new in (("opt_o1", "opt_o2"), ("5 passed", "4 passed"), ("mine-tuning", "demo-tuning"),
-                     ("[default]", "[dense]")):
+    for old, new in (
+        ("opt_o1", "opt_o2"),
+        ("5 passed", "4 passed"),
+        ("mine-tuning", "demo-tuning"),
+        ("[default]", "[dense]"),
+    ):
         assert old in "".join(patterns), old
         assert unmatched(patterns, [line.replace(old, new) for line in printed]) is not None, old
 
@@ -155,9 +168,19 @@ def test_an_edited_pattern_no_longer_matches(tmp_path: Path) -> None:
 def demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XLATUNE_VENV": sys.prefix, "XLATUNE_DEMO_JUNIT": str(tmp_path / "junit.xml")}
     return subprocess.run(
-        [str(REPO / "scripts" / "demo.sh"), f"--xlatune-store={tmp_path / 'store'}",
-         f"--xlatune-report-dir={tmp_path}", f"--html={tmp_path / 'report.html'}", *args],
-        capture_output=True, text=True, env=env, timeout=600, check=False)
+        [
+            str(REPO / "scripts" / "demo.sh"),
+            f"--xlatune-store={tmp_path / 'store'}",
+            f"--xlatune-report-dir={tmp_path}",
+            f"--html={tmp_path / 'report.html'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_any_other_failure_ends_the_demo_with_pytests_code(tmp_path: Path) -> None:

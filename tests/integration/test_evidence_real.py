@@ -31,9 +31,18 @@ overrides: {emb_dim: 64, mlp_dim: 128, num_decoder_layers: 4, max_target_length:
 @pytest.mark.parametrize("candidate", catalog.get("cpu").candidates, ids=lambda c: c.name)
 def test_cpu_catalog_flag_is_known_to_this_jax(candidate: catalog.Candidate, tmp_path: Path) -> None:
     env = {**os.environ, "XLA_FLAGS": " ".join(candidate.xla_flags), "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", "import jax, jax.numpy as j; "
-                           "print(float(jax.jit(lambda x: (x @ x).sum())(j.ones((8, 8)))))"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import jax, jax.numpy as j; print(float(jax.jit(lambda x: (x @ x).sum())(j.ones((8, 8)))))",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "Unknown flag" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stdout.strip() == "512.0"
 
@@ -54,7 +63,9 @@ def results(store: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_fsdp_combiner_off_diff_in_the_report_matches_the_dumps(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".yml", fsdp=f"""\
+    pytester.makefile(
+        ".yml",
+        fsdp=f"""\
 model_tag: evreal
 nodes: 1
 parallelism: FSDP=8
@@ -65,7 +76,8 @@ baseline_repeats: 1
   2:
     - name: ar_combiner_off
       xla_flags: [--xla_disable_hlo_passes=cpu-all-reduce-combiner]
-""")
+""",
+    )
     result = pytester.runpytest("fsdp.yml", *ARGS)
     result.assert_outcomes(passed=4)  # baseline, evidence, ar_combiner_off, evidence2::winner
     stored = results(pytester.path / ".xlatune")
@@ -90,7 +102,9 @@ baseline_repeats: 1
 
 
 def test_pp_cell_orders_shapes_by_predicted_bubble_next_to_measured_tgs(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".yml", pp=f"""\
+    pytester.makefile(
+        ".yml",
+        pp=f"""\
 model_tag: ppreal
 nodes: 1
 parallelism: PP=4
@@ -101,7 +115,8 @@ baseline_repeats: 1
   - {{microbatches: 2}}
   - {{microbatches: 8}}
   - {{microbatches: 4}}
-""")
+""",
+    )
     # The fixed protocol: each shape is one run to its end, so the report's TGS is that run's
     # (adaptively a repeated shape shows the mean of its runs).
     result = pytester.runpytest("pp.yml", *ARGS, "--xlatune-fixed-protocol")

@@ -17,12 +17,27 @@ pytestmark = pytest.mark.jax
 def _compile(tmp: Path, name: str, flags: str) -> dict[str, str]:
     dump = tmp / name
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
-    env["XLA_FLAGS"] = (f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.* "
-                        f"{flags}").strip()
+    env["XLA_FLAGS"] = (
+        f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.* {flags}"
+    ).strip()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_xlatune.workload", "steps=2", "emb_dim=32", "mlp_dim=64",
-         "num_decoder_layers=1", "max_target_length=32", "ici_fsdp_parallelism=8"],
-        env=env, cwd=tmp, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest_xlatune.workload",
+            "steps=2",
+            "emb_dim=32",
+            "mlp_dim=64",
+            "num_decoder_layers=1",
+            "max_target_length=32",
+            "ici_fsdp_parallelism=8",
+        ],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return read_dump(str(dump))

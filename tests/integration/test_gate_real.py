@@ -6,13 +6,18 @@ interpreters). On the real local
 Slurm, with a CPU hog started between the lock and the gate (the machine loaded differently than
 when the lock was written): the same image passes — the gate compares each new-image run with its
 control on the lock's image in the same time window, so the hog alone fails nothing; an image whose
-XLA no longer knows the locked flag fails; an image where the recipe got slower fails, once a
-repeat of the pair confirms it.
+XLA no longer knows the locked flag fails; an image where the recipe computes in bfloat16 fails
+on its loss trajectory (the numerics guard).
+
+Each claim holds whatever else loads the machine: the two that fail are decided by XLA's flag
+parser and by the loss values, not by a speed; the speed checks that could fail the same image
+gate at 60 %, past what load does to one pair on these two cores (-43 % then -32 % for the same
+image once, while step times swung 0.3-2.1 s within one job). That a measured regression fails
+the gate, after a repeat of the pair, is tested with the fake trainer (tests/plugin/test_gate.py).
 """
 
 from __future__ import annotations
 
-import json
 import stat
 import subprocess
 import sys
@@ -23,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.cell.load import load_cell
-from pytest_xlatune.judge.lock import Lock, LockedRecipe, dumps
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe, dumps
 
 pytestmark = [pytest.mark.jax]
 
@@ -44,9 +49,9 @@ waves:
   2:
     - {{name: opt_o2, xla_flags: [--xla_backend_optimization_level=2]}}
 {backend}
-# Eight virtual devices on two cores drift by several % between sessions (-3.6 % once in CI with
-# the same image), so this machine gates at 10 %; the broken recipes below lose ~30 %.
-thresholds: {{regression_pct: 10}}
+# Eight virtual devices on two cores shared with other work: one pair of the same image measured
+# -43 %, its repeat -32 % (see above); no speed difference decides a claim of this test.
+thresholds: {{regression_pct: 60}}
 """
 ON_SLURM = {"slot": "nodelist: node[03-04]", "backend": 'backend: {kind: sbatch, time: "10:00"}'}
 
@@ -87,35 +92,60 @@ def locked(pytester: pytest.Pytester, where: dict[str, str]) -> Path:
     lock's figures do not decide it."""
     cell = pytester.makefile(".yml", gate=CELL.format(**where))
     loaded = load_cell(cell)
-    lock = Lock(loaded.model_tag, loaded.parallelism.text, "", loaded.slot.nodelist or "", "2026-12-03", (
-        LockedRecipe(config_tag="default", profile="opt_o2", xla_flags=("--xla_backend_optimization_level=2",),
-                     env=(), overrides=(), tgs=1000.0, ci_low_pct=60.0, ci_high_pct=160.0,
-                     baseline_tgs=500.0, delta_pct=100.0, job_ids=("1",)),))
+    lock = Lock(
+        loaded.model_tag,
+        loaded.parallelism.text,
+        "",
+        loaded.slot.nodelist or "",
+        "2026-12-03",
+        (
+            LockedRecipe(
+                config_tag="default",
+                profile="opt_o2",
+                xla_flags=("--xla_backend_optimization_level=2",),
+                env=(),
+                overrides=(),
+                tgs=1000.0,
+                ci_low_pct=60.0,
+                ci_high_pct=160.0,
+                baseline_tgs=500.0,
+                delta_pct=100.0,
+                job_ids=("1",),
+            ),
+        ),
+    )
     cell.with_suffix(".lock.json").write_text(dumps(lock))
     return cell
 
 
 @pytest.mark.slurm
-def test_on_slurm_under_a_cpu_hog_the_same_image_passes_and_a_removed_flag_or_a_slower_recipe_fails(
-        pytester: pytest.Pytester, local_slurm: None) -> None:
+def test_on_slurm_under_a_cpu_hog_the_same_image_passes_and_a_removed_flag_or_bfloat16_numerics_fail(
+    pytester: pytest.Pytester, local_slurm: None
+) -> None:
     cell = locked(pytester, ON_SLURM)
     with cpu_hog():
-        same = pytester.runpytest(str(cell), "--xlatune-gate",
-                                  f"--xlatune-image={image(pytester.path, 'same')}", *COMMON)
-        renamed = image(pytester.path, "noflag", 'export XLA_FLAGS="${XLA_FLAGS//'
-                        '--xla_backend_optimization_level=2/--xla_backend_optimization_level_v2=2}"')
+        same = pytester.runpytest(
+            str(cell), "--xlatune-gate", f"--xlatune-image={image(pytester.path, 'same')}", *COMMON
+        )
+        renamed = image(
+            pytester.path,
+            "noflag",
+            'export XLA_FLAGS="${XLA_FLAGS//--xla_backend_optimization_level=2/--xla_backend_optimization_level_v2=2}"',
+        )
         gone = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={renamed}", *COMMON)
-        slower = image(pytester.path, "slower", 'case "$XLA_FLAGS" in *level=2*) '
-                       'export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac')
-        slow = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}", *COMMON)
+        # The recipe's runs on this image compute in bfloat16 (its XLA "changed" the numerics):
+        # the workload's own key, appended after the job's arguments, wins.
+        drifting = image(pytester.path, "bf16", 'case "$XLA_FLAGS" in *level=2*) set -- "$@" dtype=bfloat16;; esac')
+        drifted = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={drifting}", *COMMON)
     same.assert_outcomes(passed=4)  # the baseline and the recipe, each after its control on the lock's image
     gone.assert_outcomes(passed=3, failed=1)
-    gone.stdout.fnmatch_lines(["*a locked flag no longer exists in image*noflag*Unknown flag in "
-                               "XLA_FLAGS: --xla_backend_optimization_level_v2=2*"])
-    slow.assert_outcomes(passed=3, failed=1)
-    slow.stdout.fnmatch_lines(["*recipe 'opt_o2' [[]default[]] regressed vs the lock*"
-                               "on the lock's image (default) in this session*"])
-    found = [json.loads(line) for line in (pytester.path / ".xlatune" / "gate.jsonl").read_text().splitlines()]
-    on_slower = [r for r in found if r.get("event") == "result" and r["item"] == "gate::opt_o2[default]"
-                 and "slower" in str(r.get("image", ""))]
-    assert len(on_slower) >= 2  # one pair never fails the gate: it was measured again first
+    gone.stdout.fnmatch_lines(
+        [
+            "*a locked flag no longer exists in image*noflag*Unknown flag in "
+            "XLA_FLAGS: --xla_backend_optimization_level_v2=2*"
+        ]
+    )
+    drifted.assert_outcomes(passed=3, failed=1)
+    drifted.stdout.fnmatch_lines(
+        ["*recipe 'opt_o2' [[]default[]] changes numerics on the new image: loss left the baseline's at step*"]
+    )

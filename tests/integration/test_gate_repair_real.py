@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.cell.load import load_cell
-from pytest_xlatune.judge.lock import Lock, LockedRecipe, dumps
 from pytest_xlatune.results import RunKind
 from pytest_xlatune.store import ResultStore
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe, dumps
 
 pytestmark = [pytest.mark.jax]
 
@@ -56,11 +56,32 @@ def write_lock_of_fastest(root: Path, cell: Path) -> None:
     best = max(means, key=lambda p: sum(means[p]) / len(means[p]))
     tgs, base_tgs = sum(means[best]) / len(means[best]), sum(base) / len(base)
     loaded = load_cell(cell)
-    cell.with_suffix(".lock.json").write_text(dumps(Lock(
-        loaded.model_tag, loaded.parallelism.text, "", "localhost", "2026-12-03", (LockedRecipe(
-            config_tag="default", profile=best, xla_flags=(f"--xla_backend_optimization_level={best[-1]}",),
-            env=(), overrides=(), tgs=tgs, ci_low_pct=0.0, ci_high_pct=0.0, baseline_tgs=base_tgs,
-            delta_pct=(tgs / base_tgs - 1) * 100, job_ids=("1",)),))))
+    cell.with_suffix(".lock.json").write_text(
+        dumps(
+            Lock(
+                loaded.model_tag,
+                loaded.parallelism.text,
+                "",
+                "localhost",
+                "2026-12-03",
+                (
+                    LockedRecipe(
+                        config_tag="default",
+                        profile=best,
+                        xla_flags=(f"--xla_backend_optimization_level={best[-1]}",),
+                        env=(),
+                        overrides=(),
+                        tgs=tgs,
+                        ci_low_pct=0.0,
+                        ci_high_pct=0.0,
+                        baseline_tgs=base_tgs,
+                        delta_pct=(tgs / base_tgs - 1) * 100,
+                        job_ids=("1",),
+                    ),
+                ),
+            )
+        )
+    )
 
 
 def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester: pytest.Pytester) -> None:
@@ -81,8 +102,9 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
     slower.write_text(SLOWER.format(python=sys.executable, level=locked[-1]))
     slower.chmod(slower.stat().st_mode | stat.S_IEXEC)
 
-    gate = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}",
-                              *COMMON)
+    gate = pytester.runpytest(
+        str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}", *COMMON
+    )
     out = gate.stdout.str()
     assert gate.ret == 6, out  # regressed, repair proposed
     assert f"recipe '{locked}' [default] regressed vs the lock" in out
@@ -91,13 +113,14 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
     assert proposed["recipes"][0]["profile"] == other and proposed["image"] == str(slower)
     report = (pytester.path / "repair-gate.md").read_text()
     assert "**regressed, repair proposed** (exit code 6)" in report and f"| proposed: {other} |" in report
-    print(report[report.index("### Repair"):])
+    print(report[report.index("### Repair") :])
 
     shutil.copy(proposed_file, lock)
     # As a CI job on a fresh runner gates it: a store of its own, so every figure the gate compares
     # is measured in this session's time window (the store above holds the new image's baseline
     # runs of the failing gate, measured minutes earlier, on a loaded machine up to 40 % apart).
-    again = pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={slower}",
-                               "--xlatune-store=.xlatune-deployed", *COMMON)
+    again = pytester.runpytest(
+        str(cell), "--xlatune-gate", f"--xlatune-image={slower}", "--xlatune-store=.xlatune-deployed", *COMMON
+    )
     assert again.ret == 0, again.stdout.str()
     assert "**Verdict: PASSED" in (pytester.path / "repair-gate.md").read_text()

@@ -14,24 +14,34 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.transport.hostcmd import START_HINT, HostCmdTransport
 from pytest_xlatune.notify import Notifier
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
-from tests.conftest import FAKE, FIXED
+from pytest_xlatune.transport.hostcmd import START_HINT, HostCmdTransport
+from tests.conftest import REAL as FAKE
+from tests.conftest import REAL_FIXED as FIXED
 from tests.integration.fixtures_infra import LocalSlurm, placement
 from tests.integration.hostcmd_bridge import Bridge, install_bridge
 from tests.integration.test_maxtext_upstream import tree
-from tests.integration.upstream import (HOST_ONLY_ENV, conformance_checkout, fake_runtime_env,
-                                        require_gpu_gres, upstream_snapshot)
 from tests.integration.test_transport import awkward_args, echo_argv
+from tests.integration.upstream import (
+    HOST_ONLY_ENV,
+    conformance_checkout,
+    fake_runtime_env,
+    require_gpu_gres,
+    upstream_snapshot,
+)
+
 
 @pytest.fixture(autouse=True)
 def upstream_bridge() -> None:
     """The upstream snapshot's .host-cmd is here (else a failure, never a skip)."""
     if not (upstream_snapshot() / ".host-cmd" / "host_cmd_server.py").is_file():
-        pytest.fail(f"the upstream maxtext-slurm checkout {upstream_snapshot()} has no .host-cmd bridge: "
-                    "use a clone of the public repository at f64d93f", pytrace=False)
+        pytest.fail(
+            f"the upstream maxtext-slurm checkout {upstream_snapshot()} has no .host-cmd bridge: "
+            "use a clone of the public repository at f64d93f",
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -61,8 +71,11 @@ def test_every_argument_survives_the_servers_shell(bridge: Bridge, tmp_path: Pat
     assert echo_argv(t, args) == args
     odd = tmp_path / "it's a $(dir); x"
     odd.mkdir()
-    res = t.run(["sh", "-c", 'pwd; printf "%s" "$XLT_V" >&2; exit 4'], cwd=str(odd),
-                env={"XLT_V": f"$(touch {marker}) `x` ; \"q\" 'q'"})
+    res = t.run(
+        ["sh", "-c", 'pwd; printf "%s" "$XLT_V" >&2; exit 4'],
+        cwd=str(odd),
+        env={"XLT_V": f"$(touch {marker}) `x` ; \"q\" 'q'"},
+    )
     assert (res.returncode, res.stdout, res.stderr) == (4, f"{odd}\n", f"$(touch {marker}) `x` ; \"q\" 'q'")
     assert not marker.exists()
     # One round trip per command after the one ping, and no result file left in the shared dir.
@@ -75,8 +88,10 @@ def test_refusal_and_timeout_in_the_servers_words(bridge: Bridge) -> None:
     t = HostCmdTransport(str(bridge.checkout))
     with pytest.raises(TransportRefused) as refused:
         t.run(["scontrol", "show", "node", "sudo"])  # the default policy denies \bsudo\b
-    assert str(refused.value) == ("host-cmd policy on the host refused `scontrol show node sudo`: POLICY "
-                                  "VIOLATION: Denied by pattern: '\\\\bsudo\\\\b' (see .host-cmd/host-cmd-ctl.sh policy)")
+    assert str(refused.value) == (
+        "host-cmd policy on the host refused `scontrol show node sudo`: POLICY "
+        "VIOLATION: Denied by pattern: '\\\\bsudo\\\\b' (see .host-cmd/host-cmd-ctl.sh policy)"
+    )
     with pytest.raises(TransportTimeout, match=r"^host-cmd: `sleep 3` on the host: Command timed out after 1s$"):
         t.run(["sleep", "3"], timeout=1)
     assert t.run(["true"]).ok  # the bridge is still fine
@@ -96,8 +111,10 @@ def test_a_stopped_server_is_one_line_not_a_hang(bridge: Bridge, tmp_path: Path)
     for transport in (t, HostCmdTransport(str(bridge.checkout))):
         with pytest.raises(TransportError) as error:
             transport.run(["squeue"])
-        assert str(error.value) == (f"host-cmd: no server answers for node {info.node_id!r} in {bridge.dir} "
-                                    f"({START_HINT}; inside a container, HOST_CMD_NODE must name the host's node)")
+        assert str(error.value) == (
+            f"host-cmd: no server answers for node {info.node_id!r} in {bridge.dir} "
+            f"({START_HINT}; inside a container, HOST_CMD_NODE must name the host's node)"
+        )
     assert not list((bridge.dir / "queue").rglob("*.cmd"))  # nothing left for a later server to run
 
 
@@ -107,8 +124,10 @@ def test_container_paths_become_host_paths_and_back(bridge: Bridge, tmp_path: Pa
     t = HostCmdTransport(str(view))
     assert t.ping().host_checkout == str(bridge.checkout)
     seen = bridge.checkout / "outputs" / "argv-seen-on-host"
-    res = t.run(["sh", "-c", 'pwd -P; printf "%s" "$1" > "$2"', "_", f"--x={view}/outputs", str(seen)],
-                cwd=str(view / "outputs"))
+    res = t.run(
+        ["sh", "-c", 'pwd -P; printf "%s" "$1" > "$2"', "_", f"--x={view}/outputs", str(seen)],
+        cwd=str(view / "outputs"),
+    )
     # The host ran it in its own path with its own paths in the arguments; the answer names the
     # container's path.
     assert res.stdout.splitlines() == [str(view / "outputs")]
@@ -122,11 +141,12 @@ def test_container_paths_become_host_paths_and_back(bridge: Bridge, tmp_path: Pa
 
 
 def test_a_notification_reaches_the_host_as_one_argument_in_the_checkout(bridge: Bridge) -> None:
-    message = "STOP: demo FSDP=8\nreason: node03 drained; `scontrol` said \"no\" for $NODE's RESUME"
+    message = 'STOP: demo FSDP=8\nreason: node03 drained; `scontrol` said "no" for $NODE\'s RESUME'
     warned: list[str] = []
     # The template runs where Slurm runs: on the host, in the bridge's checkout (the server's cwd).
-    notifier = Notifier(HostCmdTransport(str(bridge.checkout)), "sh -c 'printf %s \"$0\" > notified.txt' {message}",
-                        warn=warned.append)
+    notifier = Notifier(
+        HostCmdTransport(str(bridge.checkout)), "sh -c 'printf %s \"$0\" > notified.txt' {message}", warn=warned.append
+    )
     notifier.send(message)
     assert (bridge.checkout / "notified.txt").read_text() == message and not warned
 
@@ -139,7 +159,8 @@ def test_a_node_resume_goes_through_the_bridge_as_one_request(bridge: Bridge, lo
     client = SlurmClient(t)
     client.resume(local_slurm.nodes[-1], reason="xlatune host-cmd test")
     assert bridge.commands("scontrol update") == [
-        f"scontrol update NodeName={local_slurm.nodes[-1]} State=RESUME 'Reason=xlatune host-cmd test'"]
+        f"scontrol update NodeName={local_slurm.nodes[-1]} State=RESUME 'Reason=xlatune host-cmd test'"
+    ]
     assert bridge.results() == []
     t.close()
 
@@ -161,8 +182,9 @@ backend:
 
 
 @pytest.mark.slurm
-def test_sbatch_sweep_through_the_bridge(pytester: pytest.Pytester, local_slurm: LocalSlurm,
-                                          fake_trainer_env: None, tmp_path: Path) -> None:
+def test_sbatch_sweep_through_the_bridge(
+    pytester: pytest.Pytester, local_slurm: LocalSlurm, fake_trainer_env: None, tmp_path: Path
+) -> None:
     odd = tmp_path / "host dir, it's $HOME; `x`" / "ms"  # every path below goes through the server's shell
     odd.mkdir(parents=True)
     bridge = install_bridge(odd, tmp_path / "shim")
@@ -170,13 +192,18 @@ def test_sbatch_sweep_through_the_bridge(pytester: pytest.Pytester, local_slurm:
     try:
         cell = pytester.makefile(".yml", hc=SBATCH_CELL)
         # The fixed protocol: every item its own job (fast's confirmed win would skip env8).
-        result = pytester.runpytest(str(cell), "-v", *FIXED, "--xlatune-poll-interval=0.3",
-                                    f"--xlatune-host-cmd={bridge.checkout}")
+        result = pytester.runpytest(
+            str(cell), "-v", *FIXED, "--xlatune-poll-interval=0.3", f"--xlatune-host-cmd={bridge.checkout}"
+        )
     finally:
         bridge.stop()
     result.assert_outcomes(passed=5)  # baseline, evidence, fast, env8, the winner's evidence
-    result.stdout.fnmatch_lines(["*host-cmd bridge reached *@* (queue *, checkout *ms on the host, * ms round trip)*",
-                                 "*wave2::fast[[]default[]] PASSED 1100.* TGS*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*host-cmd bridge reached *@* (queue *, checkout *ms on the host, * ms round trip)*",
+            "*wave2::fast[[]default[]] PASSED 1100.* TGS*",
+        ]
+    )
     events = [json.loads(line) for line in (pytester.path / ".xlatune" / "hc.jsonl").read_text().splitlines()]
     jobs = [e["job_id"] for e in events if e["event"] == "submitted"]
     for job_id in jobs:
@@ -190,7 +217,8 @@ def test_sbatch_sweep_through_the_bridge(pytester: pytest.Pytester, local_slurm:
 
 @pytest.mark.slurm
 def test_policy_refusal_and_stopped_server_each_fail_the_cell_with_one_line(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path) -> None:
+    pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path
+) -> None:
     (tmp_path / "host" / "ms").mkdir(parents=True)
     bridge = install_bridge(tmp_path / "host" / "ms", tmp_path / "shim")
     cell = pytester.makefile(".yml", hc=SBATCH_CELL)
@@ -206,11 +234,17 @@ def test_policy_refusal_and_stopped_server_each_fail_the_cell_with_one_line(
     finally:
         bridge.stop()
     refused.assert_outcomes(failed=5)
-    refused.stdout.fnmatch_lines(["*--xlatune-host-cmd: host-cmd policy on the host refused `sinfo *`: "
-                                  "POLICY VIOLATION: Denied by pattern: '^sinfo\\\\b'*"])
+    refused.stdout.fnmatch_lines(
+        [
+            "*--xlatune-host-cmd: host-cmd policy on the host refused `sinfo *`: "
+            "POLICY VIOLATION: Denied by pattern: '^sinfo\\\\b'*"
+        ]
+    )
     assert "cannot reach Slurm" not in refused.stdout.str()
-    assert not (pytester.path / ".xlatune" / "hc.jsonl").exists() or "submitted" not in \
-        (pytester.path / ".xlatune" / "hc.jsonl").read_text()
+    assert (
+        not (pytester.path / ".xlatune" / "hc.jsonl").exists()
+        or "submitted" not in (pytester.path / ".xlatune" / "hc.jsonl").read_text()
+    )
 
 
 MAXTEXT_CELL = """\
@@ -242,7 +276,8 @@ def checkout_files(root: Path) -> dict[str, tuple[bytes, int]]:
 @pytest.mark.slurm
 @pytest.mark.jax
 def test_maxtext_slurm_sweep_through_the_bridge_from_a_container_path(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, local_slurm: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The unmodified upstream checkout (utils/preflight.sh aside) and its own bridge: submit.sh,
     squeue, sacct and scancel run on the "host" (the server), the session in the "container"."""
     require_gpu_gres(local_slurm.partition)
@@ -261,21 +296,31 @@ def test_maxtext_slurm_sweep_through_the_bridge_from_a_container_path(
         start = time.monotonic()
         # The fixed protocol: the bridge's mechanics are the point, every item runs to its end
         # (adaptively, a noisy +22 % restore_default once counted as a confirmed win and skipped two).
-        result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
-                                    f"--xlatune-host-cmd={view}", "--xlatune-fixed-protocol")
+        result = pytester.runpytest(
+            str(cell),
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "--xlatune-poll-interval=1",
+            f"--xlatune-host-cmd={view}",
+            "--xlatune-fixed-protocol",
+        )
         wall = time.monotonic() - start
     finally:
         bridge.stop()
     result.assert_outcomes(passed=5)  # baseline, restore_default, evidence, no_eigen_mt, winner evidence
-    result.stdout.fnmatch_lines([f"*host-cmd bridge reached *checkout {host} on the host*",
-                                 "*wave2::no_eigen_mt[[]moe[]] PASSED*"])
+    result.stdout.fnmatch_lines(
+        [f"*host-cmd bridge reached *checkout {host} on the host*", "*wave2::no_eigen_mt[[]moe[]] PASSED*"]
+    )
     events = [json.loads(line) for line in (pytester.path / ".xlatune" / "ds.jsonl").read_text().splitlines()]
     jobs = [e["job_id"] for e in events if e["event"] == "submitted"]
     results = {e["profile"]: e for e in events if e["event"] == "result"}
     polls = bridge.commands("squeue")
-    print(f"maxtext-slurm through host-cmd: {len(jobs)} jobs in {wall:.1f} s at a 1 s poll interval; bridge "
-          f"requests: {len(bridge.commands())} ({len(polls)} squeue, {len(bridge.commands('./submit.sh'))} "
-          f"submit.sh, {len(bridge.commands('sacct'))} sacct, {len(bridge.commands('scontrol'))} scontrol)")
+    print(
+        f"maxtext-slurm through host-cmd: {len(jobs)} jobs in {wall:.1f} s at a 1 s poll interval; bridge "
+        f"requests: {len(bridge.commands())} ({len(polls)} squeue, {len(bridge.commands('./submit.sh'))} "
+        f"submit.sh, {len(bridge.commands('sacct'))} sacct, {len(bridge.commands('scontrol'))} scontrol)"
+    )
     assert all(placement(job_id)[0] == "node[01-02]" for job_id in jobs)
     # submit.sh ran in the host's path; the session reads logs under the container's path.
     assert f"cd {host} && ./submit.sh deepseek3-671b:" in bridge.log()

@@ -38,8 +38,9 @@ def stored(store: Path) -> dict[str, dict[str, Any]]:
     return {e["item"]: e for e in map(json.loads, lines) if e["event"] == "result"}
 
 
-def test_a_flag_at_its_default_is_cut_after_its_compile_and_listed(pytester: pytest.Pytester,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flag_at_its_default_is_cut_after_its_compile_and_listed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     pytester.makefile(".yml", inertreal=CELL)
@@ -56,9 +57,17 @@ def test_a_flag_at_its_default_is_cut_after_its_compile_and_listed(pytester: pyt
     log = next(store.rglob(f"{cut}-*.log")).read_text()
     assert COMPILED_LINE in log and "completed step: 199," not in log  # cut before its last step
     said = why.replace("[", "[[]")  # fnmatch: a bracket is a character class
-    result.stdout.fnmatch_lines([f"*wave2::vec256[[]default[]] PASSED * ({said})*",
-                                 f"xlatune: inertreal.yml: inert flags: wave2::vec256[[]default[]] "
-                                 f"(--xla_cpu_prefer_vector_width=256): {said}"])
-    props = {p.get("name"): p.get("value") for case in ET.parse(pytester.path / "junit.xml").iter("testcase")
-             if case.get("name") == "vec256[default]" for p in case.iter("property")}
+    result.stdout.fnmatch_lines(
+        [
+            f"*wave2::vec256[[]default[]] PASSED * ({said})*",
+            f"xlatune: inertreal.yml: inert flags: wave2::vec256[[]default[]] "
+            f"(--xla_cpu_prefer_vector_width=256): {said}",
+        ]
+    )
+    props = {
+        p.get("name"): p.get("value")
+        for case in ET.parse(pytester.path / "junit.xml").iter("testcase")
+        if case.get("name") == "vec256[default]"
+        for p in case.iter("property")
+    }
     assert props["xlatune_inert"] == why

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from pytest_xlatune.slurm import JobState, JobStatus, NodeState, commands, parsers
 from pytest_xlatune.transport.base import LocalTransport
+from tests.integration.waits import wait_until
 
 if TYPE_CHECKING:
     from tests.integration.fixtures_infra import LocalSlurm
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slurm
 
 POLL = 0.3
-DEADLINE = 90.0  # seconds; jobs here take a few
 
 
 class Cluster:
@@ -35,8 +34,15 @@ class Cluster:
     def submit(self, body: str, *, node: str, name: str, requeue: bool | None = None) -> str:
         script = self.workdir / f"{name}.sh"
         script.write_text(f"#!/bin/sh\n{body}\n")
-        argv = commands.sbatch(str(script), job_name=f"{self.prefix}-{name}", nodes=1, nodelist=node,
-                               output=str(self.workdir / "%j.out"), chdir=str(self.workdir), requeue=requeue)
+        argv = commands.sbatch(
+            str(script),
+            job_name=f"{self.prefix}-{name}",
+            nodes=1,
+            nodelist=node,
+            output=str(self.workdir / "%j.out"),
+            chdir=str(self.workdir),
+            requeue=requeue,
+        )
         job_id = parsers.parse_sbatch_parsable(self.t.run(argv, timeout=30).check().stdout)
         self.mine.append(job_id)
         return job_id
@@ -46,18 +52,19 @@ class Cluster:
         self.polls += 1
         return parsers.parse_squeue(self.t.run(commands.squeue(job_ids), timeout=30).check().stdout)
 
-    def wait(self, job_ids: list[str], until: Callable[[dict[str, JobStatus]], bool],
-             seen: list[dict[str, JobStatus]] | None = None) -> dict[str, JobStatus]:
-        end = time.monotonic() + DEADLINE
-        while True:
+    def wait(
+        self,
+        job_ids: list[str],
+        until: Callable[[dict[str, JobStatus]], bool],
+        seen: list[dict[str, JobStatus]] | None = None,
+    ) -> dict[str, JobStatus]:
+        def reached() -> dict[str, JobStatus] | None:
             jobs = self.poll(job_ids)
             if seen is not None:
                 seen.append(jobs)
-            if until(jobs):
-                return jobs
-            if time.monotonic() > end:
-                raise AssertionError(f"jobs {job_ids} did not reach the condition in {DEADLINE:g} s: {jobs}")
-            time.sleep(POLL)
+            return jobs if until(jobs) else None
+
+        return wait_until(f"jobs {job_ids} to reach the condition", reached, every=POLL)
 
     def nodes(self) -> dict[str, parsers.NodeStatus]:
         return parsers.parse_sinfo_nodes(self.t.run(commands.sinfo_nodes("debug"), timeout=30).check().stdout)
@@ -81,7 +88,7 @@ def finished(*ids: str) -> Callable[[dict[str, JobStatus]], bool]:
 
 
 def test_two_jobs_pinned_to_one_node_run_back_to_back_seen_by_one_squeue_per_poll(cluster: Cluster) -> None:
-    body = 'date +%s.%N > "$SLURM_JOB_ID.start"; sleep 2; date +%s.%N > "$SLURM_JOB_ID.end"'
+    body = 'date +%s.%N > "$SLURM_JOB_ID.start"; sleep 5; date +%s.%N > "$SLURM_JOB_ID.end"'
     first = cluster.submit(body, node="node01", name="first")
     second = cluster.submit(body, node="node01", name="second")
     seen: list[dict[str, JobStatus]] = []
@@ -89,19 +96,25 @@ def test_two_jobs_pinned_to_one_node_run_back_to_back_seen_by_one_squeue_per_pol
 
     assert cluster.polls == len(seen)  # one squeue call per poll, both jobs in it
     assert {j: (s.state, s.nodes) for j, s in jobs.items()} == {
-        first: (JobState.COMPLETED, "node01"), second: (JobState.COMPLETED, "node01")}
-    assert any(s[first].state is JobState.RUNNING and s[second].state is JobState.PENDING
-               for s in seen if first in s and second in s), seen
+        first: (JobState.COMPLETED, "node01"),
+        second: (JobState.COMPLETED, "node01"),
+    }
+    assert any(
+        s[first].state is JobState.RUNNING and s[second].state is JobState.PENDING
+        for s in seen
+        if first in s and second in s
+    ), seen
     start2 = float((cluster.workdir / f"{second}.start").read_text())
     end1 = float((cluster.workdir / f"{first}.end").read_text())
     assert start2 >= end1
 
 
 def test_cancel_a_pending_job_then_the_running_one(cluster: Cluster) -> None:
-    running = cluster.submit("sleep 60", node="node02", name="blocker")
+    running = cluster.submit("sleep 600", node="node02", name="blocker")
     pending = cluster.submit("true", node="node02", name="waiter")
-    cluster.wait([running, pending], lambda j: j[running].state is JobState.RUNNING
-                 and j[pending].state is JobState.PENDING)
+    cluster.wait(
+        [running, pending], lambda j: j[running].state is JobState.RUNNING and j[pending].state is JobState.PENDING
+    )
 
     cluster.t.run(commands.scancel(pending), timeout=30).check()
     jobs = cluster.wait([running, pending], finished(pending))
@@ -111,7 +124,8 @@ def test_cancel_a_pending_job_then_the_running_one(cluster: Cluster) -> None:
     cluster.t.run(commands.scancel(running), timeout=30).check()
     cluster.wait([running], finished(running))
     status = parsers.parse_scontrol_show_job(
-        cluster.t.run(commands.scontrol_show_job(running), timeout=30).check().stdout)
+        cluster.t.run(commands.scontrol_show_job(running), timeout=30).check().stdout
+    )
     assert (status.state, status.exit_code, status.nodes) == (JobState.CANCELLED, 143, "node02")
 
 
@@ -171,16 +185,16 @@ def test_sacct_agrees_with_scontrol_when_accounting_is_on(local_slurm: LocalSlur
     if not local_slurm.accounting:
         pytest.skip("cluster runs without accounting (scripts/local-slurm.sh up --accounting enables sacct)")
     failed = cluster.submit("exit 3", node="node04", name="acct-fail")
-    killed = cluster.submit("sleep 60", node="node03", name="acct-kill")
+    killed = cluster.submit("sleep 600", node="node03", name="acct-kill")
     cluster.wait([killed], lambda j: j[killed].state is JobState.RUNNING)
     cluster.t.run(commands.scancel(killed), timeout=30).check()
     cluster.wait([failed, killed], finished(failed, killed))
-    end = time.monotonic() + 30
-    while True:  # slurmdbd records asynchronously
+
+    def recorded() -> dict[str, JobStatus] | None:  # slurmdbd records asynchronously
         acct = parsers.parse_sacct(cluster.t.run(commands.sacct([failed, killed]), timeout=30).check().stdout)
-        if all(j in acct and acct[j].state.finished for j in (failed, killed)) or time.monotonic() > end:
-            break
-        time.sleep(POLL)
+        return acct if all(j in acct and acct[j].state.finished for j in (failed, killed)) else None
+
+    acct = wait_until("sacct to record both jobs", recorded, every=POLL)
     assert (acct[failed].state, acct[failed].exit_code) == (JobState.FAILED, 3)
     # 143 (SIGTERM) as a rule; 137 (SIGKILL) when scancel lands before the batch step has started
     # (seen once in CI): either way 128 + a signal, and scontrol must say the same.

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import LocalTransport, Transport
 from tests.integration.fixtures_infra import LocalSlurm, SSHServer, placement
+from tests.integration.waits import ENDS_S, wait_until
 
 STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
 MANAGED = ("train_env.sh", "configs/demo.env.sh")
@@ -90,16 +90,24 @@ def env_line(log: str, name: str) -> str:
 @pytest.mark.sshd
 @pytest.mark.jax
 def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm, sshd_server: SSHServer) -> None:
+    pytester: pytest.Pytester, local_slurm: LocalSlurm, sshd_server: SSHServer
+) -> None:
     root = copy_checkout(pytester.path)
     before = snapshot(root)
     cell = pytester.makefile(".yml", demo=CELL.format(checkout=json.dumps(str(root))))
     logins = accepted_logins(sshd_server)
     start = time.monotonic()
     # The fixed protocol: one job per item, each to its end (the counts below are the plan's).
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=0.3",
-                                "--xlatune-fixed-protocol",
-                                "--xlatune-ssh-host=xlatune-test", f"--xlatune-ssh-config={sshd_server.ssh_config}")
+    result = pytester.runpytest(
+        str(cell),
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        "--xlatune-poll-interval=0.3",
+        "--xlatune-fixed-protocol",
+        "--xlatune-ssh-host=xlatune-test",
+        f"--xlatune-ssh-config={sshd_server.ssh_config}",
+    )
     wall = time.monotonic() - start
     result.assert_outcomes(passed=8)  # 7 runs + the winner-evidence run
     result.stdout.fnmatch_lines(["*wave1::restore_default[[]default[]] PASSED*", "*wave3::mem90[[]default[]] PASSED*"])
@@ -108,8 +116,10 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     jobs = [e["job_id"] for e in found if e["event"] == "submitted"]
     results = {e["profile"]: e for e in found if e["event"] == "result"}
     (cleanup,) = [e for e in found if e["event"] == "cleanup"]
-    print(f"maxtext-slurm e2e: {len(jobs)} jobs in {wall:.1f} s; SSH connections: client "
-          f"{cleanup['ssh_connections']}, sshd {accepted_logins(sshd_server) - logins}")
+    print(
+        f"maxtext-slurm e2e: {len(jobs)} jobs in {wall:.1f} s; SSH connections: client "
+        f"{cleanup['ssh_connections']}, sshd {accepted_logins(sshd_server) - logins}"
+    )
 
     # Exactly one SSH connection for the whole session, seen by the client and by sshd.
     assert cleanup["ssh_connections"] == 1
@@ -130,7 +140,8 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     # restore_default really ends at the image defaults, after configs/demo.env.sh's own settings.
     restore_log = Path(results["restore_default"]["log_path"]).read_text()
     assert env_line(restore_log, "XLA_FLAGS").endswith(
-        "--xla_cpu_enable_fast_math=true --xla_cpu_enable_fast_math=false")
+        "--xla_cpu_enable_fast_math=true --xla_cpu_enable_fast_math=false"
+    )
     assert env_line(restore_log, "XLA_PYTHON_CLIENT_MEM_FRACTION") == "0: XLA_PYTHON_CLIENT_MEM_FRACTION=.93"
     baseline_log = Path(results["baseline"]["log_path"]).read_text()
     assert env_line(baseline_log, "XLA_FLAGS").endswith("--xla_cpu_enable_fast_math=true")
@@ -159,7 +170,8 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
 @pytest.mark.slurm
 @pytest.mark.jax
 def test_refused_nodelist_or_foreign_block_leaves_the_checkout_untouched(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm) -> None:
+    pytester: pytest.Pytester, local_slurm: LocalSlurm
+) -> None:
     root = copy_checkout(pytester.path)
     before = snapshot(root)
     text = CELL.format(checkout=json.dumps(str(root)))
@@ -176,15 +188,20 @@ def test_refused_nodelist_or_foreign_block_leaves_the_checkout_untouched(
     other = pytester.makefile(".yml", foreign=text)
     result = pytester.runpytest(str(other), "-k", "baseline", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*foreign.yml: backend.checkout: {foreign} has TUNE_PROFILE content this sweep "
-                                 f"did not write, line 7: *; remove it from the checkout {root} first*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*foreign.yml: backend.checkout: {foreign} has TUNE_PROFILE content this sweep "
+            f"did not write, line 7: *; remove it from the checkout {root} first*"
+        ]
+    )
     assert (root / "train_env.sh").read_bytes() == before["train_env.sh"][0]
 
 
 @pytest.mark.slurm
 @pytest.mark.jax
 def test_the_image_asked_for_is_the_jobs_docker_image_and_a_missing_one_submits_nothing(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm) -> None:
+    pytester: pytest.Pytester, local_slurm: LocalSlurm
+) -> None:
     root = copy_checkout(pytester.path)
     image = pytester.path / "maxtext-v26.3.tar"
     image.write_bytes(b"a tarball")
@@ -196,16 +213,17 @@ def test_the_image_asked_for_is_the_jobs_docker_image_and_a_missing_one_submits_
     (baseline,) = [e for e in found if e["event"] == "result"]
     assert baseline["image"] == str(image)
     # container_env.sh on the node kept the DOCKER_IMAGE submit.sh ran under.
-    assert f"[stand-in] no docker: running on node01 with DOCKER_IMAGE={image}" in \
-        Path(baseline["log_path"]).read_text()
+    assert (
+        f"[stand-in] no docker: running on node01 with DOCKER_IMAGE={image}" in Path(baseline["log_path"]).read_text()
+    )
 
     gone = pytester.path / "maxtext-v26.4.tar"
     result = pytester.runpytest(str(cell), f"--xlatune-image={gone}", "--xlatune-remeasure", *common)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*img.yml: image: DOCKER_IMAGE {gone} (the image asked for) does not "
-                                 "exist on the cluster*"])
-    assert len([e for e in events(pytester.path / ".xlatune" / "img.jsonl")
-                if e["event"] == "submitted"]) == 1
+    result.stdout.fnmatch_lines(
+        [f"*img.yml: image: DOCKER_IMAGE {gone} (the image asked for) does not exist on the cluster*"]
+    )
+    assert len([e for e in events(pytester.path / ".xlatune" / "img.jsonl") if e["event"] == "submitted"]) == 1
 
 
 INTERRUPT_CELL = """\
@@ -230,7 +248,8 @@ backend:
 @pytest.mark.slurm
 @pytest.mark.jax
 def test_ctrl_c_cancels_our_queued_jobs_and_restores_the_checkout(
-        pytester: pytest.Pytester, local_slurm: LocalSlurm) -> None:
+    pytester: pytest.Pytester, local_slurm: LocalSlurm
+) -> None:
     root = copy_checkout(pytester.path)
     before = snapshot(root)
     cell = pytester.makefile(".yml", hang=INTERRUPT_CELL.format(checkout=json.dumps(str(root))))
@@ -239,10 +258,14 @@ def test_ctrl_c_cancels_our_queued_jobs_and_restores_the_checkout(
                              "--xlatune-poll-interval=0.3"], cwd=pytester.path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
-        wait_for(lambda: store.exists() and sum(e["event"] == "submitted" for e in events(store)) >= 3, proc)
+        wait_until(
+            "the sweep to submit three jobs",
+            lambda: store.exists() and sum(e["event"] == "submitted" for e in events(store)) >= 3,
+            proc=proc,
+        )
         assert b"xlatune TUNE_PROFILE" in (root / "train_env.sh").read_bytes()
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=ENDS_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -252,21 +275,8 @@ def test_ctrl_c_cancels_our_queued_jobs_and_restores_the_checkout(
     assert {e["job_id"] for e in found if e["event"] == "cancelled"} == submitted
     # scancel is asynchronous: a running job is COMPLETING until slurmstepd has killed its
     # processes (seconds on a loaded machine); none of them may stay queued or running.
-    end = time.monotonic() + 90
-    while submitted & active_ids() and time.monotonic() < end:
-        time.sleep(0.5)
-    assert not submitted & active_ids()
+    wait_until("the cancels to land", lambda: not submitted & active_ids(), every=0.5)
     assert snapshot(root) == before
-
-
-def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str], timeout: float = 120) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            pytest.fail(f"pytest ended early:\n{proc.stdout.read() if proc.stdout else ''}")
-        if time.monotonic() > end:
-            pytest.fail("timed out waiting for the sweep to submit")
-        time.sleep(0.2)
 
 
 # ---- shell injection: hostile checkout paths are argv entries, never shell text ---------------

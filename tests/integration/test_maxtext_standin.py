@@ -17,19 +17,20 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.cell.grammar import JOB_NAME_MAX, job_name
+from pytest_xlatune.cell.values import Profile
 from pytest_xlatune.launch.maxtext.files import (
     Arm,
     install_block,
     render_tune_block,
 )
 from pytest_xlatune.launch.maxtext.submit import parse_submit_output, submit_argv
-from pytest_xlatune.cell.model import Profile
 from tests.integration.fixtures_infra import unavailable
+from tests.integration.waits import OUTER_S
 
 pytestmark = pytest.mark.slurm
 
 STANDIN = Path(__file__).resolve().parents[1] / "maxtext_slurm_standin"
-WAIT = 300.0  # seconds: a job takes ~10 s, but other tests may hold the nodes
+WAIT = OUTER_S  # a job takes ~10 s idle, but other tests may hold the nodes or the cores
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY",
                 "DEADLINE", "PREEMPTED"}  # fmt: skip
 SWEEP = "it-standin"
@@ -82,10 +83,10 @@ class Checkout:
             time.sleep(1)
         else:
             pytest.fail(f"job {job_id} still {state} after {WAIT:g} s; log: {self.log_tail(job_id)}")
-        # slurmd may flush the last lines just after squeue shows the final state
-        for _ in range(20):
-            if SUMMARY in self.log(job_id):
-                break
+        # slurmd may flush the last lines just after squeue shows the final state (later on a
+        # loaded machine): the job's own summary closes its log
+        end = time.monotonic() + OUTER_S
+        while SUMMARY not in self.log(job_id) and time.monotonic() < end:
             time.sleep(0.5)
         return self.log(job_id)
 
@@ -146,8 +147,10 @@ def tuned_job(module_checkout: Checkout) -> TunedJob:
     """The brief's submission with a TUNE block installed; train_env.sh is edited while the job is held."""
     c = module_checkout
     train_env = c.root / "train_env.sh"
-    xla, env = render_tune_block([Arm("x", PROFILE_X.xla_flags, PROFILE_X.env), Arm("restore_default",
-                                  ("--xla_cpu_enable_fast_math=false",))], "demo")
+    xla, env = render_tune_block(
+        [Arm("x", PROFILE_X.xla_flags, PROFILE_X.env), Arm("restore_default", ("--xla_cpu_enable_fast_math=false",))],
+        "demo",
+    )
     at_submit = install_block(train_env.read_text(), xla + env, SWEEP)
     train_env.write_text(at_submit)
 
@@ -157,7 +160,9 @@ def tuned_job(module_checkout: Checkout) -> TunedJob:
     job_id = parse_submit_output(proc.stdout)
 
     # While the job is held: change profile x and add an export. The frozen artifact must win.
-    edited = Profile("x", 2, xla_flags=("--xla_backend_optimization_level=0",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "2"),))
+    edited = Profile(
+        "x", 2, xla_flags=("--xla_backend_optimization_level=0",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "2"),)
+    )
     xla, env = render_tune_block([Arm("x", edited.xla_flags, edited.env)], "demo")
     train_env.write_text(install_block(at_submit + "export NCCL_EDITED_AFTER_SUBMIT=1\n", xla + env, SWEEP))
     subprocess.run(["scontrol", "release", job_id], check=True, capture_output=True, timeout=30)
@@ -182,7 +187,9 @@ def test_submit_output_gives_the_job_id_and_the_job_name_we_compute(tuned_job: T
     assert tuned_job.checkout.log_path(tuned_job.job_id).name == f"{tuned_job.job_id}-{expected}.log"
     keys = [line.split("=")[0].split(" ")[0] for line in out if not line.startswith(("WARNING", "mkdir"))]
     assert keys[:6] == ["MODEL_NAME", "EXP_TAG", "SBATCH_ARGS", "PASSTHROUGH_ARGS", "JOB_NAME", "[ARTIFACT]"]
-    assert out[-1].startswith(f"[ARTIFACT] {tuned_job.checkout.outputs}/{tuned_job.job_id}-{expected}/artifact -> .artifacts/artifact_")
+    assert out[-1].startswith(
+        f"[ARTIFACT] {tuned_job.checkout.outputs}/{tuned_job.job_id}-{expected}/artifact -> .artifacts/artifact_"
+    )
 
 
 def test_job_ran_from_the_frozen_artifact_not_the_edited_checkout(tuned_job: TunedJob) -> None:
@@ -199,9 +206,15 @@ def test_job_ran_from_the_frozen_artifact_not_the_edited_checkout(tuned_job: Tun
 
 def test_env_override_order_is_train_env_then_configs_env_then_env_args(tuned_job: TunedJob) -> None:
     lines = tuned_job.log.splitlines()
-    # XLA flags: train_env.sh's, the TUNE block's (end of train_env.sh), then configs/demo.env.sh's.
+    # XLA flags: train_env.sh's, the TUNE block's (end of train_env.sh: the arm's, then rank 0's
+    # program dump into the job's own dir, for inert flags), then configs/demo.env.sh's.
+    name = job_name("demo", "t1", ["steps=12", "_env_TUNE_PROFILE=x", "_env_XLA_PYTHON_CLIENT_MEM_FRACTION=.80"])
+    dump = (
+        f"--xla_dump_to={tuned_job.checkout.outputs}/{tuned_job.job_id}-{name}/program "
+        "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+    )
     assert ("0: XLA_FLAGS=--xla_cpu_enable_fast_math=false --xla_cpu_multi_thread_eigen=false "
-            "--xla_cpu_enable_fast_math=true") in lines  # fmt: skip
+            f"{dump} --xla_cpu_enable_fast_math=true") in lines  # fmt: skip
     # .93 in train_env.sh, .85 in configs/demo.env.sh, .80 as _env_: the _env_ arg wins.
     assert "0: XLA_PYTHON_CLIENT_MEM_FRACTION=.80" in lines
     # The post-NCCL case runs after train_env.sh's own NCCL exports (4).
@@ -248,4 +261,3 @@ def test_job_name_of_exactly_243_bytes_is_submitted(checkout: Checkout) -> None:
     assert f"JOB_NAME={name}" in proc.stdout.splitlines()
     assert (checkout.outputs / f"{job_id}-{name}" / "artifact").is_symlink()
     # the held job is cancelled by the fixture
-

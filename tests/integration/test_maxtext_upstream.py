@@ -23,12 +23,17 @@ import pytest
 from pytest_xlatune.launch.base import JobPhase, JobRequest
 from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.judge.logs import StepLog
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import LocalTransport
+from pytest_xlatune.triage.logs import StepLog
 from tests.integration.fixtures_infra import LocalSlurm
-from tests.integration.upstream import (HOST_ONLY_ENV, conformance_checkout, fake_runtime_env, image_ray,
-                                        require_gpu_gres)
+from tests.integration.upstream import (
+    HOST_ONLY_ENV,
+    conformance_checkout,
+    fake_runtime_env,
+    image_ray,
+    require_gpu_gres,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.jax]
 
@@ -57,8 +62,11 @@ backend:
 
 def tree(root: Path) -> dict[str, tuple[bytes, int]]:
     """Every file of the checkout (bytes, mode), outputs/ and .git/ aside."""
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode) for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.relative_to(root).parts[0] in ("outputs", ".git")}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.relative_to(root).parts[0] in ("outputs", ".git")
+    }
 
 
 def events(store: Path) -> list[dict[str, Any]]:
@@ -79,16 +87,24 @@ def upstream(pytester: pytest.Pytester, local_slurm: LocalSlurm, monkeypatch: py
 
 def test_deepseek3_with_pdbs_and_moe_tags_through_every_wave(pytester: pytest.Pytester, upstream: Path) -> None:
     before = tree(upstream)
-    cell = pytester.makefile(".yml", ds=DEEPSEEK.format(model="deepseek3-671b", checkout=json.dumps(str(upstream)),
-                                                        ray="false"))
+    cell = pytester.makefile(
+        ".yml", ds=DEEPSEEK.format(model="deepseek3-671b", checkout=json.dumps(str(upstream)), ray="false")
+    )
     # The fixed protocol: every wave's job runs to its end (the 10 steps of each log are checked;
     # an adaptive sweep may stop opt1 early once its remaining steps cannot change a decision).
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
-                                "--xlatune-fixed-protocol")
+    result = pytester.runpytest(
+        str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1", "--xlatune-fixed-protocol"
+    )
     result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*wave1::baseline[[]moe[]] PASSED*", "*wave1::restore_default[[]moe[]] PASSED*",
-                                 "*wave1.5::evidence[[]moe[]] PASSED*", "*wave2::opt1[[]moe[]] PASSED*",
-                                 "*evidence2::winner[[]moe[]] PASSED*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*wave1::baseline[[]moe[]] PASSED*",
+            "*wave1::restore_default[[]moe[]] PASSED*",
+            "*wave1.5::evidence[[]moe[]] PASSED*",
+            "*wave2::opt1[[]moe[]] PASSED*",
+            "*evidence2::winner[[]moe[]] PASSED*",
+        ]
+    )
     found = events(pytester.path / ".xlatune" / "ds.jsonl")
     results = {e["profile"]: e for e in found if e["event"] == "result"}
     assert tree(upstream) == before  # byte-identical, modes included, after the session
@@ -105,33 +121,53 @@ def test_deepseek3_with_pdbs_and_moe_tags_through_every_wave(pytester: pytest.Py
         # and the job log says exactly what it appended.
         assert "steps=" not in submitted and "sparse_matmul" not in submitted
         # FSDP=1 differs from the config's dcn_fsdp_parallelism=8, so the DCN axes are passed too.
-        assert re.search(re.escape(f"[TUNE_PROFILE] {arm}: PASSTHROUGH_ARGS+=(steps=10 dataset_type=synthetic "
-                                   "per_device_batch_size=2 ") + r"(dcn_\w+=\d+ )*"
-                         + re.escape("sparse_matmul=true use_turbo_grouped_gemm=true use_deepep_dispatch=true"),
-                         text), text[-3000:]
+        assert re.search(
+            re.escape(
+                f"[TUNE_PROFILE] {arm}: PASSTHROUGH_ARGS+=(steps=10 dataset_type=synthetic per_device_batch_size=2 "
+            )
+            + r"(dcn_\w+=\d+ )*"
+            + re.escape("sparse_matmul=true use_turbo_grouped_gemm=true use_deepep_dispatch=true"),
+            text,
+        ), text[-3000:]
         print(f"{profile}: {submitted.strip()}")
     # restore_default ends at the image default after configs/deepseek3-671b.env.sh's own flag
     restore = Path(results["restore_default"]["log_path"]).read_text()
     xla = next(line for line in restore.splitlines() if line.startswith("0: XLA_FLAGS="))
-    assert xla.endswith("--xla_gpu_all_gather_combine_threshold_bytes=1073741824 "
-                        "--xla_gpu_all_gather_combine_threshold_bytes=8589934592")
+    assert xla.endswith(
+        "--xla_gpu_all_gather_combine_threshold_bytes=1073741824 "
+        "--xla_gpu_all_gather_combine_threshold_bytes=8589934592"
+    )
     opt1 = Path(results["opt1"]["log_path"]).read_text()
     assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in opt1.splitlines()
     assert "hlo_dump" in dict(results["evidence"]["artifacts"])
     assert "hlo_dump" in dict(results["winner"]["artifacts"])
+    # Inert flags: rank 0 dumped each job's train step into its own dir (the TUNE_PROFILE block),
+    # read back through the transport once it compiled and fingerprinted. The restored GPU flag
+    # does nothing on XLA:CPU, so restore_default compiles to the baseline's program (the adaptive
+    # sweep would cut it after its compile; this one runs the fixed protocol); -O1 does not. The
+    # evidence runs keep upstream's own xla_dump and get no fingerprint.
+    prints = {e["job_id"]: e for e in found if e["event"] == "fingerprint"}
+    digest = {p: prints[r["job_id"]]["digest"] for p, r in results.items() if r["job_id"] in prints}
+    assert sorted(digest) == ["baseline", "opt1", "restore_default"], digest
+    assert all(prints[results[p]["job_id"]]["complete"] for p in digest)
+    assert digest["restore_default"] == digest["baseline"] != digest["opt1"]
+    assert (Path(results["baseline"]["log_path"]).with_suffix("") / "program").is_dir()
 
 
 def test_ray_fallback_with_a_model_named_by_a_unique_substring_keeps_its_result(
-        pytester: pytest.Pytester, upstream: Path) -> None:
+    pytester: pytest.Pytester, upstream: Path
+) -> None:
     """RAY=1 on an image without Ray: upstream prints "[!] Ray cluster failed, falling back to
     non-Ray mode" and trains without Ray; the result must be measured (never no_steps), at the
     1 s poll interval of the issue, from the Slurm log (no ray_logs/)."""
     before = tree(upstream)
-    cell = pytester.makefile(".yml", ray=DEEPSEEK.format(model="deepseek3", checkout=json.dumps(str(upstream)),
-                                                         ray="true"))
+    cell = pytester.makefile(
+        ".yml", ray=DEEPSEEK.format(model="deepseek3", checkout=json.dumps(str(upstream)), ray="true")
+    )
     # Every wave, evidence and the winner's evidence included, each job to its end.
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
-                                "--xlatune-fixed-protocol")
+    result = pytester.runpytest(
+        str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1", "--xlatune-fixed-protocol"
+    )
     result.assert_outcomes(passed=5)
     found = events(pytester.path / ".xlatune" / "ray.jsonl")
     (inventory,) = [e for e in found if e["event"] == "inventory"]
@@ -151,7 +187,8 @@ def test_ray_fallback_with_a_model_named_by_a_unique_substring_keeps_its_result(
 
 
 def test_ray_starts_and_the_absl_step_lines_are_read_from_the_ray_worker_stderr(
-        pytester: pytest.Pytester, upstream: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, upstream: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """RAY=1 on an image with Ray whose MaxText logs through absl to stderr, as current MaxText
     does: upstream's _train_with_ray.sh starts a real Ray head (`ray start --head` on the RAY_PORT
     _job.sbatch picked), _ray_actor.py trains in a Ray actor, and the step lines land in
@@ -159,13 +196,16 @@ def test_ray_starts_and_the_absl_step_lines_are_read_from_the_ray_worker_stderr(
     monkeypatch.setenv("XLATUNE_FAKE_IMAGE_RAY", image_ray())
     monkeypatch.setenv("XLATUNE_FAKE_MAXTEXT_LOG", "absl")
     before = tree(upstream)
-    cell = pytester.makefile(".yml", raystarts=DEEPSEEK.format(model="deepseek3-671b", ray="true",
-                                                               checkout=json.dumps(str(upstream))))
-    result = pytester.runpytest(str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1",
-                                "--xlatune-fixed-protocol")
+    cell = pytester.makefile(
+        ".yml", raystarts=DEEPSEEK.format(model="deepseek3-671b", ray="true", checkout=json.dumps(str(upstream)))
+    )
+    result = pytester.runpytest(
+        str(cell), "-v", "-p", "no:cacheprovider", "--xlatune-poll-interval=1", "--xlatune-fixed-protocol"
+    )
     result.assert_outcomes(passed=5)  # every wave, evidence and the winner's evidence included
-    results = {e["profile"]: e for e in events(pytester.path / ".xlatune" / "raystarts.jsonl")
-               if e["event"] == "result"}
+    results = {
+        e["profile"]: e for e in events(pytester.path / ".xlatune" / "raystarts.jsonl") if e["event"] == "result"
+    }
     assert sorted(results) == ["baseline", "evidence", "opt1", "restore_default", "winner"]
     for profile, measured in results.items():  # each read from its own Ray worker's stderr
         assert measured["step_count"] == 10 and measured["tgs"] > 0, profile
@@ -199,15 +239,26 @@ def test_a_stack_known_only_at_run_time_runs_through_a_tune_arm_added_to_the_blo
     transport = LocalTransport()
     events: list[tuple[str, dict[str, Any]]] = []
     launcher = MaxTextSlurmLauncher(
-        transport, SlurmClient(transport), str(upstream), SlurmPlacement("node02", 1, "debug"), "deepseek3-671b",
-        sweep_id="stack.1", time_limit="10:00", lookup_interval=0.2,
-        record=lambda event, **payload: events.append((event, payload)))
+        transport,
+        SlurmClient(transport),
+        str(upstream),
+        SlurmPlacement("node02", 1, "debug"),
+        "deepseek3-671b",
+        sweep_id="stack.1",
+        time_limit="10:00",
+        lookup_interval=0.2,
+        record=lambda event, **payload: events.append((event, payload)),
+    )
     launcher.prepare()
     try:
-        stack = JobRequest("ds-stack_top2-moe", "stack_top2",
-                           ("steps=10", "dataset_type=synthetic", "per_device_batch_size=2", "dcn_fsdp_parallelism=2"),
-                           xla_flags=("--xla_cpu_multi_thread_eigen=false",),
-                           env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),), config_tag="moe")
+        stack = JobRequest(
+            "ds-stack_top2-moe",
+            "stack_top2",
+            ("steps=10", "dataset_type=synthetic", "per_device_batch_size=2", "dcn_fsdp_parallelism=2"),
+            xla_flags=("--xla_cpu_multi_thread_eigen=false",),
+            env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),),
+            config_tag="moe",
+        )
         job = launcher.submit(stack)
         deadline = time.monotonic() + 600
         while launcher.poll([job.job_id])[job.job_id].phase is not JobPhase.FINISHED:
@@ -217,7 +268,9 @@ def test_a_stack_known_only_at_run_time_runs_through_a_tune_arm_added_to_the_blo
         lines = launcher.read_log(job, 0, ended=True).decode().splitlines()
         # after configs/deepseek3-671b.env.sh's own flag, our env-file block appends the arm's again
         xla = next(line for line in lines if line.startswith("0: XLA_FLAGS="))
-        assert xla.endswith("--xla_gpu_all_gather_combine_threshold_bytes=1073741824 --xla_cpu_multi_thread_eigen=false")
+        assert xla.endswith(
+            "--xla_gpu_all_gather_combine_threshold_bytes=1073741824 --xla_cpu_multi_thread_eigen=false"
+        )
         assert "0: NCCL_NCHANNELS_PER_NET_PEER=8" in lines
         assert any(line.startswith("0: completed step: 9,") for line in lines)
         assert [e for e, _ in events].count("tune_arm_added") == 1

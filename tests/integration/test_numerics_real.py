@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.judge.numerics import Numerics
 from pytest_xlatune.results import JobResult
-from pytest_xlatune.judge.verdicts import numerics_check, winners
+from pytest_xlatune.verdict.choice import winners
+from pytest_xlatune.verdict.numerics import Numerics
+from pytest_xlatune.verdict.verdicts import numerics_check
 
 pytestmark = pytest.mark.jax
 
@@ -65,7 +66,7 @@ def test_bfloat16_is_caught_and_reordering_flags_are_not(pytester: pytest.Pytest
     assert bf16.verdict is Numerics.CHANGED and bf16.at_step is not None and bf16.at_step <= 4
     result.stdout.fnmatch_lines(["*wave2::o1_bf16*PASSED*numerics changed: loss left the baseline's at step*"])
     # Whether anything is *better* depends on the machine's load; the guard's verdict does not.
-    # (Keeping a caught profile out of the recipe, stack and lock: tests/unit/judge/test_recipe.py.)
+    # (Keeping a caught profile out of the recipe, stack and lock: tests/unit/verdict/test_recipe.py.)
     assert "o1_bf16" not in {r.profile for r in winners(results, "default", 4)}
     report = (pytester.path / "numreal-tuning.md").read_text()
     assert "**Numerics changed:** `o1_bf16`" in report

@@ -14,15 +14,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXED
+from tests.conftest import REAL_FIXED as FIXED
 from tests.integration.fixtures_infra import LocalSlurm, unavailable
+from tests.integration.waits import ENDS_S, FOREIGN_SLEEP
+from tests.integration.waits import wait_until as wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -58,33 +59,32 @@ def count(store: Path, event: str) -> int:
 
 
 def active() -> set[str]:
-    out = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"], capture_output=True, text=True, check=True
+    )
     return set(out.stdout.split())
 
 
 def scheduler_jobs(tag: str) -> Counter[str]:
     """Job name → how many jobs of that name Slurm ran or runs (this test's tag only)."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,JobName%200", "-S", "now-3hours"],
-                         capture_output=True, text=True, check=True).stdout
-    return Counter(name for line in out.splitlines() if "|" in line
-                   for name in [line.split("|", 1)[1]] if tag in name)
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName%200", "-S", "now-3hours"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return Counter(name for line in out.splitlines() if "|" in line for name in [line.split("|", 1)[1]] if tag in name)
 
 
 def start(cwd: Path, *args: str, out: str = "out.txt") -> subprocess.Popen[str]:
     # The fixed protocol: one job per item, queued ahead (what ownership and re-attach act on).
-    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", *FIXED,
-                             "--xlatune-poll-interval=0.2", *args],
-                            cwd=cwd, stdout=(cwd / out).open("w"), stderr=subprocess.STDOUT, text=True)
-
-
-def wait_for(what: str, condition, timeout: float = 600) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + timeout  # generous: other sessions' jobs may hold the nodes
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "cell.yml", *FIXED, "--xlatune-poll-interval=0.2", *args],
+        cwd=cwd,
+        stdout=(cwd / out).open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def assert_nothing_twice(store: Path, tag: str, jobs_dir: Path) -> None:
@@ -119,9 +119,9 @@ def test_a_second_session_refuses_at_once_and_nothing_runs_twice(tmp_path: Path,
     (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path)
-    wait_for("the first job", lambda: count(store, "submitted") >= 1)
+    wait_for("the first job", lambda: count(store, "submitted") >= 1, proc=first)
     second = start(tmp_path, out="second.txt")
-    assert second.wait(timeout=120) != 0
+    assert second.wait(timeout=ENDS_S) != 0
     refused = (tmp_path / "second.txt").read_text()
     assert first.poll() is None  # refused while the first one runs
     assert first.wait(timeout=900) == 0, (tmp_path / "out.txt").read_text()
@@ -133,23 +133,34 @@ def test_a_second_session_refuses_at_once_and_nothing_runs_twice(tmp_path: Path,
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_cancel_running_and_pending_jobs_then_the_rerun_resumes(
-        tmp_path: Path, slurm: LocalSlurm, number: int) -> None:
+    tmp_path: Path, slurm: LocalSlurm, number: int
+) -> None:
     tag = tag_for("sig")
     (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path)
-    # A result, a running job and queued ones (the queue is kept two deep).
-    wait_for("a result and three submissions",
-             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
-    ours = {e["job_id"] for e in events(store) if e["event"] == "submitted"}
-    unfinished = ours - {e["job_id"] for e in events(store) if e["event"] == "result"}
-    assert len(unfinished & active()) >= 2, "expected a running and a pending job"
+
+    # The first item reported, a running job and a queued one: a state the sweep is in from its
+    # second item until its last, however slowly a loaded machine runs it. The first item's
+    # `result` record alone is not that state: it is written before pytest reports the item, and
+    # a session stopped in between has run no item, so it writes no report (run 2 under a hog).
+    # The fourth submission is the second item's: it tops the queue up (the first three go at the start).
+    def in_flight() -> set[str]:
+        return {e["job_id"] for e in events(store) if e["event"] == "submitted"} - {
+            e["job_id"] for e in events(store) if e["event"] == "result"
+        }
+
+    wait_for(
+        "the second item, a running and a pending job",
+        lambda: count(store, "result") >= 1 and count(store, "submitted") >= 4 and len(in_flight() & active()) >= 2,
+        proc=first,
+    )
     first.send_signal(number)
-    assert first.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    assert first.wait(timeout=ENDS_S) == pytest.ExitCode.INTERRUPTED
     out = (tmp_path / "out.txt").read_text()
     assert f"{signal.Signals(number).name} received" in out and "Traceback" not in out
     ours = {e["job_id"] for e in events(store) if e["event"] == "submitted"}  # up to the signal
-    wait_for("the cancels to land", lambda: not ours & active(), timeout=60)
+    wait_for("the cancels to land", lambda: not ours & active())
     cancelled = {e["job_id"] for e in events(store) if e["event"] == "cancelled"}
     finished = {e["job_id"] for e in events(store) if e["event"] == "result"}
     assert ours == cancelled | finished and len(cancelled) >= 2
@@ -162,27 +173,28 @@ def test_sigterm_and_sighup_cancel_running_and_pending_jobs_then_the_rerun_resum
 
 
 def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_the_reattached(
-        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
     tag = tag_for("frozen")
     (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1"))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path)
-    wait_for("a result and three submissions",
-             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    wait_for("a result and three submissions", lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    orphans = {e["job_id"] for e in events(store) if e["event"] == "submitted"} - \
-        {e["job_id"] for e in events(store) if e["event"] == "result"}
+    orphans = {e["job_id"] for e in events(store) if e["event"] == "submitted"} - {
+        e["job_id"] for e in events(store) if e["event"] == "result"
+    }
     assert orphans & active()
     frozen = next(e["nodelist"] for e in events(store) if e["event"] == "sweep")
 
     second = start(tmp_path, "-v", out="second.txt")  # its node is busy with its own orphan
-    wait_for("the re-attach", lambda: "re-attached to job" in (tmp_path / "second.txt").read_text())
+    wait_for("the re-attach", lambda: "re-attached to job" in (tmp_path / "second.txt").read_text(), proc=second)
     second.send_signal(signal.SIGINT)
-    assert second.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    assert second.wait(timeout=ENDS_S) == pytest.ExitCode.INTERRUPTED
     out = (tmp_path / "second.txt").read_text()
     assert "fresh-baseline" not in out and "Traceback" not in out
-    wait_for("the re-attached jobs to be cancelled", lambda: not orphans & active(), timeout=60)
+    wait_for("the re-attached jobs to be cancelled", lambda: not orphans & active())
     assert [e["nodelist"] for e in events(store) if e["event"] == "sweep"] == [frozen]
 
     third = start(tmp_path, out="third.txt")
@@ -192,17 +204,37 @@ def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_th
 
 
 def test_preflight_names_other_jobs_on_the_pinned_nodes_without_v(tmp_path: Path, slurm: LocalSlurm) -> None:
-    foreign = subprocess.run(["sbatch", "--parsable", "--nodelist=node04", "--nodes=1",
-                              "--job-name=someone-else", "--output=/dev/null", "--wrap=sleep 300"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    foreign = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--nodelist=node04",
+            "--nodes=1",
+            "--job-name=someone-else",
+            "--output=/dev/null",
+            f"--wrap=sleep {FOREIGN_SLEEP}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     try:
-        wait_for("the foreign job to run", lambda: subprocess.run(
-            ["squeue", "-h", "-j", foreign, "-o", "%T"], capture_output=True, text=True).stdout.strip()
-            == "RUNNING", timeout=300)
+        wait_for(
+            "the foreign job to run",
+            lambda: (
+                subprocess.run(
+                    ["squeue", "-h", "-j", foreign, "-o", "%T"], capture_output=True, text=True
+                ).stdout.strip()
+                == "RUNNING"
+            ),
+        )
         (tmp_path / "cell.yml").write_text(cell_text(tag_for("busy"), "nodelist: node04"))
         session = start(tmp_path, "-k", "baseline")
-        wait_for("the pre-flight line", lambda: "other job(s) on the pinned nodes" in
-                 (tmp_path / "out.txt").read_text(), timeout=120)
+        wait_for(
+            "the pre-flight line",
+            lambda: "other job(s) on the pinned nodes" in (tmp_path / "out.txt").read_text(),
+            proc=session,
+        )
         subprocess.run(["scancel", foreign], check=False)  # let the sweep through
         assert session.wait(timeout=600) == 0, (tmp_path / "out.txt").read_text()
         out = (tmp_path / "out.txt").read_text()
@@ -213,19 +245,23 @@ def test_preflight_names_other_jobs_on_the_pinned_nodes_without_v(tmp_path: Path
 
 
 def test_kill_9_with_a_torn_tail_and_a_non_object_line_then_the_rerun_heals_and_reattaches(
-        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
     tag = tag_for("torn")
     (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path)
-    wait_for("a result and three submissions",
-             lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    wait_for("a result and three submissions", lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
     first.send_signal(signal.SIGKILL)
     first.wait()
     lines = store.read_bytes().splitlines(keepends=True)
     # A `42` planted after the sweep line, and the next record cut as a crash leaves it.
-    store.write_bytes(b"".join(lines[:1]) + b"42\n" + b"".join(lines[1:])
-                      + b'{"schema": 1, "event": "submitted", "key": "k", "job_id": "99')
+    store.write_bytes(
+        b"".join(lines[:1])
+        + b"42\n"
+        + b"".join(lines[1:])
+        + b'{"schema": 1, "event": "submitted", "key": "k", "job_id": "99'
+    )
     second = start(tmp_path, "-v", out="second.txt")
     assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()
     out = (tmp_path / "second.txt").read_text()
@@ -259,7 +295,8 @@ exit $rc
 
 
 def test_kill_9_between_sbatch_and_the_record_then_the_rerun_finds_the_job_by_its_mark(
-        tmp_path: Path, slurm: LocalSlurm) -> None:
+    tmp_path: Path, slurm: LocalSlurm
+) -> None:
     tag = tag_for("mark")
     (tmp_path / "cell.yml").write_text(cell_text(tag, "nodelist: node[01-02]"))
     store = tmp_path / ".xlatune" / "cell.jsonl"
@@ -268,15 +305,18 @@ def test_kill_9_between_sbatch_and_the_record_then_the_rerun_finds_the_job_by_it
     wrapper.write_text(SBATCH_THEN_DIE.format(sbatch=shutil.which("sbatch"), victim=f"{tag}-b-default"))
     wrapper.chmod(0o755)
     env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
-    first = subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", *FIXED,
-                              "--xlatune-poll-interval=0.2"], cwd=tmp_path, env=env,
-                             stdout=(tmp_path / "out.txt").open("w"), stderr=subprocess.STDOUT)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "cell.yml", *FIXED, "--xlatune-poll-interval=0.2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=(tmp_path / "out.txt").open("w"),
+        stderr=subprocess.STDOUT,
+    )
     assert first.wait(timeout=600) == -signal.SIGKILL, (tmp_path / "out.txt").read_text()
     unconfirmed = [e for e in events(store) if e["event"] == "submitting" and "::b[" in e["item"]]
-    assert len(unconfirmed) == 1 and not [e for e in events(store) if e["event"] == "submitted"
-                                          and "::b[" in e["item"]]
+    assert len(unconfirmed) == 1 and not [e for e in events(store) if e["event"] == "submitted" and "::b[" in e["item"]]
     # The job the store does not know yet (slurmdbd lists it a moment after the submission).
-    wait_for("the job in sacct", lambda: scheduler_jobs(tag)[f"{tag}-b-default"] == 1, timeout=60)
+    wait_for("the job in sacct", lambda: scheduler_jobs(tag)[f"{tag}-b-default"] == 1)
 
     second = start(tmp_path, "-v", out="second.txt")
     assert second.wait(timeout=900) == 0, (tmp_path / "second.txt").read_text()

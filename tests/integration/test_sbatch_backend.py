@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import FIXED as FAKE  # backend mechanics: one job per item (fixed protocol)
+from tests.conftest import REAL_FIXED as FAKE  # backend mechanics: one job per item (fixed protocol)
 from tests.integration.fixtures_infra import placement
 
 pytestmark = pytest.mark.slurm
@@ -37,18 +37,24 @@ def squeue_ids() -> set[str]:
 
 
 def active_ids() -> set[str]:
-    out = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"], capture_output=True, text=True, check=True
+    )
     return set(out.stdout.split())
 
 
 def test_sweep_through_sbatch_is_pinned_serial_and_reported(
-        pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", sbcell=CELL.format(sleep=0.05))
     result = pytester.runpytest(str(cell), "-v", *FAKE, "--xlatune-poll-interval=0.3")
     result.assert_outcomes(passed=6, failed=1)  # + the winner-evidence run
-    result.stdout.fnmatch_lines(["*wave2::fast[[]default[]] PASSED 1100.* TGS +10.0* %*",
-                                 "*Unknown flag in XLA_FLAGS: --xla_gpu_enable_obsolete_thing=true*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*wave2::fast[[]default[]] PASSED 1100.* TGS +10.0* %*",
+            "*Unknown flag in XLA_FLAGS: --xla_gpu_enable_obsolete_thing=true*",
+        ]
+    )
     store = pytester.path / ".xlatune" / "sbcell.jsonl"
     events = [json.loads(line) for line in store.read_text().splitlines()]
     assert [e["nodelist"] for e in events if e["event"] == "sweep"] == ["node[01-02]"]
@@ -71,9 +77,9 @@ def test_sweep_through_sbatch_is_pinned_serial_and_reported(
 
 
 def test_preflight_refuses_a_drained_node_and_submits_nothing(
-        pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
-    subprocess.run(["scontrol", "update", "NodeName=node04", "State=DRAIN", "Reason=xlatune-test"],
-                   check=True)
+    pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None
+) -> None:
+    subprocess.run(["scontrol", "update", "NodeName=node04", "State=DRAIN", "Reason=xlatune-test"], check=True)
     try:
         cell = pytester.makefile(".yml", drained=CELL.format(sleep=0).replace("node[01-02]", "node[03-04]"))
         before = squeue_ids()
@@ -86,13 +92,16 @@ def test_preflight_refuses_a_drained_node_and_submits_nothing(
 
 
 def test_other_nodelist_is_refused_unless_fresh_baseline(
-        pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, local_slurm: None, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", moved=CELL.format(sleep=0))
     pytester.runpytest(str(cell), "-k", "baseline", *FAKE).assert_outcomes(passed=1)
     cell.write_text(CELL.format(sleep=0).replace("node[01-02]", "node[03-04]"))
     result = pytester.runpytest(str(cell), "-k", "baseline", *FAKE)
-    assert ("moved.yml: nodelist: expected the sweep's frozen nodelist 'node[01-02]', found "
-            "'node[03-04]'; pass --xlatune-fresh-baseline") in result.stdout.str()
+    assert (
+        "moved.yml: nodelist: expected the sweep's frozen nodelist 'node[01-02]', found "
+        "'node[03-04]'; pass --xlatune-fresh-baseline"
+    ) in result.stdout.str()
     again = pytester.runpytest(str(cell), "-k", "baseline", "--xlatune-fresh-baseline", "-v", *FAKE)
     again.assert_outcomes(passed=1)
     again.stdout.fnmatch_lines(["*baseline[[]default[]] PASSED*"])  # measured anew, not REUSED

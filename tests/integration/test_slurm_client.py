@@ -12,24 +12,26 @@ from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.slurm.parsers import JobState
 from pytest_xlatune.transport.base import LocalTransport
 from tests.integration.fixtures_infra import unavailable
+from tests.integration.waits import wait_until
 
 pytestmark = pytest.mark.slurm
 
 
 def submit(command: str) -> str:
-    return subprocess.run(["sbatch", "--parsable", "--nodelist=node04", "--nodes=1",
-                           "--output=/dev/null", f"--wrap={command}"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["sbatch", "--parsable", "--nodelist=node04", "--nodes=1", "--output=/dev/null", f"--wrap={command}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def wait_finished(client: SlurmClient, job_ids: list[str]) -> dict:
-    deadline = time.time() + 60
-    while time.time() < deadline:
+    def finished() -> dict | None:
         statuses = client.poll(job_ids)
-        if all(s.state.finished for s in statuses.values()) and len(statuses) == len(job_ids):
-            return statuses
-        time.sleep(0.5)
-    raise AssertionError(f"jobs did not finish: {statuses}")
+        return statuses if len(statuses) == len(job_ids) and all(s.state.finished for s in statuses.values()) else None
+
+    return wait_until(f"jobs {job_ids} to finish", finished, every=0.5)
 
 
 @pytest.mark.parametrize("accounting", [False, True], ids=["scontrol-fallback", "sacct"])
@@ -62,15 +64,25 @@ def test_a_submission_mark_is_found_in_squeue_and_once_forgotten_there_in_sacct(
         unavailable("the cluster runs without accounting (scripts/test.sh starts it with --accounting)")
     mark = f"xlatune-{uuid.uuid4().hex[:16]}"
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 60))
-    job = subprocess.run(["sbatch", "--parsable", "--nodelist=node04", "--nodes=1", f"--comment={mark}",
-                          "--output=/dev/null", "--wrap=true"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    job = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--nodelist=node04",
+            "--nodes=1",
+            f"--comment={mark}",
+            "--output=/dev/null",
+            "--wrap=true",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert SlurmClient(LocalTransport()).jobs_marked(mark, since) == [job]
     wait_finished(SlurmClient(LocalTransport()), [job])
     # slurmdbd keeps the comment (AccountingStoreFlags=job_comment, scripts/local-slurm.sh); it
     # takes the record from slurmctld's agent queue a moment after the job ends.
-    deadline = time.time() + 60
-    while (found := SlurmClient(NoSqueue()).jobs_marked(mark, since)) != [job] and time.time() < deadline:
-        time.sleep(0.5)
-    assert found == [job]
+    wait_until(
+        "sacct to list the marked job", lambda: SlurmClient(NoSqueue()).jobs_marked(mark, since) == [job], every=0.5
+    )
     assert SlurmClient(NoSqueue()).jobs_marked(f"xlatune-{uuid.uuid4().hex[:16]}", since) == []

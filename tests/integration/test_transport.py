@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_xlatune.transport.hostcmd import HostCmdTransport
-from pytest_xlatune.transport.ssh import SSHTransport
 from pytest_xlatune.transport.base import (
     CommandResult,
     LocalTransport,
@@ -20,6 +18,8 @@ from pytest_xlatune.transport.base import (
     TransportTimeout,
     command_line,
 )
+from pytest_xlatune.transport.hostcmd import HostCmdTransport
+from pytest_xlatune.transport.ssh import SSHTransport
 
 if TYPE_CHECKING:
     from tests.integration.fixtures_infra import SSHServer
@@ -29,9 +29,24 @@ def awkward_args(marker: Path) -> list[str]:
     """Arguments a shell would act on if they were not quoted; each would create `marker`."""
     m = str(marker)
     return [
-        "plain", "two words", "it's", 'say "hi"', f"; touch {m}", f"$(touch {m})", f"`touch {m}`",
-        f"&& touch {m}", f"| touch {m}", f"'; touch {m}; '", f"\ntouch {m}\n", "$HOME", "*", "~", "",
-        "tab\there", "back\\slash", "ünïcödé",
+        "plain",
+        "two words",
+        "it's",
+        'say "hi"',
+        f"; touch {m}",
+        f"$(touch {m})",
+        f"`touch {m}`",
+        f"&& touch {m}",
+        f"| touch {m}",
+        f"'; touch {m}; '",
+        f"\ntouch {m}\n",
+        "$HOME",
+        "*",
+        "~",
+        "",
+        "tab\there",
+        "back\\slash",
+        "ünïcödé",
     ]
 
 
@@ -58,22 +73,26 @@ def test_command_line_quotes_cwd_and_env(tmp_path: Path) -> None:
     marker = tmp_path / "injected"
     odd = tmp_path / "it's a $(dir)"
     odd.mkdir()
-    line = command_line(["sh", "-c", 'pwd; printf "%s" "$XLT_VAL"'], cwd=str(odd),
-                        env={"XLT_VAL": f"$(touch {marker}) `x` ;"})
+    line = command_line(
+        ["sh", "-c", 'pwd; printf "%s" "$XLT_VAL"'], cwd=str(odd), env={"XLT_VAL": f"$(touch {marker}) `x` ;"}
+    )
     assert line.startswith("cd '") and " && env 'XLT_VAL=" in line
     res = LocalTransport().run(["sh", "-c", line])
     assert res.stdout == f"{odd}\n$(touch {marker}) `x` ;"
     assert not marker.exists()
 
 
-@pytest.mark.parametrize(("argv", "env", "match"), [
-    ("echo hi", None, "not a command line"),
-    ([], None, "non-empty"),
-    (["-rf"], None, "refusing program name"),
-    (["A=1"], {"B": "2"}, "refusing program name"),
-    (["true"], {"BAD NAME": "1"}, "invalid environment variable name"),
-    (["true"], {"X;rm": "1"}, "invalid environment variable name"),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "match"),
+    [
+        ("echo hi", None, "not a command line"),
+        ([], None, "non-empty"),
+        (["-rf"], None, "refusing program name"),
+        (["A=1"], {"B": "2"}, "refusing program name"),
+        (["true"], {"BAD NAME": "1"}, "invalid environment variable name"),
+        (["true"], {"X;rm": "1"}, "invalid environment variable name"),
+    ],
+)
 def test_command_line_refuses_ambiguous_input(argv: object, env: dict[str, str] | None, match: str) -> None:
     with pytest.raises(TransportError, match=match):
         command_line(argv, env=env)  # type: ignore[arg-type]
@@ -91,10 +110,12 @@ def test_local_run_passes_args_verbatim_without_a_shell(tmp_path: Path) -> None:
 
 def test_local_run_reports_exit_code_streams_cwd_and_env(tmp_path: Path) -> None:
     t = LocalTransport()
-    res = t.run(["sh", "-c", 'echo out; echo err >&2; pwd; echo "$XLT_A"; exit 3'], cwd=str(tmp_path),
-                env={"XLT_A": "a b"})
-    assert res == CommandResult(("sh", "-c", 'echo out; echo err >&2; pwd; echo "$XLT_A"; exit 3'), 3,
-                                f"out\n{tmp_path}\na b\n", "err\n")
+    res = t.run(
+        ["sh", "-c", 'echo out; echo err >&2; pwd; echo "$XLT_A"; exit 3'], cwd=str(tmp_path), env={"XLT_A": "a b"}
+    )
+    assert res == CommandResult(
+        ("sh", "-c", 'echo out; echo err >&2; pwd; echo "$XLT_A"; exit 3'), 3, f"out\n{tmp_path}\na b\n", "err\n"
+    )
     with pytest.raises(TransportError, match="exited 3: err"):
         res.check()
 
@@ -146,8 +167,11 @@ def test_ssh_run_passes_args_verbatim_and_nothing_is_injected(ssh: SSHTransport,
     assert echo_argv(ssh, args) == args
     odd = tmp_path / "it's a $(dir)"
     odd.mkdir()
-    res = ssh.run(["sh", "-c", 'pwd; printf "%s" "$XLT_VAL"'], cwd=str(odd),
-                  env={"XLT_VAL": f"$(touch {marker}) `touch {marker}`"})
+    res = ssh.run(
+        ["sh", "-c", 'pwd; printf "%s" "$XLT_VAL"'],
+        cwd=str(odd),
+        env={"XLT_VAL": f"$(touch {marker}) `touch {marker}`"},
+    )
     assert res.stdout == f"{odd}\n$(touch {marker}) `touch {marker}`"
     assert not marker.exists()
 
@@ -163,8 +187,9 @@ def test_ssh_run_reports_exit_code_and_both_streams(ssh: SSHTransport) -> None:
 def test_ssh_run_reads_large_stdout_and_stderr_without_deadlock(ssh: SSHTransport) -> None:
     # 3 MB on each stream: more than paramiko's channel window, so reading one stream to EOF
     # before the other would hang.
-    res = ssh.run(["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' e >&2; head -c 3000000 /dev/zero | tr '\\0' o"],
-                  timeout=60)
+    res = ssh.run(
+        ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' e >&2; head -c 3000000 /dev/zero | tr '\\0' o"], timeout=60
+    )
     assert (len(res.stdout), len(res.stderr)) == (3_000_000, 3_000_000)
 
 
@@ -211,8 +236,10 @@ def test_ssh_refuses_unknown_host_key_with_a_clear_error(sshd_server: SSHServer,
     t = sshd_server.transport(known_hosts=str(empty))
     with pytest.raises(TransportError) as info:
         t.run(["true"])
-    assert str(info.value) == (f"unknown host key for 127.0.0.1:{sshd_server.port} — add it to known_hosts "
-                               "or pass --xlatune-ssh-accept-new-host-key")
+    assert str(info.value) == (
+        f"unknown host key for 127.0.0.1:{sshd_server.port} — add it to known_hosts "
+        "or pass --xlatune-ssh-accept-new-host-key"
+    )
     assert t.connections_opened == 0
 
 
@@ -262,8 +289,16 @@ def test_ssh_connect_retries_with_backoff_then_fails_with_one_line() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     sleeps: list[float] = []
-    t = SSHTransport("127.0.0.1", port=port, user="root", ssh_config=os.devnull, connect_attempts=3,
-                     backoff=0.5, sleep=sleeps.append, connect_timeout=2)
+    t = SSHTransport(
+        "127.0.0.1",
+        port=port,
+        user="root",
+        ssh_config=os.devnull,
+        connect_attempts=3,
+        backoff=0.5,
+        sleep=sleeps.append,
+        connect_timeout=2,
+    )
     with pytest.raises(TransportError) as info:
         t.run(["true"])
     assert sleeps == [0.5, 1.0]

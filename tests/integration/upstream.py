@@ -34,9 +34,12 @@ def upstream_snapshot() -> Path:
     for path in candidates:
         if (path / "submit.sh").is_file() and (path / "utils" / "parse_job_args.sh").is_file():
             return path
-    pytest.fail(f"no upstream maxtext-slurm checkout: set XLATUNE_MAXTEXT_SLURM to a clone of the public "
-                f"maxtext-slurm repository at f64d93f, or put it at {ROOT.parent / 'shared' / 'upstream' / SNAPSHOT} "
-                f"(looked at: {', '.join(map(str, candidates))})", pytrace=False)
+    pytest.fail(
+        f"no upstream maxtext-slurm checkout: set XLATUNE_MAXTEXT_SLURM to a clone of the public "
+        f"maxtext-slurm repository at f64d93f, or put it at {ROOT.parent / 'shared' / 'upstream' / SNAPSHOT} "
+        f"(looked at: {', '.join(map(str, candidates))})",
+        pytrace=False,
+    )
 
 
 def upstream_checkout(base: Path, name: str = "maxtext-slurm") -> Path:
@@ -61,19 +64,27 @@ def conformance_checkout(base: Path) -> Path:
 def fake_runtime_env(state: Path) -> dict[str, str]:
     """What the fake container runtime needs in the environment submit.sh (and so its jobs) runs
     in: itself first on PATH, its state dir, the image dir and the image's python3 (this venv)."""
-    return {"PATH": f"{FAKE / 'bin'}:{os.environ['PATH']}", "XLATUNE_FAKE_DOCKER_STATE": str(state),
-            "XLATUNE_FAKE_IMAGE": str(FAKE / "image"), "XLATUNE_IMAGE_PYTHON": sys.executable}
+    return {
+        "PATH": f"{FAKE / 'bin'}:{os.environ['PATH']}",
+        "XLATUNE_FAKE_DOCKER_STATE": str(state),
+        "XLATUNE_FAKE_IMAGE": str(FAKE / "image"),
+        "XLATUNE_IMAGE_PYTHON": sys.executable,
+    }
 
 
 def image_ray() -> str:
     """The dir with Ray (and py-spy) for the fake image's python only, installed once by
     scripts/image-ray.sh (scripts/test.sh runs it first; here a re-run finds its stamp at once).
     Given as XLATUNE_FAKE_IMAGE_RAY, it makes the fake image one with Ray."""
-    run = subprocess.run([str(ROOT / "scripts" / "image-ray.sh"), sys.executable],
-                         capture_output=True, text=True, timeout=1800)
+    run = subprocess.run(
+        [str(ROOT / "scripts" / "image-ray.sh"), sys.executable], capture_output=True, text=True, timeout=1800
+    )
     if run.returncode != 0:
-        pytest.fail(f"scripts/image-ray.sh {sys.executable} exited {run.returncode}: cannot give the fake image "
-                    f"Ray:\n{run.stderr[-2000:]}", pytrace=False)
+        pytest.fail(
+            f"scripts/image-ray.sh {sys.executable} exited {run.returncode}: cannot give the fake image "
+            f"Ray:\n{run.stderr[-2000:]}",
+            pytrace=False,
+        )
     return run.stdout.strip().splitlines()[-1]
 
 
@@ -83,8 +94,12 @@ HOST_ONLY_ENV = ("RAY", "JOB_WORKSPACE", "XLA_FLAGS", "DOCKER_IMAGE")
 
 def require_gpu_gres(partition: str) -> None:
     """Upstream _job.sbatch asks --gpus-per-task=8: the local nodes must declare 8 GPUs."""
-    gres = subprocess.run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N %G"],
-                          capture_output=True, text=True, timeout=30).stdout.split()
+    gres = subprocess.run(
+        ["sinfo", "-h", "-N", "-p", partition, "-o", "%N %G"], capture_output=True, text=True, timeout=30
+    ).stdout.split()
     if "gpu:8" not in gres:
-        pytest.fail(f"the local Slurm nodes declare no 8 GPUs (sinfo %G: {' '.join(gres)}); upstream _job.sbatch "
-                    "asks --gpus-per-task=8: run this branch's scripts/local-slurm.sh up", pytrace=False)
+        pytest.fail(
+            f"the local Slurm nodes declare no 8 GPUs (sinfo %G: {' '.join(gres)}); upstream _job.sbatch "
+            "asks --gpus-per-task=8: run this branch's scripts/local-slurm.sh up",
+            pytrace=False,
+        )

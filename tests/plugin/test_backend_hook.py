@@ -65,8 +65,9 @@ def test_a_conftest_backend_runs_every_job_of_the_cell(pytester: pytest.Pytester
     assert {r["backend"] for r in records if r.get("event") == "result"} == {"recording"}
 
 
-def test_without_a_plugin_the_built_in_registry_starts_the_backend(pytester: pytest.Pytester,
-                                                                   fake_trainer_env: None) -> None:
+def test_without_a_plugin_the_built_in_registry_starts_the_backend(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", plain=CELL)
     result = pytester.runpytest(str(cell), *FAKE)
     result.assert_outcomes(passed=5)
@@ -101,8 +102,7 @@ def pytest_xlatune_backend_kinds():
 """
 
 
-def test_a_plugin_adds_a_backend_kind_with_keys_of_its_own(pytester: pytest.Pytester,
-                                                          fake_trainer_env: None) -> None:
+def test_a_plugin_adds_a_backend_kind_with_keys_of_its_own(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     pytester.makeconftest(KIND_CONFTEST)
     cell = pytester.makefile(".yml", kinded=CELL + "backend:\n  kind: recorded\n  label: blue\n")
     result = pytester.runpytest(str(cell), *FAKE)
@@ -124,7 +124,8 @@ def test_a_plugin_adds_a_backend_kind_with_keys_of_its_own(pytester: pytest.Pyte
      "(did you mean 'recorded'?)"),
 ])  # fmt: skip
 def test_a_plugin_kinds_keys_are_checked_by_the_plugin_with_file_line_key(
-        pytester: pytest.Pytester, fake_trainer_env: None, backend: str, error: str) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None, backend: str, error: str
+) -> None:
     pytester.makeconftest(KIND_CONFTEST)
     cell = pytester.makefile(".yml", kinded=CELL + "backend:\n" + backend)
     result = pytester.runpytest(str(cell), *FAKE)
@@ -133,8 +134,10 @@ def test_a_plugin_kinds_keys_are_checked_by_the_plugin_with_file_line_key(
 
 
 def test_without_the_plugin_its_kind_is_an_unknown_kind_listing_the_known_ones(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", kinded=CELL + "backend:\n  kind: recorded\n")
     result = pytester.runpytest(str(cell), *FAKE)
-    result.stdout.fnmatch_lines(["*kinded.yml:12: backend.kind: expected one of local, maxtext-slurm, sbatch, "
-                                 "found 'recorded'*"])
+    result.stdout.fnmatch_lines(
+        ["*kinded.yml:12: backend.kind: expected one of local, maxtext-slurm, sbatch, found 'recorded'*"]
+    )

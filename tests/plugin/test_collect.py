@@ -19,7 +19,8 @@ def test_shipped_cells_collect(pytester: pytest.Pytester, cell: Path) -> None:
 
 
 def test_bad_cell_is_one_line_without_traceback_and_runs_nothing(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     good = pytester.makefile(".yml", good="model_tag: g\nnodes: 1\nparallelism: FSDP=2\n")
     bad = pytester.makefile(".yml", bad="model_tag: b\nnodes: 1\nparallelism: FSDP=0\n")
     result = pytester.runpytest(str(good), str(bad), *FAKE)
@@ -38,5 +39,13 @@ def test_bad_option_value_fails_at_parse_time(pytester: pytest.Pytester) -> None
 
 def test_help_lists_every_option_with_its_ini_twin(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
-    result.stdout.fnmatch_lines(["xlatune (XLA/NCCL flag tuning cells):", "*--xlatune-store=DIR*", "*--xlatune-remeasure*",
-                                 "*xlatune_store*", "*xlatune_poll_interval*", "*xlatune_cells*"])
+    result.stdout.fnmatch_lines(
+        [
+            "xlatune (XLA/NCCL flag tuning cells):",
+            "*--xlatune-store=DIR*",
+            "*--xlatune-remeasure*",
+            "*xlatune_store*",
+            "*xlatune_poll_interval*",
+            "*xlatune_cells*",
+        ]
+    )

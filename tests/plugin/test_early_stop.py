@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FAKE, REAL
 
 CELL = """\
 model_tag: stop
@@ -57,17 +57,26 @@ def events(store: Path) -> list[dict]:
 
 
 def run_pytest(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pytest", "cell.yml", "-v", *FAKE, *args],
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "cell.yml", "-v", *REAL, *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_a_clear_loser_is_stopped_early_and_measured(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     cell = pytester.makefile(".yml", stop=CELL)
     result = pytester.runpytest(str(cell), "-v", *FAKE)
     result.assert_outcomes(passed=6)  # baseline ×2, evidence, slow, other, winner
-    result.stdout.fnmatch_lines(["*wave2::slow[[]default[]] PASSED 700.* TGS -30.* % *worse "
-                                 "(stopped early: loser after * of 10 steady steps: *)*",
-                                 "xlatune: stop.yml: saved node-minutes: * early stop(s) *"])  # slow; other may settle early
+    result.stdout.fnmatch_lines(
+        [
+            "*wave2::slow[[]default[]] PASSED 700.* TGS -30.* % *worse "
+            "(stopped early: loser after * of 10 steady steps: *)*",
+            "xlatune: stop.yml: saved node-minutes: * early stop(s) *",
+        ]
+    )  # slow; other may settle early
     stored = [e for e in events(pytester.path / ".xlatune" / "stop.jsonl") if e["event"] == "result"]
     slow = next(e for e in stored if e["item"] == "wave2::slow[default]")
     assert slow["verdict"] == "stopped_early" and 2 <= len(slow["steps_used"]) < 10
@@ -80,6 +89,7 @@ def test_a_clear_loser_is_stopped_early_and_measured(pytester: pytest.Pytester, 
     assert "stopped early" not in fixed.stdout.str()
 
 
+@pytest.mark.realproc
 def test_kill_9_during_an_early_stop_loses_nothing(tmp_path: Path, fake_trainer_env: None) -> None:
     (tmp_path / "cell.yml").write_text(CELL)
     (tmp_path / "conftest.py").write_text(CONFTEST)
@@ -116,8 +126,7 @@ def test_a_spent_budget_skips_the_candidates_naming_it(pytester: pytest.Pytester
     # is over once the planned baselines and the evidence run have run.
     result = pytester.runpytest(str(cell), "-rs", "--xlatune-budget=0.01h", *FAKE)
     result.assert_outcomes(passed=3, skipped=3)
-    result.stdout.fnmatch_lines(["SKIPPED * not run: the adaptive sweep concluded: less than 25 min of "
-                                 "budget left*"])
+    result.stdout.fnmatch_lines(["SKIPPED * not run: the adaptive sweep concluded: less than 25 min of budget left*"])
     assert "stopped early" not in result.stdout.str()
 
 
@@ -133,12 +142,13 @@ waves:
 
 
 def test_a_control_is_interleaved_after_every_eight_candidates_and_its_drift_reported(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", ctl=CONTROLS_CELL)
     result = pytester.runpytest(str(cell), "-v", *FAKE)
     result.assert_outcomes(passed=14)  # baseline ×2, evidence, p1-p10, the best one's evidence run
     out = result.stdout.str()
-    # Policy.control_every = 8 candidate runs: the baseline runs again before the 9th candidate.
+    # AdaptiveRules.control_every = 8 candidate runs: the baseline runs again before the 9th candidate.
     result.stdout.fnmatch_lines(["*control 1 before wave2::p9[[]default[]]: *"])
     stored = [e for e in events(pytester.path / ".xlatune" / "ctl.jsonl") if e["event"] == "result"]
     baselines = [e for e in stored if e["kind"] == "baseline"]

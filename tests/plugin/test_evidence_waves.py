@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXED as FAKE  # stacks need every winner measured (an adaptive sweep stops at the first confirmed win)
+from tests.conftest import (
+    FIXED as FAKE,  # stacks need every winner measured (an adaptive sweep stops at the first confirmed win)
+)
 
 EVIDENCE_FAKE = [arg.replace("fake_trainer", "fake_evidence_trainer") for arg in FAKE]
 
@@ -38,17 +40,19 @@ def cell(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
 
 
 def test_stack_and_winner_evidence_run_and_the_report_explains_the_winner(
-        pytester: pytest.Pytester, cell: Path) -> None:
+    pytester: pytest.Pytester, cell: Path
+) -> None:
     result = pytester.runpytest(str(cell), "-v", *EVIDENCE_FAKE)
     result.assert_outcomes(passed=8)
-    result.stdout.fnmatch_lines([
-        "*wave3::stack_top2[[]default[]] PASSED 1188.* TGS*",  # 1100 × 1.08: both flags
-        "*evidence2::winner[[]default[]] PASSED 1188.* TGS*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*wave3::stack_top2[[]default[]] PASSED 1188.* TGS*",  # 1100 × 1.08: both flags
+            "*evidence2::winner[[]default[]] PASSED 1188.* TGS*",
+        ]
+    )
     store = pytester.path / ".xlatune"
     stack_log = next(store.rglob("*-ev-stack_top2-default.log")).read_text()
-    assert "--xla_fake_tgs=1100 --xla_disable_hlo_passes=cpu-all-reduce-combiner " \
-           "--xla_fake_other=1" in stack_log
+    assert "--xla_fake_tgs=1100 --xla_disable_hlo_passes=cpu-all-reduce-combiner --xla_fake_other=1" in stack_log
     assert "fake_penalty=1.08" in stack_log
     winner_log = next(store.rglob("*-ev-winner-default.log")).read_text()  # the stack, re-run
     assert "--xla_disable_hlo_passes=cpu-all-reduce-combiner --xla_fake_other=1" in winner_log
@@ -67,17 +71,23 @@ def test_stack_and_winner_evidence_run_and_the_report_explains_the_winner(
     assert f"### Baseline evidence: job {base_job}" in evidence
     assert f"### Winner evidence: job {winner_job}" in evidence
     assert "| all-reduce | 11 | 11 | 0 | 8 | 1.3 MiB | 512.0 KiB |" in evidence
-    assert re.search(r"\| stack_top2 ⭐ \| `--xla_fake_tgs=1100 --xla_disable_hlo_passes=cpu-all-reduce-combiner "
-                     r"--xla_fake_other=1` \| 1,188\.\d", report)
+    assert re.search(
+        r"\| stack_top2 ⭐ \| `--xla_fake_tgs=1100 --xla_disable_hlo_passes=cpu-all-reduce-combiner "
+        r"--xla_fake_other=1` \| 1,188\.\d",
+        report,
+    )
 
 
-def test_stack_skips_with_a_reason_when_only_one_flag_won(pytester: pytest.Pytester,
-                                                          fake_trainer_env: None) -> None:
+def test_stack_skips_with_a_reason_when_only_one_flag_won(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     cell = pytester.makefile(".yml", ev=CELL.replace("fake_penalty: 1.08", "fake_penalty: 0.999"))
     result = pytester.runpytest(str(cell), "-rs", *EVIDENCE_FAKE)
     result.assert_outcomes(passed=7, skipped=1)
-    result.stdout.fnmatch_lines(["*fewer than 2 winning profiles (better than baseline-deployed "
-                                 "beyond noise, with distinct settings) in waves 2-3 to stack: ar_off*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*fewer than 2 winning profiles (better than baseline-deployed "
+            "beyond noise, with distinct settings) in waves 2-3 to stack: ar_off*"
+        ]
+    )
 
 
 CATALOG_CELL = """\
@@ -91,22 +101,28 @@ waves:
 
 
 def test_catalog_candidates_follow_the_evidence_and_irrelevant_ones_skip(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", cat=CATALOG_CELL)
     before = pytester.runpytest(str(cell), "--collect-only", "-q", *EVIDENCE_FAKE)
     before.stdout.fnmatch_lines(["*wave1.5::evidence*", "*wave2::cp_decomp_256m*"])  # catalog order
     result = pytester.runpytest(str(cell), "-v", "-rs", *EVIDENCE_FAKE)
     # Evidence (FSDP HLO: all-gather, all-reduce, all-to-all) decides at run time: 3 run.
     result.assert_outcomes(passed=2 + 3 + 1, skipped=22 - 3)
-    for line in ("*wave2::pipelined_ag[[]default[]] PASSED*", "*wave2::pipelined_ar[[]default[]] PASSED*",
-                 "*wave2::overlap_2[[]default[]] PASSED*",
-                 "*mechanism-irrelevant: acts on collective-permute, and the evidence HLO (job 2) has "
-                 "no collective-permute*",
-                 "*beyond max 3 of catalog pp (ordered by the evidence of job 2)*"):
+    for line in (
+        "*wave2::pipelined_ag[[]default[]] PASSED*",
+        "*wave2::pipelined_ar[[]default[]] PASSED*",
+        "*wave2::overlap_2[[]default[]] PASSED*",
+        "*mechanism-irrelevant: acts on collective-permute, and the evidence HLO (job 2) has no collective-permute*",
+        "*beyond max 3 of catalog pp (ordered by the evidence of job 2)*",
+    ):
         result.stdout.fnmatch_lines([line])
     # The next session collects in the order the stored evidence gives.
     again = pytester.runpytest(str(cell), "--collect-only", "-q", *EVIDENCE_FAKE)
     lines = [line for line in again.stdout.lines if "::wave2::" in line]
     assert [line.split("::")[-1] for line in lines[:3]] == [
-        "pipelined_ag[default]", "pipelined_ar[default]", "overlap_2[default]"]
+        "pipelined_ag[default]",
+        "pipelined_ar[default]",
+        "overlap_2[default]",
+    ]
     assert lines[-1].endswith("pipelined_rs[default]")  # skipped ones last

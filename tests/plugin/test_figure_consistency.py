@@ -14,21 +14,23 @@ from tests.plugin.test_report_outputs import CELL as REPORT_CELL
 
 # Two noisy baseline repeats: the first repeat's line prints its own run, the final figure is the
 # mean of both.
-CELL = "baseline_repeats: 2\n" + REPORT_CELL.format(parallelism="FSDP=8",
-                                                    overrides="{fake_noise: 0.05, fake_seed: 7}")
+CELL = "baseline_repeats: 2\n" + REPORT_CELL.format(parallelism="FSDP=8", overrides="{fake_noise: 0.05, fake_seed: 7}")
 
 
 def test_every_output_shows_one_figure_per_item(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     cell = pytester.makefile(".yml", fsdp8=CELL)
-    result = pytester.runpytest(str(cell), "-v", "--junitxml=junit.xml", "--html=report.html",
-                                "--xlatune-export=exports", *FAKE)
+    result = pytester.runpytest(
+        str(cell), "-v", "--junitxml=junit.xml", "--html=report.html", "--xlatune-export=exports", *FAKE
+    )
     result.assert_outcomes(passed=7)
     # The first baseline repeat printed its own run; the summary prints the pooled figure.
-    result.stdout.fnmatch_lines(["*xlatune: final figures*",
-                                 "fsdp8.yml::wave1::baseline[[]sparse[]]: * TGS (* = mean of *; jobs 1, 2)"])
+    result.stdout.fnmatch_lines(
+        ["*xlatune: final figures*", "fsdp8.yml::wave1::baseline[[]sparse[]]: * TGS (* = mean of *; jobs 1, 2)"]
+    )
     root = Path(pytester.path)
-    outputs = collect(root, result.stdout.str(), root / "fake-tuning.md",
-                      root / "exports" / "fsdp8-results.csv", "sparse")
+    outputs = collect(
+        root, result.stdout.str(), root / "fake-tuning.md", root / "exports" / "fsdp8-results.csv", "sparse"
+    )
     for name in ("terminal", "junit", "csv"):
         assert len(outputs[name]) == 7, (name, outputs[name])
     for name in ("html", "markdown"):  # the leaderboards: baseline, restore_default, fast, slow

@@ -53,25 +53,32 @@ def swept(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
 def test_sweep_writes_a_lock_with_the_winner_per_config_tag(swept: Path) -> None:
     lock = json.loads(swept.with_suffix(".lock.json").read_text())
     assert [(r["config_tag"], r["profile"], r["xla_flags"]) for r in lock["recipes"]] == [
-        ("sparse", "fast", ["--xla_fake_tgs=1100"]), ("dense", "fast", ["--xla_fake_tgs=1100"])]
+        ("sparse", "fast", ["--xla_fake_tgs=1100"]),
+        ("dense", "fast", ["--xla_fake_tgs=1100"]),
+    ]
     assert lock["recipes"][0]["tgs"] == pytest.approx(1100, rel=0.01)
     assert lock["recipes"][0]["ci_low_pct"] > 0 and lock["nodelist"] == "localhost"
 
 
 def test_gate_runs_only_baselines_and_locked_recipes_and_passes_on_the_same_image(
-        pytester: pytest.Pytester, swept: Path) -> None:
+    pytester: pytest.Pytester, swept: Path
+) -> None:
     result = pytester.runpytest(str(swept), "--xlatune-gate", "--collect-only", "-q", *FAKE)
-    result.stdout.fnmatch_lines(["gated.yml::gate::baseline-oldimage[[]sparse[]]",
-                                 "gated.yml::gate::baseline[[]sparse[]]",
-                                 "gated.yml::gate::baseline-r2-oldimage[[]sparse[]]",
-                                 "gated.yml::gate::baseline-r2[[]sparse[]]",
-                                 "gated.yml::gate::fast-oldimage[[]sparse[]]",
-                                 "gated.yml::gate::fast[[]sparse[]]",
-                                 "gated.yml::gate::fast-oldimage[[]dense[]]",
-                                 "gated.yml::gate::fast[[]dense[]]", "12 tests collected*"])
+    result.stdout.fnmatch_lines(
+        [
+            "gated.yml::gate::baseline-oldimage[[]sparse[]]",
+            "gated.yml::gate::baseline[[]sparse[]]",
+            "gated.yml::gate::baseline-r2-oldimage[[]sparse[]]",
+            "gated.yml::gate::baseline-r2[[]sparse[]]",
+            "gated.yml::gate::fast-oldimage[[]sparse[]]",
+            "gated.yml::gate::fast[[]sparse[]]",
+            "gated.yml::gate::fast-oldimage[[]dense[]]",
+            "gated.yml::gate::fast[[]dense[]]",
+            "12 tests collected*",
+        ]
+    )
     same = image(pytester.path, "same-python", "")
-    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE
-                       ).assert_outcomes(passed=12)
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE).assert_outcomes(passed=12)
     # Interleaved in time: each run on the new image right after its control on the lock's.
     gate_runs = [e for e in events(pytester) if e["event"] == "result" and e["wave"] == "gate"]
     assert [e["image"].endswith("same-python") for e in gate_runs] == [False, True] * 6
@@ -80,44 +87,69 @@ def test_gate_runs_only_baselines_and_locked_recipes_and_passes_on_the_same_imag
 
 
 def test_gate_fails_clearly_when_a_locked_flag_is_gone(pytester: pytest.Pytester, swept: Path) -> None:
-    gone = image(pytester.path, "noflag-python", """
+    gone = image(
+        pytester.path,
+        "noflag-python",
+        """
 case "$XLA_FLAGS" in *--xla_fake_tgs=*)
   echo "F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100"; exit 1;;
-esac""")
+esac""",
+    )
     result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={gone}", *FAKE)
     result.assert_outcomes(passed=10, failed=2)  # the old-image controls and new baselines pass
-    result.stdout.fnmatch_lines(["*locked recipe 'fast' [[]sparse[]]: a locked flag no longer exists in "
-                                 "image*noflag-python*Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100*"
-                                 "not a performance regression*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*locked recipe 'fast' [[]sparse[]]: a locked flag no longer exists in "
+            "image*noflag-python*Unknown flag in XLA_FLAGS: --xla_fake_tgs=1100*"
+            "not a performance regression*"
+        ]
+    )
 
 
 def test_gate_fails_when_the_recipe_got_slower(pytester: pytest.Pytester, swept: Path) -> None:
-    slower = image(pytester.path, "slow-python", """
-case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
+    slower = image(
+        pytester.path,
+        "slow-python",
+        """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""",
+    )
     result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", *FAKE)
     result.assert_outcomes(passed=10, failed=2)
-    result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*TGS 1030.* vs 1100.*"
-                                 "-6.3* %*tolerance -1 %*on the lock's image (default) in this session "
-                                 "(locked 1100.*, for context)"])
+    result.stdout.fnmatch_lines(
+        [
+            "*recipe 'fast' [[]sparse[]] regressed vs the lock*TGS 1030.* vs 1100.*"
+            "-6.3* %*tolerance -1 %*on the lock's image (default) in this session "
+            "(locked 1100.*, for context)"
+        ]
+    )
     assert "no longer beats" not in result.stdout.str()  # 1030 still beats the baseline (1000)
     # The sweep and the gate each appended a row per config tag to the cell's history.
     history = load_history(pytester.path / ".xlatune" / "gated.history.csv")
     assert list(zip(history["kind"], history["config_tag"], history["recipe"], strict=True)) == [
-        ("sweep", "sparse", "fast"), ("sweep", "dense", "fast"), ("gate", "sparse", "fast"), ("gate", "dense", "fast")]
+        ("sweep", "sparse", "fast"),
+        ("sweep", "dense", "fast"),
+        ("gate", "sparse", "fast"),
+        ("gate", "dense", "fast"),
+    ]
     assert history["recipe_tgs"].tolist()[2] == pytest.approx(1030, rel=0.01)
     assert history["control_tgs"].tolist()[2] == pytest.approx(1100, rel=0.01)
     assert history["image"].tolist() == ["", "", slower, slower] and (history["node_hours"] > 0).all()
 
 
 def test_a_cell_without_a_lock_is_skipped_in_one_line_and_the_others_are_gated(
-        pytester: pytest.Pytester, swept: Path) -> None:
+    pytester: pytest.Pytester, swept: Path
+) -> None:
     # `pytest cells/ --xlatune-gate`: a sweep that found nothing better wrote no lock for nolock.yml.
     pytester.makefile(".yml", nolock=CELL.replace("model_tag: gated", "model_tag: unlocked"))
     result = pytester.runpytest("gated.yml", "nolock.yml", "--xlatune-gate", "-rs", *FAKE)
     result.assert_outcomes(passed=12, skipped=1)
-    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] nolock.yml:1: nolock.lock.json: no recipe lock, nothing to gate "
-                                 "(a finished sweep writes one when it finds a recipe better than the "
-                                 "baseline: run pytest nolock.yml first)"])
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED [[]1[]] nolock.yml:1: nolock.lock.json: no recipe lock, nothing to gate "
+            "(a finished sweep writes one when it finds a recipe better than the "
+            "baseline: run pytest nolock.yml first)"
+        ]
+    )
     assert "Traceback" not in result.stdout.str() and "error" not in result.stdout.str().lower()
     assert result.ret == pytest.ExitCode.OK
 
@@ -130,29 +162,37 @@ def test_an_unreadable_lock_is_one_clear_line(pytester: pytest.Pytester, fake_tr
     assert "Traceback" not in result.stdout.str()
 
 
-def test_a_likely_regression_is_measured_again_before_the_gate_fails(
-        pytester: pytest.Pytester, swept: Path) -> None:
+def test_a_likely_regression_is_measured_again_before_the_gate_fails(pytester: pytest.Pytester, swept: Path) -> None:
     # -2.5 % on one run is probably past the 1 % tolerance, but not surely: the gate measures the
     # recipe and the baseline again, each after its old-image control (at most
     # thresholds.remeasure times), and fails once the interval is past the tolerance.
-    slower = image(pytester.path, "bit-slower-python", """
-case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1072.5";; esac""")
-    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}",
-                                "-k", "sparse", *FAKE)
+    slower = image(
+        pytester.path,
+        "bit-slower-python",
+        """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1072.5";; esac""",
+    )
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", "-k", "sparse", *FAKE)
     result.assert_outcomes(passed=5, failed=1)
-    result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*"
-                                 "TGS 1072.* vs 1100.* (-2.50 %*jobs * * vs * * on the lock's image"
-                                 " (default) in this session (locked 1100.*, for context)"])
+    result.stdout.fnmatch_lines(
+        [
+            "*recipe 'fast' [[]sparse[]] regressed vs the lock*"
+            "TGS 1072.* vs 1100.* (-2.50 %*jobs * * vs * * on the lock's image"
+            " (default) in this session (locked 1100.*, for context)"
+        ]
+    )
     gate_runs = [e for e in events(pytester) if e["event"] == "result" and e["wave"] == "gate"]
     on_new_image = [e["profile"] for e in gate_runs if e["image"].endswith("bit-slower-python")]
     assert sorted(on_new_image) == ["baseline", "baseline", "baseline-r2", "fast", "fast"]
     # Every new-image run, the re-measurements too, came right after its old-image control.
     assert [e["profile"] for e in gate_runs] == [
-        p for name in ["baseline", "baseline-r2", "fast", "fast", "baseline"] for p in (f"{name}-oldimage", name)]
+        p for name in ["baseline", "baseline-r2", "fast", "fast", "baseline"] for p in (f"{name}-oldimage", name)
+    ]
 
 
 def test_a_lock_written_on_a_faster_cluster_does_not_fail_the_same_image(
-        pytester: pytest.Pytester, swept: Path) -> None:
+    pytester: pytest.Pytester, swept: Path
+) -> None:
     # The lock's TGS are 60 % above what this machine measures today (it drifted, or got busier):
     # compared with the stored numbers the gate would fail; old vs new in this session it passes.
     path = swept.with_suffix(".lock.json")
@@ -161,8 +201,7 @@ def test_a_lock_written_on_a_faster_cluster_does_not_fail_the_same_image(
         recipe["tgs"], recipe["baseline_tgs"] = recipe["tgs"] * 1.6, recipe["baseline_tgs"] * 1.6
     path.write_text(json.dumps(lock))
     same = image(pytester.path, "same-python", "")
-    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE
-                       ).assert_outcomes(passed=12)
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE).assert_outcomes(passed=12)
 
 
 def events(pytester: pytest.Pytester) -> list[dict[str, object]]:
@@ -170,16 +209,22 @@ def events(pytester: pytest.Pytester) -> list[dict[str, object]]:
 
 
 def test_the_gate_writes_its_own_report_and_leaves_the_tuning_report_as_the_sweep_wrote_it(
-        pytester: pytest.Pytester, swept: Path) -> None:
+    pytester: pytest.Pytester, swept: Path
+) -> None:
     tuning = (pytester.path / "gated-tuning.md").read_text()
     lock = json.loads(swept.with_suffix(".lock.json").read_text())
     # The lock says what it was measured on: this interpreter and its JAX version.
     assert lock["measured_on"].startswith(f"Python {sys.version.split()[0]}, ")
     assert lock["measured_on"].endswith(f"({sys.executable})")
-    slower = image(pytester.path, "slow-python", """
-case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
-    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={slower}", "--html=gate.html",
-                                "--self-contained-html", *FAKE)
+    slower = image(
+        pytester.path,
+        "slow-python",
+        """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""",
+    )
+    result = pytester.runpytest(
+        str(swept), "--xlatune-gate", f"--xlatune-image={slower}", "--html=gate.html", "--self-contained-html", *FAKE
+    )
     result.assert_outcomes(passed=10, failed=2)
     result.stdout.fnmatch_lines(["xlatune: gate report written to gated-gate.md"])
     html = (pytester.path / "gate.html").read_text()
@@ -194,13 +239,20 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_f
 
 
 def test_advisory_mode_reports_the_regression_and_does_not_fail(pytester: pytest.Pytester, swept: Path) -> None:
-    slower = image(pytester.path, "slow-python", """
-case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""")
-    result = pytester.runpytest(str(swept), "--xlatune-gate", "--xlatune-gate-advisory",
-                                f"--xlatune-image={slower}", "-rx", *FAKE)
+    slower = image(
+        pytester.path,
+        "slow-python",
+        """
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030";; esac""",
+    )
+    result = pytester.runpytest(
+        str(swept), "--xlatune-gate", "--xlatune-gate-advisory", f"--xlatune-image={slower}", "-rx", *FAKE
+    )
     result.assert_outcomes(passed=10, xfailed=2)
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["XFAIL *gate::fast[[]sparse[]]* - advisory gate: recipe 'fast' [[]sparse[]] regressed*"])
+    result.stdout.fnmatch_lines(
+        ["XFAIL *gate::fast[[]sparse[]]* - advisory gate: recipe 'fast' [[]sparse[]] regressed*"]
+    )
     gate = (pytester.path / "gated-gate.md").read_text()
     assert "**Verdict: FAILED (advisory: reported, the exit code stays 0): 2 of 12 gate item(s) failed**" in gate
 
@@ -212,16 +264,32 @@ def test_advisory_without_the_gate_is_a_usage_error(pytester: pytest.Pytester) -
 
 
 def test_a_new_venv_without_the_workload_fails_preflight_once_in_one_line(
-        pytester: pytest.Pytester, swept: Path) -> None:
+    pytester: pytest.Pytester, swept: Path
+) -> None:
     # A new venv that lacks the workload module: every item used to be retried and fail with
     # "exited with code 1 before any completed step"; pre-flight says so once, before any job.
-    bare = image(pytester.path, "bare-python", "export PYTHONPATH=/nonexistent PYTHONNOUSERSITE=1\n"
-                                                "exec python3 -I \"$@\"")
+    bare = image(
+        pytester.path, "bare-python", 'export PYTHONPATH=/nonexistent PYTHONNOUSERSITE=1\nexec python3 -I "$@"'
+    )
     result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={bare}", *FAKE)
     result.assert_outcomes(failed=12)
-    line = (f"*gated.yml: --xlatune-image: expected an interpreter that can run the workload, found {bare} "
-            "(Python *) cannot import the workload module fake_trainer: make fake_trainer importable there*")
+    line = (
+        f"*gated.yml: --xlatune-image: expected an interpreter that can run the workload, found {bare} "
+        "(Python *) cannot import the workload module fake_trainer: make fake_trainer importable there*"
+    )
     result.stdout.fnmatch_lines([line])
     assert "before any completed step" not in result.stdout.str()
     jobs = [e for e in events(pytester) if e["event"] == "submitted" and e.get("wave") == "gate"]
     assert jobs == []
+
+
+def test_a_second_gate_measures_its_runs_again_in_its_own_time_window(pytester: pytest.Pytester, swept: Path) -> None:
+    same = image(pytester.path, "same-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE).assert_outcomes(passed=12)
+    second = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE)
+    second.assert_outcomes(passed=12)
+    assert "REUSED" not in second.stdout.str()
+    gate_runs = [e for e in events(pytester) if e["event"] == "result" and e["wave"] == "gate"]
+    # Each of the 12 gate items ran once per gate session: none of the second's came from the first.
+    assert len(gate_runs) == 24 and len({e["job_id"] for e in gate_runs}) == 24
+    assert [e["profile"] for e in gate_runs[:12]] == [e["profile"] for e in gate_runs[12:]]

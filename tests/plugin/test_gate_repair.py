@@ -39,11 +39,16 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
     passed.assert_outcomes(passed=6, skipped=4)  # the repair wave: nothing to repair
     assert not cell.with_suffix(".lock.proposed.json").exists()
 
-    result = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={new}",
-                                "-rs", *FAKE)
+    result = pytester.runpytest(
+        str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={new}", "-rs", *FAKE
+    )
     assert result.ret == 6, result.stdout.str()  # regressed, repair proposed
-    result.stdout.fnmatch_lines(["*recipe 'fast' [[]default[]] regressed vs the lock*",
-                                 "*proposed lock written to fixable.lock.proposed.json: regressed, repair proposed*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*recipe 'fast' [[]default[]] regressed vs the lock*",
+            "*proposed lock written to fixable.lock.proposed.json: regressed, repair proposed*",
+        ]
+    )
     proposed_file = pytester.path / "fixable.lock.proposed.json"
     proposed = json.loads(proposed_file.read_text())
     assert proposed["recipes"][0]["profile"] == "alt" and proposed["image"] == new
@@ -51,7 +56,11 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
     report = (pytester.path / "fixable-gate.md").read_text()
     assert "### Repair" in report and "**regressed, repair proposed** (exit code 6)" in report
     assert "| locked: fast |" in report and "| proposed: alt | --xla_fake_tgs=1060 | 1200." in report
-    assert "the winner once more" in report and "node-hours on the new image" in report and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
+    assert (
+        "the winner once more" in report
+        and "node-hours on the new image" in report
+        and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
+    )
     assert "Collective inventory" in report
 
     # Accept the proposal: the gate on the new image passes with it.
@@ -64,8 +73,12 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
 def test_no_repair_found_exits_1(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     cell = pytester.makefile(".yml", fixable=CELL)
     pytester.runpytest(str(cell), *FAKE).assert_outcomes(passed=7)
-    worse = image(pytester.path, "worse-python", """export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030"
-case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) ;; *) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1000";; esac""")
+    worse = image(
+        pytester.path,
+        "worse-python",
+        """export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1030"
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) ;; *) export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=1000";; esac""",
+    )
     result = pytester.runpytest(str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={worse}", *FAKE)
     assert result.ret == 1, result.stdout.str()
     assert not (pytester.path / "fixable.lock.proposed.json").exists()
@@ -79,18 +92,23 @@ def test_repair_without_the_gate_is_a_usage_error(pytester: pytest.Pytester) -> 
 
 
 def test_five_gate_runs_across_two_venvs_chart_the_change_point_at_the_switch(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     from pytest_xlatune.report.__main__ import main
 
     cell = pytester.makefile(".yml", fixable=CELL)
     pytester.runpytest(str(cell), *FAKE).assert_outcomes(passed=7)
     same, new = image(pytester.path, "same-python", ""), image(pytester.path, "new-python", NEW)
-    codes = [pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={venv}", *FAKE).ret
-             for venv in (same, same, new, new, new)]
+    codes = [
+        pytester.runpytest(str(cell), "--xlatune-gate", f"--xlatune-image={venv}", *FAKE).ret
+        for venv in (same, same, new, new, new)
+    ]
     assert codes == [0, 0, 1, 1, 1]
     out = pytester.path / "out"
-    assert main([str(cell), "--root", str(pytester.path), "--store", str(pytester.path / ".xlatune"),
-                 "--out", str(out)]) == 0
+    assert (
+        main([str(cell), "--root", str(pytester.path), "--store", str(pytester.path / ".xlatune"), "--out", str(out)])
+        == 0
+    )
     history = (out / "fixable-history.md").read_text()
     # The sweep's row, then the five gates: the recipe fell from 1100 to 1030 at the fourth gate run.
     assert "| sweep |" in history and history.count("| gate |") == 5

@@ -12,26 +12,48 @@ LONG = "x" * 300
 
 CASES = [
     # (id, option, the one line pytest prints after "ERROR: ")
-    ("report-dir-under-a-file", "--xlatune-report-dir=afile/reports",
-     "--xlatune-report-dir: expected a writable directory, found '*afile/reports' (*afile is not a directory)"),
-    ("export-dir-under-a-file", "--xlatune-export=afile/out",
-     "--xlatune-export: expected a writable directory, found '*afile/out' (*afile is not a directory)"),
-    ("export-dir-segment-too-long", f"--xlatune-export={LONG}",
-     "--xlatune-export: expected path segments of at most 255 bytes, found one of 300 bytes ('xxx*"),
-    ("report-dir-segment-too-long", f"--xlatune-report-dir=out/{LONG}",
-     "--xlatune-report-dir: expected path segments of at most 255 bytes, found one of 300 bytes*"),
-    ("policy-path-too-long", f"--xlatune-policy=policies/{LONG}.yml",
-     "--xlatune-policy: expected path segments of at most 255 bytes, found one of 304 bytes*"),
-    ("notify-value-too-long", "--xlatune-notify=" + "echo " * 1000,
-     "--xlatune-notify: expected at most 4096 bytes, found 5000 bytes*"),
-    ("ssh-config-is-a-directory", "--xlatune-ssh-config=adir/",
-     "--xlatune-ssh-config: expected a file, found 'adir/' (a directory)"),
+    (
+        "report-dir-under-a-file",
+        "--xlatune-report-dir=afile/reports",
+        "--xlatune-report-dir: expected a writable directory, found '*afile/reports' (*afile is not a directory)",
+    ),
+    (
+        "export-dir-under-a-file",
+        "--xlatune-export=afile/out",
+        "--xlatune-export: expected a writable directory, found '*afile/out' (*afile is not a directory)",
+    ),
+    (
+        "export-dir-segment-too-long",
+        f"--xlatune-export={LONG}",
+        "--xlatune-export: expected path segments of at most 255 bytes, found one of 300 bytes ('xxx*",
+    ),
+    (
+        "report-dir-segment-too-long",
+        f"--xlatune-report-dir=out/{LONG}",
+        "--xlatune-report-dir: expected path segments of at most 255 bytes, found one of 300 bytes*",
+    ),
+    (
+        "policy-path-too-long",
+        f"--xlatune-policy=policies/{LONG}.yml",
+        "--xlatune-policy: expected path segments of at most 255 bytes, found one of 304 bytes*",
+    ),
+    (
+        "notify-value-too-long",
+        "--xlatune-notify=" + "echo " * 1000,
+        "--xlatune-notify: expected at most 4096 bytes, found 5000 bytes*",
+    ),
+    (
+        "ssh-config-is-a-directory",
+        "--xlatune-ssh-config=adir/",
+        "--xlatune-ssh-config: expected a file, found 'adir/' (a directory)",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("option", "line"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_path_or_value_is_one_usage_line_and_nothing_runs(pytester: pytest.Pytester, option: str,
-                                                              line: str) -> None:
+def test_bad_path_or_value_is_one_usage_line_and_nothing_runs(
+    pytester: pytest.Pytester, option: str, line: str
+) -> None:
     cell = pytester.makefile(".yml", cell=CELL)
     pytester.makefile("", afile="not a directory")
     pytester.mkdir("adir")
@@ -49,6 +71,7 @@ def test_cell_file_name_with_an_escape_code_is_refused(pytester: pytest.Pytester
     (pytester.path / name).write_text(CELL)
     result = pytester.runpytest(name, *FAKE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: '\\x1b]0;owned\\x07.yml': expected a cell file name without "
-                                 "control characters"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: '\\x1b]0;owned\\x07.yml': expected a cell file name without control characters"]
+    )
     assert "\x1b" not in result.stdout.str() + result.stderr.str()

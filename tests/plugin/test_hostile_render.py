@@ -38,9 +38,11 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 def _outputs(root: Path) -> dict[str, str]:
     """Every shareable file the session wrote (not the private store or the raw job logs)."""
     store = root / ".xlatune"
-    return {str(p.relative_to(root)): p.read_text(encoding="utf-8", errors="replace")
-            for p in root.rglob("*") if p.is_file() and store not in p.parents
-            and p.suffix in (".md", ".html", ".xml", ".csv", ".json", ".txt")}
+    return {
+        str(p.relative_to(root)): p.read_text(encoding="utf-8", errors="replace")
+        for p in root.rglob("*")
+        if p.is_file() and store not in p.parents and p.suffix in (".md", ".html", ".xml", ".csv", ".json", ".txt")
+    }
 
 
 def _outside_code_and_comments(markdown: str) -> str:
@@ -57,13 +59,20 @@ def _html_rows(page: str) -> list[dict[str, object]]:
 
 
 def test_hostile_text_is_masked_escaped_and_stripped_everywhere(
-        pytester: pytest.Pytester, fake_trainer_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XLATUNE_TEST_API_TOKEN", SECRET)
     monkeypatch.setenv("FAKE_TRAINER_SAY", SAY)
     cell = pytester.mkdir("cells") / f"{HOSTILE_NAME}.yml"
     cell.write_text(CELL)
-    result = pytester.runpytest(str(cell), *FIXED, "--html=report.html", "--junitxml=junit.xml",
-                                "--xlatune-export=exports", "--xlatune-mask=cell br[a-z]+")
+    result = pytester.runpytest(
+        str(cell),
+        *FIXED,
+        "--html=report.html",
+        "--junitxml=junit.xml",
+        "--xlatune-export=exports",
+        "--xlatune-mask=cell br[a-z]+",
+    )
     result.assert_outcomes(passed=5, failed=1)
     terminal = result.stdout.str() + result.stderr.str()
     files = _outputs(pytester.path)
@@ -93,16 +102,14 @@ def test_hostile_text_is_masked_escaped_and_stripped_everywhere(
     row = next(line for line in report.splitlines() if "boom" in line)
     assert len(re.findall(r"(?<!\\)\|", row)) == 5, row  # | item | job | verdict | reason |
     assert "<!-- xlatune:cell FSDP=8 cells/&lt;img src=x onerror=alert(1)&gt;.yml -->" not in report
-    assert re.search(r"^<!-- xlatune:cell FSDP=8 cells/<img src=x onerror=alert\(1\)&gt;\.yml -->$",
-                     report, re.M)
+    assert re.search(r"^<!-- xlatune:cell FSDP=8 cells/<img src=x onerror=alert\(1\)&gt;\.yml -->$", report, re.M)
 
 
 def test_collection_error_with_html_is_a_collection_error(pytester: pytest.Pytester) -> None:
     """pytest-html's row hooks see a CollectReport (no user_properties): no INTERNALERROR."""
     pytester.makefile(".yml", bad="model_tag: [unclosed\n")
     pytester.makepyfile(test_import_error="import no_such_module_anywhere\n")
-    result = pytester.runpytest("bad.yml", "test_import_error.py", "--html=report.html",
-                                "-p", "no:cacheprovider")
+    result = pytester.runpytest("bad.yml", "test_import_error.py", "--html=report.html", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "INTERNALERROR" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*bad.yml:1: yaml: expected valid YAML*", "*2 errors*"])

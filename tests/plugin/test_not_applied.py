@@ -22,10 +22,12 @@ waves:
 
 
 def test_an_ignored_nccl_setting_is_not_applied_everywhere_and_never_the_recipe(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", nccl=CELL)
-    result = pytester.runpytest(str(cell), "-v", "--junitxml=junit.xml", "--html=report.html",
-                                "--xlatune-export=exports", *FAKE)
+    result = pytester.runpytest(
+        str(cell), "-v", "--junitxml=junit.xml", "--html=report.html", "--xlatune-export=exports", *FAKE
+    )
     out = result.stdout.str()
     tree = next(line for line in out.splitlines() if "wave2::tree[default] PASSED" in line)
     ring = next(line for line in out.splitlines() if "wave2::ring[default] PASSED" in line)

@@ -31,20 +31,25 @@ def cell(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
     return pytester.makefile(".yml", num=CELL)
 
 
-def test_a_faster_run_whose_loss_drifts_is_marked_and_never_the_recipe(
-        pytester: pytest.Pytester, cell: Path) -> None:
+def test_a_faster_run_whose_loss_drifts_is_marked_and_never_the_recipe(pytester: pytest.Pytester, cell: Path) -> None:
     result = pytester.runpytest(str(cell), "-v", *FAKE)
     result.assert_outcomes(passed=6)  # baseline ×2, evidence, drifts, fast, evidence2::winner
-    result.stdout.fnmatch_lines([
-        "*wave2::drifts[[]default[]] PASSED 1300.* — numerics changed: loss left the baseline's at "
-        "step 1: 4.91 vs 4.9, baseline job 1*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*wave2::drifts[[]default[]] PASSED 1300.* — numerics changed: loss left the baseline's at "
+            "step 1: 4.91 vs 4.9, baseline job 1*",
+        ]
+    )
     fast_line = next(line for line in result.stdout.lines if "wave2::fast[" in line and "PASSED" in line)
     assert "numerics" not in fast_line
     # The adaptive sweep spends nothing more on it: stopped once its steady state is known, no
     # confirming run (the +30 % would earn one), and the confirmation goes to the recipe instead.
-    result.stdout.fnmatch_lines(["*wave2::drifts*PASSED*(stopped early: numerics changed: it cannot be the recipe)*",
-                                 "*wave2::fast[[]default[]]: run 2: confirming a win*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*wave2::drifts*PASSED*(stopped early: numerics changed: it cannot be the recipe)*",
+            "*wave2::fast[[]default[]]: run 2: confirming a win*",
+        ]
+    )
     assert not [line for line in result.stdout.lines if "wave2::drifts[default]: run 2" in line]
     lock = json.loads((pytester.path / "num.lock.json").read_text())
     assert [r["profile"] for r in lock["recipes"]] == ["fast"]

@@ -34,19 +34,23 @@ def order_of(pytester: pytest.Pytester, tag: str) -> list[str]:
     return [e["item"] for e in sorted(results, key=lambda e: e["submitted_at"])]
 
 
-def test_a_second_cell_runs_the_first_sweeps_winner_first(pytester: pytest.Pytester,
-                                                          fake_trainer_env: None) -> None:
+def test_a_second_cell_runs_the_first_sweeps_winner_first(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     first = pytester.makefile(".yml", one=CELL.format(tag="one", profiles=f"{WIN}\n{SLOW}"))
     second = pytester.makefile(".yml", two=CELL.format(tag="two", profiles=f"{SLOW}\n{SOON}"))
     listed = pytester.runpytest(str(second), "--collect-only", "-q", *FAKE)
     assert "planned order" not in listed.stdout.str()  # no other sweep yet: list order, nothing said
     assert pytester.runpytest(str(first), *FAKE).ret == 0
     planned = pytester.runpytest(str(second), "--collect-only", "-q", *FAKE)
-    planned.stdout.fnmatch_lines(["xlatune: two.yml: candidates in planned order wave2::fast[[]default[]], "
-                                  "wave2::slow[[]default[]]; ahead of list order: wave2::fast[[]default[]] "
-                                  "+10.00 % (+20.0 % in 1 FSDP sweep(s) → +10.00)"])
+    planned.stdout.fnmatch_lines(
+        [
+            "xlatune: two.yml: candidates in planned order wave2::fast[[]default[]], "
+            "wave2::slow[[]default[]]; ahead of list order: wave2::fast[[]default[]] "
+            "+10.00 % (+20.0 % in 1 FSDP sweep(s) → +10.00)"
+        ]
+    )
     ran = pytester.runpytest(str(second), "-v", *FAKE)
-    ran.stdout.fnmatch_lines(["*wave2::fast[[]default[]]: run ahead of wave2::slow[[]default[]]: "
-                              "next candidate by expected gain*"])
+    ran.stdout.fnmatch_lines(
+        ["*wave2::fast[[]default[]]: run ahead of wave2::slow[[]default[]]: next candidate by expected gain*"]
+    )
     assert order_of(pytester, "two")[0] == "wave2::fast[default]"
     assert order_of(pytester, "one")[0] == "wave2::win[default]"  # the first sweep: list order

@@ -21,6 +21,8 @@ tests/plugin/test_readme_messages.py.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -32,35 +34,67 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _pytest.config import _get_prog_name
+from _pytest.config import _main as console_main
 
-from pytest_xlatune.judge.hang import HangSettings
-from pytest_xlatune.judge.lines import parse_step_line
+from pytest_xlatune.triage.hang import HangSettings
+from pytest_xlatune.triage.lines import parse_step_line
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 # The pages whose quoted messages test_readme_messages.py compares with the tool (each anchor in
 # exactly one of them); the pages other helpers own are left out.
-DOC_PAGES = (README, *(DOCS / p for p in (
-    "index.md", "tutorial.md", "architecture.md", "performance.md",
-    "how-to/select-items.md", "how-to/sbatch.md", "how-to/maxtext-slurm.md", "how-to/ssh.md",
-    "how-to/host-cmd.md", "how-to/reports.md", "how-to/backend-plugin.md",
-    "reference/cell.md", "reference/options.md", "reference/outcomes.md", "reference/failures.md",
-    "reference/workload.md", "explanation/verdicts.md", "explanation/adaptive.md",
-    "explanation/gate.md")))
+DOC_PAGES = (
+    README,
+    *(
+        DOCS / p
+        for p in (
+            "index.md",
+            "tutorial.md",
+            "architecture.md",
+            "performance.md",
+            "how-to/select-items.md",
+            "how-to/sbatch.md",
+            "how-to/maxtext-slurm.md",
+            "how-to/ssh.md",
+            "how-to/host-cmd.md",
+            "how-to/reports.md",
+            "how-to/backend-plugin.md",
+            "reference/cell.md",
+            "reference/options.md",
+            "reference/outcomes.md",
+            "reference/failures.md",
+            "reference/workload.md",
+            "explanation/verdicts.md",
+            "explanation/adaptive.md",
+            "explanation/gate.md",
+        )
+    ),
+)
 # The pages whose console blocks run here with the fake trainer, in this order, in one directory.
 FAKE_PAGES = (DOCS / "how-to/select-items.md", DOCS / "explanation/gate.md", DOCS / "how-to/reports.md")
 CELL_PAGE = DOCS / "reference/cell.md"
-FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05"]
+# tests.conftest.FAKE with the cache provider: the fake trainer played in memory (tests/fake_launcher.py).
+FAKE = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "-p", "tests.fake_launcher"]
 NUMBER = re.compile(r"[-+]?\d+\.\d+")
 
 # What the fake trainer measures for the demo cell's runs: the README excerpt's figures (the
 # deployed env file's -O0 at 669.55 TGS, the raw image at opt_o2's speed: the same effective settings,
 # so opt_o2 shares restore_default's job); stale_flag fails by itself.
-DEMO_SPEEDS = {"opt_o1": 1256.2, "opt_o2": 1180.0, "no_expensive": 662.0, "vec256": 681.0,
-               "no_eigen_mt": 640.0, "no_ar_combine": 655.0, "seq_sched": 623.7, "split4": 668.0,
-               "o2_no_fastmath": 1150.0, "o1_bf16": 900.0,
-               "o2_vec256": 1180.0}  # restore_default's program (inert): its speed
+DEMO_SPEEDS = {
+    "opt_o1": 1256.2,
+    "opt_o2": 1180.0,
+    "no_expensive": 662.0,
+    "vec256": 681.0,
+    "no_eigen_mt": 640.0,
+    "no_ar_combine": 655.0,
+    "seq_sched": 623.7,
+    "split4": 668.0,
+    "o2_no_fastmath": 1150.0,
+    "o1_bf16": 900.0,
+    "o2_vec256": 1180.0,
+}  # restore_default's program (inert): its speed
 # Profiles whose loss leaves the baseline's (bfloat16 compute): the fake trainer's loss drifts.
 DEMO_LOSS_DRIFT = {"o1_bf16": -0.002}
 
@@ -78,7 +112,7 @@ def blocks(text: str) -> list[Block]:
     while i < len(lines):
         if lines[i].startswith("```"):
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            out.append(Block(lines[i][3:].strip(), i + 1, tuple(lines[i + 1:end])))
+            out.append(Block(lines[i][3:].strip(), i + 1, tuple(lines[i + 1 : end])))
             i = end
         i += 1
     return out
@@ -88,7 +122,7 @@ def section(text: str, title: str) -> str:
     """The `## title` section of a page's text."""
     start = text.index(f"\n## {title}")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else len(text)]
+    return text[start : end if end > 0 else len(text)]
 
 
 def commands(block: Block) -> list[tuple[str, list[str]]]:
@@ -110,9 +144,10 @@ def _norm(line: str) -> str:
 
 def matches(expected: list[str], actual: list[str]) -> bool:
     """Whether the output matches the README's lines (`...` wildcards, any decimal numbers)."""
-    pattern = "".join(r"(?:[^\n]*\n)*?" if line.strip() == "..." else
-                      ".*?".join(map(re.escape, _norm(line).split("..."))) + r"\n"
-                      for line in expected)
+    pattern = "".join(
+        r"(?:[^\n]*\n)*?" if line.strip() == "..." else ".*?".join(map(re.escape, _norm(line).split("..."))) + r"\n"
+        for line in expected
+    )
     return re.fullmatch(pattern, "".join(_norm(line) + "\n" for line in actual)) is not None
 
 
@@ -153,12 +188,47 @@ def run_process(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     else:
         raise AssertionError(f"README console example runs neither pytest nor python -m: {command}")
     # pytest does not shorten the summary lines when CI or BUILD_NUMBER is set: run as a user would.
-    env = {**{k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}, "COLUMNS": "80",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")},
+        "COLUMNS": "80",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def run(command: str, cwd: Path) -> list[str]:
+def run_inprocess(argv: list[str], cwd: Path) -> tuple[int, list[str]]:
+    """`pytest …` in this process with what run_process gives a fresh one (the arguments, the
+    directory, the environment, an 80-column terminal, `pytest` as the program's name): its exit
+    code, and its stdout, then its stderr, as lines. A fresh interpreter costs ~4 s of CPU."""
+    assert not (cwd / "conftest.py").exists(), "a conftest may patch the process: run_process"
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        for key in ("CI", "BUILD_NUMBER"):
+            patch.delenv(key, raising=False)
+        patch.setenv("COLUMNS", "80")
+        patch.setenv(
+            "PYTHONPATH", os.pathsep.join(filter(None, [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH")]))
+        )
+        patch.setattr(sys, "argv", [str(SCRIPT), *argv])
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            # what the `pytest` script runs (_console_main): pytest.main would name itself
+            # `pytest.main()` in usage errors
+            # (a fresh interpreter imports the plugins after pytest's assertion rewriter is in
+            # place; here they are imported already, and pytest would warn that it cannot)
+            code = console_main(
+                args=[*argv, *FAKE, "-W", "ignore::pytest.PytestAssertRewriteWarning"],
+                prog=_get_prog_name(sys.argv) if SCRIPT.is_file() else "python -m pytest",
+            )
+    return int(code), (out.getvalue() + err.getvalue()).splitlines()
+
+
+def run(command: str, cwd: Path, *, process: bool = False) -> list[str]:
+    """What a console command prints: a pytest session in this process, unless `process` (a
+    session whose behaviour depends on being a process of its own) or not pytest."""
+    argv = shlex.split(command)
+    if argv[0] == "pytest" and not process:
+        return run_inprocess(argv[1:], cwd)[1]
     done = run_process(command, cwd)
     return (done.stdout + done.stderr).splitlines()
 
@@ -167,26 +237,49 @@ def console_blocks() -> list[Block]:
     return [b for page in FAKE_PAGES for b in blocks(page.read_text()) if b.lang == "console"]
 
 
-def test_console_examples_print_what_the_readme_shows(tmp_path: Path, fake_trainer_env: None) -> None:
-    root = workdir(tmp_path)
-    found = [(block, command, expected) for block in console_blocks()
-             for command, expected in commands(block)]
-    assert len(found) >= 8, "the docs lost their console examples"
-    problems = []
-    for block, command, expected in found:
-        actual = run(command, root)
-        if not matches(expected, actual):
-            problems.append(f"docs:{block.line}: $ {command}\n--- docs\n" + "\n".join(expected)
-                            + "\n--- the tool printed\n" + "\n".join(actual))
+# The tests of this module and of test_readme_messages.py share their pytest sessions through
+# module-scoped fixtures: scripts/test.sh --fast runs each test file on one xdist worker
+# (`--dist loadfile`), so that each runs once.
+
+
+@dataclass(frozen=True)
+class ConsoleRun:
+    block: Block
+    command: str
+    expected: list[str]
+    actual: list[str]
+
+
+@pytest.fixture(scope="module")
+def console_runs(tmp_path_factory: pytest.TempPathFactory) -> list[ConsoleRun]:
+    """Every console example of FAKE_PAGES run once, in order, in one directory (run() puts
+    tests/ on the sessions' PYTHONPATH, as fake_trainer_env does)."""
+    root = workdir(tmp_path_factory.mktemp("console"))
+    return [
+        ConsoleRun(block, command, expected, run(command, root))
+        for block in console_blocks()
+        for command, expected in commands(block)
+    ]
+
+
+def test_console_examples_print_what_the_readme_shows(console_runs: list[ConsoleRun]) -> None:
+    assert len(console_runs) >= 8, "the docs lost their console examples"
+    problems = [
+        f"docs:{r.block.line}: $ {r.command}\n--- docs\n"
+        + "\n".join(r.expected)
+        + "\n--- the tool printed\n"
+        + "\n".join(r.actual)
+        for r in console_runs
+        if not matches(r.expected, r.actual)
+    ]
     assert not problems, "\n\n".join(problems)
 
 
-def test_an_edited_example_fails(tmp_path: Path) -> None:
+def test_an_edited_example_fails(console_runs: list[ConsoleRun]) -> None:
     """The comparison is not vacuous: an id, a count or a word edited in an example fails."""
-    root = workdir(tmp_path)
-    block = console_blocks()[0]
-    command, expected = commands(block)[0]
-    actual = run(command, root)
+    first = console_runs[0]
+    assert first.block == console_blocks()[0] and first.command == commands(first.block)[0][0]
+    expected, actual = first.expected, first.actual
     assert matches(expected, actual)
     text = "\n".join(expected)
     for old, new in (("vec256", "vec512"), ("17 tests", "18 tests"), ("collected", "selected")):
@@ -212,11 +305,17 @@ def _figures(line: str) -> tuple[str, str, list[float], str]:
     return item, outcome, numbers, words
 
 
+PLAN = "pytest cells/demo_fsdp8.yml --collect-only -q"
+
+
 def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
-        tmp_path: Path, fake_trainer_env: None) -> None:
+    tmp_path: Path, fake_trainer_env: None, console_runs: list[ConsoleRun]
+) -> None:
     lines = excerpt()
     root = workdir(tmp_path)
-    plan = [line for line in run("pytest cells/demo_fsdp8.yml --collect-only -q", root) if "::" in line]
+    # The plan of a fresh directory: the first console example's, when it is this command.
+    listed = console_runs[0].actual if console_runs[0].command == PLAN else run(PLAN, root)
+    plan = [line for line in listed if "::" in line]
     ids = [_figures(line)[0] for line in lines]
     assert ids == [i for i in plan if i in ids], "excerpt ids are not in run order"
     count = re.search(r"(\d+) items", section(OUTCOMES.read_text(), "What a sweep looks like"))
@@ -243,14 +342,15 @@ def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
         shown = re.sub(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)", "", shown)
         # The verdict word follows the run's noise (the fake runs agree to 0.01 %, so a +1.7 %
         # is `better` there): the excerpt's own word is checked against its interval above.
-        assert _norm(VERDICT_WORDS.sub("V", shown)) == _norm(VERDICT_WORDS.sub("V", line)), \
+        assert _norm(VERDICT_WORDS.sub("V", shown)) == _norm(VERDICT_WORDS.sub("V", line)), (
             f"docs: {line}\nplugin: {shown}"
+        )
     readme_default_run_is_printed_like_the_plugin(plan, verbose)
 
 
 STOPPED = re.compile(r" \(stopped early: [^()]*(\([^()]*\)[^()]*)*\)")
 VERDICT_WORDS = re.compile(r"\b(better|worse|within noise|unstable)\b")
-RUNS = re.compile(r" \(\S+ = mean of [^()]*\)")
+RUNS = re.compile(r" \(\S+ = mean of (?:[^()]|\(profiled\))*\)")  # a profiled run's value is marked
 
 
 def _shape(line: str) -> str:
@@ -274,8 +374,11 @@ def readme_default_run_is_printed_like_the_plugin(plan: list[str], printed: list
     ids = [line.split(" ")[0] for line in items]
     assert len(ids) >= 8 and ids == [i for i in plan if i in ids], "README default run: ids not in run order"
     for line in items:
-        figures = re.match(r"\S+ PASSED [\d.]+ TGS ([-+][\d.]+) % \[([-+][\d.]+), ([-+][\d.]+)\] "
-                           r"(better|worse|within noise)", line)
+        figures = re.match(
+            r"\S+ PASSED [\d.]+ TGS ([-+][\d.]+) % \[([-+][\d.]+), ([-+][\d.]+)\] "
+            r"(better|worse|within noise)",
+            line,
+        )
         if figures:
             delta, low, high = map(float, figures.groups()[:3])
             assert low <= delta <= high, line
@@ -330,11 +433,13 @@ EMPTY_MEANS = {  # what an empty default does, as the README's Default column sa
 
 
 def test_options_table_matches_pytest_help(pytester: pytest.Pytester) -> None:
-    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    help_text = pytester.runpytest_inprocess("--help").stdout.str()
     entries = _help_entries(help_text)
-    rows = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-            for line in (DOCS / "reference/options.md").read_text().splitlines()
-            if line.startswith("| `--xlatune") or line.startswith("| — |")]
+    rows = [
+        [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        for line in (DOCS / "reference/options.md").read_text().splitlines()
+        if line.startswith("| `--xlatune") or line.startswith("| — |")
+    ]
     assert rows
     documented = set()
     for flag_cell, ini_cell, default_cell, _ in rows:
@@ -348,9 +453,12 @@ def test_options_table_matches_pytest_help(pytester: pytest.Pytester) -> None:
         assert flag in entries, f"README options table: {flag} not in --help ({sorted(entries)})"
         default = _default(entries[flag])
         name = flag.split("=")[0]
-        expected = {"False": "off", "": EMPTY_MEANS.get(name, "(none)"),
-                    sys.executable: "this Python"}.get(default, f"`{default}`")
-        assert default_cell == expected, f"README options table: {name} default {default_cell!r}, --help says {default!r}"
+        expected = {"False": "off", "": EMPTY_MEANS.get(name, "(none)"), sys.executable: "this Python"}.get(
+            default, f"`{default}`"
+        )
+        assert default_cell == expected, (
+            f"README options table: {name} default {default_cell!r}, --help says {default!r}"
+        )
     cells_row = next(r for r in rows if r[0] == "—")
     assert f"(default: {cells_row[2].strip('`')})" in " ".join(help_text.split())
     missing = {flag.split("=")[0] for flag in entries} - documented
@@ -377,9 +485,17 @@ def test_example_cell_collects_every_wave_the_table_names(tmp_path: Path) -> Non
     out = run("pytest cells/readme.yml --collect-only -q", tmp_path)
     ids = [line for line in out if line.startswith("cells/readme.yml::")]
     assert ids, "\n".join(out)
-    for wanted in ("wave1::baseline[sparse]", "wave1::baseline[dense]", "wave1::restore_default[sparse]",
-                   "wave1.5::evidence[sparse]", "wave2::ag1g_remat[sparse]", "wave3::ag_combine_512m[sparse]",
-                   "wave4::stack_top2[sparse]", "evidence2::winner[sparse]", "wave6::best[dense]"):
+    for wanted in (
+        "wave1::baseline[sparse]",
+        "wave1::baseline[dense]",
+        "wave1::restore_default[sparse]",
+        "wave1.5::evidence[sparse]",
+        "wave2::ag1g_remat[sparse]",
+        "wave3::ag_combine_512m[sparse]",
+        "wave4::stack_top2[sparse]",
+        "evidence2::winner[sparse]",
+        "wave6::best[dense]",
+    ):
         assert f"cells/readme.yml::{wanted}" in ids, wanted
 
 
@@ -393,11 +509,16 @@ def test_workload_step_line_is_what_the_parser_reads() -> None:
 def test_layout_names_files_that_exist() -> None:
     text = section((DOCS / "architecture.md").read_text(), "Layout")
     block = blocks(text)[0]
-    names = [token for line in block.lines for token in re.findall(r"[\w./-]+", line)
-             if token.endswith((".py", "/", ".py/.yml"))]
+    names = [
+        token
+        for line in block.lines
+        for token in re.findall(r"[\w./-]+", line)
+        if token.endswith((".py", "/", ".py/.yml"))
+    ]
     assert len(names) > 30, names
     for name in names:
-        paths = [name[:-len("/.yml")], name[:-len(".py/.yml")] + ".yml"] if name.endswith("/.yml") else [name]
+        paths = [name[: -len("/.yml")], name[: -len(".py/.yml")] + ".yml"] if name.endswith("/.yml") else [name]
         for path in paths:
-            assert any((REPO / top / path).exists() for top in ("", "pytest_xlatune", "tests/integration")), \
+            assert any((REPO / top / path).exists() for top in ("", "pytest_xlatune", "tests/integration")), (
                 f"README Layout names {path}, which does not exist"
+            )

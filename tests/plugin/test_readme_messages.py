@@ -34,8 +34,6 @@ from pytest_xlatune.cell import catalog
 from pytest_xlatune.cell.load import load_cell
 from pytest_xlatune.engine.recover import recover_submissions
 from pytest_xlatune.evidence.artifacts import EvidenceFacts
-from pytest_xlatune.judge.gate import image_gate
-from pytest_xlatune.judge.lock import Lock, LockedRecipe
 from pytest_xlatune.launch.base import SubmittedJob
 from pytest_xlatune.launch.maxtext import files as maxtext_files
 from pytest_xlatune.launch.registry import maxtext_backend
@@ -48,20 +46,25 @@ from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.store import ResultStore
 from pytest_xlatune.transport.base import LocalTransport
 from pytest_xlatune.transport.hostcmd import BridgeInfo, result_error
+from pytest_xlatune.verdict.gate import image_gate
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe
 from tests.conftest import store_full_at
-from tests.plugin.test_readme_examples import CELL_PAGE, DOC_PAGES, blocks, excerpt, run, run_process, section
+from tests.plugin.test_readme_examples import CELL_PAGE, DOC_PAGES, blocks, excerpt, run, run_inprocess, section
 
 Lines = list[str]
 
 
 # ---- the README's quoted examples -----------------------------------------------------------
 
+
 def quoted_examples(text: str) -> Lines:
     """Every inline code span outside fenced blocks (a line break inside one reads as a space),
     then every line of the fenced blocks that are not console blocks."""
     outside = re.sub(r"^```.*?^```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.M | re.S)
-    spans = [re.sub(r"\s*\n\s*", " ", m.group(2)).strip()
-             for m in re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", outside, flags=re.S)]
+    spans = [
+        re.sub(r"\s*\n\s*", " ", m.group(2)).strip()
+        for m in re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", outside, flags=re.S)
+    ]
     return spans + [line.strip() for b in blocks(text) if b.lang != "console" for line in b.lines]
 
 
@@ -79,23 +82,25 @@ def matches(example: str, printed: Lines) -> bool:
 
 # ---- what the tool prints, given the README's inputs ----------------------------------------
 
+
 def option_errors(root: Path) -> Lines:
     """Bad option values: each is a usage error (exit code 4) before anything runs."""
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / "cells" / "x.yml").mkdir(parents=True)
     printed = []
-    for value in ("--xlatune-store=/proc/x", "--xlatune-poll-interval=nan", "--xlatune-policy=p.yml",
-                  "cells/x.yml"):
-        done = run_process(f"pytest {value}", root)
-        out = done.stdout + done.stderr
-        assert done.returncode == pytest.ExitCode.USAGE_ERROR and "Traceback" not in out, out
-        printed += out.splitlines()
+    for value in ("--xlatune-store=/proc/x", "--xlatune-poll-interval=nan", "--xlatune-policy=p.yml", "cells/x.yml"):
+        code, lines = run_inprocess([value], root)
+        out = "\n".join(lines)
+        assert code == pytest.ExitCode.USAGE_ERROR and "Traceback" not in out, out
+        printed += lines
     assert not (root / ".xlatune").exists()  # nothing ran
     return printed
 
 
-CELL = ("model_tag: x\nnodes: 1\nparallelism: FSDP=8\nbaseline_repeats: 1\n"
-        "waves:\n  2:\n    - {{name: {name}, xla_flags: [{flag}]}}\n")
+CELL = (
+    "model_tag: x\nnodes: 1\nparallelism: FSDP=8\nbaseline_repeats: 1\n"
+    "waves:\n  2:\n    - {{name: {name}, xla_flags: [{flag}]}}\n"
+)
 
 
 def cell_dir(root: Path, name: str, flag: str) -> Path:
@@ -116,11 +121,10 @@ def store_in_use(root: Path) -> Lines:
     holder = ResultStore(root / ".xlatune" / "x.jsonl")
     holder.acquire("other session")
     # The README's holder, written into the lock file's owner note as a session writes its own.
-    holder._note = {"host": "vm", "pid": 4242, "session": "other session",
-                    "started": "2026-12-01 20:47:25 UTC"}
+    holder._note = {"host": "vm", "pid": 4242, "session": "other session", "started": "2026-12-01 20:47:25 UTC"}
     holder._write_note()
-    try:
-        return run("pytest x.yml -k wave2", root)
+    try:  # another session: a process of its own
+        return run("pytest x.yml -k wave2", root, process=True)
     finally:
         holder.release()
 
@@ -129,7 +133,7 @@ def store_full(root: Path) -> Lines:
     """The disk fills as wave2::a[default]'s result record is written."""
     cell_dir(root, "a", "--xla_fake_tgs=1000")
     (root / "conftest.py").write_text(store_full_at("wave2::a[default]"))
-    return run("pytest x.yml -k wave2", root)
+    return run("pytest x.yml -k wave2", root, process=True)  # the conftest patches the process
 
 
 def noted_cancels(root: Path) -> Lines:
@@ -151,8 +155,7 @@ def recovered_submission(root: Path) -> Lines:
             return SubmittedJob("571", "/jobs/571.log", "/jobs/571") if wanted == mark else None
 
     store = ResultStore(root / "x.jsonl")
-    store.append("submitting", key="b", item="wave2::b[default]", job_name="x-b-default", mark=mark,
-                 time=time.time())
+    store.append("submitting", key="b", item="wave2::b[default]", job_name="x-b-default", mark=mark, time=time.time())
     printed: Lines = []
     assert recover_submissions(store, Scheduler(), printed.append) == 1  # type: ignore[arg-type]
     return printed
@@ -162,18 +165,40 @@ def gate_regression(root: Path) -> Lines:
     """The locked recipe 'fast' [sparse] on the new image: jobs 16 18 at 1030/1031 TGS, each after
     its old-image control, jobs 15 17 at 1100/1099; the lock (2026-12-02, the image the cell
     names) stored 1100.0."""
-    lock = Lock("m", "FSDP=8", "", "node01", "2026-12-02", (LockedRecipe(
-        "sparse", "fast", ("--xla_a=1",), (), (), 1100.0, 8.0, 12.0, 1000.0, 10.0, ("7",)),))
+    lock = Lock(
+        "m",
+        "FSDP=8",
+        "",
+        "node01",
+        "2026-12-02",
+        (LockedRecipe("sparse", "fast", ("--xla_a=1",), (), (), 1100.0, 8.0, 12.0, 1000.0, 10.0, ("7",)),),
+    )
 
     def runs(kind: str, jobs_tgs: dict[str, float]) -> list[JobResult]:
-        return [JobResult(key=f"{kind}-{job}", item=f"gate::{kind}[sparse]", wave="gate", profile=kind,
-                          config_tag="sparse", kind=kind, job_id=job, verdict=Verdict.SUCCESS, tgs=tgs)
-                for job, tgs in jobs_tgs.items()]
+        return [
+            JobResult(
+                key=f"{kind}-{job}",
+                item=f"gate::{kind}[sparse]",
+                wave="gate",
+                profile=kind,
+                config_tag="sparse",
+                kind=kind,
+                job_id=job,
+                verdict=Verdict.SUCCESS,
+                tgs=tgs,
+            )
+            for job, tgs in jobs_tgs.items()
+        ]
 
-    outcome = image_gate(runs("gate_recipe", {"16": 1030.0, "18": 1031.0}),
-                         runs("baseline", {"12": 1000.0, "14": 1000.0}), lock, tolerance_pct=1.0, final=True,
-                         old_recipe_runs=runs("gate_old_recipe", {"15": 1100.0, "17": 1099.0}),
-                         old_baseline_runs=runs("gate_old_baseline", {"11": 1000.0, "13": 1000.0}))
+    outcome = image_gate(
+        runs("gate_recipe", {"16": 1030.0, "18": 1031.0}),
+        runs("baseline", {"12": 1000.0, "14": 1000.0}),
+        lock,
+        tolerance_pct=1.0,
+        final=True,
+        old_recipe_runs=runs("gate_old_recipe", {"15": 1100.0, "17": 1099.0}),
+        old_baseline_runs=runs("gate_old_baseline", {"11": 1000.0, "13": 1000.0}),
+    )
     return list(outcome.problems)
 
 
@@ -184,14 +209,22 @@ def submit_line(root: Path) -> Lines:
     mark = re.search(r"--comment=(xlatune-[0-9a-f]{16})", example)
     assert mark, example
     # One node: FSDP=1 (FSDP is a DCN axis, one shard per node; the argv names no parallelism).
-    (root / "ds.yml").write_text("model_tag: deepseek3-671b\nnodelist: node01\nparallelism: FSDP=1\n"
-                                 "backend: {kind: maxtext-slurm, checkout: /maxtext-slurm, partition: debug, "
-                                 "time: '10:00'}\n")
+    (root / "ds.yml").write_text(
+        "model_tag: deepseek3-671b\nnodelist: node01\nparallelism: FSDP=1\n"
+        "backend: {kind: maxtext-slurm, checkout: /maxtext-slurm, partition: debug, "
+        "time: '10:00'}\n"
+    )
     cell = load_cell(root / "ds.yml")
     spec = next(s for s in expand(cell) if s.profile == "evidence")
     transport = LocalTransport()
-    launcher = maxtext_backend(cell, transport, SlurmClient(transport), SlurmPlacement("node01", 1, "debug"),
-                               ResultStore(root / "ds.jsonl"), prepare=False)
+    launcher = maxtext_backend(
+        cell,
+        transport,
+        SlurmClient(transport),
+        SlurmPlacement("node01", 1, "debug"),
+        ResultStore(root / "ds.jsonl"),
+        prepare=False,
+    )
     return [shlex.join(launcher.argv_for(replace(job_request(cell, spec), mark=mark.group(1))))]
 
 
@@ -206,34 +239,54 @@ def tune_profile_arm(root: Path) -> Lines:
     cell = load_cell(root / "demo.yml")
     request = job_request(cell, next(s for s in expand(cell) if s.profile == "evidence"))
     transport = LocalTransport()
-    launcher = maxtext_backend(cell, transport, SlurmClient(transport), SlurmPlacement("node01", 1),
-                               ResultStore(root / "demo.jsonl"), prepare=False)
+    launcher = maxtext_backend(
+        cell,
+        transport,
+        SlurmClient(transport),
+        SlurmPlacement("node01", 1),
+        ResultStore(root / "demo.jsonl"),
+        prepare=False,
+    )
     arm = replace(launcher.wanted_arm(request), name=launcher.arm_for(request)[0])
     block, _ = maxtext_files.render_tune_block([arm], launcher.model_name)
-    sourced = subprocess.run(["bash", "-c", "declare -A EXTRACTED_ENV_MAP; PASSTHROUGH_ARGS=(); "
-                              f"TUNE_PROFILE={shlex.quote(arm.name)}; source /dev/stdin"],
-                             input=block, capture_output=True, text=True, timeout=60, check=True)
+    sourced = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "declare -A EXTRACTED_ENV_MAP; PASSTHROUGH_ARGS=(); "
+            f"TUNE_PROFILE={shlex.quote(arm.name)}; source /dev/stdin",
+        ],
+        input=block,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return [" ".join(arm.args), *sourced.stdout.splitlines()]
 
 
 def catalog_skips(root: Path) -> Lines:
     """Catalog candidates after an evidence run (job 12) whose HLO has all-gather, reduce-scatter
     and all-reduce: the `hybrid` catalog's collective-permute ones, and `fsdp` past `max: 6`."""
-    facts = EvidenceFacts("12", (("all-gather", 1 << 30), ("reduce-scatter", 1 << 29),
-                                 ("all-reduce", 1 << 20)))
-    return [reason for name, limit in (("hybrid", None), ("fsdp", 6))
-            for _, reason in plan_catalog.decide([c.mechanism for c in catalog.get(name).candidates],
-                                                 name, limit, facts) if reason]
+    facts = EvidenceFacts("12", (("all-gather", 1 << 30), ("reduce-scatter", 1 << 29), ("all-reduce", 1 << 20)))
+    return [
+        reason
+        for name, limit in (("hybrid", None), ("fsdp", 6))
+        for _, reason in plan_catalog.decide([c.mechanism for c in catalog.get(name).candidates], name, limit, facts)
+        if reason
+    ]
 
 
 def host_cmd(root: Path) -> Lines:
     """The bridge's pre-flight line (as the session prints it), and two results in the server's
     words: a command its policy refuses, a command that times out."""
     reached = BridgeInfo("login1", "login1", "alice", "/home/alice/maxtext-slurm", 0.51).describe()
-    refused = result_error({"exit_code": -3, "stderr": "POLICY VIOLATION: Denied by pattern: '^sinfo\\b'"},
-                           "sinfo -h -N -o %N", "login1")
-    timed_out = result_error({"exit_code": -1, "stderr": "Command timed out after 60s"},
-                             "sbatch xlatune-jobs/x/1.sbatch", "login1")
+    refused = result_error(
+        {"exit_code": -3, "stderr": "POLICY VIOLATION: Denied by pattern: '^sinfo\\b'"}, "sinfo -h -N -o %N", "login1"
+    )
+    timed_out = result_error(
+        {"exit_code": -1, "stderr": "Command timed out after 60s"}, "sbatch xlatune-jobs/x/1.sbatch", "login1"
+    )
     return [f"[xlatune] {reached}", str(refused), str(timed_out)]
 
 
@@ -272,6 +325,7 @@ EXAMPLES: dict[str, Callable[[Path], Lines]] = {
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Lines]:
     """What the tool prints for an anchor's example (each producer runs once per module)."""
+
     @cache
     def produce(make: Callable[[Path], Lines]) -> Lines:
         return make(tmp_path_factory.mktemp(make.__name__))
@@ -283,8 +337,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Lines]:
 def test_readme_message_is_what_the_tool_prints(anchor: str, printed: Callable[[str], Lines]) -> None:
     example = quoted(anchor)
     output = printed(anchor)
-    assert matches(example, output), (f"README.md quotes\n  {example}\nthe tool printed\n  "
-                                      + "\n  ".join(output))
+    assert matches(example, output), f"README.md quotes\n  {example}\nthe tool printed\n  " + "\n  ".join(output)
 
 
 @pytest.mark.parametrize("anchor", EXAMPLES)
@@ -294,5 +347,5 @@ def test_an_edited_message_no_longer_matches(anchor: str, printed: Callable[[str
     words = list(re.finditer(r"\w+", example))
     assert words
     for word in words:
-        edited = example[:word.start()] + word.group() + "X" + example[word.end():]
+        edited = example[: word.start()] + word.group() + "X" + example[word.end() :]
         assert not matches(edited, output), f"README.md example edited at {word.group()!r} matches: {edited}"

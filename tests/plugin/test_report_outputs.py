@@ -33,8 +33,7 @@ waves:
 """
 FSDP = CELL.format(parallelism="FSDP=8", overrides="{}")
 # On this "parallelism" the fake trainer scales --xla_fake_tgs runs by 0.85: fast turns worse.
-PP = CELL.format(parallelism="PP=2",
-                 overrides="{fake_penalize: --xla_fake_tgs, fake_penalty: 0.85}")
+PP = CELL.format(parallelism="PP=2", overrides="{fake_penalize: --xla_fake_tgs, fake_penalty: 0.85}")
 
 
 @pytest.fixture
@@ -42,12 +41,10 @@ def fsdp(pytester: pytest.Pytester, fake_trainer_env: None) -> Path:
     return pytester.makefile(".yml", fsdp8=FSDP)
 
 
-def test_export_writes_csv_and_json_of_the_latest_results(pytester: pytest.Pytester,
-                                                          fsdp: Path) -> None:
+def test_export_writes_csv_and_json_of_the_latest_results(pytester: pytest.Pytester, fsdp: Path) -> None:
     result = pytester.runpytest(str(fsdp), "--xlatune-export=exports", *FAKE)
     result.assert_outcomes(passed=7)
-    result.stdout.fnmatch_lines(["*written to *exports/fsdp8-results.csv",
-                                 "*written to *exports/fsdp8-results.json"])
+    result.stdout.fnmatch_lines(["*written to *exports/fsdp8-results.csv", "*written to *exports/fsdp8-results.json"])
     frame = pd.read_csv(pytester.path / "exports" / "fsdp8-results.csv", dtype={"job_id": str})
     assert len(frame) == 8  # with evidence2::winner and the control the win needs after its first run
     fast = frame.set_index("profile").loc["fast"]
@@ -68,8 +65,9 @@ def test_no_export_by_default(pytester: pytest.Pytester, fsdp: Path) -> None:
     assert not list(pytester.path.rglob("*-results.csv"))
 
 
-def test_rerender_cli_exports_and_writes_the_mirror(pytester: pytest.Pytester, fsdp: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_rerender_cli_exports_and_writes_the_mirror(
+    pytester: pytest.Pytester, fsdp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=7)
     assert not (pytester.path / "fake-tuning.zh.md").exists()
     assert rerender([str(fsdp), "--export", "out", "--zh"]) == 0
@@ -78,8 +76,7 @@ def test_rerender_cli_exports_and_writes_the_mirror(pytester: pytest.Pytester, f
     assert (pytester.path / "out" / "fsdp8-results.csv").exists()
 
 
-def test_zh_mirror_on_request_and_kept_up_to_date_once_it_exists(pytester: pytest.Pytester,
-                                                                 fsdp: Path) -> None:
+def test_zh_mirror_on_request_and_kept_up_to_date_once_it_exists(pytester: pytest.Pytester, fsdp: Path) -> None:
     pytester.runpytest(str(fsdp), "-k", "baseline or fast", "--xlatune-zh", *FAKE)
     mirror = pytester.path / "fake-tuning.zh.md"
     assert "## 调优排行榜 (Tuning leaderboard)" in mirror.read_text()
@@ -88,8 +85,7 @@ def test_zh_mirror_on_request_and_kept_up_to_date_once_it_exists(pytester: pytes
     assert re.search(r"\| slow \| `--xla_fake_tgs=900` \| 900\.\d", mirror.read_text())
 
 
-def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest.Pytester,
-                                                               fsdp: Path) -> None:
+def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest.Pytester, fsdp: Path) -> None:
     pp = pytester.makefile(".yml", pp2=PP)
     pytester.runpytest(str(fsdp), *FAKE).assert_outcomes(passed=7)
     report = pytester.path / "fake-tuning.md"
@@ -100,8 +96,11 @@ def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest
     text = report.read_text()
     assert text.startswith(fsdp_section)  # the FSDP=8 section is kept as it was
     pp_section = text.split("<!-- xlatune:cell PP=2 pp2.yml -->")[1]
-    assert re.search(r"\| fast \| `--xla_fake_tgs=1100` \| -6\.50 % \(worse\) \| "
-                     r"\+10\.0\d % \(better\) \| \*\*flip\*\* \|", pp_section)
+    assert re.search(
+        r"\| fast \| `--xla_fake_tgs=1100` \| -6\.50 % \(worse\) \| "
+        r"\+(?:10\.0\d|9\.9\d) % \(better\) \| \*\*flip\*\* \|",  # its profiled re-run pooled
+        pp_section,
+    )
 
     pytester.runpytest(str(fsdp), *FAKE)  # re-render FSDP=8 from the store: now it sees PP=2
     text = report.read_text()
@@ -112,7 +111,8 @@ def test_another_parallelism_extends_the_report_with_sign_flips(pytester: pytest
 
 
 def test_summary_and_report_show_the_sweeps_node_hours_from_the_stored_jobs(
-        pytester: pytest.Pytester, fsdp: Path) -> None:
+    pytester: pytest.Pytester, fsdp: Path
+) -> None:
     result = pytester.runpytest(str(fsdp), *FIXED)  # one result per item (no confirming runs)
     result.assert_outcomes(passed=7)
     [store] = [p for p in pytester.path.rglob("*.jsonl") if "fsdp8" in p.name]

@@ -8,13 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.realproc
 def test_the_adaptive_sweep_finds_the_same_recipe_for_at_most_0_7x_the_job_time(tmp_path: Path) -> None:
     out = tmp_path / "side.json"
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "side_by_side.py"), "--json", str(out)],
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "side_by_side.py"), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(out.read_text())
     adaptive, fixed = data["adaptive"], data["fixed"]

@@ -29,7 +29,8 @@ def results(path: Path) -> list[dict]:
 
 
 def test_without_tokens_per_device_tgs_is_derived_from_step_time(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", eras=CELL.format(fmt="no_tokens"))
     result = pytester.runpytest(str(cell), "-k", "wave1 and baseline", "-v", *FAKE)
     result.assert_outcomes(passed=1)
@@ -44,8 +45,7 @@ def test_without_tokens_per_device_tgs_is_derived_from_step_time(
     assert "(derived)" in report
 
 
-def test_without_seconds_steps_count_and_the_loss_is_kept(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+def test_without_seconds_steps_count_and_the_loss_is_kept(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     cell = pytester.makefile(".yml", eras=CELL.format(fmt="no_seconds"))
     result = pytester.runpytest(str(cell), "-k", "wave1 and baseline", *FAKE)
     result.assert_outcomes(failed=1)

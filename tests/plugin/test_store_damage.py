@@ -14,7 +14,8 @@ CELL = cell_yaml("dmg", ("a", "--xla_fake_tgs=1100"), step_sleep=0.01)
 
 
 def test_a_flipped_tgs_digit_is_quarantined_and_the_item_runs_again(
-        pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
     cell = pytester.makefile(".yml", cell=CELL)
     pytester.runpytest(str(cell), *FIXED).assert_outcomes(passed=4)
     store = pytester.path / ".xlatune" / "cell.jsonl"
@@ -30,11 +31,14 @@ def test_a_flipped_tgs_digit_is_quarantined_and_the_item_runs_again(
     rerun.assert_outcomes(passed=4)
     out = rerun.stdout.str()
     assert out.count("was quarantined into") == 1
-    assert (f"cell.jsonl:{stored.index(winner) + 1}: the result record of wave2::a[default] was quarantined "
-            f"into {store}.quarantine (it fails its checksum); it is not used, and the item runs "
-            "again") in out
+    assert (
+        f"cell.jsonl:{stored.index(winner) + 1}: the result record of wave2::a[default] was quarantined "
+        f"into {store}.quarantine (it fails its checksum); it is not used, and the item runs "
+        "again"
+    ) in out
     assert "9" + flipped[1:] not in lock.read_text()
     assert "Traceback" not in out and "INTERNALERROR" not in out
     results = [json.loads(line) for line in store.read_text().splitlines()]
-    assert [r["job_id"] for r in results if r["event"] == "result" and r["profile"] == "a"] != \
-        [winner["job_id"]]  # it ran again
+    assert [r["job_id"] for r in results if r["event"] == "result" and r["profile"] == "a"] != [
+        winner["job_id"]
+    ]  # it ran again

@@ -9,7 +9,6 @@ import pytest
 
 from pytest_xlatune.engine.items import stored_failure_line
 from pytest_xlatune.results import JobResult, Verdict
-
 from tests.cells import cell_yaml
 
 CELL = cell_yaml("lf", ("a", "--xla_fake_tgs=1100"), ("b", "--xla_fake_tgs=900"))
@@ -22,8 +21,7 @@ exec {python} "$@"
 ARGS = ["--xlatune-workload=fake_trainer", "--xlatune-poll-interval=0.05", "--xlatune-fixed-protocol"]
 
 
-def test_a_stored_failure_says_so_and_lf_runs_its_job_again(pytester: pytest.Pytester,
-                                                             fake_trainer_env: None) -> None:
+def test_a_stored_failure_says_so_and_lf_runs_its_job_again(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
     marker = pytester.path / "broken"
     marker.touch()
     wrapper = pytester.path / "python"
@@ -36,9 +34,13 @@ def test_a_stored_failure_says_so_and_lf_runs_its_job_again(pytester: pytest.Pyt
     assert "stored failure" not in first.stdout.str()
     again = pytester.runpytest("lf.yml", *args)  # the store answers: nothing runs again
     again.assert_outcomes(passed=4, failed=1)
-    again.stdout.fnmatch_lines(["stored failure (job *, * ago, from an earlier session; not run again): run "
-                                "its job again with pytest --lf, or pytest 'lf.yml::wave2::b[[]default[]]' "
-                                "--xlatune-remeasure"])
+    again.stdout.fnmatch_lines(
+        [
+            "stored failure (job *, * ago, from an earlier session; not run again): run "
+            "its job again with pytest --lf, or pytest 'lf.yml::wave2::b[[]default[]]' "
+            "--xlatune-remeasure"
+        ]
+    )
     marker.unlink()  # the cause is fixed
     fixed = pytester.runpytest("lf.yml", "--lf", *args)
     fixed.assert_outcomes(passed=1, deselected=4)
@@ -47,7 +49,16 @@ def test_a_stored_failure_says_so_and_lf_runs_its_job_again(pytester: pytest.Pyt
 
 @pytest.mark.parametrize(("seconds", "shown"), [(5, "5 s"), (600, "10 min"), (7200, "2 h"), (3 * 86400, "3 d")])
 def test_stored_failure_line_names_job_and_age(seconds: float, shown: str) -> None:
-    result = JobResult(key="k", item="wave2::b[default]", wave="wave2", profile="b", config_tag="default",
-                       kind="profile", job_id="42", verdict=Verdict.PYTHON_EXCEPTION, ended_at=1000.0)
+    result = JobResult(
+        key="k",
+        item="wave2::b[default]",
+        wave="wave2",
+        profile="b",
+        config_tag="default",
+        kind="profile",
+        job_id="42",
+        verdict=Verdict.PYTHON_EXCEPTION,
+        ended_at=1000.0,
+    )
     line = stored_failure_line(result, "c.yml::wave2::b[default]", 1000.0 + seconds)
     assert line.startswith(f"stored failure (job 42, {shown} ago, from an earlier session; not run again)")

@@ -26,10 +26,18 @@ def _gen_reference():  # type: ignore[no-untyped-def]
 def test_mkdocs_builds_strict_without_a_broken_link(tmp_path: Path) -> None:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
     if mkdocs is None:
-        pytest.fail("mkdocs is not installed: the docs extra (pip install -e '.[docs]', scripts/venv.sh) "
-                    "provides it, and CI builds the docs as a test")
-    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+        pytest.fail(
+            "mkdocs is not installed: the docs extra (pip install -e '.[docs]', scripts/venv.sh) "
+            "provides it, and CI builds the docs as a test"
+        )
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "tutorial" / "index.html").is_file()
@@ -44,23 +52,32 @@ def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
     page = tmp_path / "docs" / "tutorial.md"
     page.write_text(page.read_text() + "\nSee [nowhere](how-to/no-such-page.md).\n")
-    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode != 0
     assert "no-such-page.md" in done.stdout + done.stderr
 
 
 def test_generated_reference_pages_are_up_to_date() -> None:
     gen = _gen_reference()
-    stale = [str(path.relative_to(REPO)) for path, text in gen.generated().items()
-             if path.read_text(encoding="utf-8") != text]
+    stale = [
+        str(path.relative_to(REPO))
+        for path, text in gen.generated().items()
+        if path.read_text(encoding="utf-8") != text
+    ]
     assert not stale, f"run python scripts/gen_reference.py: {stale} differ from the code's tables"
 
 
 def test_generated_tables_hold_every_row_of_the_code() -> None:
     from pytest_xlatune.cell.schema import KEYS
+    from pytest_xlatune.options import OPTIONS
     from pytest_xlatune.results import FailureClass, Verdict
-    from pytest_xlatune.settings import OPTIONS
 
     docs = REPO / "docs" / "reference"
     cell, options = (docs / "cell.md").read_text(), (docs / "options.md").read_text()

@@ -28,8 +28,11 @@ def _exception_classes() -> list[type[BaseException]]:
     found = []
     for name in _modules_with_classes():
         module = importlib.import_module(name)
-        found += [cls for _, cls in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(cls, BaseException) and cls.__module__ == name]
+        found += [
+            cls
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if issubclass(cls, BaseException) and cls.__module__ == name
+        ]
     return found
 
 
@@ -43,8 +46,8 @@ def test_every_exception_class_of_the_package_is_an_xlatune_error() -> None:
 def test_the_value_errors_stay_value_errors() -> None:
     """Re-parenting kept each old base: code that catches ValueError still catches these."""
     from pytest_xlatune.cell.grammar import GrammarError
-    from pytest_xlatune.judge.policy import PolicyError
     from pytest_xlatune.slurm.parsers import SlurmParseError
+    from pytest_xlatune.triage.playbook_overrides import PolicyError
 
     for cls in (GrammarError, PolicyError, SlurmParseError):
         assert issubclass(cls, ValueError) and issubclass(cls, XlatuneError)

@@ -10,9 +10,9 @@ import pytest
 
 from pytest_xlatune import safeyaml, shareable
 from pytest_xlatune.cell.load import CellError, load_cell
-from pytest_xlatune.judge.policy import PolicyError, policy_from_text
 from pytest_xlatune.report import sections
 from pytest_xlatune.report.markdown import environment
+from pytest_xlatune.triage.playbook_overrides import PolicyError, playbook_from_text
 
 HEAD = "model_tag: demo\nnodes: 1\nparallelism: FSDP=8\n"
 
@@ -39,24 +39,32 @@ def test_alias_in_a_cell_is_one_line_naming_file_line_and_key(tmp_path: Path, le
     with pytest.raises(CellError) as info:
         load_cell(path)
     message = str(info.value)
-    assert message == (f"{path}:6: policy.l1[0]: expected plain YAML without anchors and aliases "
-                       "(write the value out), found an alias (*l0)")
+    assert message == (
+        f"{path}:6: policy.l1[0]: expected plain YAML without anchors and aliases "
+        "(write the value out), found an alias (*l0)"
+    )
 
 
 @pytest.mark.parametrize("levels", [3, 10])
 def test_alias_in_policy_text_is_one_line(levels: int) -> None:
     with pytest.raises(PolicyError) as info:
-        policy_from_text("{" + bomb(levels).replace("\n", ",").strip(",") + "}")
-    assert str(info.value) == ("xlatune_policy:1: l1[0]: expected plain YAML without anchors and "
-                               "aliases (write the value out), found an alias (*l0)")
+        playbook_from_text("{" + bomb(levels).replace("\n", ",").strip(",") + "}")
+    assert str(info.value) == (
+        "xlatune_policy:1: l1[0]: expected plain YAML without anchors and "
+        "aliases (write the value out), found an alias (*l0)"
+    )
 
 
 def test_alias_in_policy_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yml", policy="rccl_init_flake: &r {retries: 3}\ncoord_timeout: *r\n")
     result = pytester.runpytest("--xlatune-policy=policy.yml", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --xlatune-policy: *policy.yml:2: coord_timeout: expected plain "
-                                 "YAML without anchors and aliases*, found an alias (*r)"])
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: --xlatune-policy: *policy.yml:2: coord_timeout: expected plain "
+            "YAML without anchors and aliases*, found an alias (*r)"
+        ]
+    )
 
 
 def test_yaml_without_aliases_loads_as_safe_load_would() -> None:
@@ -73,9 +81,13 @@ def test_every_yaml_read_of_the_package_goes_through_safeyaml() -> None:
     import pytest_xlatune
 
     package = Path(pytest_xlatune.__file__).parent
-    direct = [f"{p.relative_to(package)}:{n}" for p in package.rglob("*.py") if p.name != "safeyaml.py"
-              for n, line in enumerate(p.read_text().splitlines(), 1)
-              if re.search(r"(?<![\w.])yaml\.(safe_load|load|compose|full_load|unsafe_load|load_all)\(", line)]
+    direct = [
+        f"{p.relative_to(package)}:{n}"
+        for p in package.rglob("*.py")
+        if p.name != "safeyaml.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"(?<![\w.])yaml\.(safe_load|load|compose|full_load|unsafe_load|load_all)\(", line)
+    ]
     assert direct == []
 
 
@@ -118,8 +130,10 @@ def test_token_shapes_are_masked_anywhere(token: str) -> None:
 def test_bearer_and_secret_named_assignments_keep_their_names() -> None:
     masker = shareable.Masker.build({})
     assert masker.mask("Authorization: Bearer abc.def-ghi_jkl") == "Authorization: Bearer [masked]"
-    assert masker.mask("WANDB_API_KEY=0123456789abcdef HF_TOKEN=whatever1 password: hunter22") == \
-        "WANDB_API_KEY=[masked] HF_TOKEN=[masked] password: [masked]"
+    assert (
+        masker.mask("WANDB_API_KEY=0123456789abcdef HF_TOKEN=whatever1 password: hunter22")
+        == "WANDB_API_KEY=[masked] HF_TOKEN=[masked] password: [masked]"
+    )
     # Not secrets: MaxText's throughput field, an NCCL setting, a short value.
     for text in ("Tokens/s/device: 1234.5, total_weights: 1024", "NCCL_IB_PKEY=0x8001", "HF_TOKEN=1"):
         assert masker.mask(text) == text
@@ -127,9 +141,16 @@ def test_bearer_and_secret_named_assignments_keep_their_names() -> None:
 
 def test_values_of_secret_named_environment_variables_are_masked_in_every_rendering() -> None:
     secret = 'p<a|s"s&w\\ord-42'
-    masker = shareable.Masker.build({"my_api_Token": secret, "DB_PASSWORD": "hunter2x",
-                                     "SSH_PRIVATE_KEY_PASS": "correct-horse", "HOME": "/root",
-                                     "TOKENIZERS_PARALLELISM": "false", "NCCL_KEY": "1"})
+    masker = shareable.Masker.build(
+        {
+            "my_api_Token": secret,
+            "DB_PASSWORD": "hunter2x",
+            "SSH_PRIVATE_KEY_PASS": "correct-horse",
+            "HOME": "/root",
+            "TOKENIZERS_PARALLELISM": "false",
+            "NCCL_KEY": "1",
+        }
+    )
     import html
     import json
 
@@ -139,8 +160,7 @@ def test_values_of_secret_named_environment_variables_are_masked_in_every_render
 
 
 def test_extra_patterns_mask_the_whole_match_or_its_secret_group() -> None:
-    masker = shareable.Masker.build({}, [re.compile(r"internal-[0-9]+"),
-                                         re.compile(r"session=(?P<secret>\w+)")])
+    masker = shareable.Masker.build({}, [re.compile(r"internal-[0-9]+"), re.compile(r"session=(?P<secret>\w+)")])
     assert masker.mask("host internal-42 session=abc123") == "host [masked] session=[masked]"
 
 
@@ -151,9 +171,16 @@ def test_mask_option_rejects_a_bad_pattern(pytester: pytest.Pytester) -> None:
 
 
 def test_clean_report_cleans_every_field_of_a_report() -> None:
-    report = pytest.TestReport("x.yml::a", ("x.yml", 0, "a"), {}, "failed", f"boom {TOKENS['JWT']}{TITLE}",
-                               "call", [("Captured stdout call", f"out {TOKENS['Slack bot']}")],
-                               user_properties=[("xlatune_reason", f"r {TOKENS['AWS access key id']}")])
+    report = pytest.TestReport(
+        "x.yml::a",
+        ("x.yml", 0, "a"),
+        {},
+        "failed",
+        f"boom {TOKENS['JWT']}{TITLE}",
+        "call",
+        [("Captured stdout call", f"out {TOKENS['Slack bot']}")],
+        user_properties=[("xlatune_reason", f"r {TOKENS['AWS access key id']}")],
+    )
     report.extras = [{"name": "log", "content": f"tail {TOKENS['Hugging Face']}{CLIPBOARD}"}]  # type: ignore[attr-defined]
     shareable.clean_report(report)
     assert report.longrepr == "boom [masked]"
@@ -164,9 +191,12 @@ def test_clean_report_cleans_every_field_of_a_report() -> None:
 
 # ---- markdown ----------------------------------------------------------------------------------
 
+
 def test_markdown_text_neutralises_html_links_code_and_cell_breaks() -> None:
-    assert shareable.markdown_text("<img src=x onerror=alert(1)> ![t](http://e/p.png) `c` a|b \\ x\ny") == \
-        "&lt;img src=x onerror=alert(1)&gt; !\\[t\\](http://e/p.png) \\`c\\` a\\|b \\\\ x y"
+    assert (
+        shareable.markdown_text("<img src=x onerror=alert(1)> ![t](http://e/p.png) `c` a|b \\ x\ny")
+        == "&lt;img src=x onerror=alert(1)&gt; !\\[t\\](http://e/p.png) \\`c\\` a\\|b \\\\ x y"
+    )
     assert shareable.markdown_text("MI300X x8, 192 GB") == "MI300X x8, 192 GB"
 
 
@@ -182,8 +212,7 @@ def test_template_values_are_escaped_where_they_are_rendered() -> None:
     assert text == "| &lt;b&gt;x&lt;/b&gt;\\|\\`y\\` | `` <b>x</b>\\|`y` `` | plain |"
 
 
-@pytest.mark.parametrize("cell", ["cells/a-->b.yml", "cells/x--!>y.yml", "cells/new\nline.yml",
-                                  "cells/&gt;.yml"])
+@pytest.mark.parametrize("cell", ["cells/a-->b.yml", "cells/x--!>y.yml", "cells/new\nline.yml", "cells/&gt;.yml"])
 def test_report_section_marker_cannot_be_closed_by_the_cell_name(cell: str) -> None:
     summary = sections.CellSummary(cell=cell, parallelism="FSDP=8", config_tag="sparse", date="2026-01-01")
     text = sections.wrap(summary, "# body\n")

@@ -1,4 +1,5 @@
-"""The package type-checks (`mypy --strict`, settings in pyproject.toml) and lints (`ruff check`).
+"""The package type-checks (`mypy --strict`, settings in pyproject.toml) and lints (`ruff check`); the
+repository's Python is formatted (`ruff format --check`).
 
 Never skipped: scripts/venv.sh installs both through the `lint` extra. A failure prints the
 tool's own report, file:line first.
@@ -20,13 +21,14 @@ REPO = Path(pytest_xlatune.__file__).resolve().parent.parent
 
 def _run(tool: str, *args: str) -> None:
     if importlib.util.find_spec(tool) is None:
-        pytest.fail(f"{tool} is not installed in {sys.prefix}: run `source scripts/venv.sh` "
-                    "(it installs the `lint` extra of pyproject.toml)", pytrace=False)
-    done = subprocess.run([sys.executable, "-m", tool, *args], cwd=REPO, capture_output=True, text=True,
-                          check=False)
+        pytest.fail(
+            f"{tool} is not installed in {sys.prefix}: run `source scripts/venv.sh` "
+            "(it installs the `lint` extra of pyproject.toml)",
+            pytrace=False,
+        )
+    done = subprocess.run([sys.executable, "-m", tool, *args], cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        pytest.fail(f"`{tool} {' '.join(args)}` exited {done.returncode}:\n{done.stdout}{done.stderr}",
-                    pytrace=False)
+        pytest.fail(f"`{tool} {' '.join(args)}` exited {done.returncode}:\n{done.stdout}{done.stderr}", pytrace=False)
 
 
 def test_mypy_strict_passes_on_the_package() -> None:
@@ -37,3 +39,8 @@ def test_mypy_strict_passes_on_the_package() -> None:
 
 def test_ruff_check_passes_on_the_package() -> None:
     _run("ruff", "check", "pytest_xlatune")
+
+
+def test_ruff_format_leaves_the_code_as_it_is() -> None:
+    # The whole repository's Python is formatted (`ruff format`, line length 120 from pyproject.toml).
+    _run("ruff", "format", "--check", "pytest_xlatune", "tests", "bench", "scripts", "conftest.py")

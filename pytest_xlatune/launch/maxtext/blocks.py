@@ -36,8 +36,7 @@ class Managed:
 class TuneBlocks:
     """The files holding this sweep's block, and the IO that installs and removes it."""
 
-    def __init__(self, transport: Transport, sweep_id: str,
-                 clean_text: Callable[[str], str | None]) -> None:
+    def __init__(self, transport: Transport, sweep_id: str, clean_text: Callable[[str], str | None]) -> None:
         self.transport = transport
         self.sweep_id = sweep_id
         self.clean_text = clean_text  # a file's text as found, without a block of ours
@@ -74,8 +73,11 @@ class TuneBlocks:
             try:
                 current = self.transport.read_from(managed.path, 0)
                 # Edited by someone during the session: keep their edits, cut only our block.
-                data = (managed.original if current == managed.installed
-                        else as_bytes(mf.remove_block(as_text(current), self.sweep_id)))
+                data = (
+                    managed.original
+                    if current == managed.installed
+                    else as_bytes(mf.remove_block(as_text(current), self.sweep_id))
+                )
                 if data != current:
                     self._write(managed.path, data, managed.mode)
                 self.managed.remove(managed)

@@ -29,15 +29,21 @@ def resolve_model_name(config_files: Sequence[str], wanted: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise ValueError(f"expected a model name matching one configs/*.gpu.yml, found {wanted!r} matching "
-                         f"{len(matches)}: {', '.join(matches)} (upstream refuses an ambiguous name)")
+        raise ValueError(
+            f"expected a model name matching one configs/*.gpu.yml, found {wanted!r} matching "
+            f"{len(matches)}: {', '.join(matches)} (upstream refuses an ambiguous name)"
+        )
     nearest = nearest_config(names, wanted)
     if nearest:
-        raise ValueError(f"expected configs/{wanted}.gpu.yml or a unique substring of a config name, found no "
-                         f"match: add configs/{wanted}.gpu.yml, starting from configs/{nearest}.gpu.yml, the "
-                         f"nearest config there (set its model_name and sizes); configs: {', '.join(names)}")
-    raise ValueError(f"expected configs/{wanted}.gpu.yml or a unique substring of a config name, found no "
-                     f"match among {', '.join(names) or 'no configs/*.gpu.yml'}")
+        raise ValueError(
+            f"expected configs/{wanted}.gpu.yml or a unique substring of a config name, found no "
+            f"match: add configs/{wanted}.gpu.yml, starting from configs/{nearest}.gpu.yml, the "
+            f"nearest config there (set its model_name and sizes); configs: {', '.join(names)}"
+        )
+    raise ValueError(
+        f"expected configs/{wanted}.gpu.yml or a unique substring of a config name, found no "
+        f"match among {', '.join(names) or 'no configs/*.gpu.yml'}"
+    )
 
 
 _SIZE = re.compile(r"-([0-9]+(?:\.[0-9]+)?)([bt])(?=-|$)")
@@ -50,7 +56,7 @@ def _shape(name: str) -> tuple[str, float, bool]:
     if size is None:
         return name, 0.0, bool(_ACTIVE.search(name))
     billions = float(size.group(1)) * (1000 if size.group(2) == "t" else 1)
-    return name[:size.start()], billions, bool(_ACTIVE.search(name))
+    return name[: size.start()], billions, bool(_ACTIVE.search(name))
 
 
 def nearest_config(names: Sequence[str], wanted: str) -> str | None:
@@ -76,16 +82,20 @@ def check_submit_tools(transport: Transport, checkout: str) -> str:
     except TransportError as error:
         return f"submit.sh needs rsync on the cluster side to freeze the checkout, and running it failed: {error}"
     if not rsync.ok:
-        return (f"submit.sh needs rsync on the cluster side to freeze the checkout, found `rsync --version` "
-                f"exiting {rsync.returncode}; install rsync where submit.sh runs")
+        return (
+            f"submit.sh needs rsync on the cluster side to freeze the checkout, found `rsync --version` "
+            f"exiting {rsync.returncode}; install rsync where submit.sh runs"
+        )
     git = posixpath.join(checkout, ".git")
     try:
         is_dir = transport.run(["test", "-d", git], timeout=60).ok
     except TransportError as error:
         return f"cannot check {git}: {error}"
     if not is_dir:
-        return (f"expected {checkout} to be a git clone of maxtext-slurm ({git} a directory), found "
-                f"{'a .git file (a worktree?)' if transport.exists(git) else 'no .git'}: upstream submit.sh then "
-                f"copies the parent directory {posixpath.dirname(checkout)} into every job's artifact; "
-                "use a plain `git clone`")
+        return (
+            f"expected {checkout} to be a git clone of maxtext-slurm ({git} a directory), found "
+            f"{'a .git file (a worktree?)' if transport.exists(git) else 'no .git'}: upstream submit.sh then "
+            f"copies the parent directory {posixpath.dirname(checkout)} into every job's artifact; "
+            "use a plain `git clone`"
+        )
     return ""

@@ -13,8 +13,17 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...cell.grammar import (ENV_NAME, ENV_VALUE, MODEL_TAG, OVERRIDE_KEY, OVERRIDE_VALUE, XLA_FLAG, Grammar,
-                             GrammarError)
+from ...cell.grammar import (
+    ENV_NAME,
+    ENV_VALUE,
+    MODEL_TAG,
+    OVERRIDE_KEY,
+    OVERRIDE_VALUE,
+    XLA_FLAG,
+    Grammar,
+    GrammarError,
+)
+from ...evidence.inert import PROGRAM_DIR, program_dump_flags
 from ...jaxcache import CACHE_DIR, ENABLE, MAXTEXT_KEY, THRESHOLDS
 
 SWEEP_ID = Grammar("a sweep id", r"[A-Za-z0-9][A-Za-z0-9_.-]*", max_len=64)
@@ -54,8 +63,12 @@ class Arm:
     compile_cache: str = ""
 
     def same_run(self, other: Arm) -> bool:
-        return (self.xla_flags, self.env, self.args, self.compile_cache) == \
-            (other.xla_flags, other.env, other.args, other.compile_cache)
+        return (self.xla_flags, self.env, self.args, self.compile_cache) == (
+            other.xla_flags,
+            other.env,
+            other.args,
+            other.compile_cache,
+        )
 
 
 def render_tune_block(arms: Sequence[Arm], model_tag: str) -> tuple[str, str]:
@@ -91,9 +104,10 @@ def render_tune_block(arms: Sequence[Arm], model_tag: str) -> tuple[str, str]:
         f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}${{TUNE_FLAGS# }}"',
         f"{_INDENT}export XLA_FLAGS",
         "fi",
+        *_PROGRAM_DUMP,
         *(_DUMP_GUARD if any(a.compile_cache for a in arms) else []),
-        "# _train.sh builds TRAIN_ARGS=(gpu.yml base_output_directory=… \"${PASSTHROUGH_ARGS[@]}\") after this.",
-        "PASSTHROUGH_ARGS+=(\"${TUNE_ARGS[@]}\")",
+        '# _train.sh builds TRAIN_ARGS=(gpu.yml base_output_directory=… "${PASSTHROUGH_ARGS[@]}") after this.',
+        'PASSTHROUGH_ARGS+=("${TUNE_ARGS[@]}")',
         'echo "[TUNE_PROFILE] ${TUNE_PROFILE}: PASSTHROUGH_ARGS+=(${TUNE_ARGS[*]}) TUNE_FLAGS=${TUNE_FLAGS# }"',
     ]
     env = _env_case([(a.name, list(a.env)) for a in arms if a.env])
@@ -134,6 +148,24 @@ def render_env_file_block(arms: Sequence[Arm], model_tag: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The train step's program, dumped into the job's own dir under the outputs tree for the
+# inert-flag fingerprint (evidence/inert.py; MaxTextJobFiles.program_dump reads it back through
+# the transport): by rank 0 only, as upstream's own XLA dump, and not when the run already dumps
+# (upstream's ENABLE_XLA_DUMP, a profile's own --xla_dump_to): that dump is kept as asked (no
+# fingerprint, so never cut). `${OUTPUT_PATH%/*}/$JOB_DIR` is the job's dir with or without
+# checkpointing (utils/job_dir.sh); a compilation-cache hit compiles nothing and dumps nothing.
+_PROGRAM_DUMP = (
+    "# The train step's program for pytest-xlatune's inert flags (rank 0; not when the run dumps already).",
+    'if [[ -n "${JOB_DIR:-}" && -n "${OUTPUT_PATH:-}" && "${GLOBAL_RANK:-${NODE_RANK:-0}}" == "0"'
+    ' && " ${XLA_FLAGS:-} " != *" --xla_dump"* ]]; then',
+    f'{_INDENT}XLA_FLAGS="${{XLA_FLAGS:+$XLA_FLAGS }}'
+    + " ".join(program_dump_flags(f"${{OUTPUT_PATH%/*}}/${{JOB_DIR}}/{PROGRAM_DIR}"))
+    + '"',
+    f"{_INDENT}export XLA_FLAGS",
+    "fi",
+)
+
+
 # An XLA dump (the evidence runs: _env_ENABLE_XLA_DUMP=1, read as upstream's train_env.sh reads
 # it) needs a real compile: a cache hit skips the passes the dump records. JAX then opens no cache,
 # whatever jax_cache_dir says.
@@ -152,9 +184,11 @@ def _cache_lines(directory: str) -> list[str]:
     pyconfig applies that key over the variable)."""
     if not directory:
         return []
-    return [f'{_INDENT * 2}export {CACHE_DIR}="${{OUTPUT_PATH%/*}}/{CACHE_ROOT}/{CACHE.check(directory)}"',
-            *(f"{_INDENT * 2}export {name}={value}" for name, value in THRESHOLDS),
-            f'{_INDENT * 2}TUNE_ARGS+=("{MAXTEXT_KEY}=${CACHE_DIR}")']
+    return [
+        f'{_INDENT * 2}export {CACHE_DIR}="${{OUTPUT_PATH%/*}}/{CACHE_ROOT}/{CACHE.check(directory)}"',
+        *(f"{_INDENT * 2}export {name}={value}" for name, value in THRESHOLDS),
+        f'{_INDENT * 2}TUNE_ARGS+=("{MAXTEXT_KEY}=${CACHE_DIR}")',
+    ]
 
 
 def _flag_lines(flags: Sequence[str]) -> list[str]:
@@ -222,7 +256,7 @@ def foreign_block(text: str, sweep_id: str) -> str | None:
         span = _own_span(text, sweep_id)
     except ValueError as exc:
         return str(exc)
-    outside = text if span is None else text[: span[0]] + "\n" * text.count("\n", *span) + text[span[1]:]
+    outside = text if span is None else text[: span[0]] + "\n" * text.count("\n", *span) + text[span[1] :]
     for number, line in enumerate(outside.splitlines(), 1):
         if "TUNE_PROFILE" in line:
             return f"line {number}: {line.strip()!r} (the skill's pre-flight expects no TUNE_PROFILE)"
@@ -238,7 +272,7 @@ def check_passthrough(arg: str) -> str:
     if not sep:
         raise GrammarError(f"expected key=value or _env_NAME=value, found {arg!r}")
     if key.startswith("_env_"):
-        ENV_NAME.check(key[len("_env_"):])
+        ENV_NAME.check(key[len("_env_") :])
         ENV_VALUE.check(value)
     else:
         OVERRIDE_KEY.check(key)

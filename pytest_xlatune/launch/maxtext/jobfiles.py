@@ -9,11 +9,17 @@ import math
 import posixpath
 from collections.abc import Callable
 
+from ...evidence.fingerprint import program_file
+from ...evidence.inert import PROGRAM_DIR
 from ...transport.base import Transport, TransportError
 from ..base import SubmittedJob
+from ..slurm_jobs import SlurmPlacement
 
 STEP_TEXT = "completed step:"
 RAY_FALLBACK = "[!] Ray cluster failed, falling back to non-Ray mode"
+# Read no more of a program dump than this (the train step's HLO, IR and PTX of a large model can
+# be hundreds of MB, read over SSH while the watcher waits): a larger one gets no fingerprint.
+PROGRAM_DUMP_LIMIT = 256 << 20
 
 
 class MaxTextJobFiles:
@@ -22,6 +28,7 @@ class MaxTextJobFiles:
     transport: Transport
     files: Transport  # find/grep beside the files (local under host-cmd)
     ray: bool
+    placement: SlurmPlacement
     clock: Callable[[], float]
     lookup_interval: float
 
@@ -42,8 +49,16 @@ class MaxTextJobFiles:
 
     def _by_id(self, job: SubmittedJob, *tests: str, suffix: str = "") -> list[str]:
         """Entries `<jobid>-*<suffix>` next to the job dir (outputs/, the real JOB_WORKSPACE)."""
-        return self._find(posixpath.dirname(job.job_dir), "-mindepth", "1", "-maxdepth", "1",
-                          "-name", f"{job.job_id}-*{suffix}", *tests)
+        return self._find(
+            posixpath.dirname(job.job_dir),
+            "-mindepth",
+            "1",
+            "-maxdepth",
+            "1",
+            "-name",
+            f"{job.job_id}-*{suffix}",
+            *tests,
+        )
 
     def _exists(self, path: str) -> bool:
         try:
@@ -106,8 +121,7 @@ class MaxTextJobFiles:
             return []
         return sorted(line for line in result.stdout.splitlines() if line)
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
         try:
             path = self._log_file(job, ended)
             return b"" if path is None else self.transport.read_from(path, offset, limit)
@@ -121,6 +135,33 @@ class MaxTextJobFiles:
             return b"" if path is None else self.transport.read_from(path, offset, limit)
         except (TransportError, OSError):
             return b""
+
+    def program_dump(self, job: SubmittedJob, *, stepped: bool) -> dict[str, str]:
+        """The train step's dump the TUNE_PROFILE block has rank 0 write to <job dir>/program
+        (files.py), read through the transport; {} when there is none (a compilation-cache hit,
+        a run that dumps on its own, a dump over PROGRAM_DUMP_LIMIT). On more than one node,
+        only once the job logged a step: another node's compile line may come before rank 0
+        has written its dump, and a step means every rank has compiled."""
+        if self.placement.nodes > 1 and not stepped:
+            return {}
+        job_dir = self._job_dir(job)
+        if job_dir is None:
+            return {}
+        top = posixpath.join(job_dir, PROGRAM_DIR)
+        sizes = {}
+        for line in self._find(top, "-mindepth", "1", "-maxdepth", "1", "-type", "f", "-printf", "%s %f\n"):
+            size, _, name = line.partition(" ")
+            if size.isdigit() and program_file(name):
+                sizes[name] = int(size)
+        if not sizes or sum(sizes.values()) > PROGRAM_DUMP_LIMIT:
+            return {}
+        try:
+            return {
+                name: self.transport.read_from(posixpath.join(top, name), 0).decode("utf-8", "replace")
+                for name in sorted(sizes)
+            }
+        except (TransportError, OSError):
+            return {}  # asked again at the next step
 
     def log_source(self, job: SubmittedJob) -> str:
         """The file read_log read (stored as the result's log_path)."""

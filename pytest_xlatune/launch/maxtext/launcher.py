@@ -22,22 +22,22 @@ from typing import Any
 
 from ...cell.grammar import CONTAINER_IMAGE, MODEL_TAG, SLURM_TIME, arm_name, job_name
 from ...cell.jobnames import XLA_DUMP_ARG
-from ...cell.model import HEARTBEAT_ARG, HEARTBEAT_KEY
-from ..preflight import PreflightError
+from ...cell.values import HEARTBEAT_ARG, HEARTBEAT_KEY
 from ...slurm.client import SlurmClient
 from ...transport.base import Transport, TransportError, TransportTimeout
 from ...transport.hostcmd import file_commands
-from . import files as mf, submit
+from ..base import JobRequest, LauncherError, SubmittedJob
+from ..preflight import PreflightError
+from ..slurm_jobs import SlurmJobs, SlurmPlacement
+from . import files as mf
+from . import submit
 from .blocks import TuneBlocks, as_text
 from .checks import check_submit_tools, resolve_model_name
-from .jobfiles import MaxTextJobFiles
 from .files import Arm
-from ..base import JobRequest, LauncherError, SubmittedJob
-from ...jaxcache import CACHE_DIR, MAXTEXT_KEY
-from ..slurm_jobs import SlurmJobs, SlurmPlacement
+from .inventory import checkout_cache, checkout_inventory
+from .jobfiles import MaxTextJobFiles
 
 DEFAULT_TIME = "45:00"  # the skill's submission template
-TUNING_MD_LIMIT = 64 << 10  # characters of an existing <MODEL_TAG>-tuning.md kept in the inventory
 Record = Callable[..., None]
 
 
@@ -61,12 +61,26 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
     name = "maxtext-slurm"
     queue_depth = 2  # jobs submitted ahead; Slurm serialises them on the pinned nodelist
 
-    def __init__(self, transport: Transport, client: SlurmClient, checkout: str, placement: SlurmPlacement,
-                 model_tag: str, *, sweep_id: str, ray: bool = False, time_limit: str = DEFAULT_TIME,
-                 restore_default: RestoreDefault = RestoreDefault(),
-                 cell: str = "cell", record: Record | None = None, submit_timeout: float = 300.0,
-                 image: str = "", profiles: Collection[str] = (),
-                 lookup_interval: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        client: SlurmClient,
+        checkout: str,
+        placement: SlurmPlacement,
+        model_tag: str,
+        *,
+        sweep_id: str,
+        ray: bool = False,
+        time_limit: str = DEFAULT_TIME,
+        restore_default: RestoreDefault = RestoreDefault(),
+        cell: str = "cell",
+        record: Record | None = None,
+        submit_timeout: float = 300.0,
+        image: str = "",
+        profiles: Collection[str] = (),
+        lookup_interval: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not checkout.startswith("/"):
             raise ValueError(f"checkout must be an absolute path on the cluster, found {checkout!r}")
         self.transport = transport
@@ -139,9 +153,12 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
 
     def _prepare(self, where: str) -> None:
         # Every problem of the checkout at once, each naming what fixes it: one pre-flight, one fix.
-        problems = [f"expected {posixpath.relpath(required, self.checkout)} in the maxtext-slurm checkout "
-                    f"{self.checkout}, found none"
-                    for required in (self.path("submit.sh"), self.train_env) if not self.transport.exists(required)]
+        problems = [
+            f"expected {posixpath.relpath(required, self.checkout)} in the maxtext-slurm checkout "
+            f"{self.checkout}, found none"
+            for required in (self.path("submit.sh"), self.train_env)
+            if not self.transport.exists(required)
+        ]
         if problem := check_submit_tools(self.transport, self.checkout):
             problems.append(problem)
         configs = self._find(self.path("configs"), "-mindepth", "1", "-maxdepth", "1", "-name", "*.gpu.yml")
@@ -149,40 +166,30 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
             self.model_name = resolve_model_name([posixpath.basename(c) for c in configs], self.model_tag)
         except ValueError as error:
             model = f"{self.cell}: model_tag: {error} (in {self.path('configs')})"
-            raise PreflightError(model if not problems else
-                                 f"{where}: {'; '.join(problems)}; and {model}") from None
+            raise PreflightError(model if not problems else f"{where}: {'; '.join(problems)}; and {model}") from None
         if problems:
             raise PreflightError(f"{where}: {'; '.join(problems)}")
         settings = self.inventory()["gpu_yml"]["settings"]
         self._yml_parallelism = {f"{k}={v}" for k, v in settings.items() if k.endswith("_parallelism")}
-        self.user_cache = self._checkout_cache(settings)
+        self.user_cache = checkout_cache(self, settings)
         default = submit.parse_container_env(self._clean(self.path("container_env.sh")) or "").get("DOCKER_IMAGE", "")
-        image, source = (self.image, "the image asked for") if self.image else \
-            (default, f"container_env.sh of {self.checkout}")
+        image, source = (
+            (self.image, "the image asked for") if self.image else (default, f"container_env.sh of {self.checkout}")
+        )
         if image.startswith("/") and not self.transport.exists(image):
-            raise PreflightError(f"{self.cell}: image: DOCKER_IMAGE {image} ({source}) "
-                                 "does not exist on the cluster")
+            raise PreflightError(f"{self.cell}: image: DOCKER_IMAGE {image} ({source}) does not exist on the cluster")
         blocks = {self.train_env: ""}
         if self._read(self.env_sh) is not None:
             blocks[self.env_sh] = ""
         for path in blocks:
             foreign = mf.foreign_block(as_text(self._read(path) or b""), self.sweep_id)
             if foreign is not None:
-                raise PreflightError(f"{where}: {path} has TUNE_PROFILE content this sweep did not write, {foreign}; "
-                                     f"remove it from the checkout {self.checkout} first")
+                raise PreflightError(
+                    f"{where}: {path} has TUNE_PROFILE content this sweep did not write, {foreign}; "
+                    f"remove it from the checkout {self.checkout} first"
+                )
         atexit.register(self._cleanup_at_exit)  # -x, Ctrl-C and failures end in close(); this is the net
         self.blocks.install(self._render(list(blocks)))
-
-    def _checkout_cache(self, yml_settings: dict[str, Any]) -> str:
-        """Where the checkout itself names a compilation cache ("" for nowhere): gpu.yml's
-        `jax_cache_dir`, or an export of JAX_COMPILATION_CACHE_DIR in train_env.sh or
-        configs/<M>.env.sh (upstream ships its example commented out). The user's setting wins."""
-        if yml_settings.get(MAXTEXT_KEY):
-            return f"{posixpath.relpath(self.gpu_yml, self.checkout)} sets {MAXTEXT_KEY}"
-        for path in (self.train_env, self.env_sh):
-            if any(name == CACHE_DIR for name, _ in submit.parse_env_sh(self._clean(path) or "")):
-                return f"{posixpath.relpath(path, self.checkout)} exports {CACHE_DIR}"
-        return ""
 
     def _render(self, paths: Sequence[str]) -> dict[str, str]:
         """The block of each file, with an arm per distinct run registered so far."""
@@ -209,39 +216,23 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         files = self.blocks.paths
         errors = self.cleanup()
         for path, error in errors.items():
-            print(f"xlatune: {self.cell}: could not remove the TUNE_PROFILE block from {path} (sweep "
-                  f"{self.sweep_id}; the next session of this cell removes it): {error}", file=sys.stderr)
-        self.record("cleanup", restored=[f for f in files if f not in errors], errors=errors,
-                    ssh_connections=self.transport.connections_opened)
+            print(
+                f"xlatune: {self.cell}: could not remove the TUNE_PROFILE block from {path} (sweep "
+                f"{self.sweep_id}; the next session of this cell removes it): {error}",
+                file=sys.stderr,
+            )
+        self.record(
+            "cleanup",
+            restored=[f for f in files if f not in errors],
+            errors=errors,
+            ssh_connections=self.transport.connections_opened,
+        )
 
-    # ---- inventory (the skill's Step 2) ----------------------------------------------------
+    # ---- inventory (the skill's Step 2: launch/maxtext/inventory.py) -------------------------
 
     def inventory(self) -> dict[str, Any]:
         """gpu.yml keys, what configs/<M>.env.sh deploys, container_env.sh, a prior tuning doc."""
-        try:
-            settings = submit.parse_gpu_yml(self._clean(self.gpu_yml) or "")
-        except ValueError as error:
-            raise PreflightError(f"{self.cell}: backend.checkout: {self.gpu_yml}: {error}") from None
-        env_text = self._clean(self.env_sh)
-        deployed = submit.parse_env_sh(env_text) if env_text is not None else []
-        restored = {f.partition("=")[0] for f in self.restore.flags} | {n for n, _ in self.restore.env_pairs}
-        container = self.path("container_env.sh")
-        tuning_md = self.path(f"{self.model_tag}-tuning.md")
-        prior = self._clean(tuning_md)
-        return {
-            "checkout": self.checkout, "model_tag": self.model_tag, "model_name": self.model_name,
-            "sweep_id": self.sweep_id,
-            "gpu_yml": {"path": self.gpu_yml, "settings": settings},
-            "env_file": {"path": self.env_sh, "exists": env_text is not None,
-                         "deployed": [list(pair) for pair in deployed],
-                         # restore_default cannot put these back: the cell's env_file omits them
-                         "not_restored": sorted({name for name, _ in deployed} - restored)},
-            "container_env": {"path": container, **submit.parse_container_env(self._clean(container) or ""),
-                              **({"DOCKER_IMAGE": self.image} if self.image else {})},
-            "tuning_md": {"path": tuning_md, "exists": prior is not None, "fresh_start": prior is None,
-                          "text": (prior or "")[:TUNING_MD_LIMIT]},
-            "compile_cache": {"root": self.path("outputs", mf.CACHE_ROOT), "user_setting": self.user_cache},
-        }  # fmt: skip
+        return checkout_inventory(self)
 
     # ---- jobs ------------------------------------------------------------------------------
 
@@ -296,10 +287,16 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
             self.blocks.update(self._render(self.blocks.paths))
         except (ValueError, TransportError) as error:
             del self.arms[name]
-            raise LauncherError(f"{request.job_name}: cannot add TUNE_PROFILE arm "
-                                f"{name!r} to the installed block: {error}") from None
-        self.record("tune_arm_added", profile=name, xla_flags=list(arm.xla_flags),
-                    env=[list(kv) for kv in arm.env], args=list(arm.args))
+            raise LauncherError(
+                f"{request.job_name}: cannot add TUNE_PROFILE arm {name!r} to the installed block: {error}"
+            ) from None
+        self.record(
+            "tune_arm_added",
+            profile=name,
+            xla_flags=list(arm.xla_flags),
+            env=[list(kv) for kv in arm.env],
+            args=list(arm.args),
+        )
         return name
 
     def argv_for(self, request: JobRequest) -> list[str]:
@@ -310,9 +307,19 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         env_args = [XLA_DUMP_ARG] if request.evidence else []  # read by train_env.sh before our block
         p = self.placement
         try:
-            argv = submit.submit_argv(self.model_name, request.profile, p.nodes, p.nodelist, self.time_limit,
-                                      p.partition, env_args, self.ray, arm=arm, mark=request.mark,
-                                      profiles=self.profiles)
+            argv = submit.submit_argv(
+                self.model_name,
+                request.profile,
+                p.nodes,
+                p.nodelist,
+                self.time_limit,
+                p.partition,
+                env_args,
+                self.ray,
+                arm=arm,
+                mark=request.mark,
+                profiles=self.profiles,
+            )
         except ValueError as error:
             raise LauncherError(f"{request.job_name}: " + " | ".join(str(error).splitlines())) from None
         image = self.image if request.image is None else request.image  # the gate's old-image controls
@@ -334,16 +341,20 @@ class MaxTextSlurmLauncher(MaxTextJobFiles, SlurmJobs):
         try:
             job_id = submit.parse_submit_output(output)
         except ValueError as error:
-            raise LauncherError(f"{command} exited {result.returncode}: "
-                                + " | ".join(str(error).splitlines())) from None
+            raise LauncherError(
+                f"{command} exited {result.returncode}: " + " | ".join(str(error).splitlines())
+            ) from None
         self._mine.add(job_id)
         if not result.ok:  # sbatch took the job, then submit.sh failed: do not leave it running unseen
             self.client.cancel(job_id)
             tail = " | ".join(output.strip().splitlines()[-3:])
-            raise LauncherError(f"{command} exited {result.returncode} after submitting job {job_id} "
-                                f"(cancelled): {tail}")
-        name = next((line.partition("=")[2] for line in result.stdout.splitlines() if line.startswith("JOB_NAME=")),
-                    job_name(self.model_name, request.profile, argv[argv.index("--") + 1:]))
+            raise LauncherError(
+                f"{command} exited {result.returncode} after submitting job {job_id} (cancelled): {tail}"
+            )
+        name = next(
+            (line.partition("=")[2] for line in result.stdout.splitlines() if line.startswith("JOB_NAME=")),
+            job_name(self.model_name, request.profile, argv[argv.index("--") + 1 :]),
+        )
         job_dir = submit.parse_job_dir(output, job_id) or self.path("outputs", f"{job_id}-{name}")
         cache = self.arms[arm].compile_cache  # in the outputs tree the job dir is in (mf.CACHE_ROOT)
         cache_dir = posixpath.join(posixpath.dirname(job_dir), mf.CACHE_ROOT, cache) if cache else ""

@@ -9,9 +9,18 @@ from typing import Any
 
 import yaml
 
-from ...cell.grammar import (ENV_NAME, JOB_NAME_MAX, MODEL_TAG, NODELIST, PARTITION, SLURM_TIME,
-                             TUNE_PROFILE_ARG, job_name, job_name_bytes)
 from ... import safeyaml
+from ...cell.grammar import (
+    ENV_NAME,
+    JOB_NAME_MAX,
+    MODEL_TAG,
+    NODELIST,
+    PARTITION,
+    SLURM_TIME,
+    TUNE_PROFILE_ARG,
+    job_name,
+    job_name_bytes,
+)
 from ...cell.jobnames import EXP_TAG, parts, remedy
 from ...slurm.commands import submission_mark
 from .files import ARM, check_passthrough
@@ -22,9 +31,20 @@ TUNE_ENV_ARG = TUNE_PROFILE_ARG
 # ---- submit.sh -------------------------------------------------------------------------------
 
 
-def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None, time: str, partition: str | None,
-                env_args: Sequence[str], ray: bool, *, arm: str, mark: str = "",
-                profiles: Collection[str] = ()) -> list[str]:
+def submit_argv(
+    model_name: str,
+    exp_tag: str,
+    nodes: int,
+    nodelist: str | None,
+    time: str,
+    partition: str | None,
+    env_args: Sequence[str],
+    ray: bool,
+    *,
+    arm: str,
+    mark: str = "",
+    profiles: Collection[str] = (),
+) -> list[str]:
     """Build the submit.sh command line: `./submit.sh <model>:<exp tag> <sbatch args> -- [_env_…]
     _env_TUNE_PROFILE=<arm>`. The run's MaxText settings live in the arm (render_tune_block), so
     JOB_NAME is `JAX-<model>-<exp tag>[-_env_ENABLE_XLA_DUMP_1]-_env_TUNE_PROFILE_<arm>`.
@@ -42,15 +62,19 @@ def submit_argv(model_name: str, exp_tag: str, nodes: int, nodelist: str | None,
         raise ValueError(f"nodes must be at least 1, found {nodes}")
     args = [check_passthrough(a) for a in env_args]
     if not all(a.startswith("_env_") for a in args) or any(a.startswith(TUNE_ENV_ARG) for a in args):
-        raise ValueError(f"submit.sh gets only _env_ args besides {TUNE_ENV_ARG}<arm> (settings go in the arm), "
-                         f"found {' '.join(args)}")
+        raise ValueError(
+            f"submit.sh gets only _env_ args besides {TUNE_ENV_ARG}<arm> (settings go in the arm), "
+            f"found {' '.join(args)}"
+        )
     args.append(TUNE_ENV_ARG + ARM.check(arm))
     name = job_name(model_name, exp_tag, args)
     size = job_name_bytes(name)
     if size > JOB_NAME_MAX:
-        raise ValueError(f"JOB_NAME would be {size} bytes; submit.sh refuses more than {JOB_NAME_MAX} "
-                         f"(${{#JOB_NAME}}+12 > 255). Bytes per part: {parts(model_name, exp_tag, args)}; "
-                         f"{remedy(exp_tag, size - JOB_NAME_MAX, profiles)} ({name[:60]}…)")
+        raise ValueError(
+            f"JOB_NAME would be {size} bytes; submit.sh refuses more than {JOB_NAME_MAX} "
+            f"(${{#JOB_NAME}}+12 > 255). Bytes per part: {parts(model_name, exp_tag, args)}; "
+            f"{remedy(exp_tag, size - JOB_NAME_MAX, profiles)} ({name[:60]}…)"
+        )
     sbatch: list[str] = []
     if partition:
         sbatch.append(f"--partition={PARTITION.check(partition)}")

@@ -28,20 +28,20 @@ REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO))
 
 from pytest_xlatune.evidence import hlo  # noqa: E402
-from pytest_xlatune.evidence.collective_table import inventory  # noqa: E402
 from pytest_xlatune.evidence.artifacts import find_trace  # noqa: E402
+from pytest_xlatune.evidence.collective_table import inventory  # noqa: E402
 
-COMMON = ["steps=5", "profiler=xplane", "skip_first_n_steps_for_profiler=2", "profiler_steps=2",
-          "run_name=r"]
+COMMON = ["steps=5", "profiler=xplane", "skip_first_n_steps_for_profiler=2", "profiler_steps=2", "run_name=r"]
 RECIPES: dict[str, tuple[list[str], str]] = {
     "fsdp": (["dcn_fsdp_parallelism=8"], ""),
-    "fsdp_no_cpu_ar_combiner": (["dcn_fsdp_parallelism=8"],
-                                "--xla_disable_hlo_passes=cpu-all-reduce-combiner"),
+    "fsdp_no_cpu_ar_combiner": (["dcn_fsdp_parallelism=8"], "--xla_disable_hlo_passes=cpu-all-reduce-combiner"),
     "fsdp_opt_o1": (["dcn_fsdp_parallelism=8"], "--xla_backend_optimization_level=1"),
     "pp": (["dcn_pipeline_parallelism=4", "num_pipeline_microbatches=4"], ""),
 }
-_OPS = re.compile(r"\b(all-gather|all-reduce|reduce-scatter|collective-permute|all-to-all|"
-                  r"ragged-all-to-all|collective-broadcast|send|recv|async|while)(-start|-done)?\(")
+_OPS = re.compile(
+    r"\b(all-gather|all-reduce|reduce-scatter|collective-permute|all-to-all|"
+    r"ragged-all-to-all|collective-broadcast|send|recv|async|while)(-start|-done)?\("
+)
 _CALLS = re.compile(r"\b(?:calls|to_apply|body|condition|branch_computations)=\{?%?([^\s,{}]+)")
 
 

@@ -14,11 +14,13 @@ H = 3600.0
 
 
 def test_back_to_back_controls_are_one_point_and_a_candidate_between_splits_them() -> None:
-    runs = [observation("1", "baseline", "B", Role.BASELINE, 0.0, [1000.0] * 10),
-            observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [1010.0] * 10),
-            observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [900.0] * 6),  # never a point
-            observation("4", "p1", "p1", Role.PROFILE, 1800.0, [1100.0] * 10),
-            observation("5", "baseline", "B", Role.CONTROL, 2400.0, [1020.0] * 10)]
+    runs = [
+        observation("1", "baseline", "B", Role.BASELINE, 0.0, [1000.0] * 10),
+        observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [1010.0] * 10),
+        observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [900.0] * 6),  # never a point
+        observation("4", "p1", "p1", Role.PROFILE, 1800.0, [1100.0] * 10),
+        observation("5", "baseline", "B", Role.CONTROL, 2400.0, [1020.0] * 10),
+    ]
     pts = points(runs, now=5000.0)
     assert [p.runs for p in pts] == [("1", "2"), ("5",)]
     assert pts[0].level == pytest.approx((math.log(1000) + math.log(1010)) / 2)

@@ -11,7 +11,7 @@ import pytest
 from pytest_xlatune.adaptive import Plan, Role
 from pytest_xlatune.adaptive.keys import effective_key, last_wins, plan_items
 from pytest_xlatune.cell.load import load_cell
-from pytest_xlatune.cell.model import Backend, BackendKind, Cell
+from pytest_xlatune.cell.values import Backend, BackendKind, Cell
 from pytest_xlatune.plan.expand import RunKind, RunSpec, expand
 
 DEMO = Path(__file__).resolve().parents[3] / "cells" / "demo_fsdp8.yml"
@@ -52,15 +52,16 @@ def test_maxtext_slurm_keys_carry_the_env_files_flags_it_inherits(demo: Cell) ->
 def test_env_vars_resolve_env_file_then_profile_then_env_args(demo: Cell) -> None:
     spec = RunSpec("wave2", "a", "default", RunKind.PROFILE, env=(("NCCL_X", "1"),))
     same = RunSpec("wave2", "b", "default", RunKind.PROFILE, profile_overrides=(("_env_NCCL_X", "1"),))
-    later = RunSpec("wave2", "c", "default", RunKind.PROFILE, env=(("NCCL_X", "1"),),
-                    profile_overrides=(("_env_NCCL_X", "2"),))
+    later = RunSpec(
+        "wave2", "c", "default", RunKind.PROFILE, env=(("NCCL_X", "1"),), profile_overrides=(("_env_NCCL_X", "2"),)
+    )
     assert effective_key(demo, spec) == effective_key(demo, same)
     assert dict(effective_key(demo, later).env)["NCCL_X"] == "2"  # _env_ args are exported last
     assert not any(k.startswith("_env_") for k, _ in effective_key(demo, same).args)
 
 
 def test_an_unset_env_var_is_gone_from_the_key(demo: Cell) -> None:
-    from pytest_xlatune.cell.model import EnvFileEntry
+    from pytest_xlatune.cell.values import EnvFileEntry
 
     cell = replace(demo, env_file=demo.env_file + (EnvFileEntry("env", "NCCL_Y", "8", None),))
     plain = effective_key(cell, RunSpec("wave2", "a", "default", RunKind.PROFILE))

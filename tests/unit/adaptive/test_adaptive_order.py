@@ -6,8 +6,19 @@ from __future__ import annotations
 import math
 import random
 
-from pytest_xlatune.adaptive import (Observation, Plan, Policy, Role, RunState, StopKind, Submit, SweepState, judge,
-                                     planner, rules)
+from pytest_xlatune.adaptive import (
+    AdaptiveRules,
+    Observation,
+    Plan,
+    Role,
+    RunState,
+    StopKind,
+    Submit,
+    SweepState,
+    judge,
+    planner,
+    rules,
+)
 from pytest_xlatune.adaptive.judge import Board
 from pytest_xlatune.adaptive.order import OTHER_WEIGHT, Prior, ranked
 from tests.adaptive_driver import BASE, flat, observation, plan
@@ -33,9 +44,11 @@ def test_evidence_hints_add_to_the_prior() -> None:
 
 
 def _baselines_ran(the_plan: Plan, spread: float = 4.0) -> SweepState:
-    runs = (observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE)),
-            observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(BASE + spread)),
-            observation("e", "evidence", "E", Role.EVIDENCE, 1200.0, flat(BASE)))
+    runs = (
+        observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE)),
+        observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(BASE + spread)),
+        observation("e", "evidence", "E", Role.EVIDENCE, 1200.0, flat(BASE)),
+    )
     return SweepState(the_plan, runs)
 
 
@@ -49,8 +62,10 @@ def test_the_planner_tries_the_likely_winner_first_and_says_why() -> None:
 
 
 def _board(the_plan: Plan) -> Board:
-    runs = [observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(LEVELS[0])),
-            observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(LEVELS[1]))]
+    runs = [
+        observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(LEVELS[0])),
+        observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(LEVELS[1])),
+    ]
     runs += [observation(f"c{i}", "baseline", "B", Role.CONTROL, i * H, flat(v)) for i, v in enumerate(LEVELS[2:], 1)]
     return judge.build(SweepState(the_plan, tuple(runs)), 7 * H)
 
@@ -58,10 +73,10 @@ def _board(the_plan: Plan) -> Board:
 def _stopped_as_futile(board: Board, effect_pct: float, rng: random.Random) -> bool:
     """One simulated first run at `effect_pct` (run noise = the board's, steps i.i.d.): whether
     the futility test stops it at any look."""
-    policy, total = board.plan.policy, board.plan.steady_steps
+    knobs, total = board.plan.rules, board.plan.steady_steps
     level = BASE * (1 + effect_pct / 100) * math.exp(rng.gauss(0.0, board.noise.cv_pct / 100))
     steps = [level * (1 + rng.gauss(0.0, 0.002)) for _ in range(total)]
-    for n in range(policy.min_steady, total):
+    for n in range(knobs.min_steady, total):
         run = Observation("x", "p", "p", Role.PROFILE, 3.5 * H, 3.5 * H, None, tuple(steps[:n]), RunState.RUNNING, 8)
         stopped = board.with_value(run, sum(steps[:n]) / n, 3.5 * H + 50 * n, steps=n)
         assert stopped is not None
@@ -78,14 +93,14 @@ def test_the_futility_test_keeps_its_stated_false_stop_rate() -> None:
     rng = random.Random(27)
     win = the_plan.thresholds.win_pct
     at_win = sum(_stopped_as_futile(board, win, rng) for _ in range(300)) / 300
-    alpha = the_plan.policy.futility_alpha
+    alpha = the_plan.rules.futility_alpha
     assert at_win <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / 300)
     null = sum(_stopped_as_futile(board, 0.0, rng) for _ in range(100)) / 100
     assert null >= 0.8
 
 
 def test_a_futile_stop_leaves_no_better_verdict_and_names_its_test() -> None:
-    the_plan = plan("p", policy=Policy(futility_alpha=0.05))
+    the_plan = plan("p", rules=AdaptiveRules(futility_alpha=0.05))
     board = _board(the_plan)
     run = observation("x", "p", "p", Role.PROFILE, 3.5 * H, flat(1008.0, 2), RunState.RUNNING)
     stop = rules.stop_early(run, board, 3.5 * H + 100)
@@ -110,9 +125,12 @@ def test_a_first_run_at_the_win_threshold_not_yet_better_is_repeated_before_the_
     # Two baselines 3 % apart: one degree of freedom, +8 % is not yet better beyond the noise.
     the_plan = plan("w", "p2")
     state = _baselines_ran(the_plan, spread=30.0).with_run(
-        observation("r1", "w", "w", Role.PROFILE, 1800.0, flat(1095.0)))
+        observation("r1", "w", "w", Role.PROFILE, 1800.0, flat(1095.0))
+    )
     actions = planner.decide(state, 2500.0)
-    assert len(actions) == 1 and actions[0].item == "w"
+    # Its second run is the recipe's evidence run of w (the profiled run measures as a run of w).
+    assert len(actions) == 1 and isinstance(actions[0], Submit)
+    assert (actions[0].item, actions[0].source) == ("winner", "w")
     assert "a possible win at or above +5 %, repeated now" in actions[0].reason
 
 
@@ -135,3 +153,64 @@ def test_the_real_driver_runs_a_later_listed_likely_winner_ahead_only_with_a_pri
     assert not driver._ahead(ahead, "p1", ran)  # already ran: never twice
     plain = Driver(cast(SweepView, None), Plan(items), specs, {}, "p3")
     assert not plain._ahead(Submit("p3", "x"), "p1", _baselines_ran(Plan(items)))  # no prior: list order
+
+
+def _pair_board(the_plan: Plan, second: float) -> Board:
+    """The sweep's start: the wave-1 pair alone (one degree of freedom of noise)."""
+    runs = (
+        observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE)),
+        observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(second)),
+    )
+    return judge.build(SweepState(the_plan, runs), 1200.0)
+
+
+def test_the_futility_test_pools_the_noise_prior_while_the_runs_do_not_reject_it() -> None:
+    # After the wave-1 pair alone (df 1: a Student-t factor of 51 at 99.4 %) a no-op's first run
+    # was never futile; with the prior's pseudo-degrees of freedom it is stopped at the first look.
+    the_plan = plan("p")
+    board = _pair_board(the_plan, BASE * 1.008)
+    assert board.noise.df == 1 and not board.noise.prior_rejected
+    run = observation("x", "p", "p", Role.PROFILE, 1500.0, flat(BASE * 1.004, 2), RunState.RUNNING)
+    stopped = board.with_value(run, BASE * 1.004, 1600.0, steps=2)
+    assert stopped is not None and not stopped.better and rules.undecided(stopped, board) is None
+    assert stopped.upper(1 - 0.05 / rules.looks(the_plan)) > math.log1p(the_plan.thresholds.win_pct / 100)
+    assert rules.futile(stopped, board, 2) is not None
+    # The verdicts keep the runs' own noise: the same run is no more "better" than before.
+    assert stopped.df == 1
+
+
+def test_the_futility_test_keeps_the_runs_noise_when_they_reject_the_prior() -> None:
+    the_plan = plan("p")
+    board = _pair_board(the_plan, BASE * 1.06)  # 6 % apart: the χ² test rejects the 0.8 % prior
+    assert board.noise.prior_rejected
+    run = observation("x", "p", "p", Role.PROFILE, 1500.0, flat(BASE * 1.03, 2), RunState.RUNNING)
+    stopped = board.with_value(run, BASE * 1.03, 1600.0, steps=2)
+    assert stopped is not None
+    level = 1 - the_plan.rules.futility_alpha / rules.looks(the_plan)
+    assert rules.futility_bound(stopped, board, level) == stopped.upper(level)
+
+
+def test_the_pooled_futility_test_keeps_its_stated_false_stop_rate_after_the_pair_alone() -> None:
+    # The prior's noise (0.8 %) is the truth here: a candidate at exactly +win_pct is stopped as
+    # futile in at most futility_alpha of runs (300 runs: the bound plus three standard errors).
+    the_plan = plan("p")
+    board = _pair_board(the_plan, BASE * 1.008)
+    rng = random.Random(2727)
+    win = the_plan.thresholds.win_pct
+
+    def stopped_at_some_look(effect_pct: float) -> bool:
+        total = the_plan.steady_steps
+        level = BASE * (1 + effect_pct / 100) * math.exp(rng.gauss(0.0, 0.008))
+        steps = [level * (1 + rng.gauss(0.0, 0.002)) for _ in range(total)]
+        for n in range(the_plan.rules.min_steady, total):
+            run = Observation("x", "p", "p", Role.PROFILE, 1500.0, 1500.0, None, tuple(steps[:n]), RunState.RUNNING, 8)
+            stopped = board.with_value(run, sum(steps[:n]) / n, 1500.0 + 50 * n, steps=n)
+            assert stopped is not None
+            if rules.futile(stopped, board, n) is not None:
+                return True
+        return False
+
+    alpha = the_plan.rules.futility_alpha
+    at_win = sum(stopped_at_some_look(win) for _ in range(300)) / 300
+    assert at_win <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / 300)
+    assert sum(stopped_at_some_look(0.0) for _ in range(100)) / 100 >= 0.5

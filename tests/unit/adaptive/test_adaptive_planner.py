@@ -4,20 +4,36 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_xlatune.adaptive import (Conclude, Conclusion, Control, CrossCheck, Policy, Repeat, Role, RunState,
-                                     Share, StopEarly, StopKind, Submit, SweepState, fixed, planner)
-from pytest_xlatune.adaptive.model import Budget
-
+from pytest_xlatune.adaptive import (
+    AdaptiveRules,
+    Conclude,
+    Conclusion,
+    Control,
+    CrossCheck,
+    Repeat,
+    Role,
+    RunState,
+    Share,
+    StopEarly,
+    StopKind,
+    Submit,
+    SweepState,
+    fixed,
+    planner,
+)
+from pytest_xlatune.adaptive.values import Budget
 from tests.adaptive_driver import BASE, drive, observation, plan
 
 
 def effects(**pct: float):  # type: ignore[no-untyped-def]
     """A cluster where each named profile is pct % faster than the baseline, the rest no-ops; the
     baseline's runs alternate ±0.4 % (real repeats never agree exactly, and no prior stands in)."""
+
     def tgs(item: str, role: Role, index: int) -> float:
         if role is not Role.PROFILE and role is not Role.WINNER_EVIDENCE:
             return BASE * (1 + 0.004 * (-1) ** index)
         return BASE * (1 + pct.get(item, 0.0) / 100)
+
     return tgs
 
 
@@ -25,7 +41,7 @@ def test_a_clear_loser_is_stopped_after_the_warm_up_and_no_baseline_control_or_e
     result = drive(plan("slow", "p1"), planner.decide, effects(slow=-12.0))
     stops = result.of(StopEarly)
     slow = next(r for r in result.state.runs if r.item == "slow")
-    assert slow.state is RunState.STOPPED and len(slow.steady) == Policy().min_steady
+    assert slow.state is RunState.STOPPED and len(slow.steady) == AdaptiveRules().min_steady
     assert any(isinstance(s, StopEarly) and s.run == slow.run and s.kind is StopKind.LOSER for s in stops)
     never = [r for r in result.state.runs if r.role is not Role.PROFILE]
     assert never and all(r.state is RunState.FINISHED and len(r.steady) == 10 for r in never)
@@ -42,7 +58,7 @@ def test_an_undecided_profile_is_repeated_and_a_clear_null_is_not() -> None:
     result = drive(plan("null", "edge", winner=False), planner.decide, effects(edge=2.2))
     repeats = [a.item for a in result.of(Repeat)]
     assert "edge" in repeats and "null" not in repeats
-    assert repeats.count("edge") <= Policy().repeat_cap - 1
+    assert repeats.count("edge") <= AdaptiveRules().repeat_cap - 1
     assert any("undecided" in a.reason for a in result.of(Repeat))
 
 
@@ -63,16 +79,16 @@ def test_a_profile_with_the_baselines_settings_shares_the_baseline() -> None:
 
 def test_controls_are_interleaved_every_k_candidate_runs() -> None:
     names = [f"p{i}" for i in range(9)]
-    result = drive(plan(*names, policy=Policy(control_every=4, control_max_age_s=1e9)), planner.decide, effects())
+    result = drive(plan(*names, rules=AdaptiveRules(control_every=4, control_max_age_s=1e9)), planner.decide, effects())
     order = result.submitted()
     first = order.index("control")
-    assert order[first - 4:first] == ["p0", "p1", "p2", "p3"]
+    assert order[first - 4 : first] == ["p0", "p1", "p2", "p3"]
     assert order.count("control") >= 2
     assert all("candidate runs since the last control" in a.reason for a in result.of(Control)[:2])
 
 
 def test_a_control_is_due_when_the_last_one_is_older_than_its_age_limit() -> None:
-    the_plan = plan("p1", "p2", policy=Policy(control_every=100, control_max_age_s=700.0))
+    the_plan = plan("p1", "p2", rules=AdaptiveRules(control_every=100, control_max_age_s=700.0))
     result = drive(the_plan, planner.decide, effects())
     assert result.of(Control) and "min ago" in result.of(Control)[0].reason
 
@@ -88,8 +104,10 @@ def test_a_confirmed_win_concludes_and_skips_the_rest_but_not_its_variants() -> 
     assert set(conclusion.skipped) == {"p3", "p4"}
     confirmations = [a for a in result.of(Repeat) if "confirming" in a.reason]
     assert confirmations  # a win counts once it was measured twice
-    winner = next(a for a in result.of(Submit) if isinstance(a, Submit) and a.item == "winner")
-    assert winner.source == "lever_b"
+    # lever_a's first win got the recipe's evidence run as its second run; the recipe became
+    # lever_b, which gets its own evidence run at the end (two profiled runs at most).
+    profiled = [a.source for a in result.of(Submit) if isinstance(a, Submit) and a.item == "winner"]
+    assert profiled == ["lever_a", "lever_b"]
 
 
 def test_a_win_stops_the_search_only_after_the_variants_that_come_later() -> None:
@@ -111,16 +129,21 @@ def test_a_confirmed_win_is_checked_on_every_other_config_tag_before_it_stops_th
 
 def test_a_win_that_regresses_another_config_tag_does_not_stop_the_search() -> None:
     the_plan = plan("p1", "good", "p3", "better", "p5", other_tags=("dense",))
-    result = drive(the_plan, planner.decide, effects(good=20.0, better=25.0),
-                   regresses=lambda item, tag: item == "good")
+    result = drive(
+        the_plan, planner.decide, effects(good=20.0, better=25.0), regresses=lambda item, tag: item == "good"
+    )
     assert [(c.item, c.config_tag) for c in result.of(CrossCheck)] == [("good", "dense"), ("better", "dense")]
     ran = {r.item for r in result.state.runs}
     assert {"p3", "better"} <= ran  # the search went on past good's win
     assert result.conclusion.why is Conclusion.WIN and "better" in result.conclusion.reason
     assert result.conclusion.skipped == ("p5",)
     # Its only win regressing the other tag, the search runs every candidate.
-    alone = drive(plan("p1", "good", "p3", other_tags=("dense",)), planner.decide, effects(good=20.0),
-                  regresses=lambda item, tag: True)
+    alone = drive(
+        plan("p1", "good", "p3", other_tags=("dense",)),
+        planner.decide,
+        effects(good=20.0),
+        regresses=lambda item, tag: True,
+    )
     assert alone.conclusion.why is Conclusion.EXHAUSTED and {"p1", "good", "p3"} <= {r.item for r in alone.state.runs}
 
 
@@ -159,20 +182,29 @@ def test_the_node_hour_budget_concludes_too() -> None:
 
 def test_decide_returns_nothing_while_a_run_is_in_flight_and_undecided() -> None:
     the_plan = plan("p1")
-    state = SweepState(the_plan, (observation("1", "baseline", "B", Role.BASELINE, 0.0, [BASE] * 10),
-                                  observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [BASE] * 10),
-                                  observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [BASE] * 6),
-                                  observation("4", "p1", "p1", Role.PROFILE, 1800.0, [BASE * 1.02],
-                                              RunState.RUNNING)))
+    state = SweepState(
+        the_plan,
+        (
+            observation("1", "baseline", "B", Role.BASELINE, 0.0, [BASE] * 10),
+            observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [BASE] * 10),
+            observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [BASE] * 6),
+            observation("4", "p1", "p1", Role.PROFILE, 1800.0, [BASE * 1.02], RunState.RUNNING),
+        ),
+    )
     assert planner.decide(state, 1900.0) == ()
 
 
 def test_decide_is_a_pure_function_of_the_state() -> None:
     the_plan = plan("p1", ("p1b", "p1"), "p2")
-    state = SweepState(the_plan, (observation("1", "baseline", "B", Role.BASELINE, 0.0, [BASE] * 10),
-                                  observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [BASE] * 10),
-                                  observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [BASE] * 6),
-                                  observation("4", "p1", "p1", Role.PROFILE, 1800.0, [BASE] * 10)))
+    state = SweepState(
+        the_plan,
+        (
+            observation("1", "baseline", "B", Role.BASELINE, 0.0, [BASE] * 10),
+            observation("2", "baseline-r2", "B", Role.BASELINE, 600.0, [BASE] * 10),
+            observation("3", "evidence", "E", Role.EVIDENCE, 1200.0, [BASE] * 6),
+            observation("4", "p1", "p1", Role.PROFILE, 1800.0, [BASE] * 10),
+        ),
+    )
     first = planner.decide(state, 2400.0)
     assert first == planner.decide(state, 2400.0)
     assert [type(a) for a in first] == [Share, Submit]
@@ -198,9 +230,26 @@ def test_the_fixed_protocol_runs_every_item_once_to_the_end_in_list_order() -> N
 
 def test_a_win_found_inside_the_budgets_reserve_still_gets_its_confirming_run() -> None:
     # win's first run ends at 5350 s, 1850 s before the 2 h budget: inside the 1900 s reserve,
-    # where no new candidate starts; an unconfirmed win is no recipe to profile, so its repeat runs.
+    # where no new candidate starts; an unconfirmed win is no recipe to profile, so its second
+    # run goes ahead: the recipe's evidence run of it, which measures as a run of its settings.
     budget = Budget(queue_hours=2.0, reserve_s=1900.0)
-    result = drive(plan("p0", "win", "p2", budget=budget), planner.decide, effects(win=20.0))
-    confirming = [a for a in result.of(Repeat) if a.item == "win" and "confirming" in a.reason]
-    assert confirming and sum(r.item == "win" for r in result.state.runs) == 2
+    the_plan = plan("p0", "win", "p2", budget=budget)
+    result = drive(the_plan, planner.decide, effects(win=20.0))
+    confirming = [a for a in result.of(Submit) if a.item == "winner" and "confirming" in a.reason]
+    assert confirming and confirming[0].source == "win"
+    assert len(result.state.runs_of(the_plan.item("win").key)) == 2
     assert "p2" not in {r.item for r in result.state.runs}
+
+
+def test_the_engine_queues_by_the_same_list_order_the_simulator_submits_by() -> None:
+    # One fixed protocol: the engine's PlanOrder and the simulator's decide share in_list_order.
+    the_plan = plan("p1", "slow", "p3")
+    submitted = drive(the_plan, fixed.decide, effects(slow=-25.0)).submitted()
+    names = [i.name for i in the_plan.items if i.role is not Role.WINNER_EVIDENCE]
+    assert submitted[: len(names)] == list(fixed.in_list_order(names))
+    assert list(fixed.in_list_order(names, after="p1")) == names[names.index("p1") + 1 :]
+    assert list(fixed.in_list_order(names, done={"slow"})) == [n for n in names if n != "slow"]
+    assert list(fixed.in_list_order(names, after="not listed")) == []
+    specs = ["a", "b", "c"]  # PlanOrder reads only equality and order
+    assert fixed.PlanOrder().next_runs("a", specs, list) == ("b", "c")  # type: ignore[arg-type]
+    assert fixed.PlanOrder().next_runs("z", specs, list) == ()  # type: ignore[arg-type]

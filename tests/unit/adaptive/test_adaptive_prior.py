@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from pytest_xlatune.adaptive.order import OTHER_WEIGHT, UNKNOWN, Prior, effects, family, order_line, settings_key
-from pytest_xlatune.cell.model import Parallelism
+from pytest_xlatune.cell.values import Parallelism
 from pytest_xlatune.engine.prior import prior_for
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.results import JobResult, Verdict
@@ -16,10 +16,22 @@ from pytest_xlatune.store import ResultStore
 from tests.unit.plan.test_plan import make_cell
 
 
-def result(item: str, kind: str, tgs: float, flags: tuple[str, ...] = (), job: str = "1",
-           shared_from: str = "") -> JobResult:
-    return JobResult(key=f"{item}-{job}", item=item, wave="w", profile=item, config_tag="sparse", kind=kind,
-                     job_id=job, verdict=Verdict.SUCCESS, xla_flags=flags, tgs=tgs, shared_from=shared_from)
+def result(
+    item: str, kind: str, tgs: float, flags: tuple[str, ...] = (), job: str = "1", shared_from: str = ""
+) -> JobResult:
+    return JobResult(
+        key=f"{item}-{job}",
+        item=item,
+        wave="w",
+        profile=item,
+        config_tag="sparse",
+        kind=kind,
+        job_id=job,
+        verdict=Verdict.SUCCESS,
+        xla_flags=flags,
+        tgs=tgs,
+        shared_from=shared_from,
+    )
 
 
 def test_the_family_is_the_set_of_axes_over_one() -> None:
@@ -29,12 +41,15 @@ def test_the_family_is_the_set_of_axes_over_one() -> None:
 
 
 def test_effects_are_against_the_own_baselines_each_settings_once() -> None:
-    runs = [result("b1", "baseline", 1000.0), result("b2", "baseline", 1020.0, job="2"),
-            result("x", "profile", 1131.0, ("--xla_b=2",), job="3"),
-            result("y", "profile", 1111.0, ("--xla_b=2",), job="3", shared_from="x"),  # x's job again
-            result("x-r", "profile", 1091.0, ("--xla_b=2",), job="5"),  # its repeat: one sweep, one mean
-            result("z", "profile", 900.0, job="4")]  # sets nothing: matches no candidate
-    (settings, fam, pct), = effects(runs, "FSDP")
+    runs = [
+        result("b1", "baseline", 1000.0),
+        result("b2", "baseline", 1020.0, job="2"),
+        result("x", "profile", 1131.0, ("--xla_b=2",), job="3"),
+        result("y", "profile", 1111.0, ("--xla_b=2",), job="3", shared_from="x"),  # x's job again
+        result("x-r", "profile", 1091.0, ("--xla_b=2",), job="5"),  # its repeat: one sweep, one mean
+        result("z", "profile", 900.0, job="4"),
+    ]  # sets nothing: matches no candidate
+    ((settings, fam, pct),) = effects(runs, "FSDP")
     assert settings == ("--xla_b=2",) and fam == "FSDP" and math.isclose(pct, 10.0)
     assert settings_key(["--b=1", "--a=1"], [("N", "8")]) == ("--a=1", "--b=1", "env:N=8")
 
@@ -63,7 +78,9 @@ def test_prior_for_reads_the_other_stores_in_the_store_directory(tmp_path: Path)
     legacy.add_result(result("c", "profile", 1060.0, ("--xla_c=1",), job="2"))
     (tmp_path / "broken.jsonl").write_text("not a record\n")
     prior = prior_for(cell, specs, tmp_path, own)
-    assert math.isclose(prior.gain("wave3::w3[sparse]").pct, OTHER_WEIGHT * 6.0 * 2 / 3)  # two other-family sweeps, shrunk
+    assert math.isclose(
+        prior.gain("wave3::w3[sparse]").pct, OTHER_WEIGHT * 6.0 * 2 / 3
+    )  # two other-family sweeps, shrunk
     same = prior_for(make_cell(parallelism=Parallelism((("TP", 4), ("FSDP", 2)))), specs, tmp_path, own)
     assert same.gain("wave3::w3[sparse]").pct > prior.gain("wave3::w3[sparse]").pct  # its own family counts whole
     assert prior.gain("wave2::w2[sparse]").why == "no prior"

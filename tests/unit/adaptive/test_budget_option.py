@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from pytest_xlatune.adaptive.model import Budget
-from pytest_xlatune.settings import budget_value
+from pytest_xlatune.adaptive.values import Budget
+from pytest_xlatune.options import budget_value
 
 
 def test_node_hours_queue_hours_and_none() -> None:

@@ -14,8 +14,15 @@ HEAD = "model_tag: m\nnodes: 1\nparallelism: FSDP=8\npdbs: 2\n"
 
 
 def settings(tmp_path: Path, python: str = sys.executable, image: str = "") -> Settings:
-    return Settings(store_dir=tmp_path / "store", report_dir=tmp_path, write_report=False,
-                    remeasure=False, poll_interval=1.0, python=python, image=image)
+    return Settings(
+        store_dir=tmp_path / "store",
+        report_dir=tmp_path,
+        write_report=False,
+        remeasure=False,
+        poll_interval=1.0,
+        python=python,
+        image=image,
+    )
 
 
 def cell(tmp_path: Path, backend: str) -> Path:
@@ -37,6 +44,9 @@ def test_without_local_python_the_option_decides(tmp_path: Path) -> None:
 
 
 def test_sbatch_template_is_refused_not_ignored(tmp_path: Path) -> None:
-    with pytest.raises(CellError, match=r"backend\.template.*an option of backend kind sbatch: "
-                                        r"command, time, partition.*unknown option 'template'"):
+    with pytest.raises(
+        CellError,
+        match=r"backend\.template.*an option of backend kind sbatch: "
+        r"command, time, partition.*unknown option 'template'",
+    ):
         load_cell(cell(tmp_path, "backend:\n  kind: sbatch\n  template: job.j2\n"))

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_xlatune.cell import grammar
 from pytest_xlatune.cell.load import load_cell
-from pytest_xlatune.cell.model import ConfigTag, Profile
+from pytest_xlatune.cell.values import ConfigTag, Profile
 from pytest_xlatune.launch.devices import check_gpu, needs_gpu, nvidia_gpus
 from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.report.build import build
@@ -68,8 +68,9 @@ def test_gpu_cell_skips_every_item_at_preflight_here(pytester: pytest.Pytester) 
     cell.write_text(GPU_CELL.read_text())
     result = pytester.runpytest(str(cell), "-p", "no:cacheprovider", "--xlatune-no-report", "-rs")
     result.assert_outcomes(skipped=11)
-    result.stdout.fnmatch_lines(["*demo_gpu.yml: overrides.jax_platform: expected an NVIDIA GPU on this machine*"
-                                 "this cell needs a GPU*"])
+    result.stdout.fnmatch_lines(
+        ["*demo_gpu.yml: overrides.jax_platform: expected an NVIDIA GPU on this machine*this cell needs a GPU*"]
+    )
     assert not list(pytester.path.glob(".xlatune/**/*.log")), "no job may start"
 
 
@@ -89,11 +90,17 @@ def test_workload_hardware_pins_the_platform() -> None:
 
 @pytest.mark.skipif(bool(nvidia_gpus()), reason="this machine has an NVIDIA GPU")
 def test_gpu_script_stops_in_one_line_without_a_gpu(tmp_path: Path) -> None:
-    run = subprocess.run(["bash", str(REPO / "scripts" / "gpu-cell.sh"), str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=60, check=False)
+    run = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu-cell.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (run.returncode, run.stderr) == (3, "")
-    assert run.stdout.splitlines() == ["gpu-cell: no NVIDIA GPU on this machine (no /dev/nvidia[0-9]*, "
-                                       "nvidia-smi finds none): nothing run"]
+    assert run.stdout.splitlines() == [
+        "gpu-cell: no NVIDIA GPU on this machine (no /dev/nvidia[0-9]*, nvidia-smi finds none): nothing run"
+    ]
     assert not (tmp_path / "out").exists()
 
 
@@ -115,7 +122,8 @@ def test_gpu_summary_reads_export_report_dump_and_trace(tmp_path: Path, capsys: 
     job = tmp_path / "store" / "demo-gpu" / "jobs" / "4-evidence"
     (job / "xla_dump").mkdir(parents=True)
     (job / "xla_dump" / "module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text(
-        (REPO / "tests" / "data" / "hlo" / "gpu" / "cublas_gemm.after_optimizations.txt").read_text())
+        (REPO / "tests" / "data" / "hlo" / "gpu" / "cublas_gemm.after_optimizations.txt").read_text()
+    )
     (job / "tensorboard").mkdir()
     shutil.copy(REPO / "tests" / "data" / "profile" / "fsdp.trace.json.gz", job / "tensorboard" / "vm.trace.json.gz")
     assert summary.main(tmp_path) == 0
@@ -126,6 +134,8 @@ def test_gpu_summary_reads_export_report_dump_and_trace(tmp_path: Path, capsys: 
     assert f"| {first.job_id} | `{first.item}` | success | {first.tgs:,.1f} |  | " in text
     assert "| 540 |" in text  # finished - submitted of the hand-made results
     assert "## Recipe (from the report)" in text and "(not in the report)" not in text
-    assert "- HLO `module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt`: 1 fusions (kLoop 1); " \
-           "library kernels: cuBLAS 1; by target: __cublas$gemm 1" in text
+    assert (
+        "- HLO `module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt`: 1 fusions (kLoop 1); "
+        "library kernels: cuBLAS 1; by target: __cublas$gemm 1" in text
+    )
     assert re.search(r"- profile `vm.trace.json.gz`: \d+ steps of `jit_train_step` on 8 device\(s\)", text)

@@ -6,9 +6,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tests import report_cases as cases
-from tests.unit.engine.test_poller import Clock, ScriptedLauncher, cell
-
 from pytest_xlatune.engine.poller import Poller
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.launch.base import JobPhase, JobProgress
@@ -17,6 +14,8 @@ from pytest_xlatune.report.html import cell_html
 from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.results import JobResult, Spent, node_minutes
 from pytest_xlatune.store import ResultStore
+from tests import report_cases as cases
+from tests.unit.engine.test_poller import Clock, ScriptedLauncher, cell
 
 
 class QueuedThenRuns(ScriptedLauncher):
@@ -27,9 +26,13 @@ class QueuedThenRuns(ScriptedLauncher):
         answer = {}
         for job_id in job_ids:
             self._seen[job_id] = seen = self._seen.get(job_id, 0) + 1
-            answer[job_id] = (JobProgress(JobPhase.PENDING, "PENDING") if seen <= 2 else
-                              JobProgress(JobPhase.RUNNING, "RUNNING") if seen <= 5 else
-                              JobProgress(JobPhase.FINISHED, "COMPLETED", 0))
+            answer[job_id] = (
+                JobProgress(JobPhase.PENDING, "PENDING")
+                if seen <= 2
+                else JobProgress(JobPhase.RUNNING, "RUNNING")
+                if seen <= 5
+                else JobProgress(JobPhase.FINISHED, "COMPLETED", 0)
+            )
         return answer
 
 
@@ -58,8 +61,17 @@ def test_each_result_stores_nodes_times_the_time_the_job_ran(tmp_path: Path) -> 
     clock = Clock()
     specs = expand(cell())
     store = ResultStore(tmp_path / "s.jsonl")
-    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=QueuedThenRuns(), nodelist="n[1-4]",
-                  nodes=4, poll_interval=30, sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=store,
+        launcher=QueuedThenRuns(),
+        nodelist="n[1-4]",
+        nodes=4,
+        poll_interval=30,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     result = sweep.run(specs[0]).result
     # pending at 0 and 30 s, running from 60 s, finished at 150 s: 90 s on 4 nodes
     assert (result.started_at, result.ended_at, result.nodes) == (60.0, 150.0, 4)
@@ -69,13 +81,12 @@ def test_each_result_stores_nodes_times_the_time_the_job_ran(tmp_path: Path) -> 
 
 def test_an_old_record_without_accounting_still_loads_and_is_counted_as_unknown() -> None:
     new = cases.Jobs().add("wave1::baseline", "baseline", "baseline", 1000.0)
-    old = {k: v for k, v in new.to_dict().items()
-           if k not in ("nodes", "started_at", "ended_at", "node_minutes")}
+    old = {k: v for k, v in new.to_dict().items() if k not in ("nodes", "started_at", "ended_at", "node_minutes")}
     loaded = JobResult.from_dict({**old, "job_id": "1"})
     assert loaded.node_minutes is None and loaded.nodes == 0
     spent = Spent.of([loaded, new])
     assert (spent.node_minutes, spent.jobs, spent.unknown) == (32.0, 1, 1)
-    assert spent.text() == "0.53 node-hours (32.0 node-minutes) over 1 job (1 older job(s) without a recorded cost)"
+    assert spent.text() == "0.53 node-hours (32.0 node-minutes) over 1 job (1 job(s) without a recorded cost)"
 
 
 def test_the_sweeps_cost_counts_every_job_once_attempts_included() -> None:
@@ -110,15 +121,19 @@ def test_what_the_adaptive_sweep_saved_and_the_drift_reach_the_report_from_the_s
     base = full[0]
     stopped = replace(base, key="k-stop", item="wave2::slow", verdict=Verdict.STOPPED_EARLY, node_minutes=12.0)
     shared = replace(base, key="k-share", item="wave2::same", shared_from=base.item)
-    events = [{"event": "skipped", "item": "wave2::late", "reason": "a confirmed win"},
-              {"event": "drift", "text": "drift: not measured (fewer than two control points)"},
-              {"event": "drift", "text": "drift: the controls moved 1.00 % over the sweep"}]
+    events = [
+        {"event": "skipped", "item": "wave2::late", "reason": "a confirmed win"},
+        {"event": "drift", "text": "drift: not measured (fewer than two control points)"},
+        {"event": "drift", "text": "drift: the controls moved 1.00 % over the sweep"},
+    ]
     lines = summary_lines([*full, stopped, shared], events)
     # A full run costs the median of the runs that ran to their end (32): the early stop saved
     # 32 - 12, the share and the skip a full run each; the last drift record is the one shown.
-    assert lines == ("saved node-minutes: 1 early stop(s) 20.00, 1 shared duplicate(s) 32.00, "
-                     "1 skipped item(s) 32.00 (a confirmed win)",
-                     "drift: the controls moved 1.00 % over the sweep")
+    assert lines == (
+        "saved node-minutes: 1 early stop(s) 20.00, 1 shared duplicate(s) 32.00, "
+        "1 skipped item(s) 32.00 (a confirmed win)",
+        "drift: the controls moved 1.00 % over the sweep",
+    )
     assert summary_lines(full, []) == ()  # the fixed protocol saves nothing and has no controls
     data = replace(cases.winner(), adaptive=lines)
     assert "- **Adaptive sweep:** saved node-minutes: 1 early stop(s) 20.00" in render_tuning_md(data)

@@ -7,15 +7,32 @@ import json
 from pathlib import Path
 
 from pytest_xlatune.engine.gate_outputs import measured_on
-from pytest_xlatune.judge.lock import Lock, LockedRecipe, dumps, load_lock, lock_change
 from pytest_xlatune.launch.environment import parse_probe
 from pytest_xlatune.store import ResultStore
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe, dumps, load_lock, lock_change
 
-RECIPE = LockedRecipe(config_tag="default", profile="fast", xla_flags=("--xla_a=1",), env=(), overrides=(),
-                      tgs=1100.0, ci_low_pct=9.0, ci_high_pct=11.0, baseline_tgs=1000.0, delta_pct=10.0,
-                      job_ids=("6",))
-LOCK = Lock(model_tag="m", parallelism="FSDP=8", image="", nodelist="localhost", date="2026-12-03",
-            recipes=(RECIPE,), measured_on="Python 3.11.7, JAX 0.4.35 (/venv/bin/python)")
+RECIPE = LockedRecipe(
+    config_tag="default",
+    profile="fast",
+    xla_flags=("--xla_a=1",),
+    env=(),
+    overrides=(),
+    tgs=1100.0,
+    ci_low_pct=9.0,
+    ci_high_pct=11.0,
+    baseline_tgs=1000.0,
+    delta_pct=10.0,
+    job_ids=("6",),
+)
+LOCK = Lock(
+    model_tag="m",
+    parallelism="FSDP=8",
+    image="",
+    nodelist="localhost",
+    date="2026-12-03",
+    recipes=(RECIPE,),
+    measured_on="Python 3.11.7, JAX 0.4.35 (/venv/bin/python)",
+)
 
 
 def test_the_lock_keeps_measured_on_and_an_older_lock_without_it_loads(tmp_path: Path) -> None:
@@ -31,8 +48,10 @@ def test_the_lock_keeps_measured_on_and_an_older_lock_without_it_loads(tmp_path:
 def test_the_same_recipe_on_a_new_interpreter_rewrites_the_lock_saying_why() -> None:
     newer = dataclasses.replace(LOCK, measured_on="Python 3.12.3, JAX 0.4.38 (/new/bin/python)")
     change, why = lock_change(LOCK, newer, [])
-    assert change and why == ("the recipe on file (fast [default] +10.00 % (job 6)), now measured on "
-                              "Python 3.12.3, JAX 0.4.38 (/new/bin/python)")
+    assert change and why == (
+        "the recipe on file (fast [default] +10.00 % (job 6)), now measured on "
+        "Python 3.12.3, JAX 0.4.38 (/new/bin/python)"
+    )
     same = (False, "the sweep found the recipe on file (fast [default] +10.00 % (job 6))")
     assert lock_change(LOCK, LOCK, []) == same
 

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.plan.request import job_request
-from pytest_xlatune.launch.base import (JobPhase, JobProgress, JobRequest, JobState, LauncherError,
-                                        SubmittedJob)
-from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
-from pytest_xlatune.plan.expand import expand, run_key
+from pytest_xlatune.cell.values import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.engine.poller import ControllerDown, Poller, submit_through_outage
 from pytest_xlatune.engine.sweep import Sweep
-from pytest_xlatune.store import ResultStore
 from pytest_xlatune.engine.watch import SweepStopped
+from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
+from pytest_xlatune.plan.expand import expand, run_key
+from pytest_xlatune.plan.request import job_request
+from pytest_xlatune.store import ResultStore
 from tests.clock import Clock
 
 
@@ -47,8 +46,9 @@ class ScriptedLauncher:
         for job_id in job_ids:
             self._seen[job_id] = self._seen.get(job_id, 0) + 1
             done = self._seen[job_id] >= self.polls_to_finish
-            answer[job_id] = JobProgress(JobPhase.FINISHED, "COMPLETED", 0) if done else \
-                JobProgress(JobPhase.RUNNING, "RUNNING")
+            answer[job_id] = (
+                JobProgress(JobPhase.FINISHED, "COMPLETED", 0) if done else JobProgress(JobPhase.RUNNING, "RUNNING")
+            )
         return answer
 
     def cancel(self, job_id: str) -> None:
@@ -60,11 +60,12 @@ class ScriptedLauncher:
     def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
         return None  # no submission of this launcher ever fails half-way
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
-        text = "".join(f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
-                       f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
-                       for s in range(15)).encode()
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
+        text = "".join(
+            f"completed step: {s}, seconds: 1.000, TFLOP/s/device: 1.0, "
+            f"Tokens/s/device: {1000 + int(job.job_id)}.0, total_weights: 1, loss: 1.0\n"
+            for s in range(15)
+        ).encode()
         return text[offset:]
 
     def artifacts(self, job: SubmittedJob) -> dict[str, str]:
@@ -113,9 +114,14 @@ def test_failed_query_warns_and_backs_off_then_recovers() -> None:
 
 
 def cell() -> Cell:
-    return Cell(path=Path("c.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)), baseline_repeats=1,
-                profiles=tuple(Profile(f"p{i}", 2, (f"--xla_a={i}",)) for i in range(4)))
+    return Cell(
+        path=Path("c.yml"),
+        model_tag="m",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        baseline_repeats=1,
+        profiles=tuple(Profile(f"p{i}", 2, (f"--xla_a={i}",)) for i in range(4)),
+    )
 
 
 # The queue fill is the fixed protocol's: an adaptive sweep decides each next run after the last
@@ -124,9 +130,18 @@ def test_queue_is_kept_full_and_nothing_is_submitted_twice(tmp_path: Path) -> No
     clock = Clock()
     launcher = ScriptedLauncher(polls_to_finish=3)
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=launcher, nodelist="node[01-04]", poll_interval=5, queue_depth=2, fixed_protocol=True,
-                  sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="node[01-04]",
+        poll_interval=5,
+        queue_depth=2,
+        fixed_protocol=True,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     sweep.set_upcoming(specs)
     first = sweep.run(specs[0])
     # While the first job ran, the next two were already in the queue.
@@ -146,18 +161,28 @@ class FirstJobOnly(ScriptedLauncher):
 
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
         answer = super().poll(job_ids)
-        return {j: p if j == "101" else JobProgress(JobPhase.RUNNING, "RUNNING")
-                for j, p in answer.items()}
+        return {j: p if j == "101" else JobProgress(JobPhase.RUNNING, "RUNNING") for j, p in answer.items()}
 
 
-def interrupted_after_the_first_job(tmp_path: Path, launcher: ScriptedLauncher,
-                                   store: ResultStore | None = None) -> ResultStore:
+def interrupted_after_the_first_job(
+    tmp_path: Path, launcher: ScriptedLauncher, store: ResultStore | None = None
+) -> ResultStore:
     """A sweep that queued two jobs ahead ran its first item, then the session's end cancels."""
     clock = Clock()
     specs = expand(cell())
     store = store if store is not None else ResultStore(tmp_path / "s.jsonl")
-    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=store,
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        queue_depth=2,
+        fixed_protocol=True,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     sweep.set_upcoming(specs)
     sweep.run(specs[0])
     sweep.cancel_all()
@@ -187,8 +212,10 @@ class EndsAsTheCancelComes(FirstJobOnly):
 
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
         answer = super().poll(job_ids)
-        after = {"102": JobProgress(JobPhase.FINISHED, JobState.COMPLETED, 0),
-                 "103": JobProgress(JobPhase.FINISHED, JobState.CANCELLED, 0)}
+        after = {
+            "102": JobProgress(JobPhase.FINISHED, JobState.COMPLETED, 0),
+            "103": JobProgress(JobPhase.FINISHED, JobState.CANCELLED, 0),
+        }
         return {j: after[j] if j in self.cancelled and j in after else p for j, p in answer.items()}
 
 
@@ -210,10 +237,21 @@ def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) 
     store = ResultStore(tmp_path / "s.jsonl")
     for number, spec in enumerate(specs[1:3], start=51):
         key = run_key(cell(), spec, "n", "")
-        store.append("submitted", key=key, item=spec.name, job_id=str(number),
-                     log_path=f"/logs/{number}.log", job_dir="/jobs")
-    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher,
-                  nodelist="n", poll_interval=5, queue_depth=2, fixed_protocol=True, sleep=clock.sleep, clock=clock)
+        store.append(
+            "submitted", key=key, item=spec.name, job_id=str(number), log_path=f"/logs/{number}.log", job_dir="/jobs"
+        )
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=store,
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        queue_depth=2,
+        fixed_protocol=True,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     sweep.set_upcoming(specs)
     sweep.adopt_orphans()
     sweep.cancel_all()
@@ -234,8 +272,7 @@ class GpuErrorOnce(ScriptedLauncher):
         self.submitted_at.append(self.clock.now)
         return super().submit(request)
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
         if job.job_id == "101":
             return b"0: :0:rocdevice.cpp :2984: Aborting with error : HSA_STATUS_ERROR_EXCEPTION\n"[offset:]
         return super().read_log(job, offset)
@@ -253,9 +290,17 @@ def test_a_gpu_runtime_error_waits_the_rules_pause_before_the_retry(tmp_path: Pa
     launcher = GpuErrorOnce(clock)
     warned: list[str] = []
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock,
-                  warn=warned.append)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        sleep=clock.sleep,
+        clock=clock,
+        warn=warned.append,
+    )
     outcome = sweep.run(specs[0])
     assert outcome.result.job_id == "102" and outcome.result.tgs == 1102.0
     pause = [line for line in warned if "before the retry" in line]
@@ -269,8 +314,11 @@ def test_a_gpu_runtime_error_waits_the_rules_pause_before_the_retry(tmp_path: Pa
 class ControllerAway(ScriptedLauncher):
     """sbatch fails `down` times as it does while slurmctld restarts, then works."""
 
-    def __init__(self, down: int, error: str = "sbatch: error: Batch job submission failed: "
-                 "Unable to contact slurm controller (connect failure)") -> None:
+    def __init__(
+        self,
+        down: int,
+        error: str = "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+    ) -> None:
         super().__init__()
         self.down, self.error, self.attempts = down, error, 0
 
@@ -303,17 +351,23 @@ def test_other_submission_errors_and_a_long_outage_are_not_retried() -> None:
     assert refused.attempts == 1
     away = ControllerAway(down=1000)
     with pytest.raises(ControllerDown, match="Unable to contact"):
-        submit_through_outage(Poller(away, 5, max_backoff=300, clock=clock), request_for(),
-                              clock.sleep, limit_s=900)
+        submit_through_outage(Poller(away, 5, max_backoff=300, clock=clock), request_for(), clock.sleep, limit_s=900)
     assert clock.now == 900 and away.attempts < 10  # backed off up to 300 s, then gave up
 
 
 def test_a_sweep_stops_when_the_controller_stays_away_at_submission(tmp_path: Path) -> None:
     clock = Clock()
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=ControllerAway(down=1000), nodelist="n", poll_interval=5,
-                  sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=ControllerAway(down=1000),
+        nodelist="n",
+        poll_interval=5,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     with pytest.raises(SweepStopped, match="did not take wave1::baseline.default.'s job for 15 min"):
         sweep.run(specs[0])
 
@@ -354,15 +408,22 @@ def test_the_watcher_reads_the_log_twice_per_poll_interval(tmp_path: Path) -> No
     class Counting(ScriptedLauncher):
         reads = 0
 
-        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                     ended: bool = False) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
             self.reads += 1
             return b""  # nothing yet: a fatal line would be acted on at the next read
 
     launcher = Counting(polls_to_finish=6)
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     sweep.runner.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
     assert len(launcher.poll_calls) == 6 and launcher.reads == 11  # every 2.5 s, 25 s in all
     assert clock.now == 25
@@ -375,10 +436,8 @@ class UnknownFlagCancelFails(ScriptedLauncher):
         super().__init__(polls_to_finish=4)
         self.cancel_attempts = 0
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
-        line = (b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: "
-                b"--xla_gpu_enable_obsolete_thing=true\n")
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
+        line = b"F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_gpu_enable_obsolete_thing=true\n"
         return line[offset:]
 
     def cancel(self, job_id: str) -> None:
@@ -392,8 +451,17 @@ def test_an_unknown_flag_is_decided_at_the_cancel_only_once_the_cancel_was_taken
     clock, warned = Clock(), []
     launcher = UnknownFlagCancelFails()
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"), launcher=launcher,
-                  nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock, warn=warned.append)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        sleep=clock.sleep,
+        clock=clock,
+        warn=warned.append,
+    )
     job = launcher.submit(job_request(cell(), specs[0]))
     seen = sweep.runner.watcher.watch("wave1::baseline[default]", job)
     # The cancel was sent again, and the watch went on until Slurm reported the job's end.
@@ -410,16 +478,23 @@ def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(t
     class LateLog(ScriptedLauncher):
         calls: list[bool] = []
 
-        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                     ended: bool = False) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
             self.calls.append(ended)
             return super().read_log(job, offset) if ended else b""
 
     clock = Clock()
     launcher = LateLog(polls_to_finish=3)
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=launcher, nodelist="n", poll_interval=1, sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=1,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     seen = sweep.runner.watcher.watch("wave1::baseline[default]", launcher.submit(job_request(cell(), specs[0])))
     assert launcher.calls[-1] is True and launcher.calls.count(True) == 1
     assert len(seen.log.steps) == 15 and seen.progress.state == "COMPLETED"
@@ -433,19 +508,26 @@ def test_a_big_log_is_read_in_bounded_chunks_and_read_to_its_end(tmp_path: Path)
     class Chatty(ScriptedLauncher):
         sizes: list[int] = []
 
-        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                     ended: bool = False) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
             steps = super().read_log(job, 0)
             text = steps[:500] + b"junk " * (4 << 20) + b"\n" + steps[500:]
-            chunk = text[offset:] if limit is None else text[offset:offset + limit]
+            chunk = text[offset:] if limit is None else text[offset : offset + limit]
             self.sizes.append(len(chunk))
             return chunk
 
     clock = Clock()
     launcher = Chatty(polls_to_finish=2)
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=ResultStore(tmp_path / "s.jsonl"),
-                  launcher=launcher, nodelist="n", poll_interval=5, sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     outcome = sweep.run(specs[0])
     assert max(launcher.sizes) == READ_CHUNK and sum(launcher.sizes) > 20 << 20
     assert outcome.result.step_count == 15 and outcome.result.tgs is not None

@@ -13,7 +13,7 @@ from pytest_xlatune.engine.poller import Poller, submit_through_outage
 from pytest_xlatune.engine.recover import recover_submissions
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.launch.base import JobRequest, LauncherError, SubmittedJob
-from pytest_xlatune.launch.local import LocalLauncher
+from pytest_xlatune.launch.local import MARK_ENV, LocalLauncher
 from pytest_xlatune.launch.preflight import PreflightError
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.store import ResultStore
@@ -56,8 +56,7 @@ def test_a_submission_whose_answer_was_lost_is_found_by_its_mark_not_submitted_a
     clock, warned = Clock(), []
     launcher = MarkedLauncher(lose_answers=1)
     request = JobRequest(**{**request_for().__dict__, "mark": "xlatune-00000000000000aa"})
-    job = submit_through_outage(Poller(launcher, 5, clock=clock, warn=warned.append), request,
-                                clock.sleep, limit_s=900)
+    job = submit_through_outage(Poller(launcher, 5, clock=clock, warn=warned.append), request, clock.sleep, limit_s=900)
     assert job.job_id == "101" and len(launcher.submitted) == 1 and launcher.lookups == 1
     assert "Socket timed out" in warned[0]
 
@@ -71,8 +70,17 @@ def test_an_unmarked_request_is_resubmitted_after_a_lost_answer_as_before() -> N
 
 def sweep_on(store: ResultStore, launcher: MarkedLauncher, clock: Clock) -> Sweep:
     specs = expand(cell())
-    sweep = Sweep(cell=cell(), specs=specs, store=store, launcher=launcher, nodelist="n",
-                  poll_interval=5, fixed_protocol=True, sleep=clock.sleep, clock=clock)
+    sweep = Sweep(
+        cell=cell(),
+        specs=specs,
+        store=store,
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=5,
+        fixed_protocol=True,
+        sleep=clock.sleep,
+        clock=clock,
+    )
     sweep.set_upcoming(specs)
     return sweep
 
@@ -96,8 +104,10 @@ def test_a_rerun_after_a_kill_between_sbatch_and_the_record_reattaches_to_the_jo
     assert [r["item"] for r in store.unconfirmed_submissions()] == ["wave1::baseline[default]"]
     said: list[str] = []
     assert recover_submissions(store, launcher, said.append) == 1
-    assert said == ["wave1::baseline[default]: found job 101, which the session before submitted as "
-                    "it was killed (by its mark); its item re-attaches to it"]
+    assert said == [
+        "wave1::baseline[default]: found job 101, which the session before submitted as "
+        "it was killed (by its mark); its item re-attaches to it"
+    ]
     second = sweep_on(store, launcher, clock)
     second.adopt_orphans()
     outcome = second.run(second.specs[0])
@@ -107,13 +117,13 @@ def test_a_rerun_after_a_kill_between_sbatch_and_the_record_reattaches_to_the_jo
     assert [(e["job_id"], e["recovered"]) for e in recovered] == [("101", True)]
 
 
-def test_a_job_the_session_before_cancelled_itself_is_not_reattached_and_its_run_goes_again(
-        tmp_path: Path) -> None:
+def test_a_job_the_session_before_cancelled_itself_is_not_reattached_and_its_run_goes_again(tmp_path: Path) -> None:
     """Its `submitted` record failed (a full disk), so that session cancelled it and noted the
     cancel in the lock file: found by its mark, it would only fail as cancelled."""
     store = ResultStore(tmp_path / "s.jsonl")
-    store.append("submitting", key="k", item="wave2::a[default]", job_name="m-a-default",
-                 mark="xlatune-00000000000000cc")
+    store.append(
+        "submitting", key="k", item="wave2::a[default]", job_name="m-a-default", mark="xlatune-00000000000000cc"
+    )
     launcher = MarkedLauncher()
     launcher.marks["xlatune-00000000000000cc"] = "3760"
     store.noted_cancelled = frozenset({"3760"})  # what acquire() read from the previous owner's note
@@ -124,8 +134,9 @@ def test_a_job_the_session_before_cancelled_itself_is_not_reattached_and_its_run
 
 def test_a_mark_the_scheduler_never_saw_is_settled_and_the_run_goes_again(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "s.jsonl")
-    store.append("submitting", key="k", item="wave2::a[default]", job_name="m-a-default",
-                 mark="xlatune-00000000000000bb")
+    store.append(
+        "submitting", key="k", item="wave2::a[default]", job_name="m-a-default", mark="xlatune-00000000000000bb"
+    )
     launcher = MarkedLauncher()
     assert recover_submissions(store, launcher, print) == 0
     assert store.unconfirmed_submissions() == [] and store.pending_submissions() == {}
@@ -135,23 +146,39 @@ def test_a_mark_the_scheduler_never_saw_is_settled_and_the_run_goes_again(tmp_pa
 
 def test_a_scheduler_that_cannot_answer_stops_the_rerun_before_it_submits(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "s.jsonl")
-    store.append("submitting", key="k", item="wave2::a[default]", job_name="m-a-default",
-                 mark="xlatune-00000000000000cc")
-    with pytest.raises(PreflightError, match=r"killed while submitting wave2::a\[default\]'s job "
-                       r"\(mark xlatune-00000000000000cc\).*Unable to contact slurm controller.*"
-                       r"rerun once it answers"):
+    store.append(
+        "submitting", key="k", item="wave2::a[default]", job_name="m-a-default", mark="xlatune-00000000000000cc"
+    )
+    with pytest.raises(
+        PreflightError,
+        match=r"killed while submitting wave2::a\[default\]'s job "
+        r"\(mark xlatune-00000000000000cc\).*Unable to contact slurm controller.*"
+        r"rerun once it answers",
+    ):
         recover_submissions(store, MarkedLauncher(unreachable=True), print)
     assert len(store.unconfirmed_submissions()) == 1  # asked again next time
 
 
 def test_the_local_launcher_finds_a_marked_job_by_its_log_header_and_running_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTHONPATH", str(TESTS_DIR))
     launcher = LocalLauncher(tmp_path, 1, module="fake_trainer")
-    request = JobRequest(job_name="m-a-default", profile="a", mark="xlatune-00000000000000dd",
-                         passthrough=("steps=15", "fake_step_sleep=0.2"))
+    request = JobRequest(
+        job_name="m-a-default",
+        profile="a",
+        mark="xlatune-00000000000000dd",
+        passthrough=("steps=3000", "fake_step_sleep=0.2"),
+    )  # runs until close() cancels it
     started = launcher.submit(request)
     try:
+        # Popen returns once exec closed its pipe, a moment before the kernel fills in the new
+        # program's environment: a rerun comes long after, so wait for that state (never a sleep).
+        environ = Path(f"/proc/{started.handle}/environ")
+        deadline = time.monotonic() + 120
+        while f"{MARK_ENV}={request.mark}".encode() not in environ.read_bytes().split(b"\0"):
+            assert time.monotonic() < deadline, "the job's process never showed its environment"
+            time.sleep(0.01)
         rerun = LocalLauncher(tmp_path, 2, module="fake_trainer")  # a new session: no child of its own
         found = rerun.find_submission(request.mark, request.job_name, time.time())
         assert found is not None and found.job_id == started.job_id
@@ -167,7 +194,8 @@ def test_a_local_job_killed_before_its_process_started_is_not_found(tmp_path: Pa
     """The session died between the log header and the process: nothing ran, the run goes again."""
     mark = "xlatune-00000000000000ff"
     (tmp_path / "3-m-a-default.log").write_text(
-        f'JOB_ID=3\nJOB_NAME=m-a-default\nXLATUNE_SUBMISSION={mark}\nXLA_FLAGS=\nPASSTHROUGH_ARGS="steps=15"\n')
+        f'JOB_ID=3\nJOB_NAME=m-a-default\nXLATUNE_SUBMISSION={mark}\nXLA_FLAGS=\nPASSTHROUGH_ARGS="steps=15"\n'
+    )
     assert LocalLauncher(tmp_path, 4, module="fake_trainer").find_submission(mark, "m-a-default", time.time()) is None
     with (tmp_path / "3-m-a-default.log").open("a") as log:
         log.write("completed step: 0, seconds: 1.0, Tokens/s/device: 1000.0, loss: 1.0\n")  # it ran, and ended

@@ -26,7 +26,9 @@ def test_a_plugin_kind_is_known_only_to_the_loader_it_is_given_to(tmp_path: Path
     path.write_text(CELL)
     kinds = backend_kinds([PLUGIN])
     assert load_cell(path, checks(kinds)).backend.option("site") == "lab"
-    with pytest.raises(CellError, match=r"backend\.kind.*expected one of local, maxtext-slurm, sbatch, found 'recorded'"):
+    with pytest.raises(
+        CellError, match=r"backend\.kind.*expected one of local, maxtext-slurm, sbatch, found 'recorded'"
+    ):
         load_cell(path)  # another session (no plugin) never sees it
 
 
@@ -47,11 +49,23 @@ def test_a_session_inside_another_puts_the_outer_masker_back() -> None:
 
 
 def test_the_session_owns_the_stateful_hooks_and_plugin_py_stays_thin(tmp_path: Path) -> None:
-    settings = Settings(store_dir=tmp_path / "store", report_dir=tmp_path, write_report=False,
-                        remeasure=False, poll_interval=1.0, python=sys.executable)
+    settings = Settings(
+        store_dir=tmp_path / "store",
+        report_dir=tmp_path,
+        write_report=False,
+        remeasure=False,
+        poll_interval=1.0,
+        python=sys.executable,
+    )
     session = Session(settings, tmp_path, report=lambda text: None)
-    for hook in ("pytest_runtest_logreport", "pytest_collection_finish", "pytest_sessionfinish",
-                 "pytest_terminal_summary", "pytest_report_header", "pytest_unconfigure"):
+    for hook in (
+        "pytest_runtest_logreport",
+        "pytest_collection_finish",
+        "pytest_sessionfinish",
+        "pytest_terminal_summary",
+        "pytest_report_header",
+        "pytest_unconfigure",
+    ):
         assert callable(getattr(session, hook))
     plugin = Path(pytest_xlatune.__file__).parent / "plugin.py"
     assert len(plugin.read_text().splitlines()) <= 120

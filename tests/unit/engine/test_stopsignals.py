@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, SubmittedJob
-from pytest_xlatune.cell.model import Cell, ClusterSlot, Parallelism, Profile
-from pytest_xlatune.plan.expand import expand
-from pytest_xlatune.engine.sweep import Sweep
+from pytest_xlatune.cell.values import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.engine.stopsignals import StopSignals, deferred
+from pytest_xlatune.engine.sweep import Sweep
+from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, SubmittedJob
+from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.store import ResultStore
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
@@ -84,11 +84,23 @@ class SignalledStore(ResultStore):
 
 
 def sweep(tmp_path: Path, launcher: Launcher, store: ResultStore | None = None) -> Sweep:
-    cell = Cell(path=Path("c.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)), baseline_repeats=1,
-                profiles=(Profile("p", 2, ("--xla_a=1",)),))
-    return Sweep(cell=cell, specs=expand(cell), store=store or ResultStore(tmp_path / "s.jsonl"),
-                 launcher=launcher, nodelist="node01", poll_interval=0.01, sleep=lambda s: None)
+    cell = Cell(
+        path=Path("c.yml"),
+        model_tag="m",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        baseline_repeats=1,
+        profiles=(Profile("p", 2, ("--xla_a=1",)),),
+    )
+    return Sweep(
+        cell=cell,
+        specs=expand(cell),
+        store=store or ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="node01",
+        poll_interval=0.01,
+        sleep=lambda s: None,
+    )
 
 
 def records(store: ResultStore, event: str) -> list[str]:
@@ -97,7 +109,8 @@ def records(store: ResultStore, event: str) -> list[str]:
 
 @pytest.mark.parametrize("number", list(NAMES), ids=list(NAMES.values()))
 def test_a_signal_as_the_scheduler_returns_the_job_id_acts_after_the_record(
-        tmp_path: Path, stop_signals: None, number: int) -> None:
+    tmp_path: Path, stop_signals: None, number: int
+) -> None:
     launcher = Launcher(signal_in_submit=number)
     run = sweep(tmp_path, launcher)
     with pytest.raises(KeyboardInterrupt):
@@ -117,8 +130,7 @@ class CtrlCAgainWhileCancelling(Launcher):
         os.kill(os.getpid(), signal.SIGINT)
 
 
-def test_a_second_ctrl_c_while_cancelling_waits_for_the_cancelled_record(
-        tmp_path: Path, stop_signals: None) -> None:
+def test_a_second_ctrl_c_while_cancelling_waits_for_the_cancelled_record(tmp_path: Path, stop_signals: None) -> None:
     launcher = CtrlCAgainWhileCancelling(signal_in_submit=signal.SIGINT)
     run = sweep(tmp_path, launcher)
     with pytest.raises(KeyboardInterrupt):
@@ -131,7 +143,8 @@ def test_a_second_ctrl_c_while_cancelling_waits_for_the_cancelled_record(
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_while_the_submitted_record_is_written_still_gets_the_job_cancelled(
-        tmp_path: Path, stop_signals: None, number: int) -> None:
+    tmp_path: Path, stop_signals: None, number: int
+) -> None:
     launcher = Launcher()
     run = sweep(tmp_path, launcher, SignalledStore(tmp_path / "s.jsonl", number))
     with pytest.raises(KeyboardInterrupt, match=f"{NAMES[number]} received"):
@@ -140,8 +153,7 @@ def test_a_signal_while_the_submitted_record_is_written_still_gets_the_job_cance
     assert launcher.cancelled == ["101"] and records(run.store, "cancelled") == ["101"]
 
 
-def test_deferred_holds_a_signal_to_the_end_of_the_block_and_restores_the_handlers(
-        stop_signals: None) -> None:
+def test_deferred_holds_a_signal_to_the_end_of_the_block_and_restores_the_handlers(stop_signals: None) -> None:
     before = {n: signal.getsignal(n) for n in NAMES}
     reached = False
     with pytest.raises(KeyboardInterrupt, match="SIGTERM received"):

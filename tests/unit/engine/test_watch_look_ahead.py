@@ -10,16 +10,17 @@ import pytest
 from pytest_xlatune.engine import watch as watch_module
 from pytest_xlatune.engine.poller import Poller
 from pytest_xlatune.engine.watch import Ahead, Watcher
-from pytest_xlatune.judge.hang import HangSettings
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobState, SubmittedJob
+from pytest_xlatune.triage.hang import HangSettings
 from tests.clock import Clock
 
 STEP = b"0: completed step: 0, seconds: 1.0, Tokens/s/device: 10.0, loss: 2.0\n"
 OOM = b"0: jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating 9GiB\n"
 # Small reads and looks (the watcher's are 8 MiB and 64 KiB), so a backlog of 3 reads is 48 KiB.
 READ_CHUNK, LOOK_AHEAD = 16 << 10, 1 << 10
-JUNK = (b"W external/xla/service/gpu/gpu_hlo_schedule.cc:789] no cost for fusion.12" + b" " * 26 + b"\n") \
-    * ((3 * READ_CHUNK) // 100)
+JUNK = (b"W external/xla/service/gpu/gpu_hlo_schedule.cc:789] no cost for fusion.12" + b" " * 26 + b"\n") * (
+    (3 * READ_CHUNK) // 100
+)
 JOB = SubmittedJob("7", "/logs/7.log", "/jobs/7")
 
 
@@ -46,8 +47,7 @@ class Burst:
     def cancel(self, job_id: str) -> None:
         self.cancelled_at = self.read_to
 
-    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                 ended: bool = False) -> bytes:
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
         chunk = self.text[offset:] if limit is None else self.text[offset : offset + limit]
         if offset == self.read_to and limit in (None, READ_CHUNK):  # not a look ahead
             self.read_to += len(chunk)
@@ -57,8 +57,16 @@ class Burst:
 def watch(text: bytes) -> tuple[Burst, list[str]]:
     clock, said = Clock(), []
     launcher = Burst(text)
-    watcher = Watcher(launcher, Poller(launcher, 1.0, clock=clock), 10, 1.0, clock, clock.sleep,  # type: ignore[arg-type]
-                      said.append, HangSettings())
+    watcher = Watcher(
+        launcher,
+        Poller(launcher, 1.0, clock=clock),
+        10,
+        1.0,
+        clock,
+        clock.sleep,  # type: ignore[arg-type]
+        said.append,
+        HangSettings(),
+    )
     seen = watcher.watch("burst", JOB)
     assert len(seen.log.steps) == 1 and seen.log.last_step == 0  # the whole log was still read
     return launcher, said
@@ -74,8 +82,7 @@ def test_what_the_job_writes_after_the_first_look_is_followed() -> None:
     clock = Clock()
 
     class Growing(Burst):  # each read in order takes 0.6 s; after the first, an OOM amid junk
-        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *,
-                     ended: bool = False) -> bytes:
+        def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
             if offset == self.read_to and limit == READ_CHUNK:
                 clock.now += 0.6
                 if offset == READ_CHUNK:
@@ -83,8 +90,16 @@ def test_what_the_job_writes_after_the_first_look_is_followed() -> None:
             return super().read_log(job, offset, limit, ended=ended)
 
     launcher = Growing(STEP + JUNK)
-    watcher = Watcher(launcher, Poller(launcher, 1.0, clock=clock), 10, 1.0, clock, clock.sleep,  # type: ignore[arg-type]
-                      lambda text: None, HangSettings())
+    watcher = Watcher(
+        launcher,
+        Poller(launcher, 1.0, clock=clock),
+        10,
+        1.0,
+        clock,
+        clock.sleep,  # type: ignore[arg-type]
+        lambda text: None,
+        HangSettings(),
+    )
     looks: list[int] = []
     look = watcher._look_ahead
 

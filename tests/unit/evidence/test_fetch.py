@@ -28,11 +28,16 @@ def test_the_train_step_module_and_the_trace_are_copied_and_named(tmp_path: Path
     found, problems = fetch_evidence(LocalTransport(), remote, into)
     assert problems == []
     assert sorted(p.name for p in (into / "xla_dump").iterdir()) == [
-        "module_0002.jit_train_step.sm_8.0_gpu_after_optimizations.txt"]  # the largest train step
+        "module_0002.jit_train_step.sm_8.0_gpu_after_optimizations.txt"
+    ]  # the largest train step
     assert (into / "profile" / "2026_12_01" / "host.trace.json.gz").read_bytes() == b"\x1f\x8b trace"
     assert not list(into.rglob("*.xplane.pb")) and not list(into.rglob("*.partial"))
-    assert found == {"hlo_dump": str(into / "xla_dump"), "hlo_dump_remote": remote["hlo_dump"],
-                     "profile": str(into / "profile"), "profile_remote": remote["profile"]}
+    assert found == {
+        "hlo_dump": str(into / "xla_dump"),
+        "hlo_dump_remote": remote["hlo_dump"],
+        "profile": str(into / "profile"),
+        "profile_remote": remote["profile"],
+    }
 
 
 class FailingFind(LocalTransport):
@@ -46,8 +51,7 @@ def test_a_part_that_cannot_be_copied_keeps_its_cluster_path_and_says_why(tmp_pa
     remote = cluster_job(tmp_path / "cluster")
     found, problems = fetch_evidence(FailingFind(), remote, tmp_path / "store")
     assert found == remote
-    assert [p.split(":")[0] for p in problems] == [f"HLO dump {remote['hlo_dump']}",
-                                                   f"profile {remote['profile']}"]
+    assert [p.split(":")[0] for p in problems] == [f"HLO dump {remote['hlo_dump']}", f"profile {remote['profile']}"]
     assert all("permission denied" in p for p in problems)
 
 

@@ -27,9 +27,11 @@ define ptr @k(ptr %args) {
 
 
 def _files(hlo: str, ir: str) -> dict[str, str]:
-    return {"module_0000.jit_train_step.cpu_after_optimizations.txt": hlo,
-            "module_0000.jit_train_step.cpu_after_optimizations-buffer-assignment.txt": "anything",
-            "module_0000.jit_train_step.k.ir-with-opt.ll": ir}
+    return {
+        "module_0000.jit_train_step.cpu_after_optimizations.txt": hlo,
+        "module_0000.jit_train_step.cpu_after_optimizations-buffer-assignment.txt": "anything",
+        "module_0000.jit_train_step.k.ir-with-opt.ll": ir,
+    }
 
 
 def test_hlo_metadata_and_names_do_not_count() -> None:
@@ -63,3 +65,36 @@ def test_hlo_alone_never_makes_a_flag_inert() -> None:
     assert not only_hlo.complete
     assert not only_hlo.same_program(only_hlo)
 
+
+# The head of a real dump (jax 0.10, XLA:CPU, the embedded workload under maxtext-slurm's
+# monkey patch): XLA writes the tracing Python files' paths in a table after the HloModule line,
+# and maxtext-slurm's artifact copy of utils/ is stamped with the second each job started.
+TABLES = """HloModule jit_train_step, is_scheduled=true, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+FileNames
+1 "/work/main/pytest_xlatune/workload/train.py"
+4 "/tmp/t/maxtext-slurm/outputs/.artifacts/artifact_20261204_003007_6934/utils/monkey_patch_maxtext.py"
+
+FunctionNames
+1 "build.<locals>.train_step"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=57 end_line=57 column=26 end_column=72}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+
+ENTRY %main.7 (Arg_0.1: f32[4]) -> f32[4] {
+  %Arg_0.1 = f32[4]{0} parameter(0), metadata={op_name="x" stack_frame_id=1}
+  ROOT %add.3 = f32[4]{0} add(f32[4]{0} %Arg_0.1, f32[4]{0} %Arg_0.1)
+}
+"""
+
+
+def test_the_source_tables_of_two_jobs_do_not_count() -> None:
+    other = TABLES.replace("artifact_20261204_003007_6934", "artifact_20261204_003010_7572").replace(
+        "line=57 end_line=57", "line=58 end_line=58"
+    )
+    assert canonical_hlo(other) == canonical_hlo(TABLES)
+    assert "artifact_" not in canonical_hlo(TABLES) and "%v2 = f32[4]{0} add(" in canonical_hlo(TABLES)
+    assert canonical_hlo(TABLES.replace(" add(", " multiply(")) != canonical_hlo(TABLES)

@@ -24,8 +24,7 @@ def _read(name: str) -> str:
 
 def test_one_gpu_cublas_gemm_and_a_loop_fusion() -> None:
     found = kernel_inventory(_read("cublas_gemm"))
-    assert found == KernelInventory(fusions=(("kLoop", 1),), custom_fusions=(),
-                                    custom_calls=(("__cublas$gemm", 1),))
+    assert found == KernelInventory(fusions=(("kLoop", 1),), custom_fusions=(), custom_calls=(("__cublas$gemm", 1),))
     assert found.by_library() == (("cuBLAS", 1),)
     assert describe(found) == "1 fusions (kLoop 1); library kernels: cuBLAS 1; by target: __cublas$gemm 1"
     assert hlo.collectives(_read("cublas_gemm")) == []  # one GPU: nothing to communicate
@@ -34,8 +33,7 @@ def test_one_gpu_cublas_gemm_and_a_loop_fusion() -> None:
 def test_triton_gemm_is_a_custom_fusion_and_its_body_is_not_counted() -> None:
     found = kernel_inventory(_read("triton_gemm"))
     # the body's dot, converts and multiply run inside the one Triton kernel
-    assert (found.fusions, found.custom_fusions, found.custom_calls) == (
-        (("kCustom", 1),), (("__triton_gemm", 1),), ())
+    assert (found.fusions, found.custom_fusions, found.custom_calls) == ((("kCustom", 1),), (("__triton_gemm", 1),), ())
     assert found.by_library() == (("Triton", 1),)
 
 
@@ -85,10 +83,18 @@ ENTRY %main (x: bf16[64,64]) -> bf16[64,64] {
     assert found.by_library() == (("Triton", 1), ("cuBLASLt", 1))
 
 
-@pytest.mark.parametrize(("name", "library"), [
-    ("__cublas$gemm", "cuBLAS"), ("__cublas$lt$matmul", "cuBLASLt"), ("__cudnn$fmhaSoftmax", "cuDNN"),
-    ("__triton_gemm", "Triton"), ("fft", "cuFFT"), ("__ynn_fusion", None), ("Sharding", None),
-])
+@pytest.mark.parametrize(
+    ("name", "library"),
+    [
+        ("__cublas$gemm", "cuBLAS"),
+        ("__cublas$lt$matmul", "cuBLASLt"),
+        ("__cudnn$fmhaSoftmax", "cuDNN"),
+        ("__triton_gemm", "Triton"),
+        ("fft", "cuFFT"),
+        ("__ynn_fusion", None),
+        ("Sharding", None),
+    ],
+)
 def test_library_of_names_gpu_libraries_only(name: str, library: str | None) -> None:
     assert library_of(name) == library
 
@@ -105,16 +111,19 @@ def test_gpu_evidence_run_reports_its_library_kernels(tmp_path: Path) -> None:
     (dump / "module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt").write_text(_read("cublas_gemm"))
     jobs = cases.Jobs(1)
     jobs.wave1(baselines=(1000.0, 1004.0), restore=None, config_tag="default")
-    base = jobs.add("wave1.5::evidence", "evidence", "evidence", 990.0, config_tag="default",
-                    artifacts=(("hlo_dump", str(dump)),))
+    base = jobs.add(
+        "wave1.5::evidence", "evidence", "evidence", 990.0, config_tag="default", artifacts=(("hlo_dump", str(dump)),)
+    )
     evidence = load(base)
     assert evidence.kernels is not None and evidence.kernels.custom_calls == (("__cublas$gemm", 1),)
     line = "1 fusions (kLoop 1); library kernels: cuBLAS 1; by target: __cublas$gemm 1"
     assert evidence.gpu_kernels == line
     cell = cases.cpu_cell("demo_gpu", parallelism=(("FSDP", 1),))
     for language, lead in (("en", "Kernels in the compiled train step: "), ("zh", "编译后 train step 中的 kernel：")):
-        text = render_tuning_md(build(cell, jobs.results, "localhost", "local", today=cases.DATE,
-                                      loaded={base.job_id: evidence}), language=language)
+        text = render_tuning_md(
+            build(cell, jobs.results, "localhost", "local", today=cases.DATE, loaded={base.job_id: evidence}),
+            language=language,
+        )
         assert f"{lead}{line}." in text
     cpu = dataclasses.replace(evidence, kernels=kernel_inventory((GPU.parent / "fsdp.txt").read_text()))
     assert cpu.gpu_kernels == ""  # CPU modules: no kernels line (the collectives table says it all)

@@ -49,6 +49,7 @@ def row(rows: list[InventoryRow], kind: Kind) -> InventoryRow:
 
 # --- recorded dumps -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["fsdp", "fsdp_no_cpu_ar_combiner", "tp", "pp"])
 def test_counts_per_kind_match_an_independent_count(name: str) -> None:
     text = dump(name)
@@ -83,8 +84,12 @@ def test_bytes_and_attributes_of_hand_checked_instructions() -> None:
     ag = by_name["all-gather"]  # %all-gather = f32[256,4,64]{2,1,0} all-gather(...), channel_id=1
     assert ag.bytes == 256 * 4 * 64 * 4
     assert ag.channel_id == 1 and ag.replica_groups == "mesh['axis_0'=8,'axis_1'=1,'axis_2'=1] {'axis_0'}"
-    assert ag.in_loop and not ag.is_async and ag.line == text.splitlines().index(
-        next(line for line in text.splitlines() if line.startswith("  %all-gather = "))) + 1
+    assert (
+        ag.in_loop
+        and not ag.is_async
+        and ag.line
+        == text.splitlines().index(next(line for line in text.splitlines() if line.startswith("  %all-gather = "))) + 1
+    )
     # %all-reduce.52 = (f32[256]{0}, f32[1024,256]{1,0}, f32[]) all-reduce(...): tuple summed
     ar = by_name["all-reduce.52"]
     assert ar.bytes == (256 + 1024 * 256 + 1) * 4 and not ar.in_loop and ar.computation.startswith("main")
@@ -98,8 +103,11 @@ def test_disabling_the_cpu_all_reduce_combiner_splits_the_gradient_all_reduce() 
 
     def ar_bytes(text: str) -> int:  # shapes read off the all-reduce lines, summed by hand
         shapes = re.findall(r"= (.*?) all-reduce\(", text)
-        return sum(4 * math.prod(int(d) for d in dims.split(",") if d)
-                   for s in shapes for dims in re.findall(r"f32\[([\d,]*)\]", s))
+        return sum(
+            4 * math.prod(int(d) for d in dims.split(",") if d)
+            for s in shapes
+            for dims in re.findall(r"f32\[([\d,]*)\]", s)
+        )
 
     n_base, n_other = counted(base)["all-reduce"], counted(other)["all-reduce"]
     was, now = changed[0].base, changed[0].other
@@ -121,6 +129,7 @@ def test_inventory_renders_as_a_markdown_table() -> None:
 
 
 # --- train-step dump selection ---------------------------------------------------------------
+
 
 def test_find_train_step_dump_picks_the_largest_after_optimizations_text(tmp_path: Path) -> None:
     files = {
@@ -302,15 +311,24 @@ ENTRY %main (a: f32[32], t: token[]) -> f32[32] {
 
 # --- diff sentences ---------------------------------------------------------------------------
 
+
 def inv(kind: Kind, count: int, total: int, *, async_count: int = 0, in_loop: int = 0) -> InventoryRow:
     return InventoryRow(kind, count, total, count - async_count, async_count, in_loop, total // count)
 
 
 def test_describe_diff_speaks_in_ops_and_sizes() -> None:
-    base = [inv(Kind.ALL_GATHER, 1, 8 * GiB), inv(Kind.REDUCE_SCATTER, 3, 3 * GiB),
-            inv(Kind.COLLECTIVE_PERMUTE, 2, 2048), inv(Kind.ALL_TO_ALL, 2, 1024)]
-    other = [inv(Kind.ALL_GATHER, 6, 8 * GiB), inv(Kind.REDUCE_SCATTER, 3, 3 * GiB),
-             inv(Kind.COLLECTIVE_PERMUTE, 2, 2048, async_count=2), inv(Kind.ALL_REDUCE, 1, 512)]
+    base = [
+        inv(Kind.ALL_GATHER, 1, 8 * GiB),
+        inv(Kind.REDUCE_SCATTER, 3, 3 * GiB),
+        inv(Kind.COLLECTIVE_PERMUTE, 2, 2048),
+        inv(Kind.ALL_TO_ALL, 2, 1024),
+    ]
+    other = [
+        inv(Kind.ALL_GATHER, 6, 8 * GiB),
+        inv(Kind.REDUCE_SCATTER, 3, 3 * GiB),
+        inv(Kind.COLLECTIVE_PERMUTE, 2, 2048, async_count=2),
+        inv(Kind.ALL_REDUCE, 1, 512),
+    ]
     assert describe_diff(diff(base, other)) == [
         "all-gather: 1 op of 8.0 GiB → 6 ops of 1.3 GiB",
         "reduce-scatter: unchanged",
@@ -331,6 +349,5 @@ def test_diff_rows_pair_kinds_and_flag_changes() -> None:
 
 
 def test_collective_is_a_plain_record() -> None:
-    c = Collective(name="x", kind=Kind.ALL_REDUCE, computation="main", line=1, bytes=4, shape="f32[]",
-                   async_form=False)
+    c = Collective(name="x", kind=Kind.ALL_REDUCE, computation="main", line=1, bytes=4, shape="f32[]", async_form=False)
     assert not c.is_async and c.frontend_attributes == {} and inventory([c])[0].largest_bytes == 4

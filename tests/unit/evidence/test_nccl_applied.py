@@ -63,12 +63,14 @@ def test_debug_on_but_no_trace_of_the_setting_is_not_applied() -> None:
 
 
 def test_newer_two_row_tuning_table() -> None:
-    text = "\n".join([
-        "[0] NCCL INFO   Algorithm   |                Tree                  |                Ring                  |",
-        "[0] NCCL INFO   Protocol    |     LL |     LL128 |     Simple |     LL |     LL128 |     Simple |",
-        "[0] NCCL INFO     AllReduce |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |"
-        "     6.3/   0.0 |    14.0/   0.0 |    18.0/   9.0 |",
-    ])
+    text = "\n".join(
+        [
+            "[0] NCCL INFO   Algorithm   |                Tree                  |                Ring                  |",
+            "[0] NCCL INFO   Protocol    |     LL |     LL128 |     Simple |     LL |     LL128 |     Simple |",
+            "[0] NCCL INFO     AllReduce |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |"
+            "     6.3/   0.0 |    14.0/   0.0 |    18.0/   9.0 |",
+        ]
+    )
     trace = read_trace(text)
     assert trace.enabled == frozenset({("Ring", "Simple")})
     assert took_effect({"NCCL_ALGO": "Tree"}, trace)[0].applied is Applied.NOT_APPLIED

@@ -31,12 +31,19 @@ def events(name: str) -> list[Any]:
 
 
 def op(name: str, ts: float, dur: float, device: str = "0", run: str = "1", tid: int = 1) -> dict[str, object]:
-    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid,
-            "args": {"hlo_op": name, "hlo_module": "jit_train_step", "device_ordinal": device,
-                     "run_id": run}}
+    return {
+        "ph": "X",
+        "name": name,
+        "ts": ts,
+        "dur": dur,
+        "pid": 1,
+        "tid": tid,
+        "args": {"hlo_op": name, "hlo_module": "jit_train_step", "device_ordinal": device, "run_id": run},
+    }
 
 
 # --- recorded traces ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", RECORDED)
 def test_parts_add_up_to_the_step_on_every_recording(name: str) -> None:
@@ -78,8 +85,7 @@ def test_the_dump_decides_what_is_a_collective_pp_ppermute_is_collective_permute
 
 def test_combiner_off_recording_spends_time_in_more_all_reduce_ops() -> None:
     base = summarize(trace("fsdp"), top=100, op_kinds=kinds_of("fsdp"))
-    off = summarize(trace("fsdp_no_cpu_ar_combiner"), top=100,
-                    op_kinds=kinds_of("fsdp_no_cpu_ar_combiner"))
+    off = summarize(trace("fsdp_no_cpu_ar_combiner"), top=100, op_kinds=kinds_of("fsdp_no_cpu_ar_combiner"))
     names = lambda s: {o.name for o in s.top_ops if o.kind == "all-reduce"}  # noqa: E731
     assert len(names(base)) == 2 and len(names(off)) == 11  # the dumps' counts (test_hlo)
 
@@ -90,13 +96,18 @@ def test_plain_json_and_gzip_read_the_same() -> None:
 
 # --- semantics, on hand-written events ------------------------------------------------------------
 
+
 def test_union_nesting_and_self_time() -> None:
     # Device 0: a while (0-100) holding an all-gather (10-40) and a fusion (50-70); idle 100-120.
     # Device 1: one fusion 0-120. The step spans 0-120 (both devices).
-    summary = summarize_events([
-        op("while.1", 0, 100), op("all-gather.2", 10, 30), op("fusion.3", 50, 20),
-        op("fusion.4", 0, 120, device="1", tid=2),
-    ])
+    summary = summarize_events(
+        [
+            op("while.1", 0, 100),
+            op("all-gather.2", 10, 30),
+            op("fusion.3", 50, 20),
+            op("fusion.4", 0, 120, device="1", tid=2),
+        ]
+    )
     assert summary.steps == 1 and summary.devices == 2
     assert summary.step_ms == pytest.approx(0.120)
     # per device: (70 + 120) / 2 compute, (30 + 0) / 2 collective, (20 + 0) / 2 idle, in µs
@@ -114,11 +125,19 @@ def test_partial_run_at_the_window_edge_is_left_out() -> None:
     assert summary.steps == 1 and summary.step_ms == pytest.approx(0.095)
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("all-gather.13", "all-gather"), ("all-reduce-start.2", "all-reduce"), ("ppermute.18", "collective-permute"),
-    ("psum.3", "all-reduce"), ("collective-permute-done", "collective-permute"), ("ynn_fusion.17", None),
-    ("copy_bitcast_fusion.14", None), ("ncclDevKernel_AllGather_RING", "collective"),
-])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("all-gather.13", "all-gather"),
+        ("all-reduce-start.2", "all-reduce"),
+        ("ppermute.18", "collective-permute"),
+        ("psum.3", "all-reduce"),
+        ("collective-permute-done", "collective-permute"),
+        ("ynn_fusion.17", None),
+        ("copy_bitcast_fusion.14", None),
+        ("ncclDevKernel_AllGather_RING", "collective"),
+    ],
+)
 def test_collective_kind_is_guessed_from_the_name_without_a_dump(name: str, kind: str | None) -> None:
     assert collective_kind(name) == kind
 
@@ -128,12 +147,15 @@ def test_with_a_dump_only_its_collectives_count() -> None:
     assert collective_kind("fusion.1", {"fusion.1": "all-reduce"}) == "all-reduce"
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"\x1f\x8bnot gzip", "not a readable gzip file"),
-    (b"{", "not JSON"),
-    (b'{"traceEvents": 3}', "no traceEvents list"),
-    (b'{"traceEvents": [{"ph": "X", "name": "x", "ts": 0, "dur": 1}]}', "no XLA op events"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x1f\x8bnot gzip", "not a readable gzip file"),
+        (b"{", "not JSON"),
+        (b'{"traceEvents": 3}', "no traceEvents list"),
+        (b'{"traceEvents": [{"ph": "X", "name": "x", "ts": 0, "dur": 1}]}', "no XLA op events"),
+    ],
+)
 def test_unreadable_input_is_one_clear_error(data: bytes, message: str) -> None:
     with pytest.raises(ProfileError, match=message) as info:
         summarize(data)

@@ -15,24 +15,51 @@ from pytest_xlatune.records import RecordError
 from pytest_xlatune.results import JobResult, RunKind, Verdict
 from pytest_xlatune.store import ResultStore
 
-RESULT = JobResult(key="k1", item="wave2::fast[default]", wave="wave2", profile="fast", config_tag="default",
-                   kind=RunKind.PROFILE, job_id="17", verdict=Verdict.SUCCESS, xla_flags=("--xla_a=1",),
-                   env=(("NCCL_X", "1"),), tgs=600.5, tgs_values=(600.0, 601.0), losses=((1, 2.5),),
-                   runs=(("17", 600.5),))
+RESULT = JobResult(
+    key="k1",
+    item="wave2::fast[default]",
+    wave="wave2",
+    profile="fast",
+    config_tag="default",
+    kind=RunKind.PROFILE,
+    job_id="17",
+    verdict=Verdict.SUCCESS,
+    xla_flags=("--xla_a=1",),
+    env=(("NCCL_X", "1"),),
+    tgs=600.5,
+    tgs_values=(600.0, 601.0),
+    losses=((1, 2.5),),
+    runs=(("17", 600.5),),
+)
 
 SAMPLES: tuple[records.Record, ...] = (
     records.Sweep(nodelist="node[01-02]", backend="local", model_tag="demo", parallelism="FSDP=2"),
     records.Environment(images={"": "python 3.11, jax 0.4"}),
-    records.Inventory(checkout="/c", model_tag="m", model_name="llama", sweep_id="s1",
-                      gpu_yml={"path": "/c/gpu.yml", "settings": {"a": 1}},
-                      env_file={"path": "/c/e.sh", "exists": True, "deployed": [["A", "1"]], "not_restored": []},
-                      container_env={"path": "/c/container_env.sh", "DOCKER_IMAGE": "img"},
-                      tuning_md={"path": "/c/m-tuning.md", "exists": False, "fresh_start": True, "text": ""},
-                      compile_cache={"root": "/c/outputs/cache", "user_setting": ""}),
-    records.Submitting(key="k1", item="wave2::fast[default]", job_name="xlt-fast", mark="xlatune-ab",
-                       compile_cache="/cache/a"),
-    records.Submitted(key="k1", job_id="17", item="wave2::fast[default]", log_path="/l/17.log",
-                      job_dir="/l", handle="4242", mark="xlatune-ab", recovered=True, compile_cache="/cache/a"),
+    records.Inventory(
+        checkout="/c",
+        model_tag="m",
+        model_name="llama",
+        sweep_id="s1",
+        gpu_yml={"path": "/c/gpu.yml", "settings": {"a": 1}},
+        env_file={"path": "/c/e.sh", "exists": True, "deployed": [["A", "1"]], "not_restored": []},
+        container_env={"path": "/c/container_env.sh", "DOCKER_IMAGE": "img"},
+        tuning_md={"path": "/c/m-tuning.md", "exists": False, "fresh_start": True, "text": ""},
+        compile_cache={"root": "/c/outputs/cache", "user_setting": ""},
+    ),
+    records.Submitting(
+        key="k1", item="wave2::fast[default]", job_name="xlt-fast", mark="xlatune-ab", compile_cache="/cache/a"
+    ),
+    records.Submitted(
+        key="k1",
+        job_id="17",
+        item="wave2::fast[default]",
+        log_path="/l/17.log",
+        job_dir="/l",
+        handle="4242",
+        mark="xlatune-ab",
+        recovered=True,
+        compile_cache="/cache/a",
+    ),
     records.Unsubmitted(key="k1", mark="xlatune-ab", item="wave2::fast[default]"),
     records.Result(RESULT),
     records.Attempt(RESULT),
@@ -47,8 +74,14 @@ SAMPLES: tuple[records.Record, ...] = (
     records.Cleanup(restored=("/c/configs/m.env.sh",), errors={}, ssh_connections=1),
     records.TuneArmAdded(profile="fast", xla_flags=("--xla_a=1",), env=(("NCCL_X", "1"),), args=("a=1",)),
     records.Fingerprint(key="k2", job_id="18", digest="ab12", hlo_digest="cd34", code_files=164, complete=True),
-    records.Inert(key="k2", item="wave2::vec256[default]", job_id="18", source_key="k1",
-                  source_item="wave1::baseline[default]", reason="inert here: compiles to `baseline`'s program"),
+    records.Inert(
+        key="k2",
+        item="wave2::vec256[default]",
+        job_id="18",
+        source_key="k1",
+        source_item="wave1::baseline[default]",
+        reason="inert here: compiles to `baseline`'s program",
+    ),
 )
 
 
@@ -75,15 +108,13 @@ def test_a_record_reads_back_as_itself_through_the_store(record: records.Record,
 def test_optional_fields_stay_out_of_the_line_at_their_default() -> None:
     # A run without a compilation cache, a submission not recovered: the lines written before.
     line = records.Submitted(key="k", job_id="1", item="i", log_path="l", job_dir="d", handle="", mark="m").to_json()
-    assert line == {"key": "k", "job_id": "1", "item": "i", "log_path": "l", "job_dir": "d", "handle": "",
-                    "mark": "m"}
+    assert line == {"key": "k", "job_id": "1", "item": "i", "log_path": "l", "job_dir": "d", "handle": "", "mark": "m"}
     assert "compile_cache" not in records.Submitting(key="k", mark="m", job_name="j", item="i").to_json()
     assert "noted_by" not in records.Cancelled(job_id="1", key="k").to_json()
 
 
 def test_a_result_record_is_the_job_results_own_dict() -> None:
-    assert json.dumps(records.Result(RESULT).to_json(), sort_keys=True) == \
-        json.dumps(RESULT.to_dict(), sort_keys=True)
+    assert json.dumps(records.Result(RESULT).to_json(), sort_keys=True) == json.dumps(RESULT.to_dict(), sort_keys=True)
 
 
 def test_the_store_refuses_an_event_kind_records_does_not_know(tmp_path: Path) -> None:

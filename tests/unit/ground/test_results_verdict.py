@@ -27,8 +27,17 @@ def test_run_kind_round_trips_through_the_stored_json_unchanged() -> None:
 
     from pytest_xlatune.results import JobResult, RunKind
 
-    result = JobResult(key="k", item="p", wave="wave2", profile="p", config_tag="t", kind="profile",
-                       job_id="7", verdict=Verdict.SUCCESS, tgs=1.0)
+    result = JobResult(
+        key="k",
+        item="p",
+        wave="wave2",
+        profile="p",
+        config_tag="t",
+        kind="profile",
+        job_id="7",
+        verdict=Verdict.SUCCESS,
+        tgs=1.0,
+    )
     assert result.kind is RunKind.PROFILE
     stored = json.loads(json.dumps(result.to_dict()))
     assert stored["kind"] == "profile" and type(stored["kind"]) is str

@@ -18,10 +18,21 @@ from pytest_xlatune.store import ResultStore, StoreError, StoreLocked, StoreWrit
 
 
 def result(key: str, job_id: str, tgs: float | None = 100.0) -> JobResult:
-    return JobResult(key=key, item=f"wave2::{key}[default]", wave="wave2", profile=key,
-                     config_tag="default", kind="profile", job_id=job_id, verdict=Verdict.SUCCESS,
-                     xla_flags=("--xla_a=1",), env=(("NCCL_X", "8"),), tgs=tgs,
-                     tgs_values=() if tgs is None else (tgs - 1.0, tgs + 1.0), steps_used=(5, 6))
+    return JobResult(
+        key=key,
+        item=f"wave2::{key}[default]",
+        wave="wave2",
+        profile=key,
+        config_tag="default",
+        kind="profile",
+        job_id=job_id,
+        verdict=Verdict.SUCCESS,
+        xla_flags=("--xla_a=1",),
+        env=(("NCCL_X", "8"),),
+        tgs=tgs,
+        tgs_values=() if tgs is None else (tgs - 1.0, tgs + 1.0),
+        steps_used=(5, 6),
+    )
 
 
 def test_results_round_trip_and_latest_wins(tmp_path: Path) -> None:
@@ -61,6 +72,7 @@ def test_foreign_schema_is_a_clear_error(tmp_path: Path) -> None:
 
 # ---- one owner per store ------------------------------------------------------------------
 
+
 def test_a_second_owner_is_refused_naming_the_holder(tmp_path: Path) -> None:
     first, second = ResultStore(tmp_path / "s.jsonl"), ResultStore(tmp_path / "s.jsonl")
     first.acquire("session-a")
@@ -83,9 +95,16 @@ def test_a_worker_of_the_same_session_is_told_to_use_loadgroup(tmp_path: Path) -
 def test_the_kernel_frees_the_lock_of_a_killed_owner(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pytest_xlatune.store import ResultStore; "
-         f"ResultStore(__import__('pathlib').Path({str(path)!r})).acquire('x'); print('held', flush=True); "
-         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pytest_xlatune.store import ResultStore; "
+            f"ResultStore(__import__('pathlib').Path({str(path)!r})).acquire('x'); print('held', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(StoreLocked, match=f"pid {holder.pid}"):
@@ -97,6 +116,7 @@ def test_the_kernel_frees_the_lock_of_a_killed_owner(tmp_path: Path) -> None:
 
 
 # ---- healing ----------------------------------------------------------------------------
+
 
 def test_a_torn_tail_is_set_aside_and_the_next_record_starts_on_a_fresh_line(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
@@ -139,13 +159,14 @@ def test_lines_that_are_not_records_are_skipped_and_counted(tmp_path: Path) -> N
     assert notes == [
         f"{path}:5: the result record of x was quarantined into {quarantine} (it has no checksum "
         "(every record after the first summed one has one)); it is not used, and the item runs again",
-        f"{path}: skipped 4 line(s) that are not well-formed records (line 2, 3, 4, 6); set aside "
-        f"into {quarantine}"]
+        f"{path}: skipped 4 line(s) that are not well-formed records (line 2, 3, 4, 6); set aside into {quarantine}",
+    ]
     assert quarantine.read_bytes().splitlines()[0] == b"42"
     assert [e["event"] for e in store.events()] == ["result", "result", "quarantined"]
 
 
 # ---- durable writes ---------------------------------------------------------------------
+
 
 def test_a_failed_write_is_undone_and_names_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
@@ -175,8 +196,7 @@ def test_a_failed_write_is_undone_and_names_the_store(tmp_path: Path, monkeypatc
 
 def test_a_short_write_is_continued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_write = os.write
-    monkeypatch.setattr("pytest_xlatune.store.os.write",
-                        lambda fd, data: real_write(fd, bytes(data[:1000])))
+    monkeypatch.setattr("pytest_xlatune.store.os.write", lambda fd, data: real_write(fd, bytes(data[:1000])))
     store = ResultStore(tmp_path / "s.jsonl")
     store.add_result(replace(result("a", "1"), log_tail="y" * 5000))
     monkeypatch.undo()
@@ -184,13 +204,20 @@ def test_a_short_write_is_continued(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_cancel_the_full_store_cannot_take_is_noted_and_recorded_by_the_next_owner(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "s.jsonl"
     first = ResultStore(path)
     first.acquire("one")
     for key, job in (("a", "7"), ("b", "8")):
-        first.append("submitted", key=key, item=f"wave2::{key}[default]", job_id=job,
-                     log_path=f"/logs/{job}.log", job_dir=f"/jobs/{job}")
+        first.append(
+            "submitted",
+            key=key,
+            item=f"wave2::{key}[default]",
+            job_id=job,
+            log_path=f"/logs/{job}.log",
+            job_dir=f"/jobs/{job}",
+        )
 
     def full(path: Path, data: bytes) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -204,9 +231,9 @@ def test_a_cancel_the_full_store_cannot_take_is_noted_and_recorded_by_the_next_o
     second = ResultStore(path)
     notes = second.acquire("two")
     assert len(notes) == 1 and notes[0].startswith(
-        f"{path}: recorded job(s) 7 as cancelled by the session before (pid {os.getpid()}, started ")
-    assert notes[0].endswith("which cancelled them on its way out but could not write the store; "
-                             "their runs go again")
+        f"{path}: recorded job(s) 7 as cancelled by the session before (pid {os.getpid()}, started "
+    )
+    assert notes[0].endswith("which cancelled them on its way out but could not write the store; their runs go again")
     assert set(second.pending_submissions()) == {"b"}  # 7 is submitted again, 8 re-attached to
     assert [e["job_id"] for e in second.events() if e["event"] == "cancelled"] == ["7"]
     second.release()
@@ -215,16 +242,35 @@ def test_a_cancel_the_full_store_cannot_take_is_noted_and_recorded_by_the_next_o
 
 # Every verdict value a store written before Verdict was built from FailureClass can hold
 # (results.py at d7e056f): each must still load, and be written back byte for byte.
-STORED_VERDICTS = ("success", "soft_success", "unknown_flag", "oom", "failed", "cancelled", "no_steps",
-                   "rccl_init_flake", "coordination_timeout", "heartbeat_timeout", "nccl_timeout",
-                   "xla_compile_fail", "python_exception", "node_fail", "gpu_runtime_error", "nic_fault",
-                   "hang", "disk_full", "infra_flake")
+STORED_VERDICTS = (
+    "success",
+    "soft_success",
+    "unknown_flag",
+    "oom",
+    "failed",
+    "cancelled",
+    "no_steps",
+    "rccl_init_flake",
+    "coordination_timeout",
+    "heartbeat_timeout",
+    "nccl_timeout",
+    "xla_compile_fail",
+    "python_exception",
+    "node_fail",
+    "gpu_runtime_error",
+    "nic_fault",
+    "hang",
+    "disk_full",
+    "infra_flake",
+)
 
 
 def test_a_store_of_every_earlier_verdict_loads_and_writes_the_same_bytes(tmp_path: Path) -> None:
     path = tmp_path / "old.jsonl"
-    records = [{**result(value, str(n)).to_dict(), "verdict": value, "event": "result", "schema": 1}
-               for n, value in enumerate(STORED_VERDICTS, 1)]
+    records = [
+        {**result(value, str(n)).to_dict(), "verdict": value, "event": "result", "schema": 1}
+        for n, value in enumerate(STORED_VERDICTS, 1)
+    ]
     path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     latest = ResultStore(path).latest_by_key()
     assert {key: r.verdict.value for key, r in latest.items()} == {v: v for v in STORED_VERDICTS}

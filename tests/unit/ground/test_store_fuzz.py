@@ -14,24 +14,59 @@ from pytest_xlatune.results import JobResult, Verdict
 from pytest_xlatune.store import ResultStore, StoreError
 from pytest_xlatune.store_lines import encode
 
-GOOD = [encode({"schema": 1, "event": "result", "time": 1.0, **JobResult(
-    key=f"k{i}", item=f"wave2::k{i}[default]", wave="wave2", profile=f"k{i}", config_tag="default",
-    kind="profile", job_id=str(i), verdict=Verdict.SUCCESS, tgs=1000.0 + i,
-    tgs_values=(999.0 + i, 1001.0 + i)).to_dict()}) for i in range(3)] + [
+GOOD = [
+    encode(
+        {
+            "schema": 1,
+            "event": "result",
+            "time": 1.0,
+            **JobResult(
+                key=f"k{i}",
+                item=f"wave2::k{i}[default]",
+                wave="wave2",
+                profile=f"k{i}",
+                config_tag="default",
+                kind="profile",
+                job_id=str(i),
+                verdict=Verdict.SUCCESS,
+                tgs=1000.0 + i,
+                tgs_values=(999.0 + i, 1001.0 + i),
+            ).to_dict(),
+        }
+    )
+    for i in range(3)
+] + [
     encode({"schema": 1, "event": "submitted", "time": 1.0, "key": "k9", "job_id": "9"}),
-    encode({"schema": 1, "event": "sweep", "time": 1.0, "nodelist": "n1"})]
+    encode({"schema": 1, "event": "sweep", "time": 1.0, "nodelist": "n1"}),
+]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=8)
+    max_leaves=8,
+)
 records = st.fixed_dictionaries(
-    {"schema": st.sampled_from([1, 1, 1, 2, "1"]),
-     "event": st.sampled_from(["result", "attempt", "submitted", "submitting", "sweep", "cancelled", "x"])},
-    optional={"key": json_values, "job_id": json_values, "item": json_values, "verdict": json_values,
-              "tgs": json_values, "tgs_values": json_values, "losses": json_values, "mark": json_values,
-              "nodelist": json_values, "wave": json_values, "profile": json_values,
-              "config_tag": json_values, "kind": json_values, "env": json_values})
+    {
+        "schema": st.sampled_from([1, 1, 1, 2, "1"]),
+        "event": st.sampled_from(["result", "attempt", "submitted", "submitting", "sweep", "cancelled", "x"]),
+    },
+    optional={
+        "key": json_values,
+        "job_id": json_values,
+        "item": json_values,
+        "verdict": json_values,
+        "tgs": json_values,
+        "tgs_values": json_values,
+        "losses": json_values,
+        "mark": json_values,
+        "nodelist": json_values,
+        "wave": json_values,
+        "profile": json_values,
+        "config_tag": json_values,
+        "kind": json_values,
+        "env": json_values,
+    },
+)
 
 
 @st.composite
@@ -40,7 +75,7 @@ def mutated(draw: st.DrawFn) -> bytes:
     how = draw(st.sampled_from(["flip", "cut", "insert", "keep"]))
     at = draw(st.integers(0, len(line) - 1))
     if how == "flip":
-        return line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1:]
+        return line[:at] + bytes([line[at] ^ draw(st.integers(1, 255))]) + line[at + 1 :]
     if how == "cut":
         return line[:at] + b"\n"
     if how == "insert":
@@ -49,14 +84,17 @@ def mutated(draw: st.DrawFn) -> bytes:
 
 
 lines = st.one_of(
-    st.sampled_from(GOOD), mutated(),
+    st.sampled_from(GOOD),
+    mutated(),
     records.map(lambda r: (json.dumps(r) + "\n").encode()),
     records.map(encode),  # well summed, but of any shape
-    st.binary(max_size=40).map(lambda b: b + b"\n"))
+    st.binary(max_size=40).map(lambda b: b + b"\n"),
+)
 
 
-@settings(max_examples=100, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=100, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.lists(lines, max_size=8), st.binary(max_size=30))
 def test_reading_and_healing_any_store_never_raises(body: list[bytes], tail: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,9 +15,19 @@ from pytest_xlatune.store import ResultStore, StoreError, StoreWriteError
 
 
 def result(key: str, job_id: str, tgs: float = 1000.0) -> JobResult:
-    return JobResult(key=key, item=f"wave2::{key}[default]", wave="wave2", profile=key,
-                     config_tag="default", kind="profile", job_id=job_id, verdict=Verdict.SUCCESS,
-                     tgs=tgs, tgs_values=(tgs - 2.5, tgs, tgs + 2.5), steps_used=(5, 6, 7))
+    return JobResult(
+        key=key,
+        item=f"wave2::{key}[default]",
+        wave="wave2",
+        profile=key,
+        config_tag="default",
+        kind="profile",
+        job_id=job_id,
+        verdict=Verdict.SUCCESS,
+        tgs=tgs,
+        tgs_values=(tgs - 2.5, tgs, tgs + 2.5),
+        steps_used=(5, 6, 7),
+    )
 
 
 def flip_digit(path: Path, old: bytes, new: bytes) -> None:
@@ -45,8 +55,10 @@ def test_a_flipped_tgs_digit_is_quarantined_with_one_line_and_its_item_runs_agai
     assert sorted(fresh.latest_by_key()) == ["a"]  # never used, even before it is set aside
     notes = fresh.acquire()
     assert len(notes) == 1
-    assert notes[0].startswith(f"{path}:4: the result record of wave2::b[default] was quarantined into "
-                               f"{path}.quarantine (it fails its checksum)")
+    assert notes[0].startswith(
+        f"{path}:4: the result record of wave2::b[default] was quarantined into "
+        f"{path}.quarantine (it fails its checksum)"
+    )
     assert "9010.0" in (tmp_path / "s.jsonl.quarantine").read_text()
     assert b"9010.0" not in path.read_bytes()
     assert sorted(fresh.latest_by_key()) == ["a"]
@@ -63,8 +75,9 @@ def test_a_record_whose_tgs_is_not_the_mean_of_its_steps_is_quarantined(tmp_path
     store.append("result", **record)
     assert sorted(store.latest_by_key()) == ["a"]
     notes = ResultStore(path).acquire()
-    assert len(notes) == 1 and "it contradicts itself: tgs 9000 vs 1000, the mean of its own 3 " \
-                                "per-step values" in notes[0]
+    assert (
+        len(notes) == 1 and "it contradicts itself: tgs 9000 vs 1000, the mean of its own 3 per-step values" in notes[0]
+    )
 
 
 def test_an_older_result_is_not_reused_after_the_newer_one_is_quarantined(tmp_path: Path) -> None:
@@ -126,9 +139,11 @@ def test_a_directory_in_place_of_the_store_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "s.jsonl").mkdir()
     with pytest.raises(StoreError) as refused:
         ResultStore(tmp_path / "s.jsonl").acquire()
-    assert str(refused.value) == (f"{tmp_path / 's.jsonl'}: expected the results store (a file of "
-                                  "JSON lines), found a directory; move it away or pass another "
-                                  "--xlatune-store")
+    assert str(refused.value) == (
+        f"{tmp_path / 's.jsonl'}: expected the results store (a file of "
+        "JSON lines), found a directory; move it away or pass another "
+        "--xlatune-store"
+    )
     with pytest.raises(StoreError, match="found a directory"):
         ResultStore(tmp_path / "s.jsonl").results()
 
@@ -159,9 +174,17 @@ def test_reads_are_incremental_and_see_a_rewritten_file(tmp_path: Path) -> None:
 
 def test_store_names_are_unique_per_cell_path(tmp_path: Path) -> None:
     from pytest_xlatune.paths import cell_slug
+
     root = tmp_path / "proj"
-    cells = [root / "a" / "x.yml", root / "b" / "x.yml", root / "a__x.yml", root / "a" / "x.yaml",
-             tmp_path / "elsewhere" / "x.yml", tmp_path / "other" / "x.yml", root / "x.yml"]
+    cells = [
+        root / "a" / "x.yml",
+        root / "b" / "x.yml",
+        root / "a__x.yml",
+        root / "a" / "x.yaml",
+        tmp_path / "elsewhere" / "x.yml",
+        tmp_path / "other" / "x.yml",
+        root / "x.yml",
+    ]
     slugs = [cell_slug(cell, root) for cell in cells]
     assert len(set(slugs)) == len(cells), slugs
     assert slugs[0] == "a__x" and slugs[-1] == "x"  # a plain .yml cell keeps its store's name
@@ -169,22 +192,26 @@ def test_store_names_are_unique_per_cell_path(tmp_path: Path) -> None:
 
 def test_a_store_under_the_former_name_of_a_yaml_cell_is_moved(tmp_path: Path) -> None:
     from pytest_xlatune.paths import CellPaths
+
     (tmp_path / "x.yaml").write_text("")
     paths = CellPaths(tmp_path / "x.yaml", tmp_path, tmp_path / ".xlatune")
     old = ResultStore(tmp_path / ".xlatune" / "x.jsonl")
     old.add_result(result("a", "1"))
     assert paths.legacy_store == old.path and paths.store != old.path
     store = ResultStore(paths.store)
-    assert store.adopt(paths.legacy_store) == [f"{old.path}: moved to {paths.store} (store names are "
-                                               "now unique per cell path)"]
+    assert store.adopt(paths.legacy_store) == [
+        f"{old.path}: moved to {paths.store} (store names are now unique per cell path)"
+    ]
     assert [r.key for r in store.results()] == ["a"] and not old.path.exists()
     (tmp_path / "x.yml").write_text("")  # the old name is now another cell's own: never taken
     assert paths.legacy_store is None
 
 
-def test_healing_on_a_full_disk_is_one_line_and_keeps_the_store(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_healing_on_a_full_disk_is_one_line_and_keeps_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
+
     path = tmp_path / "s.jsonl"
     ResultStore(path).add_result(result("a", "1"))
     with path.open("ab") as handle:
@@ -197,6 +224,8 @@ def test_healing_on_a_full_disk_is_one_line_and_keeps_the_store(tmp_path: Path,
     monkeypatch.setattr(ResultStore, "_write_raw", staticmethod(full))
     with pytest.raises(StoreError) as refused:
         ResultStore(path).acquire()
-    assert str(refused.value) == (f"{path}.quarantine: cannot heal the results store (No space left "
-                                  "on device); free space or fix the disk, then rerun")
+    assert str(refused.value) == (
+        f"{path}.quarantine: cannot heal the results store (No space left "
+        "on device); free space or fix the disk, then rerun"
+    )
     assert path.read_bytes() == before

@@ -10,11 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.unit.engine.test_poller import ScriptedLauncher
 
 from pytest_xlatune.adaptive.cache import cache_dir, request_for
 from pytest_xlatune.cell.load import load_cell
-from pytest_xlatune.cell.model import Cell, EnvFileEntry
+from pytest_xlatune.cell.values import Cell, EnvFileEntry
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.launch.base import JobRequest
 from pytest_xlatune.launch.local import LocalLauncher, compose_environment
@@ -22,6 +21,7 @@ from pytest_xlatune.launch.sbatch import render_script
 from pytest_xlatune.plan.expand import RunKind, RunSpec, expand, expand_gate
 from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.store import ResultStore
+from tests.unit.engine.test_poller import ScriptedLauncher
 
 DEMO = Path(__file__).resolve().parents[3] / "cells" / "demo_fsdp8.yml"
 THRESHOLDS = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
@@ -115,8 +115,16 @@ def test_the_fixed_protocol_gives_no_run_a_cache(demo: Cell) -> None:
 def test_the_sweep_submits_each_run_with_its_cache(demo: Cell, tmp_path: Path, fixed: bool) -> None:
     launcher = ScriptedLauncher(polls_to_finish=1)
     specs = expand(demo)
-    sweep = Sweep(cell=demo, specs=specs, store=ResultStore(tmp_path / "s.jsonl"), launcher=launcher,
-                  nodelist="n", poll_interval=0.0, sleep=lambda s: None, fixed_protocol=fixed)
+    sweep = Sweep(
+        cell=demo,
+        specs=specs,
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=launcher,
+        nodelist="n",
+        poll_interval=0.0,
+        sleep=lambda s: None,
+        fixed_protocol=fixed,
+    )
     for spec in specs[:2]:  # the baseline and its repeat
         sweep.run(spec)
     caches = [r.compile_cache for r in launcher.submitted]

@@ -74,6 +74,7 @@ def test_reports_exports_and_the_lock_respect_the_umask_and_replace_a_link(tmp_p
     import stat
 
     from pytest_xlatune.report.files import write_if_changed
+
     target = tmp_path / "precious.txt"
     target.write_text("keep me\n")
     (tmp_path / "m-tuning.md").symlink_to(target)

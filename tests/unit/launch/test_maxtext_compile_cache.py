@@ -9,9 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.unit.launch.test_maxtext_launcher import CK, STANDIN, FakeTransport, checkout_files, submit_output
-from tests.unit.launch.test_maxtext_launcher import cell_path  # noqa: F401  (the fixture)
-from tests.unit.launch.test_maxtext_launcher import make as make_launcher
 
 from pytest_xlatune.adaptive.cache import cache_dir, request_for
 from pytest_xlatune.cell.load import load_cell
@@ -19,6 +16,15 @@ from pytest_xlatune.launch.maxtext.files import Arm, install_block, render_tune_
 from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.plan.expand import RunKind, expand
 from pytest_xlatune.plan.request import possible_specs
+from tests.unit.launch.test_maxtext_launcher import (
+    CK,
+    STANDIN,
+    FakeTransport,
+    cell_path,  # noqa: F401  (the fixture)
+    checkout_files,
+    submit_output,
+)
+from tests.unit.launch.test_maxtext_launcher import make as make_launcher
 
 ARGS = ("steps=15", "dataset_type=synthetic")
 CACHED = Arm("baseline", args=ARGS, compile_cache="demo/0123456789ab")
@@ -26,7 +32,8 @@ CACHED = Arm("baseline", args=ARGS, compile_cache="demo/0123456789ab")
 
 def test_the_arm_exports_its_cache_and_passes_jax_cache_dir() -> None:
     xla, _ = render_tune_block((CACHED, Arm("ag_1g", ("--xla_a=1",), args=ARGS)), "demo")
-    assert """\
+    assert (
+        """\
     baseline)
         TUNE_ARGS+=(steps=15 dataset_type=synthetic)
         export JAX_COMPILATION_CACHE_DIR="${OUTPUT_PATH%/*}/xlatune-jax-cache/demo/0123456789ab"
@@ -38,8 +45,11 @@ def test_the_arm_exports_its_cache_and_passes_jax_cache_dir() -> None:
         TUNE_FLAGS+=' --xla_a=1'
         TUNE_ARGS+=(steps=15 dataset_type=synthetic)
         ;;
-""" in xla
-    assert """\
+"""
+        in xla
+    )
+    assert (
+        """\
 fi
 # An XLA dump compiles: no compilation cache (a hit would skip the passes the dump records).
 _xlatune_dump="${ENABLE_XLA_DUMP:-${EXTRACTED_ENV_MAP[ENABLE_XLA_DUMP]:-0}}"
@@ -47,7 +57,9 @@ if [[ "${_xlatune_dump,,}" =~ ^(1|y|yes|true)$ ]]; then
     export JAX_ENABLE_COMPILATION_CACHE=false
 fi
 unset _xlatune_dump
-# _train.sh builds""" in xla
+# _train.sh builds"""
+        in xla
+    )
 
 
 def test_a_block_without_caches_is_the_one_before_caches() -> None:
@@ -66,8 +78,9 @@ def _source(profile: str, dump: str | None = None) -> dict[str, str]:
         'for v in JAX_COMPILATION_CACHE_DIR JAX_ENABLE_COMPILATION_CACHE; do printf "%s=%s\\n" "$v" "${!v:-}"; done',
         'printf "ARG=%s\\n" "${PASSTHROUGH_ARGS[@]}"',
     ])  # fmt: skip
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin"}).stdout
+    out = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}
+    ).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if line.startswith(("JAX_", "ARG=jax")))
 
 
@@ -83,7 +96,7 @@ def test_in_bash_an_xla_dump_turns_the_cache_off() -> None:
 
 
 def make(cell_path: Path, transport: FakeTransport, cache: bool = True) -> MaxTextSlurmLauncher:
-    """As Runtime does: install the block, then an arm for every run, with its cache (or none)."""
+    """As Session does: install the block, then an arm for every run, with its cache (or none)."""
     cell, launcher = load_cell(cell_path), make_launcher(transport, cell_path, prepare=False)
     launcher.prepare()
     launcher.check_requests(request_for(cell, s, cache=cache) for s in possible_specs(expand(cell)))
@@ -122,8 +135,9 @@ def test_the_fixed_protocol_installs_the_block_of_before(cell_path: Path) -> Non
      'export JAX_COMPILATION_CACHE_DIR="$OUTPUT_PATH/../jax_cache"'),  # upstream's example, uncommented
     ("configs/demo.env.sh exports JAX_COMPILATION_CACHE_DIR", "configs/demo.env.sh", "export JAX_COMPILATION_CACHE_DIR=/c"),
 ])  # fmt: skip
-def test_a_checkout_that_names_its_own_cache_gets_none_from_us(cell_path: Path, where: str, name: str,
-                                                               line: str) -> None:
+def test_a_checkout_that_names_its_own_cache_gets_none_from_us(
+    cell_path: Path, where: str, name: str, line: str
+) -> None:
     transport = FakeTransport(checkout_files(**{name: (STANDIN / name).read_bytes() + f"{line}\n".encode()}))
     launcher = make(cell_path, transport)
     assert launcher.user_cache == where and launcher.inventory()["compile_cache"]["user_setting"] == where

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 import shlex
 import shutil
 import subprocess
@@ -34,15 +33,23 @@ DATA = TESTS / "data" / "maxtext"
 STANDIN = TESTS / "maxtext_slurm_standin"
 
 ARGS = ("steps=15", "dataset_type=synthetic", "jax_distributed_heartbeat_timeout_seconds=99999")
-RESTORE = Arm("restore_default", ("--xla_cpu_enable_fast_math=false",),
-              (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".93"), ("MAXTEXT_PATCH_BRANCH", None)), ARGS)
+RESTORE = Arm(
+    "restore_default",
+    ("--xla_cpu_enable_fast_math=false",),
+    (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".93"), ("MAXTEXT_PATCH_BRANCH", None)),
+    ARGS,
+)
 ARMS = (
     Arm("baseline", args=ARGS),
     RESTORE,
     Arm("ag_1g", ("--xla_gpu_all_gather_combine_threshold_bytes=1073741824",), args=ARGS),
     Arm("nccl_chan8", env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),), args=ARGS),
-    Arm("ovl2.mem+95", ("--xla_a=1", "--xla_b=x,y:z"),
-        (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95"), ("ODD", "a=b,c:d@e%f+g/h"), ("EMPTY", "")), ARGS),
+    Arm(
+        "ovl2.mem+95",
+        ("--xla_a=1", "--xla_b=x,y:z"),
+        (("XLA_PYTHON_CLIENT_MEM_FRACTION", ".95"), ("ODD", "a=b,c:d@e%f+g/h"), ("EMPTY", "")),
+        ARGS,
+    ),
     Arm("baseline.sparse", args=(*ARGS, "sparse_matmul=true", "per_device_batch_size=2")),
 )
 
@@ -61,7 +68,9 @@ def block(arms: tuple[Arm, ...] = ARMS) -> str:
 def test_render_follows_the_skill_pattern_and_appends_the_run_settings() -> None:
     small = (ARMS[0], Arm("restore_default", RESTORE.xla_flags, RESTORE.env[:1]), ARMS[3])
     xla, env = render_tune_block(small, "demo")
-    assert xla == """\
+    assert (
+        xla
+        == """\
 # ---- TUNE_PROFILE ----
 TUNE_PROFILE="${TUNE_PROFILE:-${EXTRACTED_ENV_MAP[TUNE_PROFILE]:-}}"
 TUNE_FLAGS=""
@@ -84,11 +93,19 @@ if [[ -n "$TUNE_FLAGS" ]]; then
     XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }${TUNE_FLAGS# }"
     export XLA_FLAGS
 fi
+# The train step's program for pytest-xlatune's inert flags (rank 0; not when the run dumps already).
+if [[ -n "${JOB_DIR:-}" && -n "${OUTPUT_PATH:-}" && "${GLOBAL_RANK:-${NODE_RANK:-0}}" == "0" && " ${XLA_FLAGS:-} " != *" --xla_dump"* ]]; then
+    XLA_FLAGS="${XLA_FLAGS:+$XLA_FLAGS }--xla_dump_to=${OUTPUT_PATH%/*}/${JOB_DIR}/program --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+    export XLA_FLAGS
+fi
 # _train.sh builds TRAIN_ARGS=(gpu.yml base_output_directory=… "${PASSTHROUGH_ARGS[@]}") after this.
 PASSTHROUGH_ARGS+=("${TUNE_ARGS[@]}")
 echo "[TUNE_PROFILE] ${TUNE_PROFILE}: PASSTHROUGH_ARGS+=(${TUNE_ARGS[*]}) TUNE_FLAGS=${TUNE_FLAGS# }"
 """
-    assert env == """\
+    )
+    assert (
+        env
+        == """\
 # ---- TUNE_PROFILE: post-NCCL overrides ----
 case "${TUNE_PROFILE:-}" in
     restore_default)
@@ -99,6 +116,7 @@ case "${TUNE_PROFILE:-}" in
         ;;
 esac
 """
+    )
 
 
 def test_render_has_no_env_block_when_nothing_sets_env() -> None:
@@ -119,13 +137,16 @@ def test_render_rejects_what_would_break_the_case_block(arms: tuple[Arm, ...], m
         render_tune_block(arms, "demo")
 
 
-def _source(train_env: str, profile: str | None, env_profile: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Source train_env.sh as _train.sh does (set -eu, EXTRACTED_ENV_MAP, PASSTHROUGH_ARGS) and print the result."""
+def _source(
+    train_env: str, profile: str | None, env_profile: str | None = None, job: str = "OUTPUT_PATH=/tmp/out"
+) -> subprocess.CompletedProcess[str]:
+    """Source train_env.sh as _train.sh does (set -eu, EXTRACTED_ENV_MAP, PASSTHROUGH_ARGS) and print
+    the result; `job`: the job's variables (JOB_DIR, OUTPUT_PATH, NODE_RANK) as bash assignments."""
     script = "\n".join([
         "set -euo pipefail",
         "declare -A EXTRACTED_ENV_MAP=()",
         f"EXTRACTED_ENV_MAP[TUNE_PROFILE]={shlex.quote(profile)}" if profile is not None else "",
-        "OUTPUT_PATH=/tmp/out",
+        job,
         "PASSTHROUGH_ARGS=()",
         train_env,
         'printf "XLA_FLAGS=%s\\n" "$XLA_FLAGS"',
@@ -179,6 +200,29 @@ def test_unknown_profile_warns_and_changes_nothing() -> None:
     assert f"XLA_FLAGS={BASE_FLAGS}" in proc.stdout.splitlines()
     assert "ARGS=" in proc.stdout.splitlines()
     assert "[train_env.sh] WARNING: unknown TUNE_PROFILE='typo'" in proc.stderr
+
+
+DUMP = "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
+
+
+@pytest.mark.parametrize("job, arm, dumped", [
+    # upstream's job: OUTPUT_PATH=/outputs/$JOB_DIR (utils/job_dir.sh), rank 0 dumps into its own dir
+    ("JOB_DIR=7-JAX-demo OUTPUT_PATH=/outputs/7-JAX-demo", "ag_1g", "/outputs/7-JAX-demo/program"),
+    # checkpointing: OUTPUT_PATH is the model's dir, shared by jobs; the dump still goes to the job's
+    ("JOB_DIR=7-JAX-demo OUTPUT_PATH=/outputs/demo NODE_RANK=0", "baseline", "/outputs/7-JAX-demo/program"),
+    ("JOB_DIR=7-JAX-demo OUTPUT_PATH=/outputs/7-JAX-demo NODE_RANK=1", "baseline", None),  # rank 0 only
+    ("JOB_DIR=7-JAX-demo OUTPUT_PATH=/outputs/7-JAX-demo GLOBAL_RANK=3 NODE_RANK=0", "baseline", None),
+    ("JOB_DIR=7-JAX-demo OUTPUT_PATH=/outputs/7-JAX-demo", "own_dump", None),  # the run's own dump is kept
+    ("OUTPUT_PATH=/tmp/out", "baseline", None),  # not a maxtext-slurm job: no job dir to dump into
+])  # fmt: skip
+def test_rank_0_dumps_the_train_step_into_the_jobs_dir_unless_the_run_dumps_itself(
+    job: str, arm: str, dumped: str | None
+) -> None:
+    arms = (*ARMS, Arm("own_dump", ("--xla_dump_to=/outputs/mine",), args=ARGS))
+    flags = next(a.xla_flags for a in arms if a.name == arm)
+    out = _source(install_block((STANDIN / "train_env.sh").read_text(), block(arms), "s1"), arm, job=job)
+    expected = " ".join((BASE_FLAGS, *flags, *((f"--xla_dump_to={dumped}", DUMP) if dumped else ())))
+    assert f"XLA_FLAGS={expected}" in out.stdout.splitlines()
 
 
 # ---- install / remove / foreign --------------------------------------------------------------
@@ -260,10 +304,11 @@ def test_submit_argv_without_ray_partition_nodelist_or_exp_tag() -> None:
 
 def test_awkward_but_legal_values_survive_a_shell_round_trip() -> None:
     awkward = ["_env_NCCL_IB_HCA=mlx5_0:1,mlx5_1:1", "_env_EMPTY="]
-    argv = submit_argv("llama3.1-405b", "v1.0+ovl", 2, "gpu-[001,003]", "1-02:00:00", "p.1", awkward, True,
-                       arm="v1.0+ovl.sparse.2")
+    argv = submit_argv(
+        "llama3.1-405b", "v1.0+ovl", 2, "gpu-[001,003]", "1-02:00:00", "p.1", awkward, True, arm="v1.0+ovl.sparse.2"
+    )
     assert shlex.split(shlex.join(argv)) == argv
-    assert argv[argv.index("--") + 1:] == [*awkward, "_env_TUNE_PROFILE=v1.0+ovl.sparse.2"]
+    assert argv[argv.index("--") + 1 :] == [*awkward, "_env_TUNE_PROFILE=v1.0+ovl.sparse.2"]
     assert "--nodelist=gpu-[001,003]" in argv
 
 
@@ -291,23 +336,34 @@ def test_job_name_of_243_bytes_is_accepted_and_244_refused_naming_what_each_part
     bare = len(job_name("m", "t", ["_env_TUNE_PROFILE=t"])) - 1
     model = "m" * (JOB_NAME_MAX - bare)
     argv = submit_argv(model, "t", 1, None, "5:00", None, [], False, arm="t")
-    assert len(job_name(model, "t", argv[argv.index("--") + 1:])) == 243
-    with pytest.raises(ValueError, match=r"JOB_NAME would be 244 bytes; submit.sh refuses more than 243 .*"
-                                         r"model name 'm+' 218, exp tag 't' 2, _env_TUNE_PROFILE 20; "
-                                         r"xlatune names 't', not the cell: shorten the model name by 1"):
+    assert len(job_name(model, "t", argv[argv.index("--") + 1 :])) == 243
+    with pytest.raises(
+        ValueError,
+        match=r"JOB_NAME would be 244 bytes; submit.sh refuses more than 243 .*"
+        r"model name 'm+' 218, exp tag 't' 2, _env_TUNE_PROFILE 20; "
+        r"xlatune names 't', not the cell: shorten the model name by 1",
+    ):
         submit_argv(model + "m", "t", 1, None, "5:00", None, [], False, arm="t")
 
 
-@pytest.mark.parametrize(("profile", "profiles", "remedy"), [
-    # The cell's own profile: a byte of its name counts twice (exp tag and arm).
-    ("long_name", {"long_name"}, "shorten the profile name by 2 (it is the exp tag and the TUNE_PROFILE arm)"),
-    ("long_name-oldimage", {"long_name"}, "shorten the profile name by 2"),  # the gate's old-image run
-    ("ab", {"ab"}, "not even a one-character profile name fits: shorten the model name by 3"),
-    # A name xlatune or a catalog chose: the model name is the part to shorten, never the name.
-    ("restore_default", {"long_name"}, "xlatune names 'restore_default', not the cell: shorten the model name by 3"),
-])
-def test_a_refused_job_name_asks_to_shorten_what_the_cell_controls(profile: str, profiles: set[str],
-                                                                   remedy: str) -> None:
+@pytest.mark.parametrize(
+    ("profile", "profiles", "remedy"),
+    [
+        # The cell's own profile: a byte of its name counts twice (exp tag and arm).
+        ("long_name", {"long_name"}, "shorten the profile name by 2 (it is the exp tag and the TUNE_PROFILE arm)"),
+        ("long_name-oldimage", {"long_name"}, "shorten the profile name by 2"),  # the gate's old-image run
+        ("ab", {"ab"}, "not even a one-character profile name fits: shorten the model name by 3"),
+        # A name xlatune or a catalog chose: the model name is the part to shorten, never the name.
+        (
+            "restore_default",
+            {"long_name"},
+            "xlatune names 'restore_default', not the cell: shorten the model name by 3",
+        ),
+    ],
+)
+def test_a_refused_job_name_asks_to_shorten_what_the_cell_controls(
+    profile: str, profiles: set[str], remedy: str
+) -> None:
     bare = len(job_name("", profile, [f"_env_TUNE_PROFILE={profile}"]))
     model = "m" * (JOB_NAME_MAX - bare + 3)
     with pytest.raises(ValueError, match=re.escape(remedy)):
@@ -471,12 +527,12 @@ def _train(tmp_path: Path, passthrough: list[str], env_file_block: bool = False)
 
 
 def test_train_sh_passes_yml_defaults_then_output_dir_then_passthrough(tmp_path: Path) -> None:
-    out = _train(tmp_path, ["steps=3", "_env_TUNE_PROFILE=ag_1g", "_env_QUOTED=\"a b\"", "profiler="])
+    out = _train(tmp_path, ["steps=3", "_env_TUNE_PROFILE=ag_1g", '_env_QUOTED="a b"', "profiler="])
     argv = out[-1].split(" ")
     assert argv[:3] == ["-u", "-m", "pytest_xlatune.workload"]
     assert argv.index("steps=15") < argv.index(f"base_output_directory={tmp_path}/outputs/7-JAX-demo")
     # the arm's settings come after the command line's (train_env.sh appends them to PASSTHROUGH_ARGS)
-    assert argv[argv.index("run_name=JAX-demo") + 1:] == ["steps=3", "profiler=", *ARGS]
+    assert argv[argv.index("run_name=JAX-demo") + 1 :] == ["steps=3", "profiler=", *ARGS]
     assert "Extracted env: QUOTED=a b" in out
     assert not any(a.startswith("_env_") for a in argv)
 
@@ -485,7 +541,9 @@ def test_env_file_sourced_after_train_env_overrides_restore_default(tmp_path: Pa
     """Pins upstream's order train_env.sh -> configs/<M>.env.sh -> _env_: a restore_default case in
     train_env.sh runs *before* the env file, so the env file's flag and env var still win."""
     out = _train(tmp_path, ["_env_TUNE_PROFILE=restore_default"])
+    # (between them, our program dump into the job's dir: the env file may still set its own)
     assert ("XLA_FLAGS=--xla_cpu_enable_fast_math=false --xla_cpu_enable_fast_math=false "
+            f"--xla_dump_to={tmp_path}/outputs/7-JAX-demo/program {DUMP} "
             "--xla_cpu_enable_fast_math=true") in out  # fmt: skip
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.85" in out
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION=.80" in _train(tmp_path / "b", ["_env_XLA_PYTHON_CLIENT_MEM_FRACTION=.80"])
@@ -507,7 +565,8 @@ def test_env_file_block_makes_restore_default_end_with_the_image_defaults(tmp_pa
      {"XLA_PYTHON_CLIENT_MEM_FRACTION=.80"}),
 ])  # fmt: skip
 def test_env_file_block_keeps_baseline_deployed_and_env_args_last(
-        tmp_path: Path, passthrough: list[str], flags_end: str, values: set[str]) -> None:
+    tmp_path: Path, passthrough: list[str], flags_end: str, values: set[str]
+) -> None:
     out = _train(tmp_path, passthrough, env_file_block=True)
     assert next(line for line in out if line.startswith("XLA_FLAGS=")).endswith(flags_end)
     assert values <= set(out)

@@ -13,18 +13,16 @@ import pytest
 import yaml
 
 from pytest_xlatune.cell.load import CellError, load_cell
-from dataclasses import replace
-
-from pytest_xlatune.plan.request import job_request, possible_requests
 from pytest_xlatune.launch.base import JobRequest, LauncherError, SubmittedJob
 from pytest_xlatune.launch.maxtext.files import install_block, render_tune_block
 from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher, RestoreDefault
-from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
-from pytest_xlatune.judge.logs import StepLog
-from pytest_xlatune.plan.expand import expand, restore_default_changes
 from pytest_xlatune.launch.preflight import PreflightError
+from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
+from pytest_xlatune.plan.expand import expand, restore_default_changes
+from pytest_xlatune.plan.request import job_request, possible_requests
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import CommandResult, TransportError
+from pytest_xlatune.triage.logs import StepLog
 
 TESTS = Path(__file__).resolve().parents[2]
 STANDIN = TESTS / "maxtext_slurm_standin"
@@ -54,8 +52,10 @@ backend:
 
 
 def submit_output(job_id: str, name: str = JOB_NAME_79, workspace: str = f"{CK}/outputs") -> str:
-    return (f"MODEL_NAME=demo\nJOB_NAME={name}\n[ARTIFACT] Building artifact...\nSubmitted batch job {job_id}\n"
-            f"[ARTIFACT] {workspace}/{job_id}-{name}/artifact -> .artifacts/artifact_20261201_000000_abcd\n")
+    return (
+        f"MODEL_NAME=demo\nJOB_NAME={name}\n[ARTIFACT] Building artifact...\nSubmitted batch job {job_id}\n"
+        f"[ARTIFACT] {workspace}/{job_id}-{name}/artifact -> .artifacts/artifact_20261201_000000_abcd\n"
+    )
 
 
 class FakeTransport:
@@ -70,8 +70,14 @@ class FakeTransport:
         self.submit_replies: list[tuple[int, str, str]] = []
         self.connections_opened = 1
 
-    def run(self, argv: Sequence[str], *, timeout: float | None = None, cwd: str | None = None,
-            env: Mapping[str, str] | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
         args = tuple(argv)
         self.calls.append((args, cwd))
         if args[0] == "stat":
@@ -83,7 +89,7 @@ class FakeTransport:
         if args[0] == "find":
             return CommandResult(args, 0, "".join(f"{p}\n" for p in self._find(args[1], args[2:])), "")
         if args[0] == "grep":  # grep [-q|-l] -F -- TEXT FILE...
-            text, paths = args[args.index("--") + 1].encode(), args[args.index("--") + 2:]
+            text, paths = args[args.index("--") + 1].encode(), args[args.index("--") + 2 :]
             hits = [path for path in paths if text in self.files.get(path, b"")]
             return CommandResult(args, 0 if hits else 1, "".join(f"{h}\n" for h in hits) if "-l" in args else "", "")
         if args[:2] == ("rsync", "--version"):
@@ -103,12 +109,14 @@ class FakeTransport:
         for path in [*self.files, *self.dirs]:
             if not path.startswith(top + "/"):
                 continue
-            depth = path[len(top):].count("/")
+            depth = path[len(top) :].count("/")
             kind = "d" if path in self.dirs else "f"
-            if (int(opts.get("-mindepth", 0)) <= depth <= int(opts.get("-maxdepth", 99))
-                    and opts.get("-type", kind) == kind
-                    and fnmatch.fnmatchcase(posixpath.basename(path), opts.get("-name", "*"))
-                    and fnmatch.fnmatchcase(path, opts.get("-path", "*"))):
+            if (
+                int(opts.get("-mindepth", 0)) <= depth <= int(opts.get("-maxdepth", 99))
+                and opts.get("-type", kind) == kind
+                and fnmatch.fnmatchcase(posixpath.basename(path), opts.get("-name", "*"))
+                and fnmatch.fnmatchcase(path, opts.get("-path", "*"))
+            ):
                 found.append(path)
         return found
 
@@ -145,17 +153,31 @@ def cell_path(tmp_path: Path) -> Path:
     return path
 
 
-def make(transport: FakeTransport, cell_path: Path, *, ray: bool = False, prepare: bool = True,
-         events: list[tuple[str, dict[str, object]]] | None = None, image: str = "") -> MaxTextSlurmLauncher:
+def make(
+    transport: FakeTransport,
+    cell_path: Path,
+    *,
+    ray: bool = False,
+    prepare: bool = True,
+    events: list[tuple[str, dict[str, object]]] | None = None,
+    image: str = "",
+) -> MaxTextSlurmLauncher:
     cell = load_cell(cell_path)
     launcher = MaxTextSlurmLauncher(
-        transport, SlurmClient(transport), CK, SlurmPlacement("node[01-02]", 2, "debug"), cell.model_tag,
-        sweep_id=SWEEP, ray=ray, cell=str(cell_path), lookup_interval=0,
+        transport,
+        SlurmClient(transport),
+        CK,
+        SlurmPlacement("node[01-02]", 2, "debug"),
+        cell.model_tag,
+        sweep_id=SWEEP,
+        ray=ray,
+        cell=str(cell_path),
+        lookup_interval=0,
         restore_default=RestoreDefault(*restore_default_changes(cell.env_file)),
         record=lambda event, **payload: (events if events is not None else []).append((event, payload)),
         image=image,
     )
-    if prepare:  # as Runtime does: install the block, then an arm for every run the sweep may make
+    if prepare:  # as Session does: install the block, then an arm for every run the sweep may make
         launcher.prepare()
         launcher.check_requests(possible_requests(cell, expand(cell)))
     return launcher
@@ -185,7 +207,7 @@ def arm_line(transport: FakeTransport, arm: str) -> str:
     """The TUNE_ARGS line of an arm in the installed train_env.sh."""
     lines = transport.files[f"{CK}/train_env.sh"].decode().splitlines()
     at = lines.index(f"    {arm})")
-    return next(line.strip() for line in lines[at + 1:] if line.strip().startswith("TUNE_ARGS+=("))
+    return next(line.strip() for line in lines[at + 1 :] if line.strip().startswith("TUNE_ARGS+=("))
 
 
 @pytest.mark.parametrize("profile, arm, dump, args", [
@@ -197,8 +219,9 @@ def arm_line(transport: FakeTransport, arm: str) -> str:
     ("evidence", "evidence", ["_env_ENABLE_XLA_DUMP=1"],
      f"{ARGS} profiler=xplane skip_first_n_steps_for_profiler=5 profiler_steps=4"),
 ])  # fmt: skip
-def test_submit_argv_names_the_arm_that_holds_the_run_settings(cell_path: Path, profile: str, arm: str,
-                                                               dump: list[str], args: str) -> None:
+def test_submit_argv_names_the_arm_that_holds_the_run_settings(
+    cell_path: Path, profile: str, arm: str, dump: list[str], args: str
+) -> None:
     transport = FakeTransport(checkout_files())
     transport.submit_replies.append((0, submit_output("79"), ""))
     make(transport, cell_path).submit(request(cell_path, profile))
@@ -231,28 +254,44 @@ def test_submitted_job_names_the_log_and_dir_submit_sh_announced(cell_path: Path
     assert job == SubmittedJob("79", f"/scratch/ws/79-{JOB_NAME_79}.log", f"/scratch/ws/79-{JOB_NAME_79}")
 
 
-def test_a_run_known_only_at_run_time_gets_its_own_arm_and_close_still_restores_bytes(
-        cell_path: Path) -> None:
+def test_a_run_known_only_at_run_time_gets_its_own_arm_and_close_still_restores_bytes(cell_path: Path) -> None:
     transport = FakeTransport(checkout_files())
     before = dict(transport.files)
     events: list[tuple[str, dict[str, object]]] = []
     launcher = make(transport, cell_path, events=events)
     # A stack of two winners: flags no installed arm sets.
-    stack = JobRequest("demo-stack_top2-default", "stack_top2", ("steps=15",),
-                       xla_flags=("--xla_cpu_multi_thread_eigen=false",), env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),),
-                       config_tag="default")
+    stack = JobRequest(
+        "demo-stack_top2-default",
+        "stack_top2",
+        ("steps=15",),
+        xla_flags=("--xla_cpu_multi_thread_eigen=false",),
+        env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),),
+        config_tag="default",
+    )
     transport.submit_replies.append((0, submit_output("80"), ""))
     launcher.submit(stack)
     assert submitted_argv(transport)[-1] == "_env_TUNE_PROFILE=stack_top2"
     train_env = transport.files[f"{CK}/train_env.sh"].decode()
-    assert "stack_top2)" in train_env and train_env.count("--xla_cpu_multi_thread_eigen=false") == 3  # its arm, winner's, the stack's
+    assert (
+        "stack_top2)" in train_env and train_env.count("--xla_cpu_multi_thread_eigen=false") == 3
+    )  # its arm, winner's, the stack's
     assert "stack_top2)" in transport.files[f"{CK}/configs/demo.env.sh"].decode()
-    assert ("tune_arm_added", {"profile": "stack_top2", "xla_flags": ["--xla_cpu_multi_thread_eigen=false"],
-                               "env": [["NCCL_NCHANNELS_PER_NET_PEER", "8"]], "args": ["steps=15", HEARTBEAT]}) in events
+    assert (
+        "tune_arm_added",
+        {
+            "profile": "stack_top2",
+            "xla_flags": ["--xla_cpu_multi_thread_eigen=false"],
+            "env": [["NCCL_NCHANNELS_PER_NET_PEER", "8"]],
+            "args": ["steps=15", HEARTBEAT],
+        },
+    ) in events
     # The same settings again (the winner's evidence run re-running the stack): that arm.
     transport.submit_replies.append((0, submit_output("81"), ""))
-    launcher.submit(JobRequest("demo-winner-default", "winner", ("steps=15",), xla_flags=stack.xla_flags,
-                               env=stack.env, evidence=True))
+    launcher.submit(
+        JobRequest(
+            "demo-winner-default", "winner", ("steps=15",), xla_flags=stack.xla_flags, env=stack.env, evidence=True
+        )
+    )
     assert submitted_argv(transport)[-2:] == ["_env_ENABLE_XLA_DUMP=1", "_env_TUNE_PROFILE=stack_top2"]
     # The same profile name with other settings: `<profile>.<config tag>`.
     transport.submit_replies.append((0, submit_output("82"), ""))
@@ -267,8 +306,9 @@ def test_a_run_known_only_at_run_time_gets_its_own_arm_and_close_still_restores_
     (1, "", "!!! Model name resolution failed. Exiting...\n", "exited 1: no 'Submitted batch job <id>' line"),
     (1, submit_output("91"), "[ERROR] Job 91 died in prolog before writing any log: FAILED\n", "died before"),
 ])  # fmt: skip
-def test_failed_submission_is_one_line_naming_the_command(cell_path: Path, code: int, out: str, err: str,
-                                                          message: str) -> None:
+def test_failed_submission_is_one_line_naming_the_command(
+    cell_path: Path, code: int, out: str, err: str, message: str
+) -> None:
     transport = FakeTransport(checkout_files())
     transport.submit_replies.append((code, out, err))
     with pytest.raises(LauncherError, match=message) as info:
@@ -350,8 +390,9 @@ TRAIN_ENV_LINES = (STANDIN / "train_env.sh").read_text().count("\n")
      "line 2: 'case \"${TUNE_PROFILE}\" in'"),
     ("configs/demo.env.sh", b"export X=1\n# TUNE_PROFILE=old\n", "line 2: '# TUNE_PROFILE=old'"),
 ])  # fmt: skip
-def test_foreign_tune_content_is_refused_and_nothing_written(cell_path: Path, path: str, text: bytes | None,
-                                                             line: str) -> None:
+def test_foreign_tune_content_is_refused_and_nothing_written(
+    cell_path: Path, path: str, text: bytes | None, line: str
+) -> None:
     files = checkout_files()
     if text is None:  # another sweep's block
         text = install_block(files[f"{CK}/{path}"].decode(), "TUNE_FLAGS=\n", "other.sweep").encode()
@@ -368,8 +409,11 @@ def test_foreign_tune_content_is_refused_and_nothing_written(cell_path: Path, pa
 def test_missing_checkout_files_and_missing_image_fail_preflight(cell_path: Path) -> None:
     files = checkout_files()
     del files[f"{CK}/configs/demo.gpu.yml"]
-    with pytest.raises(PreflightError, match=f"model_tag: expected configs/demo.gpu.yml or a unique substring of "
-                                             f"a config name, found no match among no configs/..gpu.yml .in {CK}/configs."):
+    with pytest.raises(
+        PreflightError,
+        match=f"model_tag: expected configs/demo.gpu.yml or a unique substring of "
+        f"a config name, found no match among no configs/..gpu.yml .in {CK}/configs.",
+    ):
         make(FakeTransport(files), cell_path)
     image = b'DOCKER_IMAGE="${DOCKER_IMAGE:-/shared/images/jax.tar}"\n'
     with pytest.raises(PreflightError, match="image: DOCKER_IMAGE /shared/images/jax.tar .* does not exist"):
@@ -389,23 +433,32 @@ def test_an_image_asked_for_runs_submit_sh_under_docker_image(cell_path: Path) -
     assert argv[:3] == ["env", "DOCKER_IMAGE=/images/maxtext-v26.3.tar", "./submit.sh"]
     assert launcher.inventory()["container_env"]["DOCKER_IMAGE"] == "/images/maxtext-v26.3.tar"
     launcher.close()
-    with pytest.raises(PreflightError, match=r"image: DOCKER_IMAGE /images/gone.tar \(the image asked for\) "
-                                             "does not exist on the cluster"):
+    with pytest.raises(
+        PreflightError,
+        match=r"image: DOCKER_IMAGE /images/gone.tar \(the image asked for\) "
+        "does not exist on the cluster",
+    ):
         make(FakeTransport(checkout_files()), cell_path, image="/images/gone.tar")
     with pytest.raises(ValueError, match="expected a container image .*found '-v /:/host'"):
         make(FakeTransport(checkout_files()), cell_path, image="-v /:/host")
 
 
-def test_preflight_gives_every_possible_run_an_arm_and_refuses_a_name_that_cannot_fit(
-        cell_path: Path) -> None:
+def test_preflight_gives_every_possible_run_an_arm_and_refuses_a_name_that_cannot_fit(cell_path: Path) -> None:
     cell = load_cell(cell_path)
     transport = FakeTransport(checkout_files())
     launcher = make(transport, cell_path)
     requests = list(possible_requests(cell, expand(cell)))
     # Both evidence runs: wave 1.5 and the winner's, once per profile that could win.
     assert [r.profile for r in requests if r.evidence] == ["evidence", "winner", "winner"]
-    assert list(launcher.arms) == ["baseline", "restore_default", "evidence", "no_eigen_mt", "nccl_chan8",
-                                   "winner", "winner.default"]
+    assert list(launcher.arms) == [
+        "baseline",
+        "restore_default",
+        "evidence",
+        "no_eigen_mt",
+        "nccl_chan8",
+        "winner",
+        "winner.default",
+    ]
     # Long MaxText settings cost the JOB_NAME nothing: they live in the arm.
     long = replace(requests[0], profile="long", passthrough=(*requests[0].passthrough, f"remat_policy={'x' * 300}"))
     launcher.check_requests([long])
@@ -415,13 +468,23 @@ def test_preflight_gives_every_possible_run_an_arm_and_refuses_a_name_that_canno
     model = "m" * 200
     files = {path.replace("/demo.", f"/{model}."): data for path, data in checkout_files().items()}
     transport = FakeTransport(files)
-    big = MaxTextSlurmLauncher(transport, SlurmClient(transport), CK, SlurmPlacement("node[01-02]", 2, "debug"),
-                               model, sweep_id=SWEEP, cell=str(cell_path))
+    big = MaxTextSlurmLauncher(
+        transport,
+        SlurmClient(transport),
+        CK,
+        SlurmPlacement("node[01-02]", 2, "debug"),
+        model,
+        sweep_id=SWEEP,
+        cell=str(cell_path),
+    )
     big.prepare()
-    with pytest.raises(PreflightError, match=r"demo.yml: waves: demo-restore_default-default: JOB_NAME would be 254 "
-                                             r"bytes; submit.sh refuses more than 243 .* model name 'm+' 200, exp tag "
-                                             r"'restore_default' 16, _env_TUNE_PROFILE 34; xlatune names 'restore_default', "
-                                             r"not the cell: shorten the model name by 11"):
+    with pytest.raises(
+        PreflightError,
+        match=r"demo.yml: waves: demo-restore_default-default: JOB_NAME would be 254 "
+        r"bytes; submit.sh refuses more than 243 .* model name 'm+' 200, exp tag "
+        r"'restore_default' 16, _env_TUNE_PROFILE 34; xlatune names 'restore_default', "
+        r"not the cell: shorten the model name by 11",
+    ):
         big.check_requests(requests)
     assert not [argv for argv, _ in transport.calls if "./submit.sh" in argv]
     big.close()
@@ -497,9 +560,9 @@ def test_ray_reads_the_worker_log_or_the_slurm_log_of_a_job_that_never_trained(c
     assert launcher.read_log(early, 0) == b"srun: error\nJOB SUMMARY\n"
 
 
-FALLBACK = (b"[INFO] Starting Ray cluster...\n0: [!] Ray cluster failed, falling back to non-Ray mode\n"
-            + b"".join(b"0: completed step: %d, seconds: 0.1, Tokens/s/device: 100.0, loss: 4.0\n" % i
-                       for i in range(15)))
+FALLBACK = b"[INFO] Starting Ray cluster...\n0: [!] Ray cluster failed, falling back to non-Ray mode\n" + b"".join(
+    b"0: completed step: %d, seconds: 0.1, Tokens/s/device: 100.0, loss: 4.0\n" % i for i in range(15)
+)
 
 
 def test_ray_fallback_final_read_is_never_skipped_inside_the_lookup_interval(cell_path: Path) -> None:
@@ -563,8 +626,11 @@ def test_model_named_by_a_unique_substring_resolves_as_upstream(tmp_path: Path) 
     assert "TUNE_PROFILE: again after configs/demo.env.sh" in transport.files[f"{CK}/configs/demo.env.sh"].decode()
     launcher.close()
     files = checkout_files(**{"configs/demo2.gpu.yml": b"steps: 1\n"})
-    with pytest.raises(PreflightError, match=r"model_tag: expected a model name matching one configs/\*.gpu.yml, "
-                                             r"found 'emo' matching 2: demo, demo2"):
+    with pytest.raises(
+        PreflightError,
+        match=r"model_tag: expected a model name matching one configs/\*.gpu.yml, "
+        r"found 'emo' matching 2: demo, demo2",
+    ):
         make(FakeTransport(files), cell_path)
 
 
@@ -575,8 +641,11 @@ def test_preflight_checks_rsync_and_a_git_clone_directory(cell_path: Path) -> No
         make(transport, cell_path)
     transport = FakeTransport(checkout_files(**{".git": b"gitdir: /src/maxtext-slurm/.git/worktrees/x\n"}))
     transport.dirs.discard(f"{CK}/.git")
-    with pytest.raises(PreflightError, match=r"found a .git file \(a worktree\?\): upstream submit.sh then copies "
-                                             r"the parent directory /work into every job's artifact"):
+    with pytest.raises(
+        PreflightError,
+        match=r"found a .git file \(a worktree\?\): upstream submit.sh then copies "
+        r"the parent directory /work into every job's artifact",
+    ):
         make(transport, cell_path)
     assert transport.files == checkout_files(**{".git": b"gitdir: /src/maxtext-slurm/.git/worktrees/x\n"})
 
@@ -707,13 +776,15 @@ REPO = TESTS.parent
 UPSTREAM_CONFIGS = (DATA / "upstream_configs_f64d93f.txt").read_text().split()
 
 
-def test_the_shipped_qwen3_32b_cell_names_the_config_to_add_and_the_nearest_to_start_from(
-        tmp_path: Path) -> None:
+def test_the_shipped_qwen3_32b_cell_names_the_config_to_add_and_the_nearest_to_start_from(tmp_path: Path) -> None:
     """Upstream has no configs/qwen3-32b.gpu.yml (nor a name containing it): pre-flight says, in
     one line, which file to add and which upstream config to copy (the dense Qwen3, not the MoE)."""
     cell_path = tmp_path / "qwen3-32b_fsdp8.yml"
-    cell_path.write_text((REPO / "cells" / "qwen3-32b_fsdp8.yml").read_text()
-                         .replace("checkout: /shared/maxtext-slurm", f"checkout: {CK}"))
+    cell_path.write_text(
+        (REPO / "cells" / "qwen3-32b_fsdp8.yml")
+        .read_text()
+        .replace("checkout: /shared/maxtext-slurm", f"checkout: {CK}")
+    )
     files = checkout_files()
     del files[f"{CK}/configs/demo.gpu.yml"], files[f"{CK}/configs/demo.env.sh"]
     files.update({f"{CK}/configs/{name}": b"" for name in UPSTREAM_CONFIGS})
@@ -721,15 +792,23 @@ def test_the_shipped_qwen3_32b_cell_names_the_config_to_add_and_the_nearest_to_s
         make(FakeTransport(files), cell_path, prepare=False).prepare()
     message = str(info.value)
     assert message.startswith(f"{cell_path}: model_tag: expected configs/qwen3-32b.gpu.yml"), message
-    assert ("found no match: add configs/qwen3-32b.gpu.yml, starting from configs/qwen3-14b.gpu.yml, "
-            "the nearest config there") in message
+    assert (
+        "found no match: add configs/qwen3-32b.gpu.yml, starting from configs/qwen3-14b.gpu.yml, "
+        "the nearest config there"
+    ) in message
     assert "\n" not in message
 
 
-@pytest.mark.parametrize(("wanted", "nearest"), [
-    ("qwen3-32b", "qwen3-14b"), ("qwen3-235b-a22b", "qwen3-480b-a35b"), ("llama3.1-8b", "llama3.1-70b"),
-    ("grok-3", "grok-2"), ("deepseek3-16b", "deepseek3-671b"),
-])
+@pytest.mark.parametrize(
+    ("wanted", "nearest"),
+    [
+        ("qwen3-32b", "qwen3-14b"),
+        ("qwen3-235b-a22b", "qwen3-480b-a35b"),
+        ("llama3.1-8b", "llama3.1-70b"),
+        ("grok-3", "grok-2"),
+        ("deepseek3-16b", "deepseek3-671b"),
+    ],
+)
 def test_nearest_config_is_the_same_family_dense_or_moe_and_closest_size(wanted: str, nearest: str) -> None:
     from pytest_xlatune.launch.maxtext.checks import nearest_config
 
@@ -746,7 +825,9 @@ def test_every_checkout_problem_is_in_one_preflight_message(cell_path: Path) -> 
     with pytest.raises(PreflightError) as info:
         make(FakeTransport(files), cell_path, prepare=False).prepare()
     message = str(info.value)
-    assert message.startswith(f"{cell_path}: backend.checkout: expected train_env.sh in the maxtext-slurm "
-                              f"checkout {CK}, found none; and {cell_path}: model_tag: expected "
-                              "configs/demo.gpu.yml"), message
+    assert message.startswith(
+        f"{cell_path}: backend.checkout: expected train_env.sh in the maxtext-slurm "
+        f"checkout {CK}, found none; and {cell_path}: model_tag: expected "
+        "configs/demo.gpu.yml"
+    ), message
     assert "\n" not in message

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.cell.model import ClusterSlot
+from pytest_xlatune.cell.values import ClusterSlot
 from pytest_xlatune.launch.preflight import PreflightError, resolve_slot
 from pytest_xlatune.slurm.parsers import parse_sinfo_nodes
 
@@ -44,7 +44,7 @@ def test_without_a_stored_nodelist_idle_nodes_are_picked() -> None:
 
 
 def test_a_stored_nodelist_that_no_longer_fits_the_slot_is_not_reused() -> None:
-    # nodes: 2 now, one node stored: picked anew (and Runtime refuses the change of nodelist).
+    # nodes: 2 now, one node stored: picked anew (and Session refuses the change of nodelist).
     frozen = resolve_slot(Path("c.yml"), ClusterSlot(nodes=2), Client(), stored="node01")  # type: ignore[arg-type]
     assert frozen.nodelist == "node02,node03"
 

@@ -7,15 +7,18 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.cell import catalog as table
+from pytest_xlatune.cell.load import CellError, load_cell
+from pytest_xlatune.cell.values import CatalogWave, Cell, ClusterSlot, ConfigTag, Parallelism, Profile, Stack
 from pytest_xlatune.plan import catalog
 from pytest_xlatune.plan.catalog import EvidenceFacts
-from pytest_xlatune.cell.load import CellError, load_cell
-from pytest_xlatune.cell.model import (CatalogWave, Cell, ClusterSlot, ConfigTag, Parallelism, Profile,
-                                  Stack)
 from pytest_xlatune.plan.expand import RunKind, arrange, catalog_decisions, expand
 
-FSDP_CPU = EvidenceFacts("3", (("all-gather", 2 << 20), ("all-reduce", 1 << 20), ("all-to-all", 1 << 18)),
-                         compute_ms=72.0, collective_ms=226.0)
+FSDP_CPU = EvidenceFacts(
+    "3",
+    (("all-gather", 2 << 20), ("all-reduce", 1 << 20), ("all-to-all", 1 << 18)),
+    compute_ms=72.0,
+    collective_ms=226.0,
+)
 
 
 def names(cat: str) -> list[str]:
@@ -45,10 +48,15 @@ def test_cpu_catalog_is_the_measured_cpu_flags() -> None:
 def test_values_become_one_profile_each_and_multi_flag_entries_set_every_flag() -> None:
     cands = {c.name: c for c in table.get("fsdp").candidates}
     assert [n for n in cands if n.startswith("ag_combine_")] == [
-        "ag_combine_256m", "ag_combine_512m", "ag_combine_1g", "ag_combine_2g"]
+        "ag_combine_256m",
+        "ag_combine_512m",
+        "ag_combine_1g",
+        "ag_combine_2g",
+    ]
     assert cands["agrs_combine_1g"].xla_flags == (
         "--xla_gpu_all_gather_combine_threshold_bytes=1073741824",
-        "--xla_gpu_reduce_scatter_combine_threshold_bytes=1073741824")
+        "--xla_gpu_reduce_scatter_combine_threshold_bytes=1073741824",
+    )
     assert cands["nccl_proto_ll128"].env == (("NCCL_PROTO", "LL128"),)
 
 
@@ -60,10 +68,10 @@ def test_hybrid_holds_the_three_gpu_catalogs_once_each() -> None:
 
 # --- order and skips -----------------------------------------------------------------------------
 
+
 def decide(cat: str, limit: int | None, facts: EvidenceFacts | None) -> list[tuple[str, str]]:
     cands = table.get(cat).candidates
-    return [(cands[i].name, reason) for i, reason in
-            catalog.decide([c.mechanism for c in cands], cat, limit, facts)]
+    return [(cands[i].name, reason) for i, reason in catalog.decide([c.mechanism for c in cands], cat, limit, facts)]
 
 
 def test_without_evidence_catalog_order_and_the_first_max_run() -> None:
@@ -82,11 +90,18 @@ def test_dominant_collective_by_bytes_first_then_any_collective_then_compute() -
 def test_mechanism_irrelevant_candidates_are_skipped_last_with_the_reason() -> None:
     decided = decide("pp", None, FSDP_CPU)
     skipped = [(n, r) for n, r in decided if r]
-    assert [n for n, _ in skipped] == ["cp_decomp_256m", "cp_decomp_1g", "cp_decomp_8g", "pipelined_p2p",
-                                       "async_cp", "pipelined_rs"]
-    assert decided[-len(skipped):] == skipped
-    assert skipped[3][1] == ("mechanism-irrelevant: acts on collective-permute, and the evidence HLO "
-                             "(job 3) has no collective-permute")
+    assert [n for n, _ in skipped] == [
+        "cp_decomp_256m",
+        "cp_decomp_1g",
+        "cp_decomp_8g",
+        "pipelined_p2p",
+        "async_cp",
+        "pipelined_rs",
+    ]
+    assert decided[-len(skipped) :] == skipped
+    assert skipped[3][1] == (
+        "mechanism-irrelevant: acts on collective-permute, and the evidence HLO (job 3) has no collective-permute"
+    )
 
 
 def test_max_counts_only_candidates_that_apply() -> None:
@@ -114,12 +129,19 @@ def test_no_collectives_at_all_skips_any_collective_candidates() -> None:
 
 # --- plans --------------------------------------------------------------------------------------
 
+
 def make_cell(**changes: object) -> Cell:
-    base = dict(path=Path("cells/x.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)), baseline_repeats=1,
-                config_tags=(ConfigTag("default"),),
-                profiles=(Profile("mine", 2, ("--xla_a=1",)),),
-                catalog_waves=(CatalogWave(2, "pp", 3, line=7),), stacks=(Stack(3, 2, line=9),))
+    base = dict(
+        path=Path("cells/x.yml"),
+        model_tag="m",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        baseline_repeats=1,
+        config_tags=(ConfigTag("default"),),
+        profiles=(Profile("mine", 2, ("--xla_a=1",)),),
+        catalog_waves=(CatalogWave(2, "pp", 3, line=7),),
+        stacks=(Stack(3, 2, line=9),),
+    )
     base.update(changes)
     return Cell(**base)  # type: ignore[arg-type]
 
@@ -167,45 +189,94 @@ def cell_file(tmp_path: Path, waves: str) -> Path:
 
 
 def test_wave_mapping_reads_profiles_catalog_max_and_stack(tmp_path: Path) -> None:
-    cell = load_cell(cell_file(tmp_path, "  2: {catalog: cpu, max: 4}\n"
-                                         "  3:\n    profiles:\n      - {name: a, xla_flags: [--xla_a=1]}\n"
-                                         "    stack: true\n"
-                                         "  4: {stack: 3}\n"))
+    cell = load_cell(
+        cell_file(
+            tmp_path,
+            "  2: {catalog: cpu, max: 4}\n"
+            "  3:\n    profiles:\n      - {name: a, xla_flags: [--xla_a=1]}\n"
+            "    stack: true\n"
+            "  4: {stack: 3}\n",
+        )
+    )
     assert cell.catalog_waves == (CatalogWave(2, "cpu", 4, line=5),)
     assert [p.name for p in cell.profiles] == ["a"]
     assert cell.stacks == (Stack(3, 2, line=9), Stack(4, 3, line=10))
 
 
-@pytest.mark.parametrize(("waves", "key", "line", "expected", "found"), [
-    ("  2: {catalog: fdsp}\n", "waves.2.catalog", 5, "a flag catalog: one of fsdp, pp, tp, hybrid, cpu",
-     "'fdsp' (did you mean 'fsdp'?)"),
-    ("  2: {max: 3}\n", "waves.2.max", 5, "a 'catalog' key next to max", "no 'catalog' key"),
-    ("  2: {catalog: cpu, max: 0}\n", "waves.2.max", 5, "an integer >= 1", "0 (an integer)"),
-    ("  2: {stack: 1}\n", "waves.2.stack", 5, "true or an integer >= 2", "1 (an integer)"),
-    ("  2: {stack: lots}\n", "waves.2.stack", 5, "true or an integer >= 2", "'lots'"),
-    ("  2: {}\n", "waves.2", 5, "at least one of profiles, catalog, stack", "none of them"),
-    ("  2: {catalog: cpu, ordr: 1}\n", "waves.2.ordr", 5, "one of profiles, catalog, max, stack",
-     "unknown key 'ordr'"),
-    ("  2: cpu\n", "waves.2", 5, "a list of profiles, or a mapping of profiles, catalog, max, stack", "'cpu'"),
-    # A profile named like a catalog candidate: the profile is blamed (its name is the cell's),
-    # whichever comes first, with the catalog's line.
-    ("  2: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n  3: {catalog: cpu}\n", "waves.2[0].name", 5,
-     "a profile name that is not a candidate of catalog cpu (line 6)", "'opt_o0'"),
-    ("  2: {catalog: cpu}\n  3: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n", "waves.3[0].name", 6,
-     "a profile name that is not a candidate of catalog cpu (line 5)", "'opt_o0'"),
-    # Two catalogs sharing entries: the way out is the catalog that holds them together.
-    ("  2: {catalog: tp}\n  3: {catalog: fsdp}\n", "waves.3.catalog", 6,
-     "catalogs that share no candidate (fsdp, pp and tp share entries: `catalog: hybrid` sweeps all "
-     "three in one wave)", "'fsdp', whose candidate 'nccl_chan_8' catalog tp (line 5) has too"),
-    ("  2: {catalog: cpu}\n  3: {catalog: cpu}\n", "waves.3.catalog", 6, "each catalog once",
-     "'cpu' again (first on line 5)"),
-    ("  2: [{name: stack_top2, xla_flags: [--xla_a=1]}]\n", "waves.2[0].name", 5,
-     "a name other than baseline, restore_default, evidence, best, winner, stack_topN", "'stack_top2'"),
-    ("  2: {stack: 2}\n  3: {stack: 2}\n", "waves.3.stack", 6, "a stack size unique across all waves",
-     "'stack_top2' again (first on line 5)"),
-])
+@pytest.mark.parametrize(
+    ("waves", "key", "line", "expected", "found"),
+    [
+        (
+            "  2: {catalog: fdsp}\n",
+            "waves.2.catalog",
+            5,
+            "a flag catalog: one of fsdp, pp, tp, hybrid, cpu",
+            "'fdsp' (did you mean 'fsdp'?)",
+        ),
+        ("  2: {max: 3}\n", "waves.2.max", 5, "a 'catalog' key next to max", "no 'catalog' key"),
+        ("  2: {catalog: cpu, max: 0}\n", "waves.2.max", 5, "an integer >= 1", "0 (an integer)"),
+        ("  2: {stack: 1}\n", "waves.2.stack", 5, "true or an integer >= 2", "1 (an integer)"),
+        ("  2: {stack: lots}\n", "waves.2.stack", 5, "true or an integer >= 2", "'lots'"),
+        ("  2: {}\n", "waves.2", 5, "at least one of profiles, catalog, stack", "none of them"),
+        (
+            "  2: {catalog: cpu, ordr: 1}\n",
+            "waves.2.ordr",
+            5,
+            "one of profiles, catalog, max, stack",
+            "unknown key 'ordr'",
+        ),
+        ("  2: cpu\n", "waves.2", 5, "a list of profiles, or a mapping of profiles, catalog, max, stack", "'cpu'"),
+        # A profile named like a catalog candidate: the profile is blamed (its name is the cell's),
+        # whichever comes first, with the catalog's line.
+        (
+            "  2: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n  3: {catalog: cpu}\n",
+            "waves.2[0].name",
+            5,
+            "a profile name that is not a candidate of catalog cpu (line 6)",
+            "'opt_o0'",
+        ),
+        (
+            "  2: {catalog: cpu}\n  3: [{name: opt_o0, xla_flags: [--xla_a=1]}]\n",
+            "waves.3[0].name",
+            6,
+            "a profile name that is not a candidate of catalog cpu (line 5)",
+            "'opt_o0'",
+        ),
+        # Two catalogs sharing entries: the way out is the catalog that holds them together.
+        (
+            "  2: {catalog: tp}\n  3: {catalog: fsdp}\n",
+            "waves.3.catalog",
+            6,
+            "catalogs that share no candidate (fsdp, pp and tp share entries: `catalog: hybrid` sweeps all "
+            "three in one wave)",
+            "'fsdp', whose candidate 'nccl_chan_8' catalog tp (line 5) has too",
+        ),
+        (
+            "  2: {catalog: cpu}\n  3: {catalog: cpu}\n",
+            "waves.3.catalog",
+            6,
+            "each catalog once",
+            "'cpu' again (first on line 5)",
+        ),
+        (
+            "  2: [{name: stack_top2, xla_flags: [--xla_a=1]}]\n",
+            "waves.2[0].name",
+            5,
+            "a name other than baseline, restore_default, evidence, best, winner, stack_topN",
+            "'stack_top2'",
+        ),
+        (
+            "  2: {stack: 2}\n  3: {stack: 2}\n",
+            "waves.3.stack",
+            6,
+            "a stack size unique across all waves",
+            "'stack_top2' again (first on line 5)",
+        ),
+    ],
+)
 def test_bad_catalog_or_stack_is_one_line_naming_key_and_line(
-        tmp_path: Path, waves: str, key: str, line: int, expected: str, found: str) -> None:
+    tmp_path: Path, waves: str, key: str, line: int, expected: str, found: str
+) -> None:
     with pytest.raises(CellError) as info:
         load_cell(cell_file(tmp_path, waves))
     message = str(info.value)

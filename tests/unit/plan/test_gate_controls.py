@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.cell.model import Cell, ClusterSlot, ConfigTag, Parallelism
+from pytest_xlatune.cell.values import Cell, ClusterSlot, ConfigTag, Parallelism
 from pytest_xlatune.launch.base import LauncherError, for_image
 from pytest_xlatune.launch.local import LocalLauncher
 from pytest_xlatune.plan.expand import RunKind, expand_gate, run_key
@@ -17,8 +17,13 @@ RECIPES = {"default": ("fast", ("--xla_a=1",), (), ())}
 
 
 def cell() -> Cell:
-    return Cell(path=Path("c.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)), config_tags=(ConfigTag("default"),))
+    return Cell(
+        path=Path("c.yml"),
+        model_tag="m",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        config_tags=(ConfigTag("default"),),
+    )
 
 
 def test_each_gate_run_follows_its_control_on_the_old_image() -> None:
@@ -29,7 +34,8 @@ def test_each_gate_run_follows_its_control_on_the_old_image() -> None:
         ("gate::baseline-r2-oldimage[default]", RunKind.GATE_OLD_BASELINE, "/img/old.tar"),
         ("gate::baseline-r2[default]", RunKind.BASELINE, None),
         ("gate::fast-oldimage[default]", RunKind.GATE_OLD_RECIPE, "/img/old.tar"),
-        ("gate::fast[default]", RunKind.GATE_RECIPE, None)]
+        ("gate::fast[default]", RunKind.GATE_RECIPE, None),
+    ]
     old_recipe = specs[4]
     assert old_recipe.xla_flags == ("--xla_a=1",)  # the same run, on the other image
     assert job_request(cell(), old_recipe).image == "/img/old.tar"
@@ -46,8 +52,12 @@ def test_an_old_image_control_is_measured_again_for_each_new_image() -> None:
 
 def test_a_launcher_runs_a_request_on_the_image_it_was_given_for_it(tmp_path: Path) -> None:
     request = job_request(cell(), expand_gate(cell(), RECIPES, old_image="/venvs/old/bin/python")[0])
-    assert for_image("/new/python", {"/venvs/old/bin/python": "/venvs/old/bin/python"}, request) == \
-        "/venvs/old/bin/python"
-    with pytest.raises(LauncherError, match=r"m-baseline-oldimage-default: image: expected one of the "
-                       r"images this session was started for \(none\), found '/venvs/old/bin/python'"):
+    assert (
+        for_image("/new/python", {"/venvs/old/bin/python": "/venvs/old/bin/python"}, request) == "/venvs/old/bin/python"
+    )
+    with pytest.raises(
+        LauncherError,
+        match=r"m-baseline-oldimage-default: image: expected one of the "
+        r"images this session was started for \(none\), found '/venvs/old/bin/python'",
+    ):
         LocalLauncher(tmp_path, 1, python="/new/python").submit(request)

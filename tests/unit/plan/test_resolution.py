@@ -7,15 +7,17 @@ from typing import Any
 
 import pytest
 
-from pytest_xlatune.cell.model import Cell, ClusterSlot, ConfigTag, Parallelism, Profile, Stack
+from pytest_xlatune.cell.values import Cell, ClusterSlot, ConfigTag, Parallelism, Profile, Stack
+from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.plan.expand import RunKind, RunSpec, expand
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.store import ResultStore
 
 PROFILES = (
-    Profile("ag", 2, ("--xla_ag=1",)), Profile("ag_big", 2, ("--xla_ag=2",)),
-    Profile("ov", 2, ("--xla_ov=2",), (("NCCL_X", "8"),)), Profile("late", 4, ("--xla_late=1",)),
+    Profile("ag", 2, ("--xla_ag=1",)),
+    Profile("ag_big", 2, ("--xla_ag=2",)),
+    Profile("ov", 2, ("--xla_ov=2",), (("NCCL_X", "8"),)),
+    Profile("late", 4, ("--xla_late=1",)),
     Profile("remat", 3, (), (), (("remat_policy", "full"),)),
 )
 
@@ -28,18 +30,36 @@ class NoLauncher:
 
 
 def make_sweep(tmp_path: Path, top: int = 2, wave: int = 3) -> Sweep:
-    cell = Cell(path=Path("c.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)), config_tags=(ConfigTag("default"),),
-                profiles=PROFILES, stacks=(Stack(wave, top),))
-    return Sweep(cell=cell, specs=expand(cell), store=ResultStore(tmp_path / "s.jsonl"),
-                 launcher=NoLauncher(), nodelist="n")  # type: ignore[arg-type]
+    cell = Cell(
+        path=Path("c.yml"),
+        model_tag="m",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        config_tags=(ConfigTag("default"),),
+        profiles=PROFILES,
+        stacks=(Stack(wave, top),),
+    )
+    return Sweep(
+        cell=cell, specs=expand(cell), store=ResultStore(tmp_path / "s.jsonl"), launcher=NoLauncher(), nodelist="n"
+    )  # type: ignore[arg-type]
 
 
 def measure(sweep: Sweep, spec: RunSpec, tgs: float, job: int) -> JobResult:
-    result = JobResult(key=sweep.key(spec), item=spec.name, wave=spec.wave, profile=spec.profile,
-                       config_tag=spec.config_tag, kind=spec.kind.value, job_id=str(job),
-                       verdict=Verdict.SUCCESS, xla_flags=spec.xla_flags, env=spec.env, tgs=tgs,
-                       step_seconds=1000 / tgs, resolved_from=spec.resolved_from)
+    result = JobResult(
+        key=sweep.key(spec),
+        item=spec.name,
+        wave=spec.wave,
+        profile=spec.profile,
+        config_tag=spec.config_tag,
+        kind=spec.kind.value,
+        job_id=str(job),
+        verdict=Verdict.SUCCESS,
+        xla_flags=spec.xla_flags,
+        env=spec.env,
+        tgs=tgs,
+        step_seconds=1000 / tgs,
+        resolved_from=spec.resolved_from,
+    )
     sweep.store.add_result(result)
     return result
 
@@ -82,8 +102,10 @@ def test_stack_skips_with_a_reason_with_fewer_than_two_winners(tmp_path: Path) -
     run(sweep, {"ag": 1100.0, "ov": 1003.0})  # ov is within noise of the baseline
     resolved, reason = sweep.resolution(spec(sweep, RunKind.STACK))
     assert resolved is None
-    assert reason == ("fewer than 2 winning profiles (better than baseline-deployed beyond noise, "
-                      "with distinct settings) in waves 2-3 to stack: ag")
+    assert reason == (
+        "fewer than 2 winning profiles (better than baseline-deployed beyond noise, "
+        "with distinct settings) in waves 2-3 to stack: ag"
+    )
 
 
 def test_stack_result_is_found_under_its_resolution(tmp_path: Path) -> None:

@@ -12,18 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.cell.model import (
-    Backend, BackendKind, CatalogWave, Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism,
-    PipelineShape, Profile, Stack, Thresholds,
+from pytest_xlatune.cell.values import (
+    Backend,
+    BackendKind,
+    CatalogWave,
+    Cell,
+    ClusterSlot,
+    ConfigTag,
+    EnvFileEntry,
+    Parallelism,
+    PipelineShape,
+    Profile,
+    Stack,
+    Thresholds,
 )
 from pytest_xlatune.plan.expand import RunSpec, expand, run_key
 from pytest_xlatune.plan.request import job_request
 
 BASE = Cell(
-    path=Path("cells/x.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
+    path=Path("cells/x.yml"),
+    model_tag="m",
+    slot=ClusterSlot(nodes=1),
     parallelism=Parallelism((("PP", 2), ("FSDP", 4))),
-    config_tags=(ConfigTag("sparse", (("sparse_matmul", "true"),)),
-                 ConfigTag("dense", (("sparse_matmul", "false"),))),
+    config_tags=(ConfigTag("sparse", (("sparse_matmul", "true"),)), ConfigTag("dense", (("sparse_matmul", "false"),))),
     env_file=(EnvFileEntry("xla", "--xla_a", "1", "8"), EnvFileEntry("env", "NCCL_X", "4", None)),
     profiles=(Profile("w2", 2, ("--xla_b=2",), (("NCCL_Z", "8"),)),),
     pipeline_shapes=(PipelineShape(4, 1),),
@@ -67,7 +78,8 @@ def _check(name: str, key: Callable[[Cell, RunSpec, str], str]) -> None:
         old = before[spec.name]
         if job_request(BASE, old) != job_request(altered, spec):
             assert key(BASE, old, "n1") != key(altered, spec, "n1"), (
-                f"Cell.{name} changes the job of {spec.name} but not its run_key")
+                f"Cell.{name} changes the job of {spec.name} but not its run_key"
+            )
 
 
 @pytest.mark.parametrize("name", sorted(ALTERED))

@@ -4,27 +4,39 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.engine.test_poller import ScriptedLauncher
-
-from pytest_xlatune.cell.model import Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, Profile
+from pytest_xlatune.cell.values import Cell, ClusterSlot, ConfigTag, EnvFileEntry, Parallelism, Profile
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.store import ResultStore
+from tests.unit.engine.test_poller import ScriptedLauncher
 
 
 def cell() -> Cell:
-    return Cell(path=Path("c.yml"), model_tag="m", slot=ClusterSlot(nodes=1),
-                parallelism=Parallelism((("FSDP", 8),)),
-                config_tags=(ConfigTag("sparse"), ConfigTag("dense", (("sparse_matmul", "false"),))),
-                env_file=(EnvFileEntry("xla", "--xla_o", "0", "2"),),
-                profiles=(Profile("o2", 2, ("--xla_o=2",)), Profile("o1", 2, ("--xla_o=1",)),
-                          Profile("o1_again", 3, ("--xla_o=2", "--xla_o=1")),  # last wins: o1
-                          Profile("deployed", 3, ("--xla_o=0",))))  # the env file's own value
+    return Cell(
+        path=Path("c.yml"),
+        model_tag="m",
+        slot=ClusterSlot(nodes=1),
+        parallelism=Parallelism((("FSDP", 8),)),
+        config_tags=(ConfigTag("sparse"), ConfigTag("dense", (("sparse_matmul", "false"),))),
+        env_file=(EnvFileEntry("xla", "--xla_o", "0", "2"),),
+        profiles=(
+            Profile("o2", 2, ("--xla_o=2",)),
+            Profile("o1", 2, ("--xla_o=1",)),
+            Profile("o1_again", 3, ("--xla_o=2", "--xla_o=1")),  # last wins: o1
+            Profile("deployed", 3, ("--xla_o=0",)),
+        ),
+    )  # the env file's own value
 
 
 def sweep(tmp_path: Path, fixed: bool = False) -> Sweep:
-    return Sweep(cell=cell(), specs=expand(cell()), store=ResultStore(tmp_path / "s.jsonl"),
-                 launcher=ScriptedLauncher(), nodelist="n", fixed_protocol=fixed)
+    return Sweep(
+        cell=cell(),
+        specs=expand(cell()),
+        store=ResultStore(tmp_path / "s.jsonl"),
+        launcher=ScriptedLauncher(),
+        nodelist="n",
+        fixed_protocol=fixed,
+    )
 
 
 def shares(s: Sweep) -> dict[str, str]:

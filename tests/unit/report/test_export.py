@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import json
 import math
+from dataclasses import replace
 
 import pandas as pd
 
-from pytest_xlatune.judge import verdicts
+from pytest_xlatune.evidence.inert import inert_text
 from pytest_xlatune.report.export import COLUMNS, export_texts, results_frame
+from pytest_xlatune.verdict import verdicts
 from tests import report_cases as cases
 
 
@@ -18,8 +20,13 @@ def winner_results() -> list:
     jobs.wave1()
     jobs.profile("ag256m", 1080.0, "--xla_gpu_all_gather_combine_threshold_bytes=268435456")
     jobs.profile("nccl_chan8", 1001.0, env=(("NCCL_NCHANNELS_PER_NET_PEER", "8"),))
-    jobs.profile("pp_all_reduce", None, "--xla_gpu_enable_pipelined_all_reduce=true",
-                 verdict=cases.Verdict.OOM, reason="out of memory")
+    jobs.profile(
+        "pp_all_reduce",
+        None,
+        "--xla_gpu_enable_pipelined_all_reduce=true",
+        verdict=cases.Verdict.OOM,
+        reason="out of memory",
+    )
     return jobs.results
 
 
@@ -28,8 +35,12 @@ def test_frame_has_one_row_per_result_in_job_order_with_the_documented_columns()
     frame = results_frame(list(reversed(results)))
     assert tuple(frame.columns) == COLUMNS
     assert list(frame["job_id"]) == [r.job_id for r in results]
-    assert list(frame["item"])[:4] == ["wave1::baseline[sparse]", "wave1::baseline-r2[sparse]",
-                                       "wave1::baseline-r3[sparse]", "wave1::restore_default[sparse]"]
+    assert list(frame["item"])[:4] == [
+        "wave1::baseline[sparse]",
+        "wave1::baseline-r2[sparse]",
+        "wave1::baseline-r3[sparse]",
+        "wave1::restore_default[sparse]",
+    ]
 
 
 def test_profile_rows_carry_the_report_delta_and_interval_baselines_and_failures_none() -> None:
@@ -46,6 +57,27 @@ def test_profile_rows_carry_the_report_delta_and_interval_baselines_and_failures
     assert math.isnan(frame.loc["baseline", "delta_pct"]) and frame.loc["baseline", "direction"] == ""
     oom = frame.loc["pp_all_reduce"]
     assert oom["verdict"] == "oom" and math.isnan(oom["tgs"]) and math.isnan(oom["delta_pct"])
+
+
+def test_an_inert_candidate_names_its_source_and_why_in_the_words_of_junit() -> None:
+    """`inert` is the stored reason, the text junit's xlatune_inert and the terminal line carry."""
+    results = winner_results()
+    base = results[0]
+    why = inert_text(base.item)
+    inert = replace(
+        results[-2],
+        item="wave2::vec256[sparse]",
+        profile="vec256",
+        shared_from=base.item,
+        inert=True,
+        reason=why,
+        tgs=base.tgs,
+    )
+    frame = results_frame([*results, inert]).set_index("profile")
+    assert (frame.loc["vec256", "shared_from"], frame.loc["vec256", "inert"]) == (base.item, why)
+    assert (frame.loc["ag256m", "shared_from"], frame.loc["ag256m", "inert"]) == ("", "")
+    records = json.loads(export_texts([*results, inert])[".json"])
+    assert [(r["shared_from"], r["inert"]) for r in records if r["profile"] == "vec256"] == [(base.item, why)]
 
 
 def test_times_are_utc_timestamps() -> None:

@@ -1,4 +1,4 @@
-"""The per-cell history (report/history.py), its change points (judge/changepoint.py) and its
+"""The per-cell history (report/history.py), its change points (verdict/changepoint.py) and its
 trend chart (report/trend.py): five gate runs across two venvs show one change point at the switch."""
 
 from __future__ import annotations
@@ -10,24 +10,41 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.judge.changepoint import change_points, welch_p
 from pytest_xlatune.report import trend
-from pytest_xlatune.report.history import (HistoryError, append_rows, gate_rows, history_path, interval,
-                                           load_history, sweep_rows)
+from pytest_xlatune.report.history import (
+    HistoryError,
+    append_rows,
+    gate_rows,
+    history_path,
+    interval,
+    load_history,
+    sweep_rows,
+)
 from pytest_xlatune.results import JobResult, Verdict
 from pytest_xlatune.safefs import LinkRefused
+from pytest_xlatune.verdict.changepoint import change_points, welch_p
 
 
 def runs(kind: str, values: Sequence[float], image: str = "", profile: str = "fast") -> list[JobResult]:
-    return [JobResult(key=f"{kind}-{n}-{image}", item=f"gate::{profile}[default]", wave="gate",
-                      profile=profile if kind != "baseline" else "baseline-deployed", config_tag="default",
-                      kind=kind, job_id=str(n), verdict=Verdict.SUCCESS, tgs=tgs, image=image)
-            for n, tgs in enumerate(values)]
+    return [
+        JobResult(
+            key=f"{kind}-{n}-{image}",
+            item=f"gate::{profile}[default]",
+            wave="gate",
+            profile=profile if kind != "baseline" else "baseline-deployed",
+            config_tag="default",
+            kind=kind,
+            job_id=str(n),
+            verdict=Verdict.SUCCESS,
+            tgs=tgs,
+            image=image,
+        )
+        for n, tgs in enumerate(values)
+    ]
 
 
 def gate_session(new: str, recipe: Sequence[float], baseline: Sequence[float]) -> list[JobResult]:
-    return (runs("gate_recipe", recipe, new) + runs("baseline", baseline, new)
-            + runs("gate_old_recipe", [1100.0], ""))
+    return runs("gate_recipe", recipe, new) + runs("baseline", baseline, new) + runs("gate_old_recipe", [1100.0], "")
 
 
 def test_welch_split_finds_a_step_and_not_noise() -> None:
@@ -58,12 +75,18 @@ def test_interval_is_a_t_interval() -> None:
 def test_five_gate_runs_across_two_venvs_chart_the_change_at_the_switch(tmp_path: Path) -> None:
     path = history_path(tmp_path / "cells__demo.jsonl")
     assert path.name == "cells__demo.history.csv"
-    sessions = [("/old/bin/python", [1100.0, 1101.0]), ("/old/bin/python", [1099.0, 1100.0]),
-                ("/new/bin/python", [1030.0, 1031.0]), ("/new/bin/python", [1029.0, 1030.0]),
-                ("/new/bin/python", [1031.0, 1030.0])]
+    sessions = [
+        ("/old/bin/python", [1100.0, 1101.0]),
+        ("/old/bin/python", [1099.0, 1100.0]),
+        ("/new/bin/python", [1030.0, 1031.0]),
+        ("/new/bin/python", [1029.0, 1030.0]),
+        ("/new/bin/python", [1031.0, 1030.0]),
+    ]
     for n, (image, tgs) in enumerate(sessions):
-        append_rows(path, gate_rows(f"2026-12-0{n + 1}T10:00:00", image,
-                                    gate_session(image, tgs, [1000.0, 1001.0]), node_hours=0.25))
+        append_rows(
+            path,
+            gate_rows(f"2026-12-0{n + 1}T10:00:00", image, gate_session(image, tgs, [1000.0, 1001.0]), node_hours=0.25),
+        )
     frame = load_history(path)
     assert len(frame) == 5 and list(frame["image"]) == [s[0] for s in sessions]
     assert frame["recipe_tgs"].tolist()[2] == pytest.approx(1030.5)
@@ -74,10 +97,16 @@ def test_five_gate_runs_across_two_venvs_chart_the_change_at_the_switch(tmp_path
     assert chart.count('class="change-point"') == 1 and "&lt;x&gt;" in chart and "<x>" not in chart
     # The dashed line sits between the last old-venv point and the first new-venv one.
     x_line = float(chart.split('class="change-point"')[0].rsplit('x1="', 1)[1].split('"')[0])
-    assert trend.LEFT + (trend.WIDTH - trend.LEFT - trend.RIGHT) / 4 * 1 < x_line \
+    assert (
+        trend.LEFT + (trend.WIDTH - trend.LEFT - trend.RIGHT) / 4 * 1
+        < x_line
         < trend.LEFT + (trend.WIDTH - trend.LEFT - trend.RIGHT) / 4 * 2
+    )
     text = trend.markdown(frame, "demo-history-default.svg", "default")
-    assert "change point before run 3 (2026-12-03T10:00:00, image /new/bin/python): recipe TGS 1100.0 → 1030.2 (-6.35 %" in text
+    assert (
+        "change point before run 3 (2026-12-03T10:00:00, image /new/bin/python): recipe TGS 1100.0 → 1030.2 (-6.35 %"
+        in text
+    )
     assert "![TGS history [default]](demo-history-default.svg)" in text
 
 
@@ -111,14 +140,24 @@ def test_the_report_cli_renders_the_history_in_markdown_and_html(tmp_path: Path)
     from pytest_xlatune.report.__main__ import main
 
     cell = tmp_path / "demo.yml"
-    cell.write_text("model_tag: demo\nnodes: 1\nparallelism: FSDP=8\nwaves:\n  2:\n"
-                    "    - {name: fast, xla_flags: [--xla_fake_tgs=1100]}\n")
+    cell.write_text(
+        "model_tag: demo\nnodes: 1\nparallelism: FSDP=8\nwaves:\n  2:\n"
+        "    - {name: fast, xla_flags: [--xla_fake_tgs=1100]}\n"
+    )
     store = tmp_path / ".xlatune" / "demo.jsonl"
-    for n, (image, tgs) in enumerate([("/a<b>/bin/python", 1100.0), ("/a<b>/bin/python", 1101.0),
-                                      ("/new/bin/python", 1030.0), ("/new/bin/python", 1031.0),
-                                      ("/new/bin/python", 1029.0)]):
-        append_rows(history_path(store), gate_rows(f"2026-12-0{n + 1}", image,
-                                                   gate_session(image, [tgs, tgs + 1], [1000.0]), 0.1))
+    for n, (image, tgs) in enumerate(
+        [
+            ("/a<b>/bin/python", 1100.0),
+            ("/a<b>/bin/python", 1101.0),
+            ("/new/bin/python", 1030.0),
+            ("/new/bin/python", 1031.0),
+            ("/new/bin/python", 1029.0),
+        ]
+    ):
+        append_rows(
+            history_path(store),
+            gate_rows(f"2026-12-0{n + 1}", image, gate_session(image, [tgs, tgs + 1], [1000.0]), 0.1),
+        )
     out = tmp_path / "out"
     assert main([str(cell), "--store", str(tmp_path / ".xlatune"), "--root", str(tmp_path), "--out", str(out)]) == 0
     md = (out / "demo-history.md").read_text()

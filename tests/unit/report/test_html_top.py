@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.judge.numerics import Mode
 from pytest_xlatune.report import chart, final, html, html_top
 from pytest_xlatune.report.__main__ import write_html_pages
 from pytest_xlatune.report.build import from_results
+from pytest_xlatune.verdict.numerics import Mode
 from tests import report_cases as cases
 
 
@@ -27,7 +27,7 @@ def test_tldr_warnings_and_patch_come_before_the_chart() -> None:
 
 def test_an_under_powered_sweep_warns_above_the_chart() -> None:
     block = html.cell_html(cases.under_powered())
-    warnings = block[block.find("xlatune-warnings"):block.find("<svg")]
+    warnings = block[block.find("xlatune-warnings") : block.find("<svg")]
     assert "Inconclusive: noise" in warnings and "would settle it" in warnings
 
 
@@ -36,30 +36,36 @@ def test_unstable_and_numerics_changed_bars_are_not_green() -> None:
     changed = next(r for r in data.leaderboard if r.numerics == "changed")
     assert changed.direction == "better"  # the case the chart used to draw as a green bar
     shaky = next(r for r in data.leaderboard if r.profile == "lhs")
-    rows = [dataclasses.replace(r, unstable=True, runs="1080.0 = mean of 1160.0, 1000.0; jobs 1, 2")
-            if r is shaky else r for r in data.leaderboard]
+    rows = [
+        dataclasses.replace(r, unstable=True, runs="1080.0 = mean of 1160.0, 1000.0; jobs 1, 2") if r is shaky else r
+        for r in data.leaderboard
+    ]
     data = dataclasses.replace(data, leaderboard=rows)
     kinds = {b.profile: b.kind for b in chart.bars(data)}
     assert kinds[changed.profile] == "numerics_changed" and kinds["lhs"] == "unstable"
     svg = chart.render(data)
     for kind in ("numerics_changed", "unstable"):
         assert f'class="xlatune-bar xlatune-{kind}"' in svg and chart.COLORS[kind] != chart.COLORS["better"]
-    assert "lhs's runs disagree beyond the noise (1080.0 = mean of 1160.0, 1000.0" in \
-        " ".join(html_top.warnings(data))
+    assert "lhs's runs disagree beyond the noise (1080.0 = mean of 1160.0, 1000.0" in " ".join(html_top.warnings(data))
 
 
 def test_a_skipped_item_shows_its_reason_not_a_tuple(tmp_path: Path) -> None:
     longrepr = (str(tmp_path / "cells" / "x.yml"), 3, "Skipped: no baseline-deployed run measured")
-    report = pytest.TestReport("cells/x.yml::wave2::p[t]", ("x.yml", 3, "cell: wave2::p[t]"), {},
-                               "skipped", longrepr, "call",
-                               user_properties=[("xlatune_cell", "cells/x.yml")])
+    report = pytest.TestReport(
+        "cells/x.yml::wave2::p[t]",
+        ("x.yml", 3, "cell: wave2::p[t]"),
+        {},
+        "skipped",
+        longrepr,
+        "call",
+        user_properties=[("xlatune_cell", "cells/x.yml")],
+    )
     data = [html.escape(report.longreprtext) + "\n", "captured"]
     html.pytest_html_results_table_html(report, data)
     assert data == ["no baseline-deployed run measured\n", "captured"]
 
 
-def test_the_gates_lock_less_cell_shows_its_reason_not_a_tuple_and_other_skips_are_left_alone(
-        tmp_path: Path) -> None:
+def test_the_gates_lock_less_cell_shows_its_reason_not_a_tuple_and_other_skips_are_left_alone(tmp_path: Path) -> None:
     # The gate's Unlocked item has no cell properties: its place (reportinfo) says `cell: `.
     reason = "cells/x.lock.json: no recipe lock, nothing to gate"
     for where, shown in [("cell: x.yml (no lock)", reason), ("test_other", None)]:
@@ -72,9 +78,11 @@ def test_the_gates_lock_less_cell_shows_its_reason_not_a_tuple_and_other_skips_a
 
 
 def test_the_environment_table_moves_below_the_results_on_pytest_htmls_page() -> None:
-    page = ('<h1 id="title">r</h1>\n    <div id="environment-header">\n      <h2>Environment</h2>\n    </div>\n'
-            '    <table id="environment"></table>\n    <div class="summary">TL;DR</div>\n'
-            '    <table id="results-table"></table>\n  <footer>\n    <script>x</script>\n  </footer>')
+    page = (
+        '<h1 id="title">r</h1>\n    <div id="environment-header">\n      <h2>Environment</h2>\n    </div>\n'
+        '    <table id="environment"></table>\n    <div class="summary">TL;DR</div>\n'
+        '    <table id="results-table"></table>\n  <footer>\n    <script>x</script>\n  </footer>'
+    )
     moved = final.environment_last(page)
     assert moved.find("TL;DR") < moved.find("</table>") < moved.find("environment-header") < moved.find("<footer>")
     assert final.environment_last(moved) == moved and final.environment_last("<p>no page</p>") == "<p>no page</p>"

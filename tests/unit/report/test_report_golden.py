@@ -26,6 +26,7 @@ def one_cell(make: Callable[[], ReportData]) -> Callable[[str], str]:
     def render(language: str) -> str:
         data = make()
         return render_document(None, [(f"cells/{data.cell.path.name}", data)], language)
+
     return render
 
 
@@ -66,7 +67,8 @@ def test_report_matches_golden_file(name: str, language: str) -> None:
         path.write_text(text, encoding="utf-8")
     assert path.exists(), f"{path} is missing: run with XLATUNE_UPDATE_GOLDEN=1 and review it"
     assert text == path.read_text(encoding="utf-8"), (
-        f"{path.name} differs: run with XLATUNE_UPDATE_GOLDEN=1 and review the diff")
+        f"{path.name} differs: run with XLATUNE_UPDATE_GOLDEN=1 and review the diff"
+    )
 
 
 def _shape(text: str) -> list[str]:
@@ -96,15 +98,13 @@ def test_scenarios_show_what_they_are_named_for() -> None:
     assert "No profile beat `baseline-deployed`" in SCENARIOS["within_noise"]("en")
     hurts = SCENARIOS["env_file_hurts"]("en")  # no winner, but the image defaults beat the env file
     assert "keep the deployed environment" not in hurts and "as deployed" not in hurts
-    assert ("Restore the image defaults in `configs/golden.env.sh`: `baseline-no-env` is +7.29 %"
-            in hurts), hurts
+    assert "Restore the image defaults in `configs/golden.env.sh`: `baseline-no-env` is +7.29 %" in hurts, hurts
     assert "- `--xla_gpu_all_gather_combine_threshold_bytes=1073741824` → `8589934592`" in hurts
     failed = SCENARIOS["failures"]("en")
     assert "| unknown_flag |" in failed and "| oom |" in failed
     many = SCENARIOS["many_profiles"]("en")
     board = many.split("## Tuning leaderboard")[1].split("##")[0]
-    rows = [line for line in board.splitlines() if line.startswith("| ")
-            and not line.startswith(("| Profile", "| …"))]
+    rows = [line for line in board.splitlines() if line.startswith("| ") and not line.startswith(("| Profile", "| …"))]
     assert len(rows) == 8 + 5 and "| … |" in board and "ag08" not in board
     flips = SCENARIOS["sign_flips"]("en")
     fsdp = flips.split("<!-- xlatune:cell FSDP=8")[1]
@@ -123,18 +123,26 @@ def test_evidence_scenarios_show_the_diff_and_the_profile_from_the_recordings() 
     same = SCENARIOS["evidence_same_collectives"]("en")
     why = same.split("## Why the winning flag wins")[1].split("## Negative findings")[0]
     assert "Same collectives in both compiled train steps" in why
-    assert re.search(r"The most time saved is in \*\*\w+\*\* \(-[\d.]+ ms per step\): with the same "
-                     r"collectives, the win is in", why)
+    assert re.search(
+        r"The most time saved is in \*\*\w+\*\* \(-[\d.]+ ms per step\): with the same "
+        r"collectives, the win is in",
+        why,
+    )
     pipeline = SCENARIOS["pipeline_shapes"]("en")
     assert "| mb16_v1 | 16 | 1 | 15.79 % | 1,150.0 |" in pipeline
-    assert ("`mb16_v1` (bubble 15.79 %) measured 6.50 % slower than `mb8_v1` (bubble 27.27 %): more, "
-            "smaller microbatches cost more than the smaller bubble saves.") in pipeline
+    assert (
+        "`mb16_v1` (bubble 15.79 %) measured 6.50 % slower than `mb8_v1` (bubble 27.27 %): more, "
+        "smaller microbatches cost more than the smaller bubble saves."
+    ) in pipeline
 
 
-@pytest.mark.parametrize(("language", "metric"), [
-    ("en", "mean over steps 5-11 (9-11 when the profiler ran)"),
-    ("zh", "取第 5-11 步的均值（开启 profiler 时取第 9-11 步）"),
-])
+@pytest.mark.parametrize(
+    ("language", "metric"),
+    [
+        ("en", "mean over steps 5-11 (9-11 when the profiler ran)"),
+        ("zh", "取第 5-11 步的均值（开启 profiler 时取第 9-11 步）"),
+    ],
+)
 def test_the_metric_line_names_the_steps_a_shorter_run_measures(language: str, metric: str) -> None:
     """steps: 12 runs steps 0-11, so the steady state is steps 5-11, not the default 5-14."""
     from dataclasses import replace

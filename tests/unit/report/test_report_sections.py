@@ -19,16 +19,15 @@ def test_rendering_a_cell_replaces_only_its_own_section() -> None:
     pp = section("cells/pp8.yml", "PP=8", "# PP=8 body, written weeks ago")
     old_fsdp = section("cells/fsdp8.yml", "FSDP=8", "# old FSDP body")
     existing = HAND_WRITTEN + "\n" + old_fsdp + "\n---\n\n" + pp
-    merged = sections.merge(sections.parse(existing),
-                            {"cells/fsdp8.yml": section("cells/fsdp8.yml", "FSDP=8", "# new")})
-    assert merged == HAND_WRITTEN + "\n" + section("cells/fsdp8.yml", "FSDP=8", "# new") \
-        + "\n---\n\n" + pp
+    merged = sections.merge(
+        sections.parse(existing), {"cells/fsdp8.yml": section("cells/fsdp8.yml", "FSDP=8", "# new")}
+    )
+    assert merged == HAND_WRITTEN + "\n" + section("cells/fsdp8.yml", "FSDP=8", "# new") + "\n---\n\n" + pp
 
 
 def test_a_new_cell_is_appended_after_a_separator() -> None:
     pp = section("cells/pp8.yml", "PP=8", "# PP")
-    merged = sections.merge(sections.parse(pp), {"cells/fsdp8.yml": section("cells/fsdp8.yml",
-                                                                             "FSDP=8", "# FSDP")})
+    merged = sections.merge(sections.parse(pp), {"cells/fsdp8.yml": section("cells/fsdp8.yml", "FSDP=8", "# FSDP")})
     assert merged == pp + "\n---\n\n" + section("cells/fsdp8.yml", "FSDP=8", "# FSDP")
     assert [s.cell for s in sections.parse(merged).sections] == ["cells/pp8.yml", "cells/fsdp8.yml"]
 
@@ -86,16 +85,18 @@ def test_sign_flips_need_another_parallelism() -> None:
     assert flips is not None
     assert [c.parallelism for c in flips.columns] == ["FSDP=8", "PP=8"]
     verdicts = {row.profile: row.verdict for row in flips.rows}
-    assert verdicts == {"ag256m": "sign_flip", "overlap2": "same_sign", "pp_ag": "same_sign",
-                        "baseline-no-env": "sign_flip"}
+    assert verdicts == {
+        "ag256m": "sign_flip",
+        "overlap2": "same_sign",
+        "pp_ag": "same_sign",
+        "baseline-no-env": "sign_flip",
+    }
     assert "nccl_chan8" not in verdicts  # not measured on PP=8
 
 
 def test_a_sign_difference_inside_the_noise_is_not_a_flip() -> None:
-    mine = CellSummary("a", "FSDP=8", "s", "d", rows=(FlagResult("p", "--f", 1.0, 0.5, -1.0, 2.0,
-                                                                  "within_noise"),))
-    theirs = CellSummary("b", "PP=8", "s", "d", rows=(FlagResult("q", "--f", 1.0, -6.0, -8.0, -4.0,
-                                                                   "worse"),))
+    mine = CellSummary("a", "FSDP=8", "s", "d", rows=(FlagResult("p", "--f", 1.0, 0.5, -1.0, 2.0, "within_noise"),))
+    theirs = CellSummary("b", "PP=8", "s", "d", rows=(FlagResult("q", "--f", 1.0, -6.0, -8.0, -4.0, "worse"),))
     flips = sections.sign_flips(mine, [theirs])
     assert flips is not None and flips.rows[0].verdict == "differs_within_noise"
     assert flips.flip_count == 0
@@ -105,7 +106,8 @@ def test_guard_selects_this_parallelism_when_the_winner_is_worse_elsewhere() -> 
     fsdp, pp = cases.winner(), cases.pp8()
     fsdp_flips = sections.sign_flips(sections.summarize(fsdp, "f"), [sections.summarize(pp, "p")])
     assert fsdp_flips is not None and fsdp_flips.guard == sections.Guard(
-        "dcn_pipeline_parallelism", "-le", "1", ("PP=8",))
+        "dcn_pipeline_parallelism", "-le", "1", ("PP=8",)
+    )
     pp_flips = sections.sign_flips(sections.summarize(pp, "p"), [sections.summarize(fsdp, "f")])
     assert pp_flips is not None and pp_flips.guard is None  # overlap2 is within noise on FSDP
 
@@ -113,6 +115,7 @@ def test_guard_selects_this_parallelism_when_the_winner_is_worse_elsewhere() -> 
 def test_render_document_uses_summaries_of_a_sibling_file() -> None:
     pp = cases.pp8()
     english = render_document(None, [("cells/pp8.yml", pp)])
-    chinese = render_document(None, [("cells/fsdp8.yml", cases.winner())], "zh",
-                              known=sections.parse(english).summaries())
+    chinese = render_document(
+        None, [("cells/fsdp8.yml", cases.winner())], "zh", known=sections.parse(english).summaries()
+    )
     assert "## 与其他并行方式的符号翻转" in chinese and "<!-- xlatune:cell PP=8" not in chinese

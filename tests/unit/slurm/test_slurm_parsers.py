@@ -30,29 +30,38 @@ S = JobState
 
 # (file, {job_id: (state, reason, nodes, name)})
 SQUEUE_CASES = [
-    ("squeue_running_pending.txt", {
-        "9": (S.FAILED, "NonZeroExitCode", "node03", "xlt-fail"),
-        "7": (S.PENDING, "Resources", "", "xlt-second"),
-        "11": (S.PENDING, "Resources", "", "xlt-cancel-me"),
-        "6": (S.RUNNING, "", "node01", "xlt-long"),
-        "8": (S.RUNNING, "", "node02", "xlt name|with pipe"),
-        "10": (S.RUNNING, "", "node03", "xlt-timeout"),
-    }),
-    ("squeue_all_states.txt", {
-        "14": (S.CANCELLED, "Resources", "", "xlt-wait"),
-        "7": (S.COMPLETED, "", "node01", "xlt-second"),
-        "12": (S.FAILED, "NonZeroExitCode", "node03", "xlt-fail"),
-        "15": (S.PENDING, "ReqNodeNotAvail, UnavailableNodes:node04", "", "xlt-on-down-node"),
-        "13": (S.RUNNING, "", "node03", "xlt-run"),
-        "10": (S.TIMEOUT, "TimeLimit", "node03", "xlt-timeout"),
-    }),
-    ("squeue_reqnodenotavail.txt", {
-        "8": (S.CANCELLED, "", "node02", "xlt name|with pipe"),
-        "11": (S.CANCELLED, "Resources", "", "xlt-cancel-me"),
-        "6": (S.COMPLETED, "", "node01", "xlt-long"),
-        "7": (S.PENDING, "ReqNodeNotAvail, UnavailableNodes:node01", "", "xlt-second"),
-        "10": (S.RUNNING, "", "node03", "xlt-timeout"),
-    }),
+    (
+        "squeue_running_pending.txt",
+        {
+            "9": (S.FAILED, "NonZeroExitCode", "node03", "xlt-fail"),
+            "7": (S.PENDING, "Resources", "", "xlt-second"),
+            "11": (S.PENDING, "Resources", "", "xlt-cancel-me"),
+            "6": (S.RUNNING, "", "node01", "xlt-long"),
+            "8": (S.RUNNING, "", "node02", "xlt name|with pipe"),
+            "10": (S.RUNNING, "", "node03", "xlt-timeout"),
+        },
+    ),
+    (
+        "squeue_all_states.txt",
+        {
+            "14": (S.CANCELLED, "Resources", "", "xlt-wait"),
+            "7": (S.COMPLETED, "", "node01", "xlt-second"),
+            "12": (S.FAILED, "NonZeroExitCode", "node03", "xlt-fail"),
+            "15": (S.PENDING, "ReqNodeNotAvail, UnavailableNodes:node04", "", "xlt-on-down-node"),
+            "13": (S.RUNNING, "", "node03", "xlt-run"),
+            "10": (S.TIMEOUT, "TimeLimit", "node03", "xlt-timeout"),
+        },
+    ),
+    (
+        "squeue_reqnodenotavail.txt",
+        {
+            "8": (S.CANCELLED, "", "node02", "xlt name|with pipe"),
+            "11": (S.CANCELLED, "Resources", "", "xlt-cancel-me"),
+            "6": (S.COMPLETED, "", "node01", "xlt-long"),
+            "7": (S.PENDING, "ReqNodeNotAvail, UnavailableNodes:node01", "", "xlt-second"),
+            "10": (S.RUNNING, "", "node03", "xlt-timeout"),
+        },
+    ),
     ("squeue_node_fail.txt", {"17": (S.NODE_FAIL, "NodeDown", "node04", "xlt-node-fail")}),
     ("squeue_unknown_and_known.txt", {"13": (S.RUNNING, "", "node03", "xlt-run")}),
 ]
@@ -68,8 +77,14 @@ def test_parse_squeue_reads_every_recorded_job(name: str, expected: dict[str, tu
 # (file, job_id, state, exit_code, nodes, reason)
 SCONTROL_CASES = [
     ("scontrol_show_job_pending.txt", "7", S.PENDING, None, "", "Resources"),
-    ("scontrol_show_job_pending_reqnodenotavail.txt", "7", S.PENDING, None, "",
-     "ReqNodeNotAvail,_UnavailableNodes:node01"),
+    (
+        "scontrol_show_job_pending_reqnodenotavail.txt",
+        "7",
+        S.PENDING,
+        None,
+        "",
+        "ReqNodeNotAvail,_UnavailableNodes:node01",
+    ),
     ("scontrol_show_job_running.txt", "6", S.RUNNING, None, "node01", ""),
     ("scontrol_show_job_completed.txt", "7", S.COMPLETED, 0, "node01", ""),
     ("scontrol_show_job_failed.txt", "12", S.FAILED, 3, "node03", "NonZeroExitCode"),
@@ -80,14 +95,20 @@ SCONTROL_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "job_id", "state", "exit_code", "nodes", "reason"), SCONTROL_CASES,
-                         ids=[c[0] for c in SCONTROL_CASES])
+@pytest.mark.parametrize(
+    ("name", "job_id", "state", "exit_code", "nodes", "reason"), SCONTROL_CASES, ids=[c[0] for c in SCONTROL_CASES]
+)
 def test_parse_scontrol_show_job_reads_state_exit_code_and_nodes(
     name: str, job_id: str, state: S, exit_code: int | None, nodes: str, reason: str
 ) -> None:
     status = parse_scontrol_show_job(recorded(name))
     assert (status.job_id, status.state, status.exit_code, status.nodes, status.reason) == (
-        job_id, state, exit_code, nodes, reason)
+        job_id,
+        state,
+        exit_code,
+        nodes,
+        reason,
+    )
 
 
 def test_parse_scontrol_keeps_an_empty_nodelist_apart_from_schednodelist() -> None:
@@ -100,8 +121,11 @@ def test_parse_scontrol_keeps_an_empty_nodelist_apart_from_schednodelist() -> No
 def test_parse_scontrol_show_jobs_reads_every_record_multi_line_or_oneliner(name: str) -> None:
     jobs = parse_scontrol_show_jobs(recorded(name))
     assert {j: (s.state, s.exit_code) for j, s in jobs.items()} == {
-        "7": (S.PENDING, None), "10": (S.TIMEOUT, 143), "12": (S.FAILED, 3),
-        "13": (S.RUNNING, None), "14": (S.PENDING, None),
+        "7": (S.PENDING, None),
+        "10": (S.TIMEOUT, 143),
+        "12": (S.FAILED, 3),
+        "13": (S.RUNNING, None),
+        "14": (S.PENDING, None),
     }
 
 
@@ -115,21 +139,51 @@ N = NodeState
 # (file, {node: (state, responding, reason)})
 SINFO_CASES = [
     ("sinfo_nodes_idle.txt", {n: (N.IDLE, True, "") for n in ("node01", "node02", "node03", "node04")}),
-    ("sinfo_nodes_busy.txt", {"node01": (N.ALLOCATED, True, ""), "node02": (N.IDLE, True, ""),
-                              "node03": (N.ALLOCATED, True, ""), "node04": (N.IDLE, True, "")}),
-    ("sinfo_nodes_drain_just_killed.txt", {
-        "node01": (N.DRAINING, True, "xlatune test: draining busy"),
-        "node02": (N.DRAINED, True, "xlatune test: drained idle"),
-        "node03": (N.ALLOCATED, True, ""), "node04": (N.IDLE, True, "")}),
-    ("sinfo_nodes_not_responding.txt", {
-        "node01": (N.IDLE, True, ""), "node02": (N.IDLE, True, ""),
-        "node03": (N.IDLE, True, ""), "node04": (N.IDLE, False, "")}),
-    ("sinfo_nodes_drained_down.txt", {
-        "node01": (N.IDLE, True, ""), "node02": (N.DRAINED, True, "xlatune test: drained idle"),
-        "node03": (N.IDLE, True, ""), "node04": (N.DOWN, False, "Not responding")}),
-    ("sinfo_nodes_resumed_one.txt", {
-        "node01": (N.ALLOCATED, True, ""), "node02": (N.DRAINED, True, "xlatune test: drained idle"),
-        "node03": (N.ALLOCATED, True, ""), "node04": (N.DOWN, False, "Not responding")}),
+    (
+        "sinfo_nodes_busy.txt",
+        {
+            "node01": (N.ALLOCATED, True, ""),
+            "node02": (N.IDLE, True, ""),
+            "node03": (N.ALLOCATED, True, ""),
+            "node04": (N.IDLE, True, ""),
+        },
+    ),
+    (
+        "sinfo_nodes_drain_just_killed.txt",
+        {
+            "node01": (N.DRAINING, True, "xlatune test: draining busy"),
+            "node02": (N.DRAINED, True, "xlatune test: drained idle"),
+            "node03": (N.ALLOCATED, True, ""),
+            "node04": (N.IDLE, True, ""),
+        },
+    ),
+    (
+        "sinfo_nodes_not_responding.txt",
+        {
+            "node01": (N.IDLE, True, ""),
+            "node02": (N.IDLE, True, ""),
+            "node03": (N.IDLE, True, ""),
+            "node04": (N.IDLE, False, ""),
+        },
+    ),
+    (
+        "sinfo_nodes_drained_down.txt",
+        {
+            "node01": (N.IDLE, True, ""),
+            "node02": (N.DRAINED, True, "xlatune test: drained idle"),
+            "node03": (N.IDLE, True, ""),
+            "node04": (N.DOWN, False, "Not responding"),
+        },
+    ),
+    (
+        "sinfo_nodes_resumed_one.txt",
+        {
+            "node01": (N.ALLOCATED, True, ""),
+            "node02": (N.DRAINED, True, "xlatune test: drained idle"),
+            "node03": (N.ALLOCATED, True, ""),
+            "node04": (N.DOWN, False, "Not responding"),
+        },
+    ),
 ]
 
 
@@ -142,16 +196,20 @@ def test_parse_sinfo_nodes_strips_flags_and_keeps_reasons(
     assert {s.partition for s in nodes.values()} == {"debug"}
 
 
-@pytest.mark.parametrize(("line", "state", "responding"), [
-    ("gpu01|mixed|batch|none", N.MIXED, True),
-    ("gpu01|idle~|batch|none", N.IDLE, True),
-    ("gpu01|drained*|batch|bad gpu", N.DRAINED, False),
-    ("gpu01|completing|batch|none", N.COMPLETING, True),
-    ("gpu01|allocated+|batch|none", N.ALLOCATED, True),
-    ("gpu01|inval|batch|none", N.UNKNOWN, True),
-])
-def test_parse_sinfo_nodes_states_not_reproducible_on_one_cpu_nodes(line: str, state: NodeState,
-                                                                    responding: bool) -> None:
+@pytest.mark.parametrize(
+    ("line", "state", "responding"),
+    [
+        ("gpu01|mixed|batch|none", N.MIXED, True),
+        ("gpu01|idle~|batch|none", N.IDLE, True),
+        ("gpu01|drained*|batch|bad gpu", N.DRAINED, False),
+        ("gpu01|completing|batch|none", N.COMPLETING, True),
+        ("gpu01|allocated+|batch|none", N.ALLOCATED, True),
+        ("gpu01|inval|batch|none", N.UNKNOWN, True),
+    ],
+)
+def test_parse_sinfo_nodes_states_not_reproducible_on_one_cpu_nodes(
+    line: str, state: NodeState, responding: bool
+) -> None:
     # Synthetic lines in the recorded format for states this 1-CPU-per-node cluster cannot show.
     (status,) = parse_sinfo_nodes(line).values()
     assert (status.state, status.responding) == (state, responding)
@@ -162,19 +220,25 @@ def test_parse_sinfo_nodes_keeps_the_first_partition_of_a_node_listed_twice() ->
     assert list(nodes) == ["n1"] and nodes["n1"].partition == "debug"
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("scontrol_show_hostnames.txt", ["node01", "node02", "node03", "node04"]),
-    ("scontrol_show_hostnames_mixed.txt", ["node01", "node03", "node04", "node02"]),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("scontrol_show_hostnames.txt", ["node01", "node02", "node03", "node04"]),
+        ("scontrol_show_hostnames_mixed.txt", ["node01", "node03", "node04", "node02"]),
+    ],
+)
 def test_parse_hostnames_keeps_slurm_order(name: str, expected: list[str]) -> None:
     assert parse_hostnames(recorded(name)) == expected
 
 
-@pytest.mark.parametrize(("text", "job_id"), [
-    (recorded("sbatch_parsable.txt"), "6"),
-    ("123;cluster\n", "123"),
-    ("sbatch: warning: something\n77\n", "77"),
-])
+@pytest.mark.parametrize(
+    ("text", "job_id"),
+    [
+        (recorded("sbatch_parsable.txt"), "6"),
+        ("123;cluster\n", "123"),
+        ("sbatch: warning: something\n77\n", "77"),
+    ],
+)
 def test_parse_sbatch_parsable(text: str, job_id: str) -> None:
     assert parse_sbatch_parsable(text) == job_id
 
@@ -196,10 +260,13 @@ Submitted batch job 4242
 """
 
 
-@pytest.mark.parametrize(("text", "job_id"), [
-    (recorded("sbatch_submitted.txt"), "7"),
-    (SUBMIT_SH_OUTPUT, "4242"),  # shaped after maxtext-slurm submit.sh (see shared notes)
-])
+@pytest.mark.parametrize(
+    ("text", "job_id"),
+    [
+        (recorded("sbatch_submitted.txt"), "7"),
+        (SUBMIT_SH_OUTPUT, "4242"),  # shaped after maxtext-slurm submit.sh (see shared notes)
+    ],
+)
 def test_parse_submitted_batch_job(text: str, job_id: str) -> None:
     assert parse_submitted_batch_job(text) == job_id
 
@@ -210,16 +277,32 @@ def test_parse_submitted_batch_job_without_the_line_names_the_output() -> None:
 
 
 SACCT_CASES = [
-    ("sacct_mixed_states.txt", {
-        "80": (S.PENDING, None, ""), "81": (S.PENDING, None, ""), "82": (S.RUNNING, None, "node02"),
-        "83": (S.PENDING, None, ""), "84": (S.CANCELLED, 143, "node03"), "85": (S.CANCELLED, 0, ""),
-        "86": (S.RUNNING, None, "node04"), "87": (S.PENDING, None, ""),
-    }),
-    ("sacct_finished_states.txt", {
-        "80": (S.COMPLETED, 0, "node01"), "81": (S.FAILED, 3, "node01"), "82": (S.COMPLETED, 0, "node02"),
-        "83": (S.COMPLETED, 0, "node02"), "84": (S.CANCELLED, 143, "node03"), "85": (S.CANCELLED, 0, ""),
-        "86": (S.TIMEOUT, 143, "node04"), "87": (S.FAILED, 1, "node01"),
-    }),
+    (
+        "sacct_mixed_states.txt",
+        {
+            "80": (S.PENDING, None, ""),
+            "81": (S.PENDING, None, ""),
+            "82": (S.RUNNING, None, "node02"),
+            "83": (S.PENDING, None, ""),
+            "84": (S.CANCELLED, 143, "node03"),
+            "85": (S.CANCELLED, 0, ""),
+            "86": (S.RUNNING, None, "node04"),
+            "87": (S.PENDING, None, ""),
+        },
+    ),
+    (
+        "sacct_finished_states.txt",
+        {
+            "80": (S.COMPLETED, 0, "node01"),
+            "81": (S.FAILED, 3, "node01"),
+            "82": (S.COMPLETED, 0, "node02"),
+            "83": (S.COMPLETED, 0, "node02"),
+            "84": (S.CANCELLED, 143, "node03"),
+            "85": (S.CANCELLED, 0, ""),
+            "86": (S.TIMEOUT, 143, "node04"),
+            "87": (S.FAILED, 1, "node01"),
+        },
+    ),
 ]
 
 
@@ -261,11 +344,20 @@ def test_squeue_single_unknown_id_error_text_is_the_known_constant() -> None:
     assert parsers.INVALID_JOB_ID in recorded("squeue_single_unknown_stderr.txt")
 
 
-@pytest.mark.parametrize(("text", "state"), [
-    ("CANCELLED by 0", S.CANCELLED), ("CANCELLED+", S.CANCELLED), ("OUT_OF_MEMORY", S.OUT_OF_MEMORY),
-    ("OOM", S.OUT_OF_MEMORY), ("PD", S.PENDING), ("CG", S.COMPLETING), ("REQUEUED", S.PENDING),
-    ("SPECIAL_EXIT", S.FAILED), ("SOMETHING_NEW", S.UNKNOWN),
-])
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("CANCELLED by 0", S.CANCELLED),
+        ("CANCELLED+", S.CANCELLED),
+        ("OUT_OF_MEMORY", S.OUT_OF_MEMORY),
+        ("OOM", S.OUT_OF_MEMORY),
+        ("PD", S.PENDING),
+        ("CG", S.COMPLETING),
+        ("REQUEUED", S.PENDING),
+        ("SPECIAL_EXIT", S.FAILED),
+        ("SOMETHING_NEW", S.UNKNOWN),
+    ],
+)
 def test_job_state_parse_spellings(text: str, state: JobState) -> None:
     assert JobState.parse(text) is state
 
@@ -275,17 +367,21 @@ def test_job_state_finished_is_exactly_the_terminal_states() -> None:
     assert {s for s in JobState if not s.finished} == running
 
 
-@pytest.mark.parametrize(("text", "code"), [("0:0", 0), ("3:0", 3), ("0:15", 143), ("0:9", 137), ("", None),
-                                            ("1:15", 1)])
+@pytest.mark.parametrize(
+    ("text", "code"), [("0:0", 0), ("3:0", 3), ("0:15", 143), ("0:9", 137), ("", None), ("1:15", 1)]
+)
 def test_parse_exit_code_uses_the_shell_convention_for_signals(text: str, code: int | None) -> None:
     assert parse_exit_code(text) == code
 
 
-@pytest.mark.parametrize(("parser", "text", "match"), [
-    (parse_squeue, "garbage line", "unexpected squeue line"),
-    (parse_sacct, "12|FAILED", "unexpected sacct line"),
-    (parse_sinfo_nodes, "node01 idle", "unexpected sinfo line"),
-])
+@pytest.mark.parametrize(
+    ("parser", "text", "match"),
+    [
+        (parse_squeue, "garbage line", "unexpected squeue line"),
+        (parse_sacct, "12|FAILED", "unexpected sacct line"),
+        (parse_sinfo_nodes, "node01 idle", "unexpected sinfo line"),
+    ],
+)
 def test_parsers_quote_the_line_they_do_not_understand(parser: object, text: str, match: str) -> None:
     with pytest.raises(SlurmParseError, match=match):
         parser(text)  # type: ignore[operator]
@@ -296,7 +392,12 @@ def test_parsers_quote_the_line_they_do_not_understand(parser: object, text: str
 
 def test_squeue_asks_for_all_jobs_in_one_call_including_finished_ones() -> None:
     assert commands.squeue(["1", 2, "3"]) == [
-        "squeue", "--noheader", "--states=all", "--jobs=1,2,3", f"--format={parsers.SQUEUE_FORMAT}"]
+        "squeue",
+        "--noheader",
+        "--states=all",
+        "--jobs=1,2,3",
+        f"--format={parsers.SQUEUE_FORMAT}",
+    ]
 
 
 def test_squeue_repeats_a_single_id_so_an_unknown_id_is_not_an_error() -> None:
@@ -316,22 +417,43 @@ def test_scancel_takes_exactly_one_job_id(good: str | int) -> None:
 
 
 def test_sbatch_builds_pinned_submission() -> None:
-    argv = commands.sbatch("/tmp/a b/job.sh", script_args=["x y"], job_name="xlt-1", nodes=1,
-                           nodelist="node01", time_limit="00:05:00", output="/tmp/a b/%j.out",
-                           requeue=False, exclusive=True)
-    assert argv == ["sbatch", "--parsable", "--job-name=xlt-1", "--nodes=1", "--nodelist=node01",
-                    "--time=00:05:00", "--output=/tmp/a b/%j.out", "--exclusive", "--no-requeue",
-                    "/tmp/a b/job.sh", "x y"]
+    argv = commands.sbatch(
+        "/tmp/a b/job.sh",
+        script_args=["x y"],
+        job_name="xlt-1",
+        nodes=1,
+        nodelist="node01",
+        time_limit="00:05:00",
+        output="/tmp/a b/%j.out",
+        requeue=False,
+        exclusive=True,
+    )
+    assert argv == [
+        "sbatch",
+        "--parsable",
+        "--job-name=xlt-1",
+        "--nodes=1",
+        "--nodelist=node01",
+        "--time=00:05:00",
+        "--output=/tmp/a b/%j.out",
+        "--exclusive",
+        "--no-requeue",
+        "/tmp/a b/job.sh",
+        "x y",
+    ]
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"nodelist": "node01;reboot"}, "invalid Slurm node list"),
-    ({"job_name": "a b"}, "invalid job name"),
-    ({"time_limit": "soon"}, "invalid time limit"),
-    ({"nodes": 0}, "invalid node count"),
-    ({"extra": ["positional"]}, "must be options"),
-    ({"output": "a\nb"}, "invalid output path"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"nodelist": "node01;reboot"}, "invalid Slurm node list"),
+        ({"job_name": "a b"}, "invalid job name"),
+        ({"time_limit": "soon"}, "invalid time limit"),
+        ({"nodes": 0}, "invalid node count"),
+        ({"extra": ["positional"]}, "must be options"),
+        ({"output": "a\nb"}, "invalid output path"),
+    ],
+)
 def test_sbatch_refuses_values_outside_the_grammar(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         commands.sbatch(wrap="true", **kwargs)  # type: ignore[arg-type]
@@ -346,10 +468,20 @@ def test_sbatch_needs_exactly_one_of_script_and_wrap() -> None:
 
 def test_node_builders() -> None:
     assert commands.scontrol_update_node("node02", "resume", "xlatune: back") == [
-        "scontrol", "update", "NodeName=node02", "State=RESUME", "Reason=xlatune: back"]
+        "scontrol",
+        "update",
+        "NodeName=node02",
+        "State=RESUME",
+        "Reason=xlatune: back",
+    ]
     assert commands.scontrol_show_hostnames("node[01-04]") == ["scontrol", "show", "hostnames", "node[01-04]"]
     assert commands.sinfo_nodes("debug") == [
-        "sinfo", "--Node", "--noheader", f"--format={parsers.SINFO_NODES_FORMAT}", "--partition=debug"]
+        "sinfo",
+        "--Node",
+        "--noheader",
+        f"--format={parsers.SINFO_NODES_FORMAT}",
+        "--partition=debug",
+    ]
     with pytest.raises(ValueError, match="needs a reason"):
         commands.scontrol_update_node("node02", "DRAIN")
     with pytest.raises(ValueError, match="invalid node state"):
@@ -359,8 +491,13 @@ def test_node_builders() -> None:
 
 
 def test_sacct_builder_uses_the_parsed_fields() -> None:
-    assert commands.sacct([5, 6]) == ["sacct", "--parsable2", "--noheader", "--jobs=5,6",
-                                      f"--format={parsers.SACCT_FIELDS}"]
+    assert commands.sacct([5, 6]) == [
+        "sacct",
+        "--parsable2",
+        "--noheader",
+        "--jobs=5,6",
+        f"--format={parsers.SACCT_FIELDS}",
+    ]
 
 
 def test_parse_marks_reads_each_jobs_comment_from_recorded_squeue() -> None:
@@ -372,8 +509,9 @@ def test_parse_marks_reads_each_jobs_comment_from_recorded_squeue() -> None:
 
 def test_parse_marks_of_sacct_without_job_comment_finds_nothing_and_skips_steps() -> None:
     assert parsers.parse_marks((DATA / "sacct_marks_without_job_comment.txt").read_text()) == {}
-    assert parsers.parse_marks("71|xlatune-0123456789abcdef\n71.batch|\n71.0|\n") == \
-        {"xlatune-0123456789abcdef": ["71"]}
+    assert parsers.parse_marks("71|xlatune-0123456789abcdef\n71.batch|\n71.0|\n") == {
+        "xlatune-0123456789abcdef": ["71"]
+    }
 
 
 def test_parse_marks_quotes_a_line_it_does_not_understand() -> None:

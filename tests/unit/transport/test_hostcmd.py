@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_xlatune.transport.hostcmd import START_HINT, PathMap, result_error
 from pytest_xlatune.transport.base import TransportError, TransportRefused, TransportTimeout
+from pytest_xlatune.transport.hostcmd import START_HINT, PathMap, result_error
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "host_cmd"
 
@@ -27,8 +27,10 @@ def test_a_command_that_ran_is_no_bridge_error_whatever_its_exit_code(name: str)
 def test_a_policy_refusal_is_a_refusal_in_the_servers_words() -> None:
     error = result_error(recorded("refused"), "echo sudo", "vm")
     assert type(error) is TransportRefused
-    assert str(error) == ("host-cmd policy on the host refused `echo sudo`: POLICY VIOLATION: Denied by "
-                          "pattern: '\\\\bsudo\\\\b' (see .host-cmd/host-cmd-ctl.sh policy)")
+    assert str(error) == (
+        "host-cmd policy on the host refused `echo sudo`: POLICY VIOLATION: Denied by "
+        "pattern: '\\\\bsudo\\\\b' (see .host-cmd/host-cmd-ctl.sh policy)"
+    )
     assert "\n" not in str(error) and "slurm" not in str(error).lower()
 
 
@@ -64,6 +66,7 @@ def test_path_map_turns_container_paths_into_host_paths_and_back() -> None:
     for untouched in ("/maxtext-slurm-old/x", "maxtext-slurm/x", "outputs/maxtext-slurm", "/data/maxtext-slurm"):
         assert paths.to_host(untouched) == untouched
     out = "[ARTIFACT] /home/u/ms/outputs/12-JAX-demo/artifact -> /home/u/ms/outputs/.artifacts/a\nJOB_NAME=x\n"
-    assert paths.to_local(out) == ("[ARTIFACT] /maxtext-slurm/outputs/12-JAX-demo/artifact -> "
-                                   "/maxtext-slurm/outputs/.artifacts/a\nJOB_NAME=x\n")
+    assert paths.to_local(out) == (
+        "[ARTIFACT] /maxtext-slurm/outputs/12-JAX-demo/artifact -> /maxtext-slurm/outputs/.artifacts/a\nJOB_NAME=x\n"
+    )
     assert PathMap("/a", "/a").to_host("/a/b") == "/a/b"

@@ -1,0 +1,1 @@
+"""How did the job end, and what now (pure): step lines, logs, failure signatures, hang, diagnosis, playbook."""

@@ -1,0 +1,119 @@
+"""Which settings win (pure): the winners beyond the noise, the deployable recipe (the simplest
+of the tied winners) and the cross-config regression check of a recipe (wave 6); the noise,
+groups and comparisons they read are verdicts'."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..results import JobResult, RunKind
+from . import stats
+from .numerics import Mode
+from .verdicts import baseline_values, compare_result, noise, numerics_changed
+
+
+@dataclass(frozen=True)
+class CrossConfigGate:
+    """The outcome of a cross-config regression check after any re-measurements."""
+
+    decision: stats.GateDecision
+    comparison: stats.Comparison
+    tolerance_pct: float
+
+    def message(self, recipe: str, config_tag: str, job_ids: Sequence[str]) -> str:
+        c = self.comparison
+        return (
+            f"recipe {recipe!r} regresses config tag {config_tag!r}: TGS {c.candidate_mean:.1f}"
+            f" vs baseline {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, 95 % interval "
+            f"[{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance -{self.tolerance_pct:g} %),"
+            f" jobs {' '.join(job_ids)}"
+        )
+
+
+def regression_gate(
+    candidate: Sequence[float], results: Sequence[JobResult], config_tag: str, tolerance_pct: float, final: bool
+) -> CrossConfigGate | None:
+    """PASS/FAIL/AMBIGUOUS for candidate runs of a recipe on a tag; `final` decides ambiguity."""
+    baseline = baseline_values(results, config_tag)
+    if not candidate or not baseline:
+        return None
+    tag_noise = noise(results, config_tag)
+    check = stats.decide_after_remeasure if final else stats.regression_check
+    decision = check(candidate, baseline, tag_noise, tolerance_pct)
+    return CrossConfigGate(decision, stats.compare(candidate, baseline, tag_noise), tolerance_pct)
+
+
+def winners(
+    results: Sequence[JobResult],
+    config_tag: str,
+    up_to_wave: int,
+    kinds: tuple[RunKind, ...] = (RunKind.PROFILE,),
+    mode: Mode = Mode.FAIL,
+) -> list[JobResult]:
+    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first;
+    a run whose loss left the baseline's (numerics changed) is none unless `mode` is WARN."""
+    found = []
+    for r in results:
+        if r.kind not in kinds or r.config_tag != config_tag or not r.measured or r.tgs is None:
+            continue
+        wave = r.wave.removeprefix("wave")
+        if not wave.isdigit() or int(wave) > up_to_wave:
+            continue
+        comparison = compare_result(r, results)
+        if (
+            comparison is not None
+            and comparison.verdict is stats.Direction.BETTER
+            and (mode is Mode.WARN or not numerics_changed(r, results))
+        ):
+            found.append(r)
+    return sorted(found, key=lambda r: -(r.tgs or 0.0))
+
+
+def best_measured(
+    results: Sequence[JobResult], config_tag: str, kinds: tuple[RunKind, ...] = (RunKind.PROFILE,)
+) -> JobResult | None:
+    """The highest-TGS measured run of these kinds on a config tag, winner or not."""
+    candidates = [r for r in results if r.kind in kinds and r.config_tag == config_tag and r.measured]
+    return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
+
+
+def settings_count(result: JobResult) -> int:
+    """How many settings a recipe deploys: XLA flags, env vars and overrides."""
+    return len(result.xla_flags) + len(result.env) + len(result.overrides)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The recipe and the winners it tied with (within the noise of the fastest)."""
+
+    recipe: JobResult
+    fastest: JobResult
+    tied: tuple[tuple[JobResult, stats.Comparison], ...]  # every tied winner vs the fastest
+
+    @property
+    def simpler_than_fastest(self) -> bool:
+        return self.recipe is not self.fastest
+
+
+def choose(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> Choice | None:
+    """The deployable recipe: among the winners (profiles or stacks better than the baseline
+    beyond noise) that the fastest one does not beat beyond noise, the one with the fewest
+    settings, then the fastest — a stack therefore only when it beats every simpler winner."""
+    found = winners(results, config_tag, 4, kinds=(RunKind.PROFILE, RunKind.STACK), mode=mode)
+    if not found:
+        return None
+    top, tag_noise = found[0], noise(results, config_tag)
+    tied = []
+    for r in found:
+        vs_top = stats.compare([r.tgs or 0.0], [top.tgs or 0.0], tag_noise)
+        if vs_top.verdict is not stats.Direction.WORSE:
+            tied.append((r, vs_top))
+    chosen = min((r for r, _ in tied), key=lambda r: (settings_count(r), r.kind is RunKind.STACK, -(r.tgs or 0.0)))
+    return Choice(chosen, top, tuple(tied))
+
+
+def recipe(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> JobResult | None:
+    """The run whose settings are the deployable recipe (see `choose`); None: no winner."""
+    chosen = choose(results, config_tag, mode)
+    return chosen.recipe if chosen else None

@@ -1,0 +1,244 @@
+"""The recipe lock: what a finished sweep found, committed next to the cell, replayed by the gate.
+
+`<cell>.lock.json` holds, per config tag, the winning recipe (flags, env, overrides), its TGS
+and 95 % interval, the baseline it beat, the image, the nodelist and the date. A gate run
+(`--xlatune-gate --xlatune-image NEW`) re-runs only the baselines and the locked recipes, each
+after the same run on the lock's image (its same-window control).
+The lock changes only when a whole sweep ran in the session and found a recipe other than the
+one on file (`lock_change`): never from a `-k`/`--lf` subset, a stopped session or an empty store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..cell import grammar
+from ..cell.values import Cell
+from ..errors import XlatuneError
+from ..results import JobResult, RunKind
+from . import choice, figures, verdicts
+from .numerics import Mode
+
+LOCK_SCHEMA = 1
+
+
+class LockError(XlatuneError):
+    """The lock file is missing or unusable; one line naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class LockedRecipe:
+    config_tag: str
+    profile: str
+    xla_flags: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    overrides: tuple[tuple[str, str], ...]
+    tgs: float
+    ci_low_pct: float
+    ci_high_pct: float
+    baseline_tgs: float
+    delta_pct: float
+    job_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lock:
+    model_tag: str
+    parallelism: str
+    image: str
+    nodelist: str
+    date: str
+    recipes: tuple[LockedRecipe, ...]
+    # What the sweep measured on: the interpreter and JAX version (local backend), the container
+    # image (maxtext-slurm); "" when the backend does not say (a lock written before it was kept).
+    measured_on: str = ""
+
+    def recipe(self, config_tag: str) -> LockedRecipe | None:
+        return next((r for r in self.recipes if r.config_tag == config_tag), None)
+
+
+def build_lock(
+    cell: Cell,
+    results: list[JobResult],
+    nodelist: str,
+    image: str,
+    today: dt.date | None = None,
+    mode: Mode = Mode.FAIL,
+    measured_on: str = "",
+) -> Lock | None:
+    """The recipe of the primary tag (better beyond noise, the simplest of the tied winners,
+    never one whose loss left the baseline's unless `mode` is WARN), and its re-run on each
+    other tag that it did not regress; None when nothing beat the baseline."""
+    measured = [r for r in results if r.measured and r.tgs is not None]
+    best = choice.recipe(measured, cell.primary_config.name, mode)  # a profile or a stack
+    if best is None or verdicts.confirmation(best, measured):
+        return None  # no win, or one no second run agrees with: never locked
+    # A stack's overrides are those of the profiles it combined.
+    sources = best.resolved_from.split("+") if best.kind is RunKind.STACK else [best.profile]
+    profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)
+    recipes = []
+    candidates = [best] + [r for r in measured if r.kind is RunKind.CROSS_CONFIG]
+    for run in candidates:
+        # The figure every output shows: the mean of the runs of these settings (figures.py).
+        fig = figures.figure(run, measured)
+        cmp = fig.comparison if fig else None
+        if fig is None or cmp is None or (run is best and cmp.verdict.value != "better"):
+            continue
+        if run is not best and cmp.delta_pct < -cell.thresholds.regression_pct:
+            continue  # the recipe regresses this tag: the deployment must be tag-conditional
+        recipes.append(
+            LockedRecipe(
+                config_tag=run.config_tag,
+                profile=best.profile,
+                xla_flags=best.xla_flags,
+                env=best.env,
+                overrides=profile_overrides,
+                tgs=fig.tgs,
+                ci_low_pct=cmp.ci_low_pct,
+                ci_high_pct=cmp.ci_high_pct,
+                baseline_tgs=cmp.baseline_mean,
+                delta_pct=cmp.delta_pct,
+                job_ids=fig.job_ids,
+            )
+        )
+    if not recipes:
+        return None
+    return Lock(
+        model_tag=cell.model_tag,
+        parallelism=cell.parallelism.text,
+        image=image,
+        nodelist=nodelist,
+        date=(today or dt.date.today()).isoformat(),
+        recipes=tuple(recipes),
+        measured_on=measured_on,
+    )
+
+
+def unconfirmed(cell: Cell, results: list[JobResult], mode: Mode = Mode.FAIL) -> str:
+    """Why the primary tag's recipe is not locked although it beat the baseline ("" otherwise)."""
+    measured = [r for r in results if r.measured and r.tgs is not None]
+    best = choice.recipe(measured, cell.primary_config.name, mode)
+    return verdicts.confirmation(best, measured) if best is not None else ""
+
+
+def lock_change(
+    existing: Lock | None, built: Lock | None, not_run: list[str], stopped: bool = False, why_not: str = ""
+) -> tuple[bool, str]:
+    """Whether this session's sweep rewrites the lock, and why (one phrase for the terminal);
+    `not_run` names the items of the cell that did not run in the session, `stopped` says a
+    STOP ended the cell's sweep (also in its last item, when every item ran), `why_not` why a
+    win was not confirmed (`unconfirmed`)."""
+    if stopped:
+        return False, "the session stopped (xlatune STOP above); the lock changes only after a whole sweep"
+    if not_run:
+        shown = ", ".join(not_run[:3]) + (f" and {len(not_run) - 3} more" if len(not_run) > 3 else "")
+        return False, (
+            f"{len(not_run)} item(s) of the cell did not run in this session ({shown}); "
+            "the lock changes only after a whole sweep"
+        )
+    if built is None and why_not:
+        return False, (
+            f"no lock: the win is not confirmed: {why_not}"
+            + ("; the lock on file is kept" if existing is not None else "")
+        )
+    if built is None:
+        return False, (
+            "the sweep found no recipe better than baseline-deployed beyond the noise"
+            + ("; the lock on file is kept" if existing is not None else "")
+        )
+    if existing is not None and _same(existing, built):
+        return False, f"the sweep found the recipe on file ({_recipes(built)})"
+    if existing is not None and _same(existing, replace(built, measured_on=existing.measured_on)):
+        return True, f"the recipe on file ({_recipes(built)}), now measured on {built.measured_on}"
+    if existing is None:
+        return True, f"new lock: {_recipes(built)}"
+    return True, f"recipe changed: {_recipes(existing)} → {_recipes(built)}"
+
+
+def _same(a: Lock, b: Lock) -> bool:
+    """Equal but for the date (a rerun reusing every stored result measures nothing new)."""
+    return (a.model_tag, a.parallelism, a.image, a.nodelist, a.recipes, a.measured_on) == (
+        b.model_tag,
+        b.parallelism,
+        b.image,
+        b.nodelist,
+        b.recipes,
+        b.measured_on,
+    )
+
+
+def _recipes(lock: Lock) -> str:
+    return "; ".join(
+        f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % (job {' '.join(r.job_ids)})" for r in lock.recipes
+    )
+
+
+def dumps(lock: Lock) -> str:
+    return json.dumps({"schema": LOCK_SCHEMA, **asdict(lock)}, indent=2, sort_keys=True) + "\n"
+
+
+def load_lock(path: Path) -> Lock:
+    """Read a lock file; every problem is one LockError line."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise LockError(
+            f"{path}: expected a recipe lock written by a finished sweep (run the sweep first), found no file"
+        ) from None
+    except (OSError, ValueError) as error:
+        raise LockError(f"{path}: expected JSON, found {error}") from None
+    if data.get("schema") != LOCK_SCHEMA:
+        raise LockError(f"{path}: schema: expected {LOCK_SCHEMA}, found {data.get('schema')!r}")
+    try:
+        recipes = tuple(
+            _checked(
+                path,
+                LockedRecipe(
+                    config_tag=r["config_tag"],
+                    profile=r["profile"],
+                    xla_flags=tuple(r["xla_flags"]),
+                    env=tuple(tuple(p) for p in r["env"]),
+                    overrides=tuple(tuple(p) for p in r["overrides"]),
+                    tgs=float(r["tgs"]),
+                    ci_low_pct=float(r["ci_low_pct"]),
+                    ci_high_pct=float(r["ci_high_pct"]),
+                    baseline_tgs=float(r["baseline_tgs"]),
+                    delta_pct=float(r["delta_pct"]),
+                    job_ids=tuple(r["job_ids"]),
+                ),
+            )
+            for r in data["recipes"]
+        )
+        return Lock(
+            model_tag=data["model_tag"],
+            parallelism=data["parallelism"],
+            image=data["image"],
+            nodelist=data["nodelist"],
+            date=data["date"],
+            recipes=recipes,
+            measured_on=str(data.get("measured_on", "")),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise LockError(f"{path}: recipes: expected the lock schema, found a problem at {error}") from None
+
+
+def _checked(path: Path, recipe: LockedRecipe) -> LockedRecipe:
+    """A lock is replayed on the cluster: hold its strings to the cell grammars."""
+    try:
+        grammar.NAME.check(recipe.config_tag)
+        grammar.NAME.check(recipe.profile)
+        for flag in recipe.xla_flags:
+            grammar.XLA_FLAG.check(flag)
+        for name, value in recipe.env:
+            grammar.ENV_NAME.check(name)
+            grammar.ENV_VALUE.check(value)
+        for key, value in recipe.overrides:
+            grammar.OVERRIDE_KEY.check(key)
+            grammar.OVERRIDE_VALUE.check(value)
+    except grammar.GrammarError as error:
+        raise LockError(f"{path}: recipes.{recipe.config_tag}: {error}") from None
+    return recipe

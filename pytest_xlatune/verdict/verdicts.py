@@ -1,0 +1,366 @@
+"""Noise-aware judgements over stored results (pure): groups of identical settings, their noise,
+Δ% intervals, confirmation, the numerics guard and power. Which settings win (the recipe, the
+cross-config regression check) is verdict/choice.py."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..results import JobResult, RunKind
+from . import numerics, stats
+from .numerics import Numerics
+
+
+def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
+    """Steady TGS of every measured baseline-deployed repeat of a config tag."""
+    return [
+        r.tgs
+        for r in results
+        if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.measured and r.tgs is not None
+    ]
+
+
+# Profiled runs: their steady value is taken after the profiler's window (steps 9-14, as the
+# workflow's SKILL measures them; steady.steady_state), so the winner's profiled re-run is a run
+# of the winner's settings and joins its group (`pooled_evidence`) — unless it has fewer than
+# POOLED_MIN_STEPS steady steps or lies outside its group's 99 % prediction interval: then it
+# stands alone and is flagged (`unstable`), never silently moving a verdict. The baseline's
+# evidence run stands alone, checked against the baseline's runs.
+_UNPOOLED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
+POOLED_MIN_STEPS = 3  # a profiled run's steady steps (9-14) at least, to count as a measurement
+
+
+def steady_steps(result: JobResult) -> int:
+    """The steady steps a run's value is the mean of (its recorded steps, else their values)."""
+    return len(result.tgs_values) or len(result.steps_used)
+
+
+def settings_key(result: JobResult) -> tuple[object, ...]:
+    """What a run effectively ran: XLA flags resolved last-wins, env, overrides, tag, image.
+    A run that records no settings of its own but is not a baseline (e.g. a restore_default
+    that only unsets env vars) is identical only to runs of its own name."""
+    if not (result.xla_flags or result.env or result.overrides) and result.kind is not RunKind.BASELINE:
+        return (result.config_tag, result.image, result.kind, result.profile)
+    flags: dict[str, str] = {}
+    for flag in result.xla_flags:
+        name, _, value = flag.partition("=")
+        flags[name] = value
+    return (
+        result.config_tag,
+        result.image,
+        tuple(sorted(flags.items())),
+        tuple(sorted(result.env)),
+        tuple(sorted(result.overrides)),
+    )
+
+
+def run_values(result: JobResult) -> list[float]:
+    """The steady TGS of every run behind a result (a pooled adaptive result's repeats each)."""
+    if result.runs:
+        return [v for _, v in result.runs]
+    return [result.tgs] if result.tgs is not None else []
+
+
+def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list[JobResult]]:
+    """Measured runs of a tag grouped by identical effective settings (repeats, duplicates,
+    controls, re-measurements), the baseline's group first."""
+    groups: dict[tuple[object, ...], list[JobResult]] = {}
+    for r in results:
+        # A shared duplicate's record is its source's job again: no second measurement.
+        if (
+            r.config_tag == config_tag
+            and r.measured
+            and r.tgs is not None
+            and r.kind not in _UNPOOLED
+            and not r.shared_from
+        ):
+            groups.setdefault(settings_key(r), []).append(r)
+    return sorted(groups.values(), key=lambda g: all(r.kind is not RunKind.BASELINE for r in g))
+
+
+@dataclass(frozen=True)
+class Table:
+    """One config tag's noise and its groups of identical settings (built once per results list)."""
+
+    noise: stats.Noise  # pooled over the groups that agree with the others
+    groups: Mapping[tuple[object, ...], tuple[float, ...]]  # settings → every run's steady TGS
+    baseline: tuple[float, ...]  # the baseline-deployed repeats (and controls)
+    unstable: frozenset[tuple[object, ...]] = frozenset()  # groups beyond the others' noise
+    pooled: frozenset[tuple[str, str]] = (
+        frozenset()
+    )  # (key, job id) of the profiled runs that joined their group (pooled_evidence)
+
+
+@dataclass(frozen=True, eq=False)
+class _Results:
+    """A results list as a cache key: equal only to the same results objects, in the same order
+    (the key holds them alive, so their ids stay theirs)."""
+
+    config_tag: str
+    results: tuple[JobResult, ...]
+
+    def _ids(self) -> tuple[object, ...]:
+        return (self.config_tag, *map(id, self.results))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Results) and self._ids() == other._ids()
+
+    def __hash__(self) -> int:
+        return hash(self._ids())
+
+
+def table(results: Sequence[JobResult], config_tag: str) -> Table:
+    """The tag's `Table`, cached per results list: O(groups) for every comparison after the first."""
+    return _table(_Results(config_tag, tuple(results)))
+
+
+@functools.lru_cache(maxsize=16)
+def _table(key: _Results) -> Table:
+    results, config_tag = key.results, key.config_tag
+    found = identical_groups(results, config_tag)
+    plain = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
+    joined = _joining_evidence(results, config_tag, plain, stats.pooled_noise(list(plain.values())))
+    found = [[*g, *(r for r in joined if settings_key(r) == settings_key(g[0]))] for g in found]
+    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
+    floors = {settings_key(g[0]): _step_floor(g) for g in found}
+    everything = stats.pooled_noise(list(groups.values()))
+    # A group whose runs disagree beyond all the others (F test at 99 %) is unstable: its spread
+    # widens its own interval (stats.compare) but not everyone's.
+    unstable = frozenset(
+        k
+        for k, v in groups.items()
+        if len(v) >= 2 and stats.disagree(v, stats.without(everything, v), floor_se=floors[k])
+    )
+    steady = [v for k, v in groups.items() if k not in unstable]
+    noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
+    return Table(
+        noise, groups, tuple(baseline_values(results, config_tag)), unstable, frozenset(_ident(r) for r in joined)
+    )
+
+
+def _joining_evidence(
+    results: Sequence[JobResult],
+    config_tag: str,
+    plain: Mapping[tuple[object, ...], tuple[float, ...]],
+    noise: stats.Noise,
+) -> list[JobResult]:
+    """The winner's profiled re-runs that join their settings' group of plain runs: measured on
+    POOLED_MIN_STEPS steady steps or more, and inside the plain runs' 99 % prediction interval."""
+    return [
+        r
+        for r in results
+        if r.kind is RunKind.WINNER_EVIDENCE
+        and r.config_tag == config_tag
+        and r.measured
+        and r.tgs is not None
+        and not r.shared_from
+        and steady_steps(r) >= POOLED_MIN_STEPS
+        and (group := plain.get(settings_key(r)))
+        and not stats.outlier(r.tgs, group, noise, own_se=own_se(r))
+    ]
+
+
+def _ident(result: JobResult) -> tuple[str, str]:
+    return (result.key, result.job_id)
+
+
+def pooled_evidence(result: JobResult, results: Sequence[JobResult]) -> bool:
+    """A profiled run counted as a run of its settings' group (the winner's re-run that agrees
+    with the group's plain runs; see _UNPOOLED)."""
+    return result.kind is RunKind.WINNER_EVIDENCE and _ident(result) in table(results, result.config_tag).pooled
+
+
+def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
+    """Run-to-run noise of a config tag from every group of identical-settings runs (see stats:
+    the prior only when no settings ran twice)."""
+    return table(results, config_tag).noise
+
+
+def own_se(result: JobResult) -> float:
+    """A run's relative standard error from its own steady steps (0 without them)."""
+    if len(result.tgs_values) < 2:
+        return 0.0
+    job = stats.job_estimate(result.tgs_values)
+    return job.stderr / job.mean
+
+
+def _step_floor(group: Sequence[JobResult]) -> float:
+    """The group's typical relative standard error of one run's mean, from the runs' steps (a
+    pooled result's steps are its runs' together: its SE × √runs is one run's)."""
+    squares = [(own_se(r) ** 2) * max(1, len(r.runs)) for r in group]
+    return (sum(squares) / len(squares)) ** 0.5 if squares else 0.0
+
+
+def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:
+    """Every run with the result's effective settings (its own at least)."""
+    return table(results, result.config_tag).groups.get(settings_key(result)) or tuple(run_values(result))
+
+
+def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
+    """The runs of the result's settings disagree beyond what the other groups show (F test at
+    99 %); an evidence run (profiler on) that stands alone is unstable when it lies outside its
+    group's 99 % prediction interval (the baseline's; the winner's for the winner's evidence run);
+    a pooled one (`pooled_evidence`) is its group's."""
+    tab = table(results, result.config_tag)
+    if result.kind in _UNPOOLED and _ident(result) not in tab.pooled:
+        reference = tab.baseline if result.kind is RunKind.EVIDENCE else tab.groups.get(settings_key(result), ())
+        return (
+            bool(reference)
+            and result.tgs is not None
+            and stats.outlier(result.tgs, reference, tab.noise, own_se=own_se(result))
+        )
+    return settings_key(result) in tab.unstable
+
+
+def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Comparison | None:
+    """The result's settings (all their runs) vs the tag's baseline, each side with its own
+    spread; `unstable` when the runs disagree. An evidence run of the baseline is a member of
+    the baseline's group: never better. None without a baseline or a measurement."""
+    tab = table(results, result.config_tag)
+    if not tab.baseline or result.tgs is None:
+        return None
+    if result.kind in _UNPOOLED and _ident(result) not in tab.pooled:
+        cmp = stats.compare([result.tgs], tab.baseline, tab.noise, unstable=unstable(result, results))
+        return (
+            not_applied_marked(cmp, result, results)
+            if result.kind is RunKind.WINNER_EVIDENCE
+            else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
+        )
+    cmp = stats.compare(group_of(result, results), tab.baseline, tab.noise, unstable=unstable(result, results))
+    return not_applied_marked(cmp, result, results)
+
+
+def not_applied_marked(cmp: stats.Comparison, result: JobResult, results: Sequence[JobResult]) -> stats.Comparison:
+    """A settings group one of whose runs' requested library settings left no trace (`not_applied`):
+    never better (never a recipe) and read `not applied`, not `within noise`."""
+    key = settings_key(result)
+    if result.not_applied or any(
+        r.not_applied for r in results if r.config_tag == result.config_tag and settings_key(r) == key
+    ):
+        return replace(cmp, verdict=stats.Direction.WITHIN_NOISE, not_applied=True)
+    return cmp
+
+
+def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[JobResult]:
+    """The measured evidence re-runs (profiler on) of the result's settings."""
+    key = settings_key(result)
+    return [
+        e
+        for e in results
+        if e.kind is RunKind.WINNER_EVIDENCE
+        and e.measured
+        and e.tgs is not None
+        and e.config_tag == result.config_tag
+        and (e.resolved_from == result.profile or settings_key(e) == key)
+    ]
+
+
+def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
+    """Why a win is not confirmed ("" when it is): a win needs a second run that agrees with it,
+    a repeat (the runs agree) or the winner's evidence run; that re-run contradicts the win when
+    it is not above the baseline, or outside the runs' 99 % prediction interval and under half
+    their gain."""
+    tab = table(results, result.config_tag)
+    values = group_of(result, results)
+    base = sum(tab.baseline) / len(tab.baseline) if tab.baseline else 0.0
+    shown = ", ".join(f"{v:.1f}" for v in values)
+    evidence = winner_evidence(result, results)
+    mean = sum(values) / len(values)
+    for e in evidence:
+        tgs = e.tgs or 0.0
+        # Contradicts: no win at all, or beyond the runs' noise and under half the win.
+        if tgs <= base or (stats.outlier(tgs, values, tab.noise, own_se=own_se(e)) and tgs - base < (mean - base) / 2):
+            return (
+                f"the winner's re-run {e.item} (job {e.job_id}) measured {tgs:.1f} TGS "
+                f"({(tgs / base - 1) * 100 if base else 0.0:+.2f} % vs the baseline), which "
+                f"contradicts {result.profile}'s {len(values)} run(s) ({shown})"
+            )
+    if unstable(result, results):
+        return f"{result.profile}'s runs disagree beyond the noise ({shown})"
+    if len(values) >= 2 or evidence:
+        return ""
+    return f"{result.profile}'s win rests on one run ({shown} TGS): no second run confirmed it"
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Identical-settings runs whose spread is beyond what the other groups show."""
+
+    runs: tuple[JobResult, ...]
+    spread_pct: float  # (max − min) / mean
+
+    def text(self) -> str:
+        values = ", ".join(f"{v:.1f} (job {j})" for r in self.runs for j, v in (r.runs or ((r.job_id, r.tgs or 0.0),)))
+        return f"{' = '.join(sorted({r.profile for r in self.runs}))}: {values}, spread {self.spread_pct:.1f} %"
+
+
+def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagreement]:
+    """Groups of identical-settings runs that disagree beyond the others' noise (unstable),
+    and evidence runs outside their group's prediction interval."""
+    found = []
+    for group in identical_groups(results, config_tag):
+        if not unstable(group[0], results) or len(group_of(group[0], results)) < 2:
+            continue
+        values = list(group_of(group[0], results))
+        key = settings_key(group[0])
+        joined = [r for r in results if settings_key(r) == key and pooled_evidence(r, results)]
+        found.append(Disagreement((*group, *joined), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
+    baseline = table(results, config_tag).baseline
+    for r in results:
+        if (
+            r.kind in _UNPOOLED
+            and not pooled_evidence(r, results)
+            and r.config_tag == config_tag
+            and r.measured
+            and r.tgs is not None
+            and unstable(r, results)
+        ):
+            values = [*(baseline if r.kind is RunKind.EVIDENCE else group_of(r, results)), r.tgs]
+            found.append(Disagreement((r,), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
+    return found
+
+
+def detectable_effect(results: Sequence[JobResult], config_tag: str, m: int = 1) -> float | None:
+    """The smallest Δ% m runs of a profile would show as *better* (80 % power), at this tag's
+    noise and baseline repeats; None without a baseline."""
+    k = len(baseline_values(results, config_tag))
+    return stats.detectable_effect(noise(results, config_tag), m, k) if k else None
+
+
+def numerics_check(
+    result: JobResult, results: Sequence[JobResult], tolerance: numerics.Tolerance = numerics.DEFAULT_TOLERANCE
+) -> numerics.Check:
+    """The run's loss trajectory against every baseline-deployed repeat of its tag and image."""
+    return trajectory_check(result.loss_fields(), result.config_tag, result.image, results, result.key, tolerance)
+
+
+def trajectory_check(
+    losses: Mapping[str, numerics.Trajectory],
+    config_tag: str,
+    image: str,
+    results: Sequence[JobResult],
+    key: str = "",
+    tolerance: numerics.Tolerance = numerics.DEFAULT_TOLERANCE,
+) -> numerics.Check:
+    """Loss trajectories (a finished run's, or a running job's so far) against every stored
+    baseline-deployed repeat of `config_tag` and `image` other than run `key`."""
+    references = [
+        (r.job_id, r.loss_fields())
+        for r in results
+        if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.image == image and r.losses and r.key != key
+    ]
+    return numerics.guard(losses, references, numerics.widened(tolerance, references))
+
+
+def numerics_changed(result: JobResult, results: Sequence[JobResult]) -> bool:
+    return numerics_check(result, results).verdict is Numerics.CHANGED
+
+
+def compare(candidate: Sequence[float], results: Sequence[JobResult], config_tag: str) -> stats.Comparison | None:
+    """Δ% of candidate runs vs the tag's baseline, with its interval; None without a baseline."""
+    baseline = baseline_values(results, config_tag)
+    if not candidate or not baseline:
+        return None
+    return stats.compare(candidate, baseline, noise(results, config_tag))

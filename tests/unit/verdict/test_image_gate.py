@@ -1,0 +1,168 @@
+"""gate.image_gate: a locked recipe replayed on a new image against its same-window controls on the
+lock's image — pass, fail, or measure again."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from pytest_xlatune.results import JobResult, Verdict
+from pytest_xlatune.verdict.gate import image_gate
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe
+
+LOCK = Lock(
+    model_tag="m",
+    parallelism="FSDP=8",
+    image="old",
+    nodelist="n[1-2]",
+    date="2026-11-30",
+    recipes=(
+        LockedRecipe(
+            config_tag="default",
+            profile="fast",
+            xla_flags=("--xla_a=1",),
+            env=(),
+            overrides=(),
+            tgs=1100.0,
+            ci_low_pct=8.0,
+            ci_high_pct=12.0,
+            baseline_tgs=1000.0,
+            delta_pct=10.0,
+            job_ids=("7",),
+        ),
+    ),
+)
+
+
+def runs(kind: str, values: Sequence[float], first_job: int) -> list[JobResult]:
+    return [
+        JobResult(
+            key=f"{kind}-{n}",
+            item=f"gate::{kind}[default]",
+            wave="gate",
+            profile=kind,
+            config_tag="default",
+            kind=kind,
+            job_id=str(first_job + n),
+            verdict=Verdict.SUCCESS,
+            tgs=tgs,
+        )
+        for n, tgs in enumerate(values)
+    ]
+
+
+def gate(
+    recipe: Sequence[float],
+    baseline: Sequence[float],
+    final: bool = False,
+    *,
+    old_recipe: Sequence[float] = (1100.0,),
+    old_baseline: Sequence[float] = (1000.0, 1000.0),
+    tolerance_pct: float = 1.0,
+):
+    return image_gate(
+        runs("gate_recipe", recipe, 100),
+        runs("baseline", baseline, 200),
+        LOCK,
+        tolerance_pct=tolerance_pct,
+        final=final,
+        old_recipe_runs=runs("gate_old_recipe", old_recipe, 300),
+        old_baseline_runs=runs("gate_old_baseline", old_baseline, 400),
+    )
+
+
+def test_same_speed_passes_without_measuring_again() -> None:
+    outcome = gate([1100.0], [1000.0, 1000.0])
+    assert outcome.problems == () and not outcome.ambiguous
+
+
+def test_a_clear_regression_in_one_pair_is_measured_again_then_fails_naming_jobs_and_the_lock() -> None:
+    first = gate([1030.0], [1000.0, 1000.0])
+    assert first.ambiguous and first.problems == ()  # one run vs one control: measured again first
+    outcome = gate([1030.0, 1031.0], [1000.0, 1000.0], old_recipe=[1100.0, 1099.0])
+    assert not outcome.ambiguous
+    [problem] = outcome.problems
+    assert problem.startswith(
+        "recipe 'fast' [default] regressed vs the lock (2026-11-30): TGS 1030.5 vs 1099.5 (-6.28 %"
+    )
+    assert problem.endswith(
+        "tolerance -1 %), jobs 100 101 vs 300 301 on the lock's image old in this session (locked 1100.0, for context)"
+    )
+
+
+def test_a_burst_of_load_during_one_run_does_not_fail_the_same_image() -> None:
+    # stop 19's CI: the same image's baseline 22 % under its control once, under outside load
+    # (the real-Slurm gate test gates at 10 % on this 2-core machine).
+    burst = gate([1100.0], [780.0], old_baseline=[1000.0], tolerance_pct=10.0)
+    assert burst.ambiguous and burst.problems == ()
+    settled = gate(
+        [1100.0, 1101.0, 1099.0],
+        [780.0, 1001.0, 998.0],
+        final=True,
+        old_recipe=[1100.0, 1100.0, 1098.0],
+        old_baseline=[1000.0, 999.0, 1002.0],
+        tolerance_pct=10.0,
+    )
+    assert settled.problems == () and not settled.ambiguous
+
+
+def test_a_likely_but_unconfirmed_regression_is_measured_again_then_decided() -> None:
+    # -2.5 % with one run: probably past -1 %, but the interval still reaches inside it.
+    first = gate([1072.5], [1000.0, 1000.0])
+    assert first.ambiguous and first.problems == ()
+    last = gate([1072.5] * 3, [1000.0] * 4, final=True, old_recipe=[1100.0] * 3, old_baseline=[1000.0] * 4)
+    assert not last.ambiguous
+    assert [p.split(":")[0] for p in last.problems] == ["recipe 'fast' [default] regressed vs the lock (2026-11-30)"]
+
+
+def test_a_noisy_baseline_is_confirmed_before_failing() -> None:
+    # One new-image baseline 3.6 % under its old-image control on a noisy machine.
+    assert gate([1100.0], [964.0], old_baseline=[1000.0]).ambiguous
+    # Re-measured, it was noise: the new runs sit on their controls and the gate passes.
+    settled = gate(
+        [1100.0, 1105.0, 1096.0],
+        [964.0, 1004.0, 998.0],
+        final=True,
+        old_recipe=[1100.0, 1098.0, 1102.0],
+        old_baseline=[1000.0, 996.0, 1003.0],
+    )
+    assert settled.problems == () and not settled.ambiguous
+
+
+def test_a_cluster_slower_since_the_lock_passes_when_old_and_new_image_are_alike_today() -> None:
+    # The issue's flake: a busier machine than when the lock was written (-37.8 % on both images).
+    outcome = gate([684.0], [622.0, 622.0], old_recipe=[684.0], old_baseline=[622.0, 622.0])
+    assert outcome.problems == () and not outcome.ambiguous
+
+
+def test_the_regression_is_measured_against_todays_controls_not_the_lock() -> None:
+    # The new image matches the lock's stored TGS, but the old image runs 8 % faster today.
+    [problem] = gate(
+        [1100.0, 1100.0], [1000.0, 1000.0], old_recipe=[1188.0, 1188.0], old_baseline=[1000.0, 1000.0]
+    ).problems
+    assert problem.startswith(
+        "recipe 'fast' [default] regressed vs the lock (2026-11-30): TGS 1100.0 vs 1188.0 (-7.41 %"
+    )
+
+
+def test_without_a_control_measured_in_this_session_the_gate_fails_rather_than_use_the_lock() -> None:
+    [problem] = gate([1100.0], [1000.0], old_recipe=[]).problems
+    assert problem == (
+        "recipe 'fast' [default]: no run on the lock's image old measured in this session to compare with"
+    )
+
+
+def test_a_recipe_below_the_new_baseline_fails_even_within_the_lock_tolerance() -> None:
+    first = gate([1090.0], [1150.0, 1150.0])  # one recipe run: measured again before it can fail
+    assert first.ambiguous and first.problems == ()
+    outcome = gate([1090.0, 1091.0], [1150.0, 1150.0], old_recipe=[1100.0, 1100.0])
+    assert any(
+        p.startswith("recipe 'fast' [default] no longer beats or matches the baseline") for p in outcome.problems
+    )
+
+
+@pytest.mark.parametrize("recipe, baseline", [([], [1000.0]), ([1100.0], [])])
+def test_nothing_to_judge_without_measured_runs(recipe: list[float], baseline: list[float]) -> None:
+    outcome = gate(recipe, baseline)
+    assert outcome.problems == () and not outcome.ambiguous

@@ -1,0 +1,248 @@
+"""choice.recipe and the lock: which run's settings are the deployable recipe."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from pytest_xlatune.cell.load import load_cell
+from pytest_xlatune.report.markdown import render_tuning_md
+from pytest_xlatune.results import JobResult, Verdict
+from pytest_xlatune.verdict import verdicts
+from pytest_xlatune.verdict.choice import choose, recipe, winners
+from pytest_xlatune.verdict.lock import build_lock
+from pytest_xlatune.verdict.numerics import Mode
+from pytest_xlatune.verdict.verdicts import disagreements, noise
+
+CELL = """\
+model_tag: rc
+nodes: 1
+parallelism: FSDP=8
+waves:
+  2:
+    - {name: a, xla_flags: [--xla_a=1], overrides: {remat_policy: full}}
+    - {name: b, xla_flags: [--xla_b=1]}
+  3:
+    stack: 2
+"""
+
+
+def run(
+    profile: str,
+    tgs: float,
+    kind: str = "profile",
+    wave: str = "wave2",
+    job: str = "",
+    resolved_from: str = "",
+    flags: tuple[str, ...] = (),
+) -> JobResult:
+    return JobResult(
+        key=f"{profile}-{job}",
+        item=f"{wave}::{profile}[default]",
+        wave=wave,
+        profile=profile,
+        config_tag="default",
+        kind=kind,
+        job_id=job or profile,
+        verdict=Verdict.SUCCESS,
+        tgs=tgs,
+        resolved_from=resolved_from,
+        xla_flags=flags,
+    )
+
+
+def confirmed(profile: str, tgs: float, flags: tuple[str, ...] = ()) -> JobResult:
+    """The winner's evidence re-run (profiler on) of `profile`, agreeing with it."""
+    return dataclasses.replace(
+        run("winner", tgs, kind="winner_evidence", wave="evidence2", job=f"w{profile}", flags=flags),
+        resolved_from=profile,
+    )
+
+
+BASELINES = [
+    run("baseline", 1000.0, kind="baseline", wave="wave1", job="1"),
+    run("baseline-r2", 1004.0, kind="baseline", wave="wave1", job="2"),
+]
+
+
+def test_a_stack_beating_the_best_single_winner_beyond_noise_is_the_recipe() -> None:
+    results = BASELINES + [
+        run("a", 1100.0),
+        run("b", 1060.0),
+        run("stack_top2", 1180.0, kind="stack", wave="wave3", resolved_from="a+b"),
+    ]
+    assert recipe(results, "default").profile == "stack_top2"
+
+
+def test_a_stack_within_noise_of_the_best_single_gives_way_to_the_simpler_recipe() -> None:
+    results = BASELINES + [
+        run("a", 1100.0),
+        run("b", 1060.0),
+        run("stack_top2", 1104.0, kind="stack", wave="wave3", resolved_from="a+b"),
+    ]
+    assert recipe(results, "default").profile == "a"
+
+
+def test_no_run_beyond_noise_means_no_recipe() -> None:
+    assert recipe(BASELINES + [run("a", 1008.0), run("b", 990.0)], "default") is None
+
+
+def test_the_lock_holds_a_winning_stack_with_the_overrides_of_its_profiles(tmp_path: Path) -> None:
+    path = tmp_path / "rc.yml"
+    path.write_text(CELL)
+    results = BASELINES + [
+        run("a", 1100.0, flags=("--xla_a=1",)),
+        run("b", 1060.0, flags=("--xla_b=1",)),
+        run("stack_top2", 1180.0, kind="stack", wave="wave3", resolved_from="a+b", flags=("--xla_a=1", "--xla_b=1")),
+        confirmed("stack_top2", 1178.0, flags=("--xla_a=1", "--xla_b=1")),
+    ]
+    lock = build_lock(load_cell(path), results, "localhost", "")
+    assert lock is not None
+    [locked] = lock.recipes
+    assert (locked.profile, locked.xla_flags, locked.overrides) == (
+        "stack_top2",
+        ("--xla_a=1", "--xla_b=1"),
+        (("remat_policy", "full"),),
+    )
+    assert locked.tgs == 1180.0 and locked.ci_low_pct > 0
+
+
+def _lock(tmp_path: Path, results: list[JobResult], day: int = 1):
+    import datetime as dt
+
+    path = tmp_path / "rc.yml"
+    path.write_text(CELL)
+    return build_lock(load_cell(path), results, "localhost", "", today=dt.date(2026, 12, day))
+
+
+def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path) -> None:
+    from pytest_xlatune.verdict.lock import lock_change
+
+    first = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)])
+    same_next_day = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)], day=2)
+    other = _lock(tmp_path, BASELINES + [run("a", 1010.0), run("b", 1160.0), confirmed("b", 1161.0)])
+    assert lock_change(None, first, []) == (True, "new lock: a [default] +9.78 % (job a)")
+    assert lock_change(first, same_next_day, []) == (
+        False,
+        "the sweep found the recipe on file (a [default] +9.78 % (job a))",
+    )
+    assert lock_change(first, other, []) == (
+        True,
+        "recipe changed: a [default] +9.78 % (job a) → b [default] +15.77 % (job b)",
+    )
+    changed, why = lock_change(first, other, ["wave2::a[default]"])
+    assert not changed and why.startswith("1 item(s) of the cell did not run in this session (wave2::a[default])")
+    assert lock_change(first, None, []) == (
+        False,
+        "the sweep found no recipe better than baseline-deployed beyond the noise; the lock on file is kept",
+    )
+    changed, why = lock_change(None, first, [f"wave2::p{i}[default]" for i in range(5)])
+    assert not changed and "(wave2::p0[default], wave2::p1[default], wave2::p2[default] and 2 more)" in why
+    changed, why = lock_change(first, other, [], stopped=True)  # a STOP in the cell's last item
+    assert not changed and why.startswith("the session stopped (xlatune STOP above)")
+
+
+# ---- simplest of the tied winners, the numerics guard, noise from identical settings, power --
+
+LOSSES = tuple(enumerate((7.444, 5.975, 4.481, 3.624, 2.741, 1.826, 1.392, 1.001, 0.709, 0.469)))
+BF16 = tuple(enumerate((7.444, 5.973, 4.475, 3.618, 2.739, 1.822, 1.389, 0.998, 0.707, 0.468)))
+
+
+def lossy(result: JobResult, losses: tuple[tuple[int, float], ...] = LOSSES) -> JobResult:
+    return dataclasses.replace(result, losses=losses)
+
+
+BASE_LOSSY = [lossy(r) for r in BASELINES]
+
+
+def test_winners_within_the_noise_of_each_other_pick_the_one_with_fewer_settings() -> None:
+    # The demo run of the issue: o2_no_fastmath (+108.9 %, two flags) over opt_o1 (+106.9 %, one).
+    results = BASELINES + [
+        run("o2_no_fastmath", 1090.0, flags=("--xla_o=2", "--xla_fm=false")),
+        run("opt_o1", 1080.0, flags=("--xla_o=1",)),
+    ]
+    choice = choose(results, "default")
+    assert choice is not None and choice.recipe.profile == "opt_o1"
+    assert choice.fastest.profile == "o2_no_fastmath" and choice.simpler_than_fastest
+    assert [r.profile for r, _ in choice.tied] == ["o2_no_fastmath", "opt_o1"]
+    [(_, vs_fastest)] = [(r, c) for r, c in choice.tied if r.profile == "opt_o1"]
+    assert (
+        vs_fastest.delta_pct == pytest.approx(-0.917, abs=1e-3) and vs_fastest.ci_low_pct < 0 < vs_fastest.ci_high_pct
+    )
+
+
+def test_a_winner_with_more_settings_beyond_the_noise_of_the_simpler_one_stays_the_recipe() -> None:
+    results = BASELINES + [
+        run("two", 1200.0, flags=("--xla_o=2", "--xla_fm=false")),
+        run("one", 1080.0, flags=("--xla_o=1",)),
+    ]
+    choice = choose(results, "default")
+    assert choice is not None and choice.recipe.profile == "two" and [r.profile for r, _ in choice.tied] == ["two"]
+
+
+def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "rc.yml"
+    path.write_text(CELL)
+    fast = lossy(run("a", 1150.0, flags=("--xla_a=1",)), BF16)
+    results = BASE_LOSSY + [
+        fast,
+        lossy(run("b", 1080.0, flags=("--xla_b=1",))),
+        confirmed("a", 1149.0, ("--xla_a=1",)),
+        confirmed("b", 1081.0, ("--xla_b=1",)),
+    ]
+    assert recipe(results, "default").profile == "b"
+    assert [r.profile for r in winners(results, "default", 4)] == ["b"]  # what a stack takes
+    lock = build_lock(load_cell(path), results, "localhost", "")
+    assert lock is not None and [r.profile for r in lock.recipes] == ["b"]
+    # --xlatune-numerics=warn: the user changes numerics on purpose; the faster run wins.
+    assert recipe(results, "default", Mode.WARN).profile == "a"
+    assert [r.profile for r in winners(results, "default", 4, mode=Mode.WARN)] == ["a", "b"]
+    warned = build_lock(load_cell(path), results, "localhost", "", mode=Mode.WARN)
+    assert warned is not None and warned.recipes[0].profile == "a"
+
+
+def test_every_run_with_identical_settings_feeds_the_noise() -> None:
+    # Three tight baselines alone: their own CV, 2 df (no prior). A duplicate pair measured 12 %
+    # apart (identical effective flags: last-wins) counts as well and disagrees beyond the others.
+    base = BASELINES + [run("baseline-r3", 1002.0, kind="baseline", wave="wave1", job="3")]
+    dup = [
+        run("opt_o2", 1000.0, flags=("--xla_o=2",), job="5"),
+        run("restore_default", 1120.0, kind="restore_default", wave="wave1", flags=("--xla_o=0", "--xla_o=2"), job="6"),
+    ]
+    tight = noise(base, "default")
+    assert tight.groups == 1 and tight.df == 2 and not tight.assumed and tight.cv_pct == pytest.approx(0.2, abs=0.001)
+    # Beyond the others' noise (F test at 99 %): unstable, so its spread is its own (a wide
+    # interval, never a win) and does not widen everyone else's.
+    assert noise(base + dup, "default") == tight
+    assert verdicts.compare_result(dup[0], base + dup).unstable  # type: ignore[union-attr]
+    agreeing = [dup[0], dataclasses.replace(dup[1], tgs=1004.0)]
+    pooled = noise(base + agreeing, "default")
+    assert pooled.groups == 2 and pooled.n == 5 and pooled.df == 3
+    [flagged] = disagreements(base + dup, "default")
+    assert {r.job_id for r in flagged.runs} == {"5", "6"} and flagged.spread_pct == pytest.approx(11.3, abs=0.1)
+    # Evidence runs (profiled) never pool with plain runs.
+    profiled = run("evidence", 1300.0, kind="evidence", wave="wave1.5", job="7")
+    assert noise(base + [profiled], "default") == tight
+
+
+def test_an_under_powered_null_sweep_is_not_called_bounded_and_a_well_powered_one_is() -> None:
+    from tests import report_cases
+
+    under = report_cases.under_powered()
+    assert under.profiles_tested >= 25 and under.power is not None and not under.power.enough
+    assert under.power.detectable_pct > 2.0 and under.power.runs_needed == 3
+    assert "under-powered" in render_tuning_md(under) and "structurally bounded at" not in render_tuning_md(under)
+    well = report_cases.well_powered()
+    assert well.power is not None and well.power.enough and well.power.detectable_pct < 2.0
+    assert "the cell is structurally bounded at the editable scope" in render_tuning_md(well)
+
+
+def test_the_detectable_effect_shrinks_with_repeats() -> None:
+    from pytest_xlatune.verdict.stats import detectable_effect, run_noise
+
+    two = run_noise([1000.0, 1006.0])
+    # 0.42 % over 1 df (no prior): t quantiles of 1 df make it 7.6 % (3.2 % with the old prior's 5 df)
+    assert detectable_effect(two, 1, 2) == pytest.approx(7.57, abs=0.01)
+    assert detectable_effect(two, 4, 4) < detectable_effect(two, 2, 2) < detectable_effect(two, 1, 2)
