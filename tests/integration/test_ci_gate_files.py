@@ -14,6 +14,7 @@ whose site-packages reach this interpreter's (where the package is installed) th
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -282,7 +283,12 @@ def test_the_github_workflow_gates_the_embedded_workload_with_real_venvs(tmp_pat
     slow = run(gate, tmp_path, {**env, "NEW_IMAGE": slower, "XLATUNE_ARGS": ""})
     out = slow.stdout + slow.stderr
     assert slow.returncode == 1, out
-    assert "recipe 'opt_o2' [default] regressed vs the lock" in out, out
+    # Either recipe check can fail first: vs the lock's image (same-window controls) or vs the new
+    # image's own baseline; which one confirms first under load is the noise's call (a CI run saw
+    # -63.5 % vs the baseline fail while the lock comparison still wanted more runs).
+    assert re.search(
+        r"recipe 'opt_o2' \[default\] (regressed vs the lock|no longer beats or matches the baseline)", out
+    ), out
     assert "cells/unlocked.lock.json: no recipe lock" in out
     assert "**Verdict: FAILED:" in (tmp_path / "locked-gate.md").read_text()
     assert (tmp_path / "gate.xml").exists()
