@@ -84,7 +84,7 @@ def _json(value: object) -> Json:
 
 
 @dataclass(frozen=True)
-class Sweep(Record):
+class SweepOpened(Record):
     """The cell's frozen nodelist and backend (first run of the cell, or a fresh baseline)."""
 
     EVENT: ClassVar[str] = "sweep"
@@ -229,7 +229,7 @@ class Drift(Record):
 
 
 @dataclass(frozen=True)
-class Conclude(Record):
+class Concluded(Record):
     """The adaptive sweep concluded: why, and the items it skips."""
 
     EVENT: ClassVar[str] = "conclude"
@@ -281,7 +281,7 @@ class TuneArmAdded(Record):
 
 
 @dataclass(frozen=True)
-class Fingerprint(Record):
+class FingerprintTaken(Record):
     """A job's compiled train step, fingerprinted at compile-done (evidence/fingerprint.py)."""
 
     EVENT: ClassVar[str] = "fingerprint"
@@ -311,7 +311,7 @@ RECORDS: Mapping[str, type[Record]] = MappingProxyType(
     {
         cls.EVENT: cls
         for cls in (
-            Sweep,
+            SweepOpened,
             Environment,
             Inventory,
             Submitting,
@@ -324,12 +324,12 @@ RECORDS: Mapping[str, type[Record]] = MappingProxyType(
             Quarantined,
             NodeResume,
             Drift,
-            Conclude,
+            Concluded,
             Skipped,
             EarlyStop,
             Cleanup,
             TuneArmAdded,
-            Fingerprint,
+            FingerprintTaken,
             Inert,
         )
     }

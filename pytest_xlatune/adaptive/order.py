@@ -10,7 +10,7 @@ prior runs in list order exactly as before. The order changes only *when* a cand
 never what a verdict needs: every rule (judge, rules) is order-free.
 
 Other sweeps' effects are matched to this cell's candidates by their settings (XLA flags and env
-vars: `settings_key`; overrides carry the config tag's too, so they are left out), not by name,
+vars: `prior_settings`; overrides carry the config tag's too, so they are left out), not by name,
 so a renamed profile still counts and a same-named one with other flags does not. A sweep's
 family is the set of its parallelism axes over 1 (`family`); a store that never recorded its
 parallelism is UNKNOWN, which weighs as another family's.
@@ -106,7 +106,9 @@ def family(parallelism: str) -> str:
     return "+".join(sorted(axes)) or "single"
 
 
-def settings_key(xla_flags: Iterable[str], env: Iterable[tuple[str, str]]) -> Settings:
+def prior_settings(xla_flags: Iterable[str], env: Iterable[tuple[str, str]]) -> Settings:
+    """A candidate's settings as other sweeps' effects are matched by (flags and env, sorted);
+    grouping one sweep's identical runs is verdict.verdicts.settings_key."""
     return (*sorted(xla_flags), *sorted(f"env:{k}={v}" for k, v in env))
 
 
@@ -122,7 +124,7 @@ def effects(results: Iterable[JobResult], fam: str) -> list[Seen]:
         if r.kind is RunKind.BASELINE:
             base.setdefault(r.config_tag, []).append(r.tgs)
         elif r.kind is RunKind.PROFILE and (r.xla_flags or r.env):
-            runs.setdefault((r.config_tag, settings_key(r.xla_flags, r.env)), []).append(r.tgs)
+            runs.setdefault((r.config_tag, prior_settings(r.xla_flags, r.env)), []).append(r.tgs)
     return [
         (settings, fam, (statistics.fmean(tgs) / statistics.fmean(base[tag]) - 1.0) * 100.0)
         for (tag, settings), tgs in runs.items()

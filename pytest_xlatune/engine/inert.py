@@ -62,7 +62,7 @@ def record_fingerprint(
         return None
     found = fingerprint(files)
     store.write(
-        records.Fingerprint(
+        records.FingerprintTaken(
             key=key,
             job_id=job.job_id,
             digest=found.digest,

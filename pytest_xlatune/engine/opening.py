@@ -165,7 +165,7 @@ def _freeze(cell: Cell, store: ResultStore, nodelist: str, settings: Settings) -
             f"found {nodelist!r}; pass --xlatune-fresh-baseline to start a new sweep there"
         )
     store.write(
-        records.Sweep(
+        records.SweepOpened(
             nodelist=nodelist,
             backend=cell.backend.kind.value,
             model_tag=cell.model_tag,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, settings_key
+from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, prior_settings
 from ..cell.values import Cell
 from ..errors import XlatuneError
 from ..plan.expand import RunKind, RunSpec
@@ -35,7 +35,7 @@ def prior_for(cell: Cell, specs: Sequence[RunSpec], store_dir: Path, own: Path) 
     """The expected gains of the cell's selected candidates (Prior() when no other sweep measured one)."""
     primary = cell.primary_config.name
     candidates = {
-        s.name: settings_key(s.xla_flags, s.env)
+        s.name: prior_settings(s.xla_flags, s.env)
         for s in specs
         if s.kind is RunKind.PROFILE and s.config_tag == primary and (s.xla_flags or s.env)
     }

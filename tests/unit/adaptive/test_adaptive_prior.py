@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pytest_xlatune.adaptive.order import OTHER_WEIGHT, UNKNOWN, Prior, effects, family, order_line, settings_key
+from pytest_xlatune.adaptive.order import OTHER_WEIGHT, UNKNOWN, Prior, effects, family, order_line, prior_settings
 from pytest_xlatune.cell.values import Parallelism
 from pytest_xlatune.engine.prior import prior_for
 from pytest_xlatune.plan.expand import expand
@@ -51,7 +51,7 @@ def test_effects_are_against_the_own_baselines_each_settings_once() -> None:
     ]  # sets nothing: matches no candidate
     ((settings, fam, pct),) = effects(runs, "FSDP")
     assert settings == ("--xla_b=2",) and fam == "FSDP" and math.isclose(pct, 10.0)
-    assert settings_key(["--b=1", "--a=1"], [("N", "8")]) == ("--a=1", "--b=1", "env:N=8")
+    assert prior_settings(["--b=1", "--a=1"], [("N", "8")]) == ("--a=1", "--b=1", "env:N=8")
 
 
 def test_the_prior_matches_by_settings_not_by_name() -> None:

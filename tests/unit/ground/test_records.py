@@ -33,7 +33,7 @@ RESULT = JobResult(
 )
 
 SAMPLES: tuple[records.Record, ...] = (
-    records.Sweep(nodelist="node[01-02]", backend="local", model_tag="demo", parallelism="FSDP=2"),
+    records.SweepOpened(nodelist="node[01-02]", backend="local", model_tag="demo", parallelism="FSDP=2"),
     records.Environment(images={"": "python 3.11, jax 0.4"}),
     records.Inventory(
         checkout="/c",
@@ -68,12 +68,12 @@ SAMPLES: tuple[records.Record, ...] = (
     records.Quarantined(key="k1", of="result", line=3, why="it fails its checksum"),
     records.NodeResume(node="node01", was="drain", now="usable"),
     records.Drift(text="drift: +0.4 % over 3 controls"),
-    records.Conclude(why="no_better", reason="nothing beats the baseline", skipped=("wave3::x[default]",)),
+    records.Concluded(why="no_better", reason="nothing beats the baseline", skipped=("wave3::x[default]",)),
     records.Skipped(item="wave3::x[default]", reason="concluded"),
     records.EarlyStop(job_id="17", key="k1", item="wave2::fast[default]", kind="slower", reason="slower"),
     records.Cleanup(restored=("/c/configs/m.env.sh",), errors={}, ssh_connections=1),
     records.TuneArmAdded(profile="fast", xla_flags=("--xla_a=1",), env=(("NCCL_X", "1"),), args=("a=1",)),
-    records.Fingerprint(key="k2", job_id="18", digest="ab12", hlo_digest="cd34", code_files=164, complete=True),
+    records.FingerprintTaken(key="k2", job_id="18", digest="ab12", hlo_digest="cd34", code_files=164, complete=True),
     records.Inert(
         key="k2",
         item="wave2::vec256[default]",
