@@ -51,6 +51,7 @@ from replay_world import Sweep, World, _cell, _drift, job, programs  # noqa: E40
 from pytest_xlatune.adaptive import Action, Conclude, Conclusion, Plan, Repeat, Role, Submit, SweepState, fixed, planner  # noqa: E402
 from pytest_xlatune.adaptive.keys import plan_items  # noqa: E402
 from pytest_xlatune.adaptive.order import Prior  # noqa: E402
+from pytest_xlatune.adaptive.values import RunState  # noqa: E402
 from pytest_xlatune.plan.expand import RunKind, RunSpec  # noqa: E402
 
 PROFILES, WIN = 13, 8.0
@@ -228,7 +229,9 @@ def planner_arm(
         for i in sw.plan.items
         if i.role is Role.PROFILE and sw.effects.get(i.name) == 0.0 and i.name in out.judged
     ]
+    roles = by_role(sw, state, now, out.inert_node_seconds) if not human else {}
     return {
+        **{f"role:{k}": v / world.nodes for k, v in roles.items()},
         "seconds": seconds,
         "right": float(out.recipe == WINNER),
         "nulls": len(nulls),
@@ -236,6 +239,43 @@ def planner_arm(
         "jobs": len(state.runs) + len(out.inert),
         "inert": len(out.inert),
     }
+
+
+ROLES = (
+    "the two wave-1 baselines",
+    "the evidence run (profiler)",
+    "the winner's evidence run (profiler)",
+    "the winner's plain runs",
+    "controls",
+    "inert candidates cut at compile",
+    "other first runs stopped early",
+    "other first runs to the end",
+    "other repeats",
+)
+
+
+def by_role(sw: Sweep, state: SweepState, now: float, inert_node_seconds: float) -> Counter[str]:
+    """Node-seconds of one adaptive sweep by what each run was for (ROLES)."""
+    found: Counter[str] = Counter({ROLES[5]: inert_node_seconds})
+    seen: set[str] = set()
+    for r in sorted(state.runs, key=lambda r: r.submitted_at):
+        if r.role is Role.BASELINE:
+            role = ROLES[0]
+        elif r.role is Role.EVIDENCE:
+            role = ROLES[1]
+        elif r.role is Role.WINNER_EVIDENCE:
+            role = ROLES[2]
+        elif r.role is Role.CONTROL:
+            role = ROLES[4]
+        elif sw.effects.get(r.item) == WIN:
+            role = ROLES[3]
+        elif r.item in seen:
+            role = ROLES[8]
+        else:
+            role = ROLES[6] if r.state is RunState.STOPPED else ROLES[7]
+        seen.add(r.item)
+        found[role] += r.node_seconds(now)
+    return found
 
 
 ARMS = (
@@ -325,6 +365,7 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
         "prior (adaptive+prior / adaptive)": js["adaptive+prior"] / js["adaptive"],
     }
     data["by_place"] = {k: v["sum"] / v["n"] for k, v in sorted(by_place.items())}
+    data["by_role"] = {a: {r: totals[a][f"role:{r}"] / orders for r in ROLES} for a in ("adaptive", "adaptive+prior")}
     return data
 
 
@@ -339,6 +380,8 @@ def table(data: dict[str, Any]) -> str:
     lines += [f"{k}: {v:.3f}" for k, v in data["ratios"].items()]
     lines += [f"{k}: {v:.3f}" for k, v in data["by_place"].items()]
     lines += [f"split, {k}: {v:.3f}" for k, v in data["split"].items()]
+    for arm, roles in data["by_role"].items():
+        lines.append(f"{arm}, job-s per order by role: " + "; ".join(f"{r} {v:.0f}" for r, v in roles.items()))
     lines.append(
         "inert candidates cut per order: " + ", ".join(f"{a} {v:.2f}" for a, v in data["inert_cut_per_order"].items())
     )
