@@ -32,7 +32,6 @@ counts as judged, not better).
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import sys
 from collections import Counter
