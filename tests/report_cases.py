@@ -61,6 +61,9 @@ BF16_LOSSES = tuple(
 )
 
 
+PROFILED_KINDS = ("evidence", "winner_evidence")  # run with the profiler by the plan
+
+
 class Jobs:
     """Numbers job ids in submission order, like a real sweep."""
 
@@ -108,7 +111,8 @@ class Jobs:
             tgs=tgs,
             step_seconds=None if tgs is None else round(4096 * 4 / tgs, 4),
             tgs_values=values,
-            steps_used=(5, 6, 7) if values else (),
+            # a profiled run's value is its steps after the profiler's window (steady.steady_state)
+            steps_used=((9, 10, 11) if kind in PROFILED_KINDS else (5, 6, 7)) if values else (),
             step_count=15 if tgs is not None else 2,
             reason=reason,
             log_path=f"outputs/{job_id}-golden-{profile}-{config_tag}.log",

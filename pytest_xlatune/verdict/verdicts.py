@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from ..results import JobResult, RunKind
 from . import numerics, stats
 from .numerics import Numerics
+from .steady import PROFILER_LAST_STEP
 
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
@@ -30,6 +31,16 @@ def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float
 # evidence run stands alone, checked against the baseline's runs.
 _UNPOOLED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
 POOLED_MIN_STEPS = 3  # a profiled run's steady steps (9-14) at least, to count as a measurement
+
+
+def profiled(result: JobResult) -> bool:
+    """An evidence run measured with the profiler on: its value is its steps after the profiler's
+    window (steady.steady_state). A run of the winner's settings measured plain (the gate
+    repair's confirming run) is a plain run of its settings, whatever its kind; a stored result
+    without its steps is taken as profiled."""
+    if result.kind not in _UNPOOLED:
+        return False
+    return not result.steps_used or min(result.steps_used) > PROFILER_LAST_STEP
 
 
 def steady_steps(result: JobResult) -> int:
@@ -69,13 +80,7 @@ def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list
     groups: dict[tuple[object, ...], list[JobResult]] = {}
     for r in results:
         # A shared duplicate's record is its source's job again: no second measurement.
-        if (
-            r.config_tag == config_tag
-            and r.measured
-            and r.tgs is not None
-            and r.kind not in _UNPOOLED
-            and not r.shared_from
-        ):
+        if r.config_tag == config_tag and r.measured and r.tgs is not None and not profiled(r) and not r.shared_from:
             groups.setdefault(settings_key(r), []).append(r)
     return sorted(groups.values(), key=lambda g: all(r.kind is not RunKind.BASELINE for r in g))
 
@@ -152,6 +157,7 @@ def _joining_evidence(
         r
         for r in results
         if r.kind is RunKind.WINNER_EVIDENCE
+        and profiled(r)
         and r.config_tag == config_tag
         and r.measured
         and r.tgs is not None
@@ -169,7 +175,11 @@ def _ident(result: JobResult) -> tuple[str, str]:
 def pooled_evidence(result: JobResult, results: Sequence[JobResult]) -> bool:
     """A profiled run counted as a run of its settings' group (the winner's re-run that agrees
     with the group's plain runs; see _UNPOOLED)."""
-    return result.kind is RunKind.WINNER_EVIDENCE and _ident(result) in table(results, result.config_tag).pooled
+    return (
+        result.kind is RunKind.WINNER_EVIDENCE
+        and profiled(result)
+        and _ident(result) in table(results, result.config_tag).pooled
+    )
 
 
 def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
@@ -204,7 +214,7 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     group's 99 % prediction interval (the baseline's; the winner's for the winner's evidence run);
     a pooled one (`pooled_evidence`) is its group's."""
     tab = table(results, result.config_tag)
-    if result.kind in _UNPOOLED and _ident(result) not in tab.pooled:
+    if profiled(result) and _ident(result) not in tab.pooled:
         reference = tab.baseline if result.kind is RunKind.EVIDENCE else tab.groups.get(settings_key(result), ())
         return (
             bool(reference)
@@ -221,7 +231,7 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
     tab = table(results, result.config_tag)
     if not tab.baseline or result.tgs is None:
         return None
-    if result.kind in _UNPOOLED and _ident(result) not in tab.pooled:
+    if profiled(result) and _ident(result) not in tab.pooled:
         cmp = stats.compare([result.tgs], tab.baseline, tab.noise, unstable=unstable(result, results))
         return (
             not_applied_marked(cmp, result, results)
@@ -310,7 +320,7 @@ def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagre
     baseline = table(results, config_tag).baseline
     for r in results:
         if (
-            r.kind in _UNPOOLED
+            profiled(r)
             and not pooled_evidence(r, results)
             and r.config_tag == config_tag
             and r.measured

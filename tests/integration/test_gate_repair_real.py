@@ -46,6 +46,7 @@ SLOWER = """#!/bin/bash
 case "$XLA_FLAGS" in *level={level}*) export XLA_FLAGS="$XLA_FLAGS --xla_backend_optimization_level=0";; esac
 exec {python} "$@"
 """
+NO_REPAIR_UNDER_NOISE = "no candidate beat the new image's baseline beyond the noise with a second run agreeing"
 COMMON = ["-p", "no:cacheprovider", "--xlatune-poll-interval=0.2", "-rfs"]
 
 
@@ -103,9 +104,22 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
     slower.write_text(SLOWER.format(python=sys.executable, level=locked[-1]))
     slower.chmod(slower.stat().st_mode | stat.S_IEXEC)
 
-    gate = pytester.runpytest(
-        str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}", *COMMON
-    )
+    store, kept = pytester.path / ".xlatune", pytester.path / ".xlatune-before-the-gate"
+    shutil.copytree(store, kept)
+    for _attempt in range(3):
+        gate = pytester.runpytest(
+            str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}", *COMMON
+        )
+        report = (pytester.path / "repair-gate.md").read_text()
+        if gate.ret != 1 or NO_REPAIR_UNDER_NOISE not in report:
+            break
+        # Under load the repair can rightly not confirm its winner: it has two runs (a CI run
+        # measured the other level at 769.6 and 920.9 TGS, 18 % apart, next to the Slurm lane's
+        # jobs), and the noise they show leaves the gain undecided. Measured again from the same
+        # store, as a user reruns an inconclusive repair; a repair that finds nothing three times
+        # fails below.
+        shutil.rmtree(store)
+        shutil.copytree(kept, store)
     out = gate.stdout.str()
     assert gate.ret == 6, out  # regressed, repair proposed
     # Either recipe check can fail first (vs the lock's image or vs the new image's baseline).

@@ -129,3 +129,24 @@ def test_a_profiled_rerun_with_too_few_steady_steps_is_not_pooled() -> None:
     assert verdicts.POOLED_MIN_STEPS > 2
     assert not verdicts.pooled_evidence(short, results)
     assert verdicts.group_of(results[-2], results) == (1100.0,)
+
+
+def test_a_plain_run_of_the_winners_settings_is_a_plain_run_whatever_its_kind() -> None:
+    # The gate repair's confirming run (`repair::confirm`) resolves from the winner like an
+    # evidence run but runs without the profiler: its steps from 5 on are measured, so it is one
+    # of its settings' runs as a repeat is — no "(profiled)" mark, no outlier guard that would
+    # drop a plain repeat from the noise it shows.
+    from pytest_xlatune.verdict import verdicts
+
+    jobs = _first_win_and_its_profiled_rerun(1300.0)
+    first = jobs.results[-2]
+    plain = dataclasses.replace(jobs.results[-1], steps_used=(5, 6, 7))
+    results = [*jobs.results[:-1], plain]
+    assert verdicts.profiled(jobs.results[-1]) and not verdicts.profiled(plain)
+    assert verdicts.group_of(first, results) == (1100.0, 1300.0)  # pooled although 18 % apart
+    found = figures.figure(first, results)
+    assert found is not None and found.runs_text() == (
+        f"1200.0 = mean of 1100.0, 1300.0; jobs {first.job_id}, {plain.job_id}"
+    )
+    assert found == figures.figure(plain, results)
+    assert not verdicts.pooled_evidence(plain, results)  # not a profiled run that joined: a plain one
