@@ -135,14 +135,13 @@ def repair_of(runtime: Session, cell: Cell, lock: Lock, measured_on: str) -> Rep
     latest = list(store.latest_by_key().values())
     here = session_results(runtime, cell)
     # The candidates are judged as a sweep's wave-2 profiles (choice.winners reads waves 2-4).
-    # The HLO-dump run (profiler on) only shows the inventory: the plain re-run confirms.
+    # The plain re-run confirms; the HLO-dump run (profiler on) joins the winner's runs as a
+    # sweep's winner's evidence run does (verdicts.pooled_evidence), so the proposed lock's
+    # figure is the one the terminal and the report show for the same settings.
     new = [
         replace(r, wave="wave2") if r.wave == REPAIR_WAVE and r.kind is RunKind.PROFILE else r
         for r in here
-        if r.image == image
-        and r.kind in _NEW_IMAGE_KINDS
-        and r.config_tag == primary
-        and not r.item.startswith(f"{REPAIR_WAVE}::{WINNER}[")
+        if r.image == image and r.kind in _NEW_IMAGE_KINDS and r.config_tag == primary
     ]
     # Every run of the locked recipe on the new image (the gate measures a likely regression again).
     gate_runs = [

@@ -11,7 +11,8 @@ controls, numerics guard and confirmation as a sweep):
   hook: flags whose compiled program did not change);
 - then the winner among them once more (`repair::confirm`, the second run that confirms it; a
   profiled run is too slow to confirm anything on a loaded machine), and once with its HLO dump
-  (`repair::winner`: the collective inventory the report compares with the lock's).
+  (`repair::winner`: the collective inventory the report compares with the lock's; its steps
+  after the profiler's window join the winner's runs when they agree, verdicts.pooled_evidence).
 
 The budget is stated by construction: at most TOP_K + 2 runs plus one evidence run per cell.
 """

@@ -53,6 +53,12 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
     proposed = json.loads(proposed_file.read_text())
     assert proposed["recipes"][0]["profile"] == "alt" and proposed["image"] == new
     assert proposed["recipes"][0]["tgs"] == pytest.approx(1200, rel=0.01)
+    # The proposed lock's figure is the terminal's: the same runs (the candidate's, the plain
+    # confirming run and the HLO-dump run that joined them), the same value.
+    [final] = [line for line in result.stdout.lines if line.startswith("fixable.yml::repair::alt[default]: ")]
+    shown = final.split("; jobs ")[1].rstrip(")").split(", ")
+    assert list(proposed["recipes"][0]["job_ids"]) == shown and len(shown) == 3, final
+    assert f"{proposed['recipes'][0]['tgs']:.1f} TGS" in final
     report = (pytester.path / "fixable-gate.md").read_text()
     assert "### Repair" in report and "**regressed, repair proposed** (exit code 6)" in report
     assert "| locked: fast |" in report and "| proposed: alt | --xla_fake_tgs=1060 | 1200." in report
