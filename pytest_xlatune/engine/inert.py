@@ -8,7 +8,6 @@ cancel stores the shared result on its rerun and never submits the job again.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import records
@@ -20,6 +19,7 @@ from ..results import JobResult, RunKind, Verdict
 from ..store import ResultStore
 from ..verdict.gate_flags import LockedFlag, locked_flags
 from ..verdict.lock import Lock
+from .job_result import shared_result
 from .watch import Judge, Watched
 
 if TYPE_CHECKING:
@@ -155,22 +155,7 @@ def inert_result(runner: JobRunner, spec: RunSpec, key: str, job_id: str = "") -
     if job_id in runner._submitted_here and job_id in runner.poller.tracked and not runner.poller.finished(job_id):
         runner.launcher.cancel(job_id)  # a killed session's job, left running: ours to cut
     runner.poller.forget(job_id)
-    shared = replace(
-        source,
-        key=key,
-        item=spec.name,
-        wave=spec.wave,
-        profile=spec.profile,
-        kind=spec.kind,
-        xla_flags=spec.xla_flags,
-        env=spec.env,
-        overrides=spec.overrides,
-        resolved_from=spec.resolved_from,
-        shared_from=source.item,
-        inert=True,
-        reason=str(record["reason"]),
-        retries=(),
-    )
+    shared = shared_result(source, key, spec, inert=True, reason=str(record["reason"]))
     runner.store.add_result(shared)
     if pending is not None:
         store_lost_cuts(runner)

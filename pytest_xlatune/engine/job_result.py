@@ -3,6 +3,7 @@ steady-state measurement, the losses, the evidence copied here, the cost in node
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..evidence.nccl_applied import not_applied
@@ -113,4 +114,29 @@ def job_result(
         node_minutes=node_minutes(runner.nodes, started, ended),
         compile_cache=job.compile_cache,
         not_applied=not_applied(spec.env, seen.log.library_lines) if verdict.measured else "",
+    )
+
+
+def shared_result(
+    source: JobResult, key: str, spec: RunSpec, *, inert: bool | None = None, reason: str | None = None
+) -> JobResult:
+    """`source`'s measurement stored as `spec`'s run (a duplicate of identical settings, or an
+    inert candidate whose program is the source's): the spec's own names and settings, the
+    source's job and figures, no retries of its own; `inert` and `reason` as given, else the
+    source's."""
+    return replace(
+        source,
+        key=key,
+        item=spec.name,
+        wave=spec.wave,
+        profile=spec.profile,
+        kind=spec.kind,
+        xla_flags=spec.xla_flags,
+        env=spec.env,
+        overrides=spec.overrides,
+        resolved_from=spec.resolved_from,
+        shared_from=source.item,
+        inert=source.inert if inert is None else inert,
+        reason=source.reason if reason is None else reason,
+        retries=(),
     )

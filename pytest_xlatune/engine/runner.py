@@ -22,7 +22,7 @@ from ..triage.playbook import Playbook, Remedy, SweepCounters, decide
 from ..triage.signatures import FailureClass, disk_full
 from .choices import SweepChoices
 from .inert import inert_result, record_fingerprint, with_inert
-from .job_result import diagnose_watched, job_result
+from .job_result import diagnose_watched, job_result, shared_result
 from .owned_jobs import adopt_orphans, cancel_owned, reattach
 from .pinned_nodes import check_nodes, resume
 from .poller import ControllerDown, Poller, submit_through_outage
@@ -208,20 +208,7 @@ class JobRunner:
         source = self.store.latest_by_key().get(source_key)
         if source is None or not source.measured or (self.remeasure and source_key not in self._ran_this_session):
             return None
-        shared = replace(
-            source,
-            key=key,
-            item=spec.name,
-            wave=spec.wave,
-            profile=spec.profile,
-            kind=spec.kind,
-            xla_flags=spec.xla_flags,
-            env=spec.env,
-            overrides=spec.overrides,
-            resolved_from=spec.resolved_from,
-            shared_from=source.item,
-            retries=(),
-        )
+        shared = shared_result(source, key, spec)
         self.store.add_result(shared)
         return shared
 
