@@ -142,7 +142,7 @@ def run(
             if cut or any(isinstance(a, StopEarly) for a in actions):
                 continue  # the stopped (or cut) run's result is in: decide again
             raise RuntimeError(f"the policy neither ran nor concluded anything at t={now:.0f}: {actions}")
-        state, now, current = _advance(state, current, plan.rules.min_steady)
+        state, now, current = _advance(state, current, plan.rules.futility_from)
 
 
 def _flipped(state: SweepState, obs: Observation, timeline: Job, now: float) -> int:
@@ -224,15 +224,15 @@ def _start(
 
 
 def _advance(
-    state: SweepState, current: tuple[Observation, Job], min_steady: int
+    state: SweepState, current: tuple[Observation, Job], first_look: int
 ) -> tuple[SweepState, float, tuple[Observation, Job] | None]:
     """Move to the running job's next event: a steady step the policy may act on, or its end."""
     obs, timeline = current
     n = len(obs.steady)
     watch = obs.role is Role.PROFILE
     steps = len(timeline.tgs)
-    if watch and timeline.tgs and timeline.steady_from + max(n, min_steady - 1) < steps - 1:
-        index = timeline.steady_from + max(n, min_steady - 1)
+    if watch and timeline.tgs and timeline.steady_from + max(n, first_look - 1) < steps - 1:
+        index = timeline.steady_from + max(n, first_look - 1)
         seen = tuple(timeline.tgs[timeline.steady_from : index + 1])
         obs = Observation(
             obs.run,

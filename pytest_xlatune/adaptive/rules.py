@@ -183,12 +183,17 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
     signature is the same at both ends of where its final mean can still land (the in-job
     scatter of the steps left, at stop_confidence), and it is not an undecided run whose repeat
     will need its best value; else when a win at win_pct is implausible (`futile`). Baselines,
-    controls and evidence runs are never stopped."""
+    controls and evidence runs are never stopped. Before min_steady steps only the futility test
+    looks (from `first_look`: its step scatter is the sweep's full runs', not its own)."""
     knobs, total = board.plan.rules, board.plan.steady_steps
     n = len(run.steady)
-    if not run.role.stoppable or run.state is not RunState.RUNNING or not knobs.min_steady <= n < total:
+    if not run.role.stoppable or run.state is not RunState.RUNNING or not first_look(board) <= n < total:
         return None
     mean = sum(run.steady) / n
+    if n < knobs.min_steady:
+        early = board.with_value(run, mean, now, steps=n)
+        why = futile(early, board, n) if early is not None else None
+        return StopEarly(run.run, StopKind.FUTILE, why) if why is not None else None
     step_var = board.step_var or step_variance(run.steady)
     spread = NormalDist().inv_cdf((1 + knobs.stop_confidence) / 2) * math.sqrt(step_var * (1 / n - 1 / total))
     low, high = (board.with_value(run, mean * math.exp(s * spread), now) for s in (-1, 1))
@@ -210,9 +215,18 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
     )
 
 
+def first_look(board: Board) -> int:
+    """The first steady step a running candidate is judged at: futility_from once a full run of
+    the sweep gave the per-step scatter (board.step_var), else min_steady (a run's own scatter
+    needs two steps)."""
+    knobs = board.plan.rules
+    return knobs.futility_from if board.step_var > 0 else knobs.min_steady
+
+
 def looks(plan: Plan) -> int:
-    """The looks a running job gets: one per steady step from min_steady to the last but one."""
-    return max(1, plan.steady_steps - plan.rules.min_steady)
+    """The looks a running job gets: one per steady step from futility_from to the last but one
+    (the futility test's Bonferroni count: the most looks any run can get)."""
+    return max(1, plan.steady_steps - plan.rules.futility_from)
 
 
 def futility_bound(stopped: Estimate, board: Board, level: float) -> float:

@@ -110,6 +110,7 @@ class AdaptiveRules:
     control_every: int = 8  # a control after this many candidate runs …
     control_max_age_s: float = 100 * 60.0  # … or when the last control is older than this
     min_steady: int = 2  # steady steps before a running job can be judged
+    futility_from: int = 1  # … as futile: from this steady step, once a full run gave the step scatter
     stop_confidence: float = 0.95  # the remaining steps must not change a decision at this level
     futility_alpha: float = 0.05  # odds a candidate at exactly +win_pct is stopped as futile, over all looks
     finish_variants: bool = True  # a win stops the search only after the recipe's variants ran
@@ -121,9 +122,16 @@ class AdaptiveRules:
             value = getattr(self, name)
             if not 0.0 < value < 1.0:
                 raise ValueError(f"AdaptiveRules.{name}: expected a probability in (0, 1), found {value!r}")
-        if self.repeat_cap < 1 or self.control_every < 1 or self.min_steady < 2 or self.max_in_flight < 1:
+        if (
+            self.repeat_cap < 1
+            or self.control_every < 1
+            or self.min_steady < 2
+            or not 1 <= self.futility_from <= self.min_steady
+            or self.max_in_flight < 1
+        ):
             raise ValueError(
-                "AdaptiveRules: expected repeat_cap, control_every, max_in_flight >= 1 and min_steady >= 2, "
+                "AdaptiveRules: expected repeat_cap, control_every, max_in_flight >= 1, min_steady >= 2 and "
+                "futility_from from 1 to min_steady, "
                 f"found {self!r}"
             )
 

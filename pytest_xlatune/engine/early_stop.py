@@ -39,7 +39,7 @@ def stop_judge(driver: Driver, spec: RunSpec, key: str, job: SubmittedJob) -> Ju
         if recorded:
             return recorded
         steady = steady_state(seen.log.steps, profiler_on=False, tokens_per_step=tokens)
-        if steady is None or len(steady.tgs_values) < driver.plan.rules.min_steady:
+        if steady is None or len(steady.tgs_values) < driver.plan.rules.futility_from:
             return ""
         latest = driver.sweep.store.latest_by_key()  # one store read per look
         if why := _numerics_stop(driver, spec, key, seen, list(latest.values())):

@@ -72,14 +72,15 @@ def test_a_clear_loser_is_stopped_early_and_measured(pytester: pytest.Pytester, 
     result.assert_outcomes(passed=6)  # baseline ×2, evidence, slow, other, winner
     result.stdout.fnmatch_lines(
         [
-            "*wave2::slow[[]default[]] PASSED 700.* TGS -30.* % *worse "
-            "(stopped early: loser after * of 10 steady steps: *)*",
+            "*wave2::slow[[]default[]] PASSED 70[01].* TGS -[23]*.* % *worse "
+            "(stopped early: futile after 1 of 10 steady steps: *)*",
             "xlatune: stop.yml: saved node-minutes: * early stop(s) *",
         ]
     )  # slow; other may settle early
     stored = [e for e in events(pytester.path / ".xlatune" / "stop.jsonl") if e["event"] == "result"]
     slow = next(e for e in stored if e["item"] == "wave2::slow[default]")
-    assert slow["verdict"] == "stopped_early" and 2 <= len(slow["steps_used"]) < 10
+    # the baselines ran out (the step scatter is known): the futility test looks from the first steady step
+    assert slow["verdict"] == "stopped_early" and len(slow["steps_used"]) == 1
     assert slow["step_count"] < 15 and abs(slow["tgs"] - 700) < 5
     report = next(pytester.path.glob("*-tuning.md")).read_text()
     assert "- **Adaptive sweep:** saved node-minutes: " in report  # the report says it too
@@ -117,7 +118,7 @@ def test_kill_9_during_an_early_stop_loses_nothing(tmp_path: Path, fake_trainer_
     results = [e for e in events(store) if e["event"] == "result" and e["key"] == stop["key"]]
     assert [r["verdict"] for r in results] == ["stopped_early"], results  # never no_steps or cancelled
     assert results[0]["job_id"] == stop["job_id"] and results[0]["tgs_values"]
-    assert "wave2::slow[default] PASSED 7" in output and "stopped early: loser" in output, output
+    assert "wave2::slow[default] PASSED 7" in output and "stopped early: futile after 1 of" in output, output
 
 
 def test_a_spent_budget_skips_the_candidates_naming_it(pytester: pytest.Pytester, fake_trainer_env: None) -> None:

@@ -36,7 +36,7 @@ def test_a_faster_run_whose_loss_drifts_is_marked_and_never_the_recipe(pytester:
     result.assert_outcomes(passed=6)  # baseline ×2, evidence, drifts, fast, evidence2::winner
     result.stdout.fnmatch_lines(
         [
-            "*wave2::drifts[[]default[]] PASSED 1300.* — numerics changed: loss left the baseline's at "
+            "*wave2::drifts[[]default[]] PASSED 130[01].* — numerics changed: loss left the baseline's at "
             "step 1: 4.91 vs 4.9, baseline job 1*",
         ]
     )

@@ -73,10 +73,10 @@ def _board(the_plan: Plan) -> Board:
 def _stopped_as_futile(board: Board, effect_pct: float, rng: random.Random) -> bool:
     """One simulated first run at `effect_pct` (run noise = the board's, steps i.i.d.): whether
     the futility test stops it at any look."""
-    knobs, total = board.plan.rules, board.plan.steady_steps
+    total = board.plan.steady_steps
     level = BASE * (1 + effect_pct / 100) * math.exp(rng.gauss(0.0, board.noise.cv_pct / 100))
     steps = [level * (1 + rng.gauss(0.0, 0.002)) for _ in range(total)]
-    for n in range(knobs.min_steady, total):
+    for n in range(rules.first_look(board), total):
         run = Observation("x", "p", "p", Role.PROFILE, 3.5 * H, 3.5 * H, None, tuple(steps[:n]), RunState.RUNNING, 8)
         stopped = board.with_value(run, sum(steps[:n]) / n, 3.5 * H + 50 * n, steps=n)
         assert stopped is not None
@@ -90,6 +90,7 @@ def test_the_futility_test_keeps_its_stated_false_stop_rate() -> None:
     # (5 %; 300 runs: the bound plus three standard errors), while a no-op is stopped in most.
     the_plan = plan("p")
     board = _board(the_plan)
+    assert rules.first_look(board) == the_plan.rules.futility_from == 1  # every look, the first steady step's too
     rng = random.Random(27)
     win = the_plan.thresholds.win_pct
     at_win = sum(_stopped_as_futile(board, win, rng) for _ in range(300)) / 300

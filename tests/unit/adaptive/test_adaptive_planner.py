@@ -37,12 +37,17 @@ def effects(**pct: float):  # type: ignore[no-untyped-def]
     return tgs
 
 
-def test_a_clear_loser_is_stopped_after_the_warm_up_and_no_baseline_control_or_evidence_run_ever_is() -> None:
+def test_a_clear_loser_is_stopped_at_its_first_steady_step_and_no_baseline_control_or_evidence_run_ever_is() -> None:
+    # The baselines ran to the end first (the sweep's step scatter is known), so the futility
+    # test looks from the first steady step; the loser rule waits for min_steady.
     result = drive(plan("slow", "p1"), planner.decide, effects(slow=-12.0))
     stops = result.of(StopEarly)
     slow = next(r for r in result.state.runs if r.item == "slow")
-    assert slow.state is RunState.STOPPED and len(slow.steady) == AdaptiveRules().min_steady
-    assert any(isinstance(s, StopEarly) and s.run == slow.run and s.kind is StopKind.LOSER for s in stops)
+    assert slow.state is RunState.STOPPED and len(slow.steady) == AdaptiveRules().futility_from == 1
+    assert any(
+        isinstance(s, StopEarly) and s.run == slow.run and s.kind is StopKind.FUTILE and "after 1 of 10" in s.reason
+        for s in stops
+    )
     never = [r for r in result.state.runs if r.role is not Role.PROFILE]
     assert never and all(r.state is RunState.FINISHED and len(r.steady) == 10 for r in never)
 

@@ -141,8 +141,27 @@ def test_a_run_is_stopped_once_its_remaining_steps_cannot_change_a_decision(tgs:
     assert f"{kind.value} after {AdaptiveRules().min_steady} of 10 steady steps" in stop.reason
 
 
-def test_no_stop_before_the_minimum_steady_steps() -> None:
-    assert running(plan("p"), "p", 900.0, AdaptiveRules().min_steady - 1) is None
+def test_before_min_steady_only_the_futility_test_stops_and_only_once_a_full_run_gave_the_step_scatter() -> None:
+    # Eight control points (as test_adaptive_order's futility board): a -10 % first run is
+    # futile after its first steady step; the loser rule (its own scatter) waits for min_steady.
+    the_plan = plan("p")
+    levels = (1000.0, 1010.0, 992.0, 1004.0, 1011.0, 994.0, 1000.0, 1003.0)
+
+    def look(scatter: float, steps: int) -> StopEarly | None:
+        runs = [
+            observation(f"c{i}", "baseline", "B", Role.BASELINE if i < 2 else Role.CONTROL, i * H, flat(v, 10, scatter))
+            for i, v in enumerate(levels)
+        ]
+        board = judge.build(SweepState(the_plan, tuple(runs)), 8 * H)
+        run = observation("x", "p", "p", Role.PROFILE, 8 * H, flat(900.0, steps, scatter), RunState.RUNNING)
+        return rules.stop_early(run, board, 8 * H + 100 + 50 * steps)
+
+    first = look(0.002, 1)
+    assert first is not None and first.kind is StopKind.FUTILE and "futile after 1 of 10 steady steps" in first.reason
+    later = look(0.002, AdaptiveRules().min_steady)
+    assert later is not None and later.kind is StopKind.LOSER
+    assert look(0.0, 1) is None  # no step scatter known yet: nothing before min_steady
+    assert look(0.0, AdaptiveRules().min_steady) is not None
 
 
 @pytest.mark.parametrize("role", [Role.BASELINE, Role.CONTROL, Role.EVIDENCE, Role.WINNER_EVIDENCE])

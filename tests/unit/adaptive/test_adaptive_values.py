@@ -32,6 +32,10 @@ def test_adaptive_rules_probabilities_are_checked(field: str, value: float) -> N
 def test_adaptive_rules_counts_are_checked() -> None:
     with pytest.raises(ValueError, match="min_steady >= 2"):
         AdaptiveRules(min_steady=1)
+    for early in (0, 3):
+        with pytest.raises(ValueError, match=f"futility_from from 1 to min_steady, found .*futility_from={early}"):
+            AdaptiveRules(futility_from=early)
+    assert AdaptiveRules(futility_from=2).futility_from == 2  # the old first look, still allowed
 
 
 @pytest.mark.parametrize("value", [0.0, -1.0, math.nan, math.inf])
