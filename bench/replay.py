@@ -302,7 +302,10 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
             if source
             else ()
         )
-        verdict = Verdict.SUCCESS if obs.measured else Verdict.OOM
+        stopped = obs.state is RunState.STOPPED
+        verdict = (
+            Verdict.STOPPED_EARLY if obs.measured and stopped else Verdict.SUCCESS if obs.measured else Verdict.OOM
+        )
         results.append(
             JobResult(
                 key=obs.run,
@@ -315,9 +318,11 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
                 verdict=verdict,
                 xla_flags=spec_flags,
                 tgs=obs.value if obs.measured else None,
-                # A profiled run's steps: verdicts pool it with its settings' runs only when it
-                # measured enough of them (verdicts.POOLED_MIN_STEPS); plain runs as before.
-                tgs_values=obs.steady if obs.measured and obs.role is Role.WINNER_EVIDENCE else (),
+                # Every run's steady steps, as the tool stores them: a profiled run is pooled
+                # with its settings' runs only when it measured enough of them
+                # (verdict.one_run.POOLED_MIN_STEPS), a run stopped early carries the error of
+                # the steps it did not run (verdict.one_run.partial_var).
+                tgs_values=obs.steady if obs.measured else (),
                 resolved_from=source.name if source else "",
             )
         )

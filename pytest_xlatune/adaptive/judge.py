@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from scipy import stats as _st
 
-from ..verdict import stats, verdicts
+from ..verdict import one_run, stats
 from . import drift
 from .values import Key, Observation, Plan, PlanItem, Role, RunState, SweepState
 
@@ -223,7 +223,7 @@ def build(state: SweepState, now: float) -> Board:
     ended: set[Key] = set()
     profiled: list[tuple[Key, Sample, float]] = []
     for run in runs:
-        if run.role is Role.WINNER_EVIDENCE and run.measured and len(run.steady) >= verdicts.POOLED_MIN_STEPS:
+        if run.role is Role.WINNER_EVIDENCE and run.measured and len(run.steady) >= one_run.POOLED_MIN_STEPS:
             # Its steps after the profiler's window (9-14): fewer than a plain run's, so the
             # steps it misses count as a stopped run's do.
             in_job = _stopped_var(step_var, len(run.steady), plan.steady_steps)

@@ -36,8 +36,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from ..verdict.one_run import POOLED_MIN_STEPS
 from ..verdict.steady import PROFILER_LAST_STEP
-from ..verdict.verdicts import POOLED_MIN_STEPS
 from . import judge, rules
 from .judge import Board, Estimate, item_of
 from .values import (

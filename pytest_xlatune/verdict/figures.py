@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..results import JobResult, RunKind
-from . import stats, verdicts
+from . import one_run, stats, verdicts
 
 # Runs shown without a Δ % vs the baseline: the baseline itself and the gate's old-image controls
 # (a Δ vs the new image's baseline would say nothing about them).
@@ -86,19 +86,19 @@ def _order(job: str) -> tuple[int, str]:
 
 def group_key(result: JobResult) -> tuple[object, ...]:
     """What makes two runs one measurement: identical effective settings, profiled or not."""
-    return (verdicts.profiled(result), verdicts.settings_key(result))
+    return (one_run.profiled(result), verdicts.settings_key(result))
 
 
 def _member_key(result: JobResult, results: Sequence[JobResult]) -> tuple[object, ...]:
     """`group_key`, with the winner's profiled re-run that joined its group (pooled_evidence)
     counted as a plain run of its settings."""
-    alone = verdicts.profiled(result) and not verdicts.pooled_evidence(result, results)
+    alone = one_run.profiled(result) and not verdicts.pooled_evidence(result, results)
     return (alone, verdicts.settings_key(result))
 
 
 def peers(result: JobResult, results: Sequence[JobResult]) -> list[JobResult]:
     """The measured runs behind `result`'s figure (a shared duplicate: its source's runs)."""
-    if verdicts.profiled(result) and not verdicts.pooled_evidence(result, results):
+    if one_run.profiled(result) and not verdicts.pooled_evidence(result, results):
         # a profiled run outside its group's interval (or too short) is checked against it, alone
         return [result] if result.measured and result.tgs is not None else []
     key = _member_key(result, results)
@@ -131,8 +131,8 @@ def figure(result: JobResult, results: Sequence[JobResult]) -> Figure | None:
         runs=tuple(each),
         step_seconds=statistics.fmean(steps) if steps else None,
         comparison=comparison,
-        profiles=tuple(dict.fromkeys(r.profile for r in runs if len(runs) == 1 or not verdicts.profiled(r))),
-        profiled=tuple(r.job_id for r in runs if verdicts.profiled(r) and len(runs) > 1),
+        profiles=tuple(dict.fromkeys(r.profile for r in runs if len(runs) == 1 or not one_run.profiled(r))),
+        profiled=tuple(r.job_id for r in runs if one_run.profiled(r) and len(runs) > 1),
     )
 
 

@@ -175,11 +175,17 @@ def compare(
     confidence: float = 0.95,
     higher_is_better: bool = True,
     unstable: bool = False,
+    extra_var: float = 0.0,
 ) -> Comparison:
     """Compare per-run steady means of a candidate and its baseline under run-to-run noise;
-    an `unstable` candidate is never better (nor worse): its runs say nothing settled."""
+    an `unstable` candidate is never better (nor worse): its runs say nothing settled.
+    `extra_var`: a relative variance the candidate's mean carries beyond the run-to-run noise
+    (a run stopped early: the scatter of the steady steps it did not run)."""
     check_confidence(confidence)
+    if not extra_var >= 0.0:
+        raise ValueError(f"extra_var must be >= 0, got {extra_var!r}")
     c, b, log_ratio, se, df = _log_ratio(candidate, baseline, noise)
+    se = math.sqrt(se**2 + extra_var)
     half = float(_st.t.ppf((1 + confidence) / 2, df)) * se
     low, high = math.expm1(log_ratio - half) * 100, math.expm1(log_ratio + half) * 100
     if unstable:

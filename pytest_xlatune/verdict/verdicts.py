@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..results import JobResult, RunKind
 from . import numerics, stats
 from .numerics import Numerics
-from .steady import PROFILER_LAST_STEP
+from .one_run import POOLED_MIN_STEPS, own_se, partial_var, profiled, run_values, steady_steps
 
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
@@ -21,31 +21,6 @@ def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float
         for r in results
         if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.measured and r.tgs is not None
     ]
-
-
-# Profiled runs: their steady value is taken after the profiler's window (steps 9-14, as the
-# workflow's SKILL measures them; steady.steady_state), so the winner's profiled re-run is a run
-# of the winner's settings and joins its group (`pooled_evidence`) — unless it has fewer than
-# POOLED_MIN_STEPS steady steps or lies outside its group's 99 % prediction interval: then it
-# stands alone and is flagged (`unstable`), never silently moving a verdict. The baseline's
-# evidence run stands alone, checked against the baseline's runs.
-_UNPOOLED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
-POOLED_MIN_STEPS = 3  # a profiled run's steady steps (9-14) at least, to count as a measurement
-
-
-def profiled(result: JobResult) -> bool:
-    """An evidence run measured with the profiler on: its value is its steps after the profiler's
-    window (steady.steady_state). A run of the winner's settings measured plain (the gate
-    repair's confirming run) is a plain run of its settings, whatever its kind; a stored result
-    without its steps is taken as profiled."""
-    if result.kind not in _UNPOOLED:
-        return False
-    return not result.steps_used or min(result.steps_used) > PROFILER_LAST_STEP
-
-
-def steady_steps(result: JobResult) -> int:
-    """The steady steps a run's value is the mean of (its recorded steps, else their values)."""
-    return len(result.tgs_values) or len(result.steps_used)
 
 
 def settings_key(result: JobResult) -> tuple[object, ...]:
@@ -65,13 +40,6 @@ def settings_key(result: JobResult) -> tuple[object, ...]:
         tuple(sorted(result.env)),
         tuple(sorted(result.overrides)),
     )
-
-
-def run_values(result: JobResult) -> list[float]:
-    """The steady TGS of every run behind a result (a pooled adaptive result's repeats each)."""
-    if result.runs:
-        return [v for _, v in result.runs]
-    return [result.tgs] if result.tgs is not None else []
 
 
 def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list[JobResult]]:
@@ -96,6 +64,9 @@ class Table:
     pooled: frozenset[tuple[str, str]] = (
         frozenset()
     )  # (key, job id) of the profiled runs that joined their group (pooled_evidence)
+    partial: Mapping[tuple[object, ...], float] = field(
+        default_factory=dict
+    )  # settings → the missing steps' variance of their one run, stopped early (partial_var)
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,8 +111,14 @@ def _table(key: _Results) -> Table:
     )
     steady = [v for k, v in groups.items() if k not in unstable]
     noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
+    partial = partial_var([r for g in found for r in g])
     return Table(
-        noise, groups, tuple(baseline_values(results, config_tag)), unstable, frozenset(_ident(r) for r in joined)
+        noise,
+        groups,
+        tuple(baseline_values(results, config_tag)),
+        unstable,
+        frozenset(_ident(r) for r in joined),
+        {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
     )
 
 
@@ -188,14 +165,6 @@ def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
     return table(results, config_tag).noise
 
 
-def own_se(result: JobResult) -> float:
-    """A run's relative standard error from its own steady steps (0 without them)."""
-    if len(result.tgs_values) < 2:
-        return 0.0
-    job = stats.job_estimate(result.tgs_values)
-    return job.stderr / job.mean
-
-
 def _step_floor(group: Sequence[JobResult]) -> float:
     """The group's typical relative standard error of one run's mean, from the runs' steps (a
     pooled result's steps are its runs' together: its SE × √runs is one run's)."""
@@ -238,7 +207,13 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
             if result.kind is RunKind.WINNER_EVIDENCE
             else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
         )
-    cmp = stats.compare(group_of(result, results), tab.baseline, tab.noise, unstable=unstable(result, results))
+    cmp = stats.compare(
+        group_of(result, results),
+        tab.baseline,
+        tab.noise,
+        unstable=unstable(result, results),
+        extra_var=tab.partial.get(settings_key(result), 0.0),
+    )
     return not_applied_marked(cmp, result, results)
 
 

@@ -22,7 +22,7 @@ from pytest_xlatune.cell.load import load_cell
 from pytest_xlatune.results import RunKind
 from pytest_xlatune.store import ResultStore
 from pytest_xlatune.verdict.lock import Lock, LockedRecipe, dumps
-from pytest_xlatune.verdict.verdicts import POOLED_MIN_STEPS, steady_steps
+from pytest_xlatune.verdict.one_run import POOLED_MIN_STEPS, steady_steps
 
 pytestmark = [pytest.mark.jax]
 

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_xlatune.report.data import build
 from pytest_xlatune.results import Verdict
-from pytest_xlatune.verdict import figures
+from pytest_xlatune.verdict import figures, one_run
 from pytest_xlatune.verdict.lock import build_lock
 from tests import report_cases as cases
 
@@ -126,7 +126,7 @@ def test_a_profiled_rerun_with_too_few_steady_steps_is_not_pooled() -> None:
     jobs = _first_win_and_its_profiled_rerun(1090.0)
     short = dataclasses.replace(jobs.results[-1], tgs_values=(1090.0, 1090.0), steps_used=(9, 10))
     results = [*jobs.results[:-1], short]
-    assert verdicts.POOLED_MIN_STEPS > 2
+    assert one_run.POOLED_MIN_STEPS > 2
     assert not verdicts.pooled_evidence(short, results)
     assert verdicts.group_of(results[-2], results) == (1100.0,)
 
@@ -142,7 +142,7 @@ def test_a_plain_run_of_the_winners_settings_is_a_plain_run_whatever_its_kind() 
     first = jobs.results[-2]
     plain = dataclasses.replace(jobs.results[-1], steps_used=(5, 6, 7))
     results = [*jobs.results[:-1], plain]
-    assert verdicts.profiled(jobs.results[-1]) and not verdicts.profiled(plain)
+    assert one_run.profiled(jobs.results[-1]) and not one_run.profiled(plain)
     assert verdicts.group_of(first, results) == (1100.0, 1300.0)  # pooled although 18 % apart
     found = figures.figure(first, results)
     assert found is not None and found.runs_text() == (

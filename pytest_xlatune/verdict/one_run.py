@@ -1,0 +1,77 @@
+"""What one run's value is (pure): profiled or plain, the steady steps it is the mean of, its own
+standard error, and what a run stopped early lacks — the facts verdicts.py pools runs by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..results import JobResult, RunKind, Verdict
+from . import stats
+from .steady import PROFILER_LAST_STEP
+
+# Profiled runs: their steady value is taken after the profiler's window (steps 9-14, as the
+# workflow's SKILL measures them; steady.steady_state), so the winner's profiled re-run is a run
+# of the winner's settings and joins its group (`pooled_evidence`) — unless it has fewer than
+# POOLED_MIN_STEPS steady steps or lies outside its group's 99 % prediction interval: then it
+# stands alone and is flagged (`unstable`), never silently moving a verdict. The baseline's
+# evidence run stands alone, checked against the baseline's runs.
+_UNPOOLED = (RunKind.EVIDENCE, RunKind.WINNER_EVIDENCE)
+POOLED_MIN_STEPS = 3  # a profiled run's steady steps (9-14) at least, to count as a measurement
+
+
+def profiled(result: JobResult) -> bool:
+    """An evidence run measured with the profiler on: its value is its steps after the profiler's
+    window (steady.steady_state). A run of the winner's settings measured plain (the gate
+    repair's confirming run) is a plain run of its settings, whatever its kind; a stored result
+    without its steps is taken as profiled."""
+    if result.kind not in _UNPOOLED:
+        return False
+    return not result.steps_used or min(result.steps_used) > PROFILER_LAST_STEP
+
+
+def steady_steps(result: JobResult) -> int:
+    """The steady steps a run's value is the mean of (its recorded steps, else their values)."""
+    return len(result.tgs_values) or len(result.steps_used)
+
+
+def run_values(result: JobResult) -> list[float]:
+    """The steady TGS of every run behind a result (a pooled adaptive result's repeats each)."""
+    if result.runs:
+        return [v for _, v in result.runs]
+    return [result.tgs] if result.tgs is not None else []
+
+
+def partial_var(runs: Sequence[JobResult]) -> dict[str, float]:
+    """By job id, the relative variance a run stopped early carries for the steady steps it did
+    not run: the per-step scatter of the full runs among `runs` (their mean; the run's own
+    steps' without any) × (1/n − 1/N), n its steps, N a full run's. The run-to-run noise is
+    measured on full runs, so a stopped run's mean is that much less certain (as the adaptive
+    planner counts it: adaptive.judge.Board.stopped_var); a pooled result (several runs) is left
+    as it is."""
+    full = [
+        r for r in runs if r.verdict is Verdict.SUCCESS and not profiled(r) and not r.runs and len(r.tgs_values) >= 2
+    ]
+    steps = max((len(r.tgs_values) for r in full), default=0)
+    shared = [_step_var(r.tgs_values) for r in full]
+    out: dict[str, float] = {}
+    for r in runs:
+        n = steady_steps(r)
+        if r.verdict is not Verdict.STOPPED_EARLY or r.runs or r.inert or r.shared_from or not 0 < n < steps:
+            continue
+        step_var = sum(shared) / len(shared) if shared else _step_var(r.tgs_values) if len(r.tgs_values) >= 2 else 0.0
+        out[r.job_id] = step_var * (1 / n - 1 / steps)
+    return out
+
+
+def _step_var(tgs_values: Sequence[float]) -> float:
+    """One run's relative per-step variance, its steps' autocorrelation counted (stats.job_estimate)."""
+    job = stats.job_estimate(tgs_values)
+    return job.stderr**2 * job.n / job.mean**2
+
+
+def own_se(result: JobResult) -> float:
+    """A run's relative standard error from its own steady steps (0 without them)."""
+    if len(result.tgs_values) < 2:
+        return 0.0
+    job = stats.job_estimate(result.tgs_values)
+    return job.stderr / job.mean

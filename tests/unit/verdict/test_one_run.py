@@ -1,0 +1,75 @@
+"""What one run's value is (verdict/one_run.py): a run stopped early carries the error of the
+steady steps it did not run, and every verdict on it shows it (verdicts.compare_result)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pytest_xlatune.results import JobResult, Verdict
+from pytest_xlatune.verdict import one_run, stats, verdicts
+from tests import report_cases as cases
+
+FLAG = "--xla_gpu_enable_latency_hiding_scheduler=true"
+
+
+def steps(tgs: float, n: int, scatter: float = 0.006) -> tuple[float, ...]:
+    """n steady steps around `tgs`, alternating ±scatter (a known per-step variance)."""
+    return tuple(tgs * (1 + scatter * (-1) ** i) for i in range(n))
+
+
+def sweep(stopped_steps: int) -> tuple[list[JobResult], JobResult, JobResult]:
+    """Three full baselines (10 steps each), and one candidate run at +1.5 % stopped after
+    `stopped_steps` of its 10 steady steps (verdict stopped_early)."""
+    jobs = cases.Jobs()
+    jobs.wave1(baselines=(1000.0, 1008.0, 996.0), restore=None)
+    jobs.results[:] = [dataclasses.replace(r, tgs_values=steps(r.tgs or 0.0, 10)) for r in jobs.results]
+    full = jobs.profile("lhs", 1015.0, FLAG)
+    values = steps(1015.0, stopped_steps)
+    stopped = dataclasses.replace(full, tgs_values=values, tgs=sum(values) / len(values), verdict=Verdict.STOPPED_EARLY)
+    return jobs.results, full, stopped
+
+
+def test_a_run_stopped_early_carries_the_variance_of_the_steps_it_did_not_run() -> None:
+    results, _, stopped = sweep(2)
+    with_stop = [*results[:-1], stopped]
+    per_step = one_run._step_var(steps(1000.0, 10))  # every full run's steps scatter alike here
+    assert per_step > 0
+    assert one_run.partial_var(with_stop) == {stopped.job_id: pytest.approx(per_step * (1 / 2 - 1 / 10))}
+    # A full run, an inert cut and a shared duplicate lack nothing.
+    assert one_run.partial_var(results) == {}
+    for lacks_nothing in (dataclasses.replace(stopped, inert=True), dataclasses.replace(stopped, shared_from="x")):
+        assert one_run.partial_var([*results[:-1], lacks_nothing]) == {}
+
+
+def test_the_verdict_on_a_stopped_run_shows_the_error_of_its_missing_steps() -> None:
+    results, full, stopped = sweep(2)
+    with_stop = [*results[:-1], stopped]
+    noise = verdicts.noise(with_stop, "sparse")
+    base = verdicts.table(with_stop, "sparse").baseline
+    extra = one_run.partial_var(with_stop)[stopped.job_id]
+    shown = verdicts.compare_result(stopped, with_stop)
+    assert shown == stats.compare([stopped.tgs or 0.0], base, noise, extra_var=extra)
+    plain = stats.compare([stopped.tgs or 0.0], base, noise)
+    assert shown.ci_low_pct < plain.ci_low_pct and shown.ci_high_pct > plain.ci_high_pct
+    # the same value run to the end: no extra error
+    assert verdicts.compare_result(full, results) == stats.compare([full.tgs or 0.0], base, noise)
+
+
+def test_the_missing_steps_matter_most_for_a_run_stopped_earliest() -> None:
+    widths = []
+    for n in (1, 2, 5, 9):
+        results, _, stopped = sweep(n)
+        cmp = verdicts.compare_result(stopped, [*results[:-1], stopped])
+        assert cmp is not None
+        widths.append(cmp.ci_high_pct - cmp.ci_low_pct)
+    assert widths == sorted(widths, reverse=True) and widths[0] > widths[-1]
+
+
+def test_extra_variance_must_be_a_variance() -> None:
+    noise = stats.pooled_noise([[1000.0, 1010.0]])
+    with pytest.raises(ValueError, match="extra_var must be >= 0, got -0.1"):
+        stats.compare([1000.0], [1000.0], noise, extra_var=-0.1)
+    with pytest.raises(ValueError, match="extra_var must be >= 0, got nan"):
+        stats.compare([1000.0], [1000.0], noise, extra_var=float("nan"))
