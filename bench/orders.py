@@ -26,7 +26,8 @@ random in between). Every arm sees the same cluster and list order (each its own
 Printed: job-seconds (node-seconds / nodes, a cut job's start-up and compile included) per arm
 and the adaptive's ratios to fixed+stop, to fixed+stop (means) and to the best Optuna pruner,
 the saving split, recipe right, and null profiles called better per judged null (an inert one
-counts as judged, not better).
+counts as judged, not better) — for the adaptive arms by the planner's board, and again as the
+report and lock read the same runs (the verdicts that judge the fixed arms).
 """
 
 from __future__ import annotations
@@ -222,6 +223,10 @@ def planner_arm(
         if means:  # the human's recipe is the one the stop rule read off the means (else the verdicts')
             out.recipe = by_means(state)[0] or out.recipe
     else:
+        # What the report and the lock say of the same runs (the verdicts, as the fixed arms are
+        # judged): the recipe a user deploys and the words each item's line shows.
+        report = Outcome(stop_reasons=out.stop_reasons)
+        judge_fixed(sw, state, report)
         judge_adaptive(state, now, out)
     nulls = [
         i.name
@@ -229,8 +234,17 @@ def planner_arm(
         if i.role is Role.PROFILE and sw.effects.get(i.name) == 0.0 and i.name in out.judged
     ]
     roles = by_role(sw, state, now, out.inert_node_seconds) if not human else {}
+    reported = (
+        {
+            "report_right": float(report.recipe == WINNER),
+            "report_false": float(sum(n in report.better for n in nulls if n not in out.inert)),
+        }
+        if not human
+        else {}
+    )
     return {
         **{f"role:{k}": v / world.nodes for k, v in roles.items()},
+        **reported,
         "seconds": seconds,
         "right": float(out.recipe == WINNER),
         "nulls": len(nulls),
@@ -345,6 +359,14 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
     data["inert_cut_per_order"] = {a: totals[a]["inert"] / orders for a in ("adaptive", "adaptive+prior")}
     data["job_seconds"] = {a: totals[a]["seconds"] / orders for a in ARMS}
     data["recipe_right"] = {a: totals[a]["right"] / orders for a in ARMS}
+    adaptive_arms = [a for a in ARMS if a.startswith("adaptive")]
+    data["report"] = {
+        a: {
+            "recipe_right": totals[a]["report_right"] / orders,
+            "nulls_called_better": totals[a]["report_false"] / totals[a]["nulls"] if totals[a]["nulls"] else 0.0,
+        }
+        for a in adaptive_arms
+    }
     data["nulls_called_better"] = {
         a: totals[a]["false"] / totals[a]["nulls"] if totals[a]["nulls"] else 0.0 for a in ARMS
     }
@@ -374,6 +396,11 @@ def table(data: dict[str, Any]) -> str:
         lines.append(
             f"{a:24}{data['job_seconds'][a]:>16.0f}{data['recipe_right'][a]:>14.0%}"
             f"{data['nulls_called_better'][a]:>14.2%}"
+        )
+    for a, seen in data["report"].items():
+        lines.append(
+            f"{a}, as its report and lock say (the verdicts): recipe right {seen['recipe_right']:.0%}, "
+            f"nulls called better {seen['nulls_called_better']:.2%}"
         )
     lines.append(f"best stock pruner: {data['best_optuna']}")
     lines += [f"{k}: {v:.3f}" for k, v in data["ratios"].items()]

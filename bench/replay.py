@@ -82,6 +82,7 @@ class Outcome:
     better: set[str] = field(default_factory=set)
     judged: set[str] = field(default_factory=set)
     recipe: str | None = None
+    stop_reasons: dict[str, str] = field(default_factory=dict)  # run → the reason it was stopped early, as stored
 
 
 def run(
@@ -121,6 +122,7 @@ def run(
                     )
                 )
                 out.stops[action.kind.value] += 1
+                out.stop_reasons[obs.run] = f"stopped early: {action.reason}"  # as engine/runner.py stores it
                 current, now = None, ended
             elif isinstance(action, Conclude):
                 out.conclusion = action.why.value
@@ -323,6 +325,7 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
                 # (verdict.one_run.POOLED_MIN_STEPS), a run stopped early carries the error of
                 # the steps it did not run (verdict.one_run.partial_var).
                 tgs_values=obs.steady if obs.measured else (),
+                reason=out.stop_reasons.get(obs.run, ""),
                 resolved_from=source.name if source else "",
             )
         )

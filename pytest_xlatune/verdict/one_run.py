@@ -75,3 +75,18 @@ def own_se(result: JobResult) -> float:
         return 0.0
     job = stats.job_estimate(result.tgs_values)
     return job.stderr / job.mean
+
+
+# The adaptive planner's stops that found a run no win (adaptive.values.StopKind's values; the
+# engine stores the stop's reason as "stopped early: <kind> after n of N steady steps: …").
+NO_WIN_STOPS = ("futile", "settled")
+
+
+def stopped_as_no_win(result: JobResult) -> bool:
+    """A run the adaptive planner stopped early as futile or settled: then its standing was within
+    the noise or worse, and one partial run is never *better* on its own below the win threshold
+    (adaptive.judge.Estimate.partial). A verdict on it alone says the same (verdicts.compare_result)."""
+    if result.verdict is not Verdict.STOPPED_EARLY or result.runs or result.inert or result.shared_from:
+        return False
+    kind, _, rest = result.reason.removeprefix("stopped early: ").partition(" ")
+    return kind in NO_WIN_STOPS and rest.startswith("after ")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from ..results import JobResult, RunKind
 from . import numerics, stats
 from .numerics import Numerics
-from .one_run import POOLED_MIN_STEPS, own_se, partial_var, profiled, run_values, steady_steps
+from .one_run import POOLED_MIN_STEPS, own_se, partial_var, profiled, run_values, steady_steps, stopped_as_no_win
 
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
@@ -67,6 +67,7 @@ class Table:
     partial: Mapping[tuple[object, ...], float] = field(
         default_factory=dict
     )  # settings → the missing steps' variance of their one run, stopped early (partial_var)
+    held: frozenset[tuple[object, ...]] = frozenset()  # settings whose one run stopped as no win
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +120,7 @@ def _table(key: _Results) -> Table:
         unstable,
         frozenset(_ident(r) for r in joined),
         {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
+        frozenset(settings_key(g[0]) for g in found if len(g) == 1 and stopped_as_no_win(g[0])),
     )
 
 
@@ -214,6 +216,9 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
         unstable=unstable(result, results),
         extra_var=tab.partial.get(settings_key(result), 0.0),
     )
+    if cmp.verdict is stats.Direction.BETTER and settings_key(result) in tab.held:
+        # one partial run the planner stopped as no win: never better on its own, as there
+        cmp = replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
     return not_applied_marked(cmp, result, results)
 
 

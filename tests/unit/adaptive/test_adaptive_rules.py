@@ -230,3 +230,21 @@ def test_a_win_short_only_of_its_replication_is_repeated_now_unless_its_runs_dis
         wide = board(first, second)
         assert rules.promising(est(wide, "win"), wide) is None
         assert rules.undecided(est(wide, "win"), wide) is not None  # still repeated, at the end
+
+
+def test_the_planners_no_win_stops_read_as_such_in_the_verdicts() -> None:
+    # The verdicts hold a run the planner stopped as futile or settled to "never better on its
+    # own" by the reason the engine stores ("stopped early: <reason>"): the two must agree.
+    import dataclasses
+
+    from pytest_xlatune.results import Verdict
+    from pytest_xlatune.verdict.one_run import NO_WIN_STOPS, stopped_as_no_win
+    from tests import report_cases as cases
+
+    assert set(NO_WIN_STOPS) == {StopKind.FUTILE.value, StopKind.SETTLED.value}
+    stored = dataclasses.replace(cases.Jobs().profile("p", 1000.0), verdict=Verdict.STOPPED_EARLY)
+    for tgs in (1000.0, 900.0, 1150.0):
+        stop = running(plan("p"), "p", tgs, AdaptiveRules().min_steady)
+        assert stop is not None
+        as_stored = dataclasses.replace(stored, reason=f"stopped early: {stop.reason}")
+        assert stopped_as_no_win(as_stored) is (stop.kind.value in NO_WIN_STOPS)

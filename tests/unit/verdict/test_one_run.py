@@ -19,11 +19,13 @@ def steps(tgs: float, n: int, scatter: float = 0.006) -> tuple[float, ...]:
     return tuple(tgs * (1 + scatter * (-1) ** i) for i in range(n))
 
 
-def sweep(stopped_steps: int) -> tuple[list[JobResult], JobResult, JobResult]:
+def sweep(
+    stopped_steps: int, baselines: tuple[float, ...] = (1000.0, 1008.0, 996.0)
+) -> tuple[list[JobResult], JobResult, JobResult]:
     """Three full baselines (10 steps each), and one candidate run at +1.5 % stopped after
     `stopped_steps` of its 10 steady steps (verdict stopped_early)."""
     jobs = cases.Jobs()
-    jobs.wave1(baselines=(1000.0, 1008.0, 996.0), restore=None)
+    jobs.wave1(baselines=baselines, restore=None)
     jobs.results[:] = [dataclasses.replace(r, tgs_values=steps(r.tgs or 0.0, 10)) for r in jobs.results]
     full = jobs.profile("lhs", 1015.0, FLAG)
     values = steps(1015.0, stopped_steps)
@@ -73,3 +75,29 @@ def test_extra_variance_must_be_a_variance() -> None:
         stats.compare([1000.0], [1000.0], noise, extra_var=-0.1)
     with pytest.raises(ValueError, match="extra_var must be >= 0, got nan"):
         stats.compare([1000.0], [1000.0], noise, extra_var=float("nan"))
+
+
+@pytest.mark.parametrize(
+    "reason, shown",
+    [
+        ("stopped early: settled after 4 of 10 steady steps: +4.00 % …", stats.Direction.WITHIN_NOISE),
+        ("stopped early: futile after 1 of 10 steady steps: +4.00 % …", stats.Direction.WITHIN_NOISE),
+        ("stopped early: winner after 2 of 10 steady steps: +4.00 % …", stats.Direction.BETTER),
+        ("stopped early: numerics changed: it cannot be the recipe", stats.Direction.BETTER),
+    ],
+)
+def test_one_run_the_planner_stopped_as_no_win_is_never_better_on_its_own(reason: str, shown: stats.Direction) -> None:
+    # A drift spike: a no-op's 4 steps read +4 % against tight baselines, beyond their noise.
+    # The planner (drift-aware, one partial run never better below win_pct) stopped it as
+    # settled or futile; the line that shows its stop reason says what the planner said.
+    results, _, stopped = sweep(4, baselines=(1000.0, 1002.0, 999.0))
+    spiked = dataclasses.replace(stopped, tgs=1040.0, tgs_values=steps(1040.0, 4, scatter=0.0005), reason=reason)
+    with_stop = [*results[:-1], spiked]
+    cmp = verdicts.compare_result(spiked, with_stop)
+    assert cmp is not None and cmp.ci_low_pct > 0  # beyond the noise on its face
+    assert cmp.verdict is shown
+    if shown is stats.Direction.WITHIN_NOISE:
+        assert one_run.stopped_as_no_win(spiked)
+        # a second run of its settings: judged on both, as any group
+        again = dataclasses.replace(spiked, job_id="again", key="again", verdict=Verdict.SUCCESS, reason="")
+        assert verdicts.compare_result(spiked, [*with_stop, again]).verdict is stats.Direction.BETTER  # type: ignore[union-attr]
