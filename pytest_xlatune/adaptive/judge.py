@@ -191,9 +191,8 @@ def _stopped_var(step_var: float, steps: int, total: int) -> float:
 
 @functools.lru_cache(maxsize=8192)
 def step_variance(steady: tuple[float, ...]) -> float:
-    """One run's relative per-step variance, AR(1)-inflated as stats.job_estimate does."""
-    job = stats.job_estimate(steady)
-    return job.stderr**2 * job.n / job.mean**2
+    """One run's relative per-step variance, AR(1)-inflated (one_run.step_variance, cached)."""
+    return one_run.step_variance(steady)
 
 
 def build(state: SweepState, now: float) -> Board:

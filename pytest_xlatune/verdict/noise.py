@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -39,12 +39,25 @@ class Noise:
 
     prior_rejected: bool = False  # the runs disagree beyond the prior (they set the noise anyway)
     assumed: bool = False  # no settings ran twice: cv_pct is the prior, an assumption
+    floored: bool = False  # cv_pct is the runs' own step error, above what their repeats showed (`floored`)
 
     def text(self) -> str:
         """`noise 1.20 % (df 3, 7 runs in 2 groups)` or the stated assumption."""
         if self.assumed:
             return f"noise assumed {self.cv_pct:.2f} % (no settings ran twice; the prior, df {self.df:g})"
+        if self.floored:
+            return f"noise {self.cv_pct:.2f} % (the runs' own steps; their repeats showed less, df {self.df:g})"
         return f"noise {self.cv_pct:.2f} % (df {self.df:g}, {self.n} runs in {self.groups} groups)"
+
+
+def floored(noise: Noise, step_cv_pct: float) -> Noise:
+    """The noise, no smaller than `step_cv_pct`: the error of one run's mean that the runs' own
+    steady steps show (their typical standard error, autocorrelation counted). A run whose
+    steps shift mid-run (a burst of load on the nodes) is no more certain than its steps say,
+    however well two such runs happen to agree."""
+    if not step_cv_pct >= 0.0:
+        raise ValueError(f"step_cv_pct must be >= 0, got {step_cv_pct!r}")
+    return noise if step_cv_pct <= noise.cv_pct else replace(noise, cv_pct=step_cv_pct, floored=True)
 
 
 def _contradicts(sample_cv_pct: float, data_df: int, prior_cv_pct: float) -> bool:

@@ -52,19 +52,22 @@ def partial_var(runs: Sequence[JobResult]) -> dict[str, float]:
         r for r in runs if r.verdict is Verdict.SUCCESS and not profiled(r) and not r.runs and len(r.tgs_values) >= 2
     ]
     steps = max((len(r.tgs_values) for r in full), default=0)
-    shared = [_step_var(r.tgs_values) for r in full]
+    shared = [step_variance(r.tgs_values) for r in full]
     out: dict[str, float] = {}
     for r in runs:
         n = steady_steps(r)
         if r.verdict is not Verdict.STOPPED_EARLY or r.runs or r.inert or r.shared_from or not 0 < n < steps:
             continue
-        step_var = sum(shared) / len(shared) if shared else _step_var(r.tgs_values) if len(r.tgs_values) >= 2 else 0.0
+        step_var = (
+            sum(shared) / len(shared) if shared else step_variance(r.tgs_values) if len(r.tgs_values) >= 2 else 0.0
+        )
         out[r.job_id] = step_var * (1 / n - 1 / steps)
     return out
 
 
-def _step_var(tgs_values: Sequence[float]) -> float:
-    """One run's relative per-step variance, its steps' autocorrelation counted (stats.job_estimate)."""
+def step_variance(tgs_values: Sequence[float]) -> float:
+    """One run's relative per-step variance, its steps' autocorrelation counted (stats.job_estimate;
+    the adaptive planner's too: adaptive.judge.step_variance)."""
     job = stats.job_estimate(tgs_values)
     return job.stderr**2 * job.n / job.mean**2
 
@@ -90,3 +93,10 @@ def stopped_as_no_win(result: JobResult) -> bool:
         return False
     kind, _, rest = result.reason.removeprefix("stopped early: ").partition(" ")
     return kind in NO_WIN_STOPS and rest.startswith("after ")
+
+
+def step_cv_pct(runs: Sequence[JobResult]) -> float:
+    """The typical error of one run's mean from its own steady steps, in % (the root mean square
+    of `own_se` over the runs that recorded two steps or more; 0 without any)."""
+    errors = [own_se(r) ** 2 for r in runs if r.measured and len(r.tgs_values) >= 2]
+    return 100 * (sum(errors) / len(errors)) ** 0.5 if errors else 0.0

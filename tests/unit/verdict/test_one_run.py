@@ -36,7 +36,7 @@ def sweep(
 def test_a_run_stopped_early_carries_the_variance_of_the_steps_it_did_not_run() -> None:
     results, _, stopped = sweep(2)
     with_stop = [*results[:-1], stopped]
-    per_step = one_run._step_var(steps(1000.0, 10))  # every full run's steps scatter alike here
+    per_step = one_run.step_variance(steps(1000.0, 10))  # every full run's steps scatter alike here
     assert per_step > 0
     assert one_run.partial_var(with_stop) == {stopped.job_id: pytest.approx(per_step * (1 / 2 - 1 / 10))}
     # A full run, an inert cut and a shared duplicate lack nothing.
