@@ -27,7 +27,8 @@ Printed: job-seconds (node-seconds / nodes, a cut job's start-up and compile inc
 and the adaptive's ratios to fixed+stop, to fixed+stop (means) and to the best Optuna pruner,
 the saving split, recipe right, and null profiles called better per judged null (an inert one
 counts as judged, not better) — for the adaptive arms by the planner's board, and again as the
-report and lock read the same runs (the verdicts that judge the fixed arms).
+report and lock read the same runs (the verdicts that judge the fixed arms) — and issue 27's
+acceptance for the adaptive arm, each target met or not (`targets` in the JSON).
 """
 
 from __future__ import annotations
@@ -386,6 +387,17 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
         "prior (adaptive+prior / adaptive)": js["adaptive+prior"] / js["adaptive"],
     }
     data["by_place"] = {k: v["sum"] / v["n"] for k, v in sorted(by_place.items())}
+    # Issue 27's acceptance, for the adaptive sweep without a prior (a store's first sweep).
+    nulls, report = data["nulls_called_better"], data["report"]["adaptive"]
+    data["targets"] = {
+        "adaptive job-s <= 0.6 x fixed+stop": js["adaptive"] <= 0.6 * js["fixed+stop"],
+        "adaptive job-s <= 0.85 x the best stock pruner": js["adaptive"] <= 0.85 * js[best_optuna],
+        "adaptive recipe right >= 95 % (the planner's board)": data["recipe_right"]["adaptive"] >= 0.95,
+        "adaptive recipe right >= 95 % (its report and lock)": report["recipe_right"] >= 0.95,
+        "adaptive nulls called better <= fixed+stop's (the board)": nulls["adaptive"] <= nulls["fixed+stop"],
+        "adaptive nulls called better <= fixed+stop's (its report)": report["nulls_called_better"]
+        <= nulls["fixed+stop"],
+    }
     data["by_role"] = {a: {r: totals[a][f"role:{r}"] / orders for r in ROLES} for a in ("adaptive", "adaptive+prior")}
     return data
 
@@ -411,6 +423,7 @@ def table(data: dict[str, Any]) -> str:
     lines.append(
         "inert candidates cut per order: " + ", ".join(f"{a} {v:.2f}" for a, v in data["inert_cut_per_order"].items())
     )
+    lines += [f"target {k}: {'met' if ok else 'NOT met'}" for k, ok in data["targets"].items()]
     m = data["meta"]
     lines.append(
         f"{m['orders']} orders of a {m['profiles']}-profile cell (one +{m['win_pct']:g} % winner), "
