@@ -170,7 +170,7 @@ def test_nothing_to_judge_without_measured_runs(recipe: list[float], baseline: l
     assert outcome.problems == () and not outcome.ambiguous
 
 
-# Stop 34's CI (2026-12-04), the same interpreter on both sides, both test lanes on 2 cores: both
+# A clean-clone CI run (2026-12-04), the same interpreter on both sides, both test lanes on 2 cores: both
 # new-image baseline runs lost ~40 % in their last steps (load from the other lane), the two
 # old-image controls did not. Two runs a side agreed closely, so the repeats alone showed ~1 %
 # noise and the gate called -15.5 % [-18.0, -12.9] a regression; each run's own steps say its
