@@ -190,14 +190,13 @@ def stop_early(run: Observation, board: Board, now: float) -> StopEarly | None:
     if not run.role.stoppable or run.state is not RunState.RUNNING or not first_look(board) <= n < total:
         return None
     mean = sum(run.steady) / n
+    now_stopped = board.with_value(run, mean, now, steps=n)
     if n < knobs.min_steady:
-        early = board.with_value(run, mean, now, steps=n)
-        why = futile(early, board, n) if early is not None else None
+        why = futile(now_stopped, board, n) if now_stopped is not None else None
         return StopEarly(run.run, StopKind.FUTILE, why) if why is not None else None
     step_var = board.step_var or step_variance(run.steady)
     spread = NormalDist().inv_cdf((1 + knobs.stop_confidence) / 2) * math.sqrt(step_var * (1 / n - 1 / total))
     low, high = (board.with_value(run, mean * math.exp(s * spread), now) for s in (-1, 1))
-    now_stopped = board.with_value(run, mean, now, steps=n)
     if low is None or high is None or now_stopped is None:
         return None
     sig = signature(low, board)

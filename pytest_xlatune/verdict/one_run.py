@@ -74,10 +74,16 @@ def step_variance(tgs_values: Sequence[float]) -> float:
 
 def own_se(result: JobResult) -> float:
     """A run's relative standard error from its own steady steps (0 without them)."""
-    if len(result.tgs_values) < 2:
-        return 0.0
-    job = stats.job_estimate(result.tgs_values)
-    return job.stderr / job.mean
+    n = len(result.tgs_values)
+    return (step_variance(result.tgs_values) / n) ** 0.5 if n >= 2 else 0.0
+
+
+def step_error(runs: Sequence[JobResult]) -> float:
+    """The runs' typical relative standard error of one run's mean, from their own steps (root
+    mean square of `own_se`; a pooled result's steps are its runs' together: its SE × √runs is
+    one run's)."""
+    squares = [(own_se(r) ** 2) * max(1, len(r.runs)) for r in runs]
+    return (sum(squares) / len(squares)) ** 0.5 if squares else 0.0
 
 
 # The adaptive planner's stops that found a run no win (adaptive.values.StopKind's values; the
@@ -98,5 +104,4 @@ def stopped_as_no_win(result: JobResult) -> bool:
 def step_cv_pct(runs: Sequence[JobResult]) -> float:
     """The typical error of one run's mean from its own steady steps, in % (the root mean square
     of `own_se` over the runs that recorded two steps or more; 0 without any)."""
-    errors = [own_se(r) ** 2 for r in runs if r.measured and len(r.tgs_values) >= 2]
-    return 100 * (sum(errors) / len(errors)) ** 0.5 if errors else 0.0
+    return 100 * step_error([r for r in runs if r.measured and len(r.tgs_values) >= 2])

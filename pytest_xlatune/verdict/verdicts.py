@@ -11,7 +11,16 @@ from dataclasses import dataclass, field, replace
 from ..results import JobResult, RunKind
 from . import numerics, stats
 from .numerics import Numerics
-from .one_run import POOLED_MIN_STEPS, own_se, partial_var, profiled, run_values, steady_steps, stopped_as_no_win
+from .one_run import (
+    POOLED_MIN_STEPS,
+    own_se,
+    partial_var,
+    profiled,
+    run_values,
+    steady_steps,
+    step_error,
+    stopped_as_no_win,
+)
 
 
 def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
@@ -101,7 +110,7 @@ def _table(key: _Results) -> Table:
     joined = _joining_evidence(results, config_tag, plain, stats.pooled_noise(list(plain.values())))
     found = [[*g, *(r for r in joined if settings_key(r) == settings_key(g[0]))] for g in found]
     groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
-    floors = {settings_key(g[0]): _step_floor(g) for g in found}
+    floors = {settings_key(g[0]): step_error(g) for g in found}
     everything = stats.pooled_noise(list(groups.values()))
     # A group whose runs disagree beyond all the others (F test at 99 %) is unstable: its spread
     # widens its own interval (stats.compare) but not everyone's.
@@ -165,13 +174,6 @@ def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
     """Run-to-run noise of a config tag from every group of identical-settings runs (see stats:
     the prior only when no settings ran twice)."""
     return table(results, config_tag).noise
-
-
-def _step_floor(group: Sequence[JobResult]) -> float:
-    """The group's typical relative standard error of one run's mean, from the runs' steps (a
-    pooled result's steps are its runs' together: its SE × √runs is one run's)."""
-    squares = [(own_se(r) ** 2) * max(1, len(r.runs)) for r in group]
-    return (sum(squares) / len(squares)) ** 0.5 if squares else 0.0
 
 
 def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:

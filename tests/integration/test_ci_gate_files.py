@@ -81,6 +81,21 @@ def run(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPro
     )
 
 
+def gate_same_image(gate: str, cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The workflow's gate step with the lock's own interpreter as the new image, and its output.
+    A failure there is this machine's load between its own runs (both test lanes share 2 cores;
+    a whole run slowed evenly reads as a regression — one slowed mid-run no longer does: the
+    gate's noise is floored by the runs' own steps), so, as a CI job reruns it, it runs once more
+    in a store of its own."""
+    same_image = {**env, "NEW_IMAGE": str(cwd / ".venv" / "bin" / "python")}
+    same = run(gate, cwd, {**same_image, "XLATUNE_ARGS": ""})
+    out = same.stdout + same.stderr
+    if same.returncode != 0:
+        same = run(gate, cwd, {**same_image, "XLATUNE_ARGS": "--xlatune-store=.xlatune-again"})
+        out += same.stdout + same.stderr
+    return same, out
+
+
 def test_the_github_workflow_gates_as_written(tmp_path: Path) -> None:
     env_of_workflow, (install, gate) = github_steps()
     # The install step installs from a clone of the repository (there is no PyPI release).
@@ -103,16 +118,7 @@ def test_the_github_workflow_gates_as_written(tmp_path: Path) -> None:
     # A cell never swept (or whose sweep found nothing better): no lock in the same folder.
     (tmp_path / "cells" / "unlocked.yml").write_text(CELL.format(tag="unlocked"))
 
-    same_image = {**env, "NEW_IMAGE": str(tmp_path / ".venv" / "bin" / "python")}
-    same = run(gate, tmp_path, {**same_image, "XLATUNE_ARGS": ""})
-    out = same.stdout + same.stderr
-    if same.returncode != 0:
-        # The same interpreter on both sides: a failure is this machine's load between its own
-        # runs (both test lanes share 2 cores; a whole run slowed evenly reads as a regression —
-        # one slowed mid-run no longer does: the gate's noise is floored by the runs' own steps).
-        # As a CI job reruns it: once more, in a store of its own.
-        same = run(gate, tmp_path, {**same_image, "XLATUNE_ARGS": "--xlatune-store=.xlatune-again"})
-        out += same.stdout + same.stderr
+    same, out = gate_same_image(gate, tmp_path, env)
     assert same.returncode == 0, out
     assert (
         "SKIPPED [1] cells/unlocked.yml:1: cells/unlocked.lock.json: no recipe lock, nothing to gate (a "
@@ -282,16 +288,7 @@ def test_the_github_workflow_gates_the_embedded_workload_with_real_venvs(tmp_pat
         )
     (tmp_path / "cells" / "unlocked.yml").write_text(JAX_CELL.format(tag="unlocked"))
 
-    same_image = {**env, "NEW_IMAGE": str(tmp_path / ".venv" / "bin" / "python")}
-    same = run(gate, tmp_path, {**same_image, "XLATUNE_ARGS": ""})
-    out = same.stdout + same.stderr
-    if same.returncode != 0:
-        # The same interpreter on both sides: a failure is this machine's load between its own
-        # runs (both test lanes share 2 cores; a whole run slowed evenly reads as a regression —
-        # one slowed mid-run no longer does: the gate's noise is floored by the runs' own steps).
-        # As a CI job reruns it: once more, in a store of its own.
-        same = run(gate, tmp_path, {**same_image, "XLATUNE_ARGS": "--xlatune-store=.xlatune-again"})
-        out += same.stdout + same.stderr
+    same, out = gate_same_image(gate, tmp_path, env)
     assert same.returncode == 0, out
     assert "SKIPPED [1] cells/unlocked.yml:1: cells/unlocked.lock.json: no recipe lock, nothing to gate" in out
     assert "**Verdict: PASSED" in (tmp_path / "locked-gate.md").read_text()
