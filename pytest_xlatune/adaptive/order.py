@@ -52,20 +52,14 @@ class Prior:
         return next((g for g in self.gains if g.name == name), Gain(name, 0.0, "no prior"))
 
     @classmethod
-    def of(
-        cls, seen: Iterable[tuple[str, str, float]], family: str, hints: Iterable[tuple[str, float, str]] = ()
-    ) -> Prior:
-        """From (candidate, parallelism family, measured effect %) of other sweeps, and evidence
-        hints (candidate, gain %, why)."""
+    def of(cls, seen: Iterable[tuple[str, str, float]], family: str) -> Prior:
+        """From (candidate, parallelism family, measured effect %) of other sweeps."""
         same: dict[str, list[float]] = {}
         other: dict[str, list[float]] = {}
         for name, fam, effect in seen:
             (same if fam == family else other).setdefault(name, []).append(effect)
-        extra: dict[str, list[tuple[float, str]]] = {}
-        for name, pct, why in hints:
-            extra.setdefault(name, []).append((pct, why))
         gains = []
-        for name in sorted({*same, *other, *extra}):
+        for name in sorted({*same, *other}):
             pct, whys = 0.0, []
             for values, weight, label in (
                 (same.get(name, []), 1.0, family),
@@ -76,11 +70,17 @@ class Prior:
                     part = weight * mean * len(values) / (len(values) + SHRINK)
                     pct += part
                     whys.append(f"{mean:+.1f} % in {len(values)} {label} sweep(s) → {part:+.2f}")
-            for hint, why in extra.get(name, []):
-                pct += hint
-                whys.append(f"evidence: {why} → {hint:+.2f}")
             gains.append(Gain(name, pct, "; ".join(whys)))
         return cls(tuple(gains))
+
+    def with_hints(self, hints: Iterable[tuple[str, float, str]]) -> Prior:
+        """This prior plus the evidence run's hints (candidate, gain %, why), added to the gains
+        (plan.catalog.hints: known once the cell's evidence run has ended)."""
+        gains = {g.name: g for g in self.gains}
+        for name, pct, why in hints:
+            was = gains.get(name, Gain(name, 0.0, ""))
+            gains[name] = Gain(name, was.pct + pct, "; ".join(filter(None, (was.why, f"evidence: {why} → {pct:+.2f}"))))
+        return Prior(tuple(gains[n] for n in sorted(gains)))
 
     @classmethod
     def across(cls, candidates: Mapping[str, Settings], seen: Iterable[Seen], family: str) -> Prior:

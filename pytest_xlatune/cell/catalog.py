@@ -92,3 +92,47 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Catalog:
     return catalogs()[name]
+
+
+# What a flag or env var outside the catalogs acts on, from its name (the first pattern that
+# matches; none: no mechanism known, so the evidence run says nothing of it).
+_NAME_PATTERNS = (
+    ("all_gather", "all-gather"),
+    ("reduce_scatter", "reduce-scatter"),
+    ("all_reduce", "all-reduce"),
+    ("collective_permute", "collective-permute"),
+    ("p2p", "collective-permute"),
+    ("all_to_all", "all-to-all"),
+    ("collective", ANY_COLLECTIVE),
+    ("async", ANY_COLLECTIVE),
+    ("latency_hiding", ANY_COLLECTIVE),
+    ("nccl_", ANY_COLLECTIVE),
+    ("rccl_", ANY_COLLECTIVE),
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _known() -> dict[str, str]:
+    """Every catalog flag and env var name → its entry's mechanism (the first catalog's; an entry
+    setting one name before one setting several: `agrs_combine` acts on all-gather, its
+    reduce-scatter flag alone on reduce-scatter)."""
+    found: dict[str, str] = {}
+    candidates = [c for catalog in catalogs().values() for c in catalog.candidates]
+    for c in sorted(candidates, key=lambda c: len(c.xla_flags) + len(c.env) > 1):
+        for name in (*(f.split("=", 1)[0] for f in c.xla_flags), *(k for k, _ in c.env)):
+            found.setdefault(name, c.mechanism)
+    return found
+
+
+def mechanisms_of(xla_flags: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """What a profile's settings act on: each flag's or env var's catalog mechanism, else the one
+    its name says (`--xla_gpu_all_gather_…` → all-gather, `NCCL_…` → collectives); () when none
+    is known. A flag disabling HLO passes acts on what its pass names say."""
+    found: list[str] = []
+    for name, value in [(f.partition("=")[0], f.partition("=")[2]) for f in xla_flags] + list(env):
+        known = _known().get(name) if name != "--xla_disable_hlo_passes" else None
+        text = (name if name != "--xla_disable_hlo_passes" else value).lower().replace("-", "_")
+        mechanism = known or next((m for pattern, m in _NAME_PATTERNS if pattern in text), None)
+        if mechanism is not None and mechanism not in found:
+            found.append(mechanism)
+    return tuple(found)

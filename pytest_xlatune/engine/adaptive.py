@@ -33,10 +33,12 @@ from ..adaptive.values import (
 )
 from ..cell.values import Cell
 from ..launch.base import SubmittedJob
+from ..plan.catalog import EvidenceFacts
 from ..plan.expand import RunKind, RunSpec
 from ..results import JobResult, Verdict
 from ..verdict import choice, numerics, stats, verdicts
 from .early_stop import stop_judge
+from .prior import with_evidence
 from .watch import Judge
 
 if TYPE_CHECKING:  # a type only: the runner imports this module
@@ -71,6 +73,7 @@ class SweepView(Protocol):
     def report(self, text: str) -> None: ...
     def clock(self) -> float: ...
     def stopped_early(self, job_id: str) -> str: ...
+    def evidence_facts(self) -> EvidenceFacts | None: ...
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Driver:
     last: str  # the last planned item in execution order
     cross: dict[str, RunSpec] = field(default_factory=dict)  # other config tag → its selected wave-6 run
     _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
+    _ordered: tuple[str, Plan] | None = None  # (evidence job id, the plan with its hints)
 
     @classmethod
     def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec], prior: Prior | None = None) -> Driver | None:
@@ -143,13 +147,23 @@ class Driver:
         spent = sum((r.ended_at if r.ended_at is not None else now) - r.submitted_at for r in runs)
         checked, regressing = self._cross_checks(latest, stored)
         return SweepState(
-            self.plan,
+            self.ordered(),
             tuple(runs),
             started_at=now - spent,
             shared=frozenset(excluded),
             checked=checked,
             regressing=regressing,
         )
+
+    def ordered(self) -> Plan:
+        """The plan as the planner orders it now: with the evidence run's hints once it has
+        ended (engine/prior.with_evidence), the plan as built before."""
+        facts = self.sweep.evidence_facts()
+        if facts is None:
+            return self.plan
+        if self._ordered is None or self._ordered[0] != facts.job_id:
+            self._ordered = (facts.job_id, with_evidence(self.plan, self.specs, facts))
+        return self._ordered[1]
 
     def _cross_check_run(self, item: str, tag: str) -> RunSpec:
         return self.cross[tag].resolve(self.specs[item])
@@ -290,9 +304,9 @@ class Driver:
 
     def _ahead(self, action: Submit, current: str | None, state: SweepState) -> bool:
         """The planner's next candidate is another, later-listed one by expected gain (only with
-        a prior: without one it is always the current item)."""
+        a prior or the evidence run's hints: without them it is always the current item)."""
         return (
-            bool(self.plan.prior.gains)
+            bool(state.plan.prior.gains)
             and current is not None
             and action.item != current
             and action.item in self.specs

@@ -16,21 +16,20 @@ import pytest
 from ..cell.load import CellError, load_cell
 from ..cell.values import BackendKind, Cell
 from ..errors import XlatuneError
-from ..evidence.artifacts import evidence_facts
 from ..launch.base import LauncherError
 from ..launch.devices import NoGpuHere
 from ..launch.preflight import PreflightError
 from ..paths import lock_path
-from ..plan.catalog import EvidenceFacts
-from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec, run_key
+from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec
 from ..plan.repair import REPAIR_WAVE
 from ..results import JobResult, Verdict
 from ..store import StoreWriteError
 from ..verdict import figures, verdicts
 from ..verdict.lock import LockError
 from .outcome import ItemOutcome, Measurement, Regression, RunFailed
+from .prior import stored_evidence_facts
 from .repair_outputs import skip_reason as repair_skip
-from .session import SESSION_KEY, Session
+from .session import SESSION_KEY
 from .sweep import Sweep
 from .watch import SweepStopped
 
@@ -88,7 +87,11 @@ class CellFile(pytest.File):
         if self.cell.catalog_waves:
             # Catalog candidates run in the order the stored evidence run gives (a session after
             # the evidence run); which of them are skipped is decided again at run time.
-            specs = arrange(self.cell, specs, stored_evidence_facts(self.cell, runtime))
+            specs = arrange(
+                self.cell,
+                specs,
+                stored_evidence_facts(self.cell, runtime.store_for(self.cell), runtime.cell_settings(self.cell).image),
+            )
         for wave, runs in itertools.groupby(specs, key=lambda spec: spec.wave):
             yield Wave.from_parent(self, name=wave, specs=tuple(runs), cell=self.cell, suffix=suffix)
 
@@ -156,17 +159,6 @@ def _age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f} {unit}"
     return f"{seconds:.0f} s"
-
-
-def stored_evidence_facts(cell: Cell, runtime: Session) -> EvidenceFacts | None:
-    """The evidence run of this cell's sweep, if the store has one (read at collection)."""
-    store = runtime.store_for(cell)
-    info = store.sweep_info()
-    if info is None:
-        return None
-    key = run_key(cell, evidence_spec(cell), info["nodelist"], runtime.cell_settings(cell).image)
-    result = store.latest_by_key().get(key)
-    return evidence_facts(result) if result is not None else None
 
 
 def _skip(reason: str) -> NoReturn:

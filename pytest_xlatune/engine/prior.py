@@ -1,15 +1,21 @@
 """The prior across sweeps (adaptive.order): what the other cells' stores in the store directory
-measured of this cell's candidates, read (never locked, never healed) when its sweep opens."""
+measured of this cell's candidates, read (never locked, never healed) when its sweep opens; and
+the cell's own evidence run's hints, added once that run has ended (`with_evidence`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, prior_settings
+from ..adaptive.values import Plan, Role
+from ..cell.catalog import mechanisms_of
 from ..cell.values import Cell
 from ..errors import XlatuneError
-from ..plan.expand import RunKind, RunSpec
+from ..evidence.artifacts import evidence_facts
+from ..plan.catalog import EvidenceFacts, hints
+from ..plan.expand import RunKind, RunSpec, evidence_spec, run_key
 from ..store import ResultStore
 
 
@@ -42,3 +48,32 @@ def prior_for(cell: Cell, specs: Sequence[RunSpec], store_dir: Path, own: Path) 
     if not candidates:
         return Prior()
     return Prior.across(candidates, seen_in(store_dir, own), family(cell.parallelism.text))
+
+
+def stored_evidence_facts(cell: Cell, store: ResultStore, image: str) -> EvidenceFacts | None:
+    """What the cell's stored evidence run shows (None: the store has none, or no readable HLO)."""
+    info = store.sweep_info()
+    if info is None:
+        return None
+    result = store.latest_by_key().get(run_key(cell, evidence_spec(cell), info["nodelist"], image))
+    return evidence_facts(result) if result is not None else None
+
+
+def hinted(prior: Prior, candidates: Mapping[str, RunSpec], facts: EvidenceFacts | None) -> Prior:
+    """`prior` plus the evidence run's hints for these candidates (name → run; plan.catalog.hints:
+    those acting on what leads the step first); `prior` itself while there are no facts."""
+    if facts is None:
+        return prior
+    mechanisms = {
+        name: (spec.mechanism,) if spec.mechanism else mechanisms_of(spec.xla_flags, spec.env)
+        for name, spec in candidates.items()
+    }
+    found = hints(mechanisms, facts)
+    return prior.with_hints(found) if found else prior
+
+
+def with_evidence(plan: Plan, specs: Mapping[str, RunSpec], facts: EvidenceFacts | None) -> Plan:
+    """The plan with the evidence run's hints added to its prior (`hinted`)."""
+    candidates = {i.name: specs[i.name] for i in plan.items if i.role is Role.PROFILE and i.name in specs}
+    prior = hinted(plan.prior, candidates, facts)
+    return plan if prior == plan.prior else replace(plan, prior=prior)

@@ -40,7 +40,7 @@ from .final_figures import FinalFigures
 from .gate_outputs import gate_item
 from .history_outputs import after_session
 from .opening import gate_images, plan_for, specs_for, sweep_for
-from .prior import prior_for
+from .prior import hinted, prior_for, stored_evidence_facts
 from .stopsignals import StopSignals
 from .sweep import Sweep
 from .watch import SweepStopped
@@ -259,17 +259,21 @@ class Session:
         return prior_for(cell, self.upcoming.get(cell.path, []), self.settings.store_dir, self.paths(cell).store)
 
     def order_lines(self) -> list[tuple[Cell, str]]:
-        """Each cell's planned candidate order and why, where a prior changes list order."""
+        """Each cell's planned candidate order and why, where a prior or the stored evidence run's
+        hints change list order."""
         lines = []
         for cell in self.cells.values():
             sweep = self.sweeps.get(cell.path)
             prior = sweep.prior if sweep is not None else self.prior(cell)
-            names = [
-                s.name
+            candidates = {
+                s.name: s
                 for s in self.upcoming.get(cell.path, [])
                 if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name
-            ]
-            if line := order_line(names, prior):
+            }
+            if not (self.settings.fixed_protocol or self.settings.gate):
+                facts = stored_evidence_facts(cell, self.store_for(cell), self.cell_settings(cell).image)
+                prior = hinted(prior, candidates, facts)
+            if line := order_line(list(candidates), prior):
                 lines.append((cell, line))
         return lines
 

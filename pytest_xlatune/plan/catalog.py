@@ -9,11 +9,15 @@ statically from the catalog. Which of them run, and in what order, follows the e
   memory ones (compute first instead when the profile shows more compute than collective time);
 - a candidate whose mechanism is absent from the evidence HLO (a collective-permute flag without
   collective-permute) is skipped, with that reason; `max` counts only candidates that apply.
+
+The adaptive sweep also orders by the same evidence within the session that ran it (`hints`):
+every candidate whose settings have a known mechanism (cell/catalog.mechanisms_of), catalog or
+not, gets a small expected gain by its place in that order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..cell.catalog import ALWAYS, ANY_COLLECTIVE, KINDS
 from ..evidence.artifacts import EvidenceFacts as EvidenceFacts  # re-exported for plan/ users
@@ -29,6 +33,51 @@ def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:
     if mechanism == ANY_COLLECTIVE and not present:
         return f"mechanism-irrelevant: acts on collectives, and the evidence HLO (job {facts.job_id}) has none"
     return ""
+
+
+# The evidence run's weight in the expected gain (%) of a candidate acting on what leads the
+# step: the next place gets half, the third a third... Half of what one sweep of the same
+# parallelism family that measured +1 % adds (+0.5 %), so measured effects outweigh it.
+EVIDENCE_HINT_PCT = 0.25
+
+
+def hints(mechanisms: Mapping[str, Sequence[str]], facts: EvidenceFacts) -> list[tuple[str, float, str]]:
+    """(candidate, expected gain %, why) from the evidence run, for the adaptive sweep's order
+    (adaptive.order.Prior.with_hints): the candidates acting on what comes first in the module's
+    order get +EVIDENCE_HINT_PCT, the next place half of it, and so on; one whose every mechanism
+    the evidence HLO lacks gets −EVIDENCE_HINT_PCT (it runs last: a listed candidate is never
+    skipped for it). Candidates with no known mechanism get nothing."""
+    best: dict[str, tuple[tuple[int, int], str]] = {}
+    out: list[tuple[str, float, str]] = []
+    for name, found in mechanisms.items():
+        relevant = [m for m in found if not irrelevant(m, facts)]
+        if relevant:
+            best[name] = min((_group(m, facts), m) for m in relevant)
+        elif found:
+            out.append((name, -EVIDENCE_HINT_PCT, irrelevant(found[0], facts)))
+    places = sorted({group for group, _ in best.values()})
+    for name, (group, mechanism) in best.items():
+        place = places.index(group)
+        out.append((name, EVIDENCE_HINT_PCT / (place + 1), _why(mechanism, place, facts)))
+    return sorted(out)
+
+
+def _why(mechanism: str, place: int, facts: EvidenceFacts) -> str:
+    order = facts.kinds_by_bytes
+    if mechanism in order:
+        rank = order.index(mechanism)
+        what = "the collective with the most bytes" if rank == 0 else f"collective {rank + 1} of {len(order)} by bytes"
+        said = f"acts on {mechanism}, {what} in the evidence HLO (job {facts.job_id})"
+    elif mechanism == ANY_COLLECTIVE:
+        said = f"acts on collectives, present in the evidence HLO (job {facts.job_id})"
+    elif facts.compute_ms is not None and facts.collective_ms is not None:
+        more = "more" if facts.compute_ms > facts.collective_ms else "less"
+        said = (
+            f"acts on {mechanism}; the evidence profile (job {facts.job_id}) shows {more} compute than collective time"
+        )
+    else:
+        said = f"acts on {mechanism}"
+    return f"{said} (place {place + 1})"
 
 
 def _group(mechanism: str, facts: EvidenceFacts) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FAKE as FAKE_ADAPTIVE
 from tests.conftest import (
     FIXED as FAKE,  # stacks need every winner measured (an adaptive sweep stops at the first confirmed win)
 )
@@ -126,3 +127,51 @@ def test_catalog_candidates_follow_the_evidence_and_irrelevant_ones_skip(
         "overlap_2[default]",
     ]
     assert lines[-1].endswith("pipelined_rs[default]")  # skipped ones last
+
+
+ORDER_CELL = """\
+model_tag: ord
+nodes: 1
+parallelism: FSDP=8
+waves:
+  2:
+    - name: p2p                   # collective-permute: the FSDP evidence HLO has none
+      xla_flags: [--xla_gpu_enable_pipelined_p2p=true]
+    - name: fastmath              # compute: the recorded profile shows less compute than collective time
+      xla_flags: [--xla_cpu_enable_fast_math=true]
+    - name: plain                 # no known mechanism: the evidence says nothing of it
+      xla_flags: [--xla_fake_plain=1]
+    - name: ag                    # all-gather: the collective with the most bytes, and the winner
+      xla_flags: [--xla_gpu_all_gather_combine_threshold_bytes=536870912, --xla_fake_tgs=1100]
+"""
+
+
+def test_the_adaptive_sweep_orders_by_its_own_evidence_run_within_the_session(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    cell = pytester.makefile(".yml", ord=ORDER_CELL)
+    adaptive = [arg.replace("fake_trainer", "fake_evidence_trainer") for arg in FAKE_ADAPTIVE]
+    result = pytester.runpytest(str(cell), "-v", "-rs", *adaptive)
+    out = result.stdout.str()
+    # Listed last, the all-gather candidate runs first, inside the first candidate's item, as
+    # soon as the evidence run (job 3: after the wave-1 pair) says what leads the step.
+    result.stdout.fnmatch_lines(
+        [
+            "*wave2::ag[[]default[]]: run ahead of wave2::p2p[[]default[]]: next candidate by expected gain: "
+            "+0.25 % (evidence: acts on all-gather, the collective with the most bytes in the evidence HLO "
+            "(job 3) (place 1) → +0.25)*"
+        ]
+    )
+    # Its confirmed win ends the search before any other candidate ran.
+    result.assert_outcomes(passed=5, skipped=3)
+    assert "run ahead" not in out.replace("wave2::ag[default]: run ahead", "")
+    assert out.count("not run: the adaptive sweep concluded: confirmed win: wave2::ag[default]") == 3
+    # The next session's collection shows the order the stored evidence gives, and why.
+    again = pytester.runpytest(str(cell), "--collect-only", "-q", *adaptive)
+    again.stdout.fnmatch_lines(
+        [
+            "xlatune: ord.yml: candidates in planned order wave2::ag[[]default[]], wave2::fastmath[[]default[]], "
+            "wave2::plain[[]default[]], wave2::p2p[[]default[]]; ahead of list order: wave2::ag[[]default[]] "
+            "+0.25 % (evidence: acts on all-gather, *"
+        ]
+    )

@@ -39,8 +39,42 @@ def test_the_prior_is_per_family_and_weak() -> None:
 
 
 def test_evidence_hints_add_to_the_prior() -> None:
-    prior = Prior.of([], family="FSDP", hints=[("x", 2.5, "exposed all-gather 20 % of the step")])
-    assert prior.gain("x").pct == 2.5 and "evidence: exposed all-gather" in prior.gain("x").why
+    prior = Prior.of([("x", "FSDP", 2.0)], family="FSDP").with_hints(
+        [("x", 0.25, "acts on all-gather"), ("y", -0.25, "mechanism-irrelevant")]
+    )
+    assert math.isclose(prior.gain("x").pct, 1.25)
+    assert prior.gain("x").why == "+2.0 % in 1 FSDP sweep(s) → +1.00; evidence: acts on all-gather → +0.25"
+    assert prior.gain("y").pct == -0.25 and prior.gain("y").why == "evidence: mechanism-irrelevant → -0.25"
+    assert [g.name for g in ranked(["y", "z", "x"], prior)] == ["x", "z", "y"]
+
+
+def test_the_driver_orders_by_the_evidence_run_once_it_has_facts() -> None:
+    from typing import cast
+
+    from pytest_xlatune.engine.adaptive import Driver, SweepView
+    from pytest_xlatune.plan.catalog import EvidenceFacts
+    from pytest_xlatune.plan.expand import RunKind, RunSpec
+
+    class Evidence:
+        facts: EvidenceFacts | None = None
+
+        def evidence_facts(self) -> EvidenceFacts | None:
+            return self.facts
+
+    items = plan("p1", "p2", "p3").items
+    flags = {"p1": "--xla_gpu_enable_pipelined_p2p=true", "p2": "--xla_x=1", "p3": "--xla_gpu_all_gather_x=1"}
+    specs = {n: RunSpec("wave2", n, "default", RunKind.PROFILE, xla_flags=(f,)) for n, f in flags.items()}
+    sweep = Evidence()
+    driver = Driver(cast(SweepView, sweep), Plan(items), specs, {}, "p3")
+    assert driver.ordered() is driver.plan  # no evidence run yet: list order
+    sweep.facts = EvidenceFacts("7", (("all-gather", 1 << 20),))
+    ordered = driver.ordered()
+    assert [i.name for i in ordered.candidate_order] == ["p3", "p2", "p1"]  # p1: no collective-permute
+    first = planner.decide(_baselines_ran(ordered), 1800.0)
+    assert isinstance(first[0], Submit) and first[0].item == "p3"
+    assert "acts on all-gather, the collective with the most bytes in the evidence HLO (job 7)" in first[0].reason
+    assert driver._ahead(first[0], "p1", _baselines_ran(ordered))  # runs inside p1's item
+    assert driver.ordered() is ordered  # built once per evidence job
 
 
 def _baselines_ran(the_plan: Plan, spread: float = 4.0) -> SweepState:

@@ -146,6 +146,52 @@ def make_cell(**changes: object) -> Cell:
     return Cell(**base)  # type: ignore[arg-type]
 
 
+def test_a_profiles_mechanisms_come_from_the_catalogs_else_from_its_names() -> None:
+    assert table.mechanisms_of(("--xla_gpu_all_gather_combine_threshold_bytes=1",), ()) == ("all-gather",)
+    assert table.mechanisms_of(("--xla_cpu_enable_fast_math=true",), ()) == ("compute",)  # catalog: compute
+    # Not in a catalog: the name says it; a pass list says what its passes act on.
+    assert table.mechanisms_of(("--xla_gpu_enable_pipelined_p2p=false",), ()) == ("collective-permute",)
+    assert table.mechanisms_of(("--xla_disable_hlo_passes=cpu-all-reduce-combiner",), ()) == ("all-reduce",)
+    assert table.mechanisms_of(("--xla_disable_hlo_passes=algsimp",), ()) == ()
+    assert table.mechanisms_of((), (("NCCL_MIN_NCHANNELS", "4"),)) == ("collectives",)
+    assert table.mechanisms_of(("--xla_gpu_reduce_scatter_combine_threshold_bytes=1", "--xla_foo=1"), ()) == (
+        "reduce-scatter",
+    )
+    assert table.mechanisms_of(("--xla_gpu_sim_p01=true",), ()) == ()  # nothing known: no hint
+
+
+def test_evidence_hints_rank_what_leads_the_step_and_send_irrelevant_ones_last() -> None:
+    found = {
+        name: (pct, why)
+        for name, pct, why in catalog.hints(
+            {
+                "ar": ("all-reduce",),
+                "ag": ("all-gather",),
+                "any": ("collectives",),
+                "math": ("compute",),
+                "cp": ("collective-permute",),
+                "both": ("collective-permute", "all-gather"),  # one relevant mechanism is enough
+                "unknown": (),
+            },
+            FSDP_CPU,
+        )
+    }
+    top = catalog.EVIDENCE_HINT_PCT
+    assert found["ag"][0] == found["both"][0] == top
+    assert found["ar"][0] == top / 2 and found["any"][0] == top / 3 and found["math"][0] == top / 4
+    assert found["cp"][0] == -top and "unknown" not in found
+    assert (
+        found["ag"][1] == "acts on all-gather, the collective with the most bytes in the evidence HLO (job 3) (place 1)"
+    )
+    assert found["ar"][1].startswith("acts on all-reduce, collective 2 of 3 by bytes")
+    assert "shows less compute than collective time" in found["math"][1]
+    assert found["cp"][1].startswith("mechanism-irrelevant: acts on collective-permute")
+    # More compute than collective time: compute leads.
+    compute = EvidenceFacts("4", FSDP_CPU.bytes_by_kind, compute_ms=300.0, collective_ms=20.0)
+    ranked = sorted(catalog.hints({"ag": ("all-gather",), "math": ("compute",)}, compute), key=lambda h: -h[1])
+    assert [name for name, _, _ in ranked] == ["math", "ag"]
+
+
 def test_catalog_wave_expands_to_statically_named_items_after_the_hand_written_ones() -> None:
     specs = expand(make_cell())
     wave2 = [s.name for s in specs if s.wave == "wave2"]
