@@ -101,6 +101,46 @@ baseline_repeats: 1
     assert "| collectives |" in evidence and "Top ops by self time:" in evidence
 
 
+def test_the_adaptive_sweep_runs_first_what_its_real_evidence_run_names(pytester: pytest.Pytester) -> None:
+    """Listed second, the all-reduce candidate runs first: the real evidence run's HLO has
+    all-reduces and its profile more collective than compute time, or the other way round —
+    either way the candidate with a known mechanism outranks the one with none."""
+    pytester.makefile(
+        ".yml",
+        order=f"""\
+model_tag: evorder
+nodes: 1
+parallelism: FSDP=8
+pdbs: 1
+steps: 10
+baseline_repeats: 1
+{SMALL}waves:
+  2:
+    - name: seq_sched
+      xla_flags: [--xla_cpu_enable_concurrency_optimized_scheduler=false]
+    - name: ar_combiner_off
+      xla_flags: [--xla_disable_hlo_passes=cpu-all-reduce-combiner]
+""",
+    )
+    result = pytester.runpytest("order.yml", *ARGS)
+    stored = results(pytester.path / ".xlatune")
+    evidence = stored["wave1.5::evidence[default]"]["job_id"]
+    result.stdout.fnmatch_lines(
+        [
+            "*wave2::ar_combiner_off[[]default[]]: run ahead of wave2::seq_sched[[]default[]]: next candidate by "
+            f"expected gain: +0.25 % (evidence: acts on all-reduce, * in the evidence HLO (job {evidence}) *"
+        ]
+    )
+    jobs: dict[str, list[int]] = {}
+    for line in next((pytester.path / ".xlatune").glob("*.jsonl")).read_text().splitlines():
+        record = json.loads(line)
+        if record.get("event") == "result":
+            jobs.setdefault(record["item"], []).append(int(record["job_id"]))
+    first = min(jobs["wave2::ar_combiner_off[default]"])
+    assert first == int(evidence) + 1  # the first candidate run
+    assert min(jobs.get("wave2::seq_sched[default]", [first + 1])) > first
+
+
 def test_pp_cell_orders_shapes_by_predicted_bubble_next_to_measured_tgs(pytester: pytest.Pytester) -> None:
     pytester.makefile(
         ".yml",
