@@ -21,14 +21,21 @@ random in between). Every arm sees the same cluster and list order (each its own
 - adaptive: the planner in list order (no prior); adaptive+prior: the planner with a prior from
   other sweeps in the store (`prior()`: same parallelism family, weak); both cut a candidate
   whose program is the baseline's after its compile (the world's `inert_share` of the exact
-  no-ops; the engine's rule, replay._inert), and both run again without the cut ("no cut").
+  no-ops; the engine's rule, replay._inert), and both run again without the cut ("no cut");
+- adaptive+evidence: the planner ordering by the cell's own evidence run (plan.catalog.hints,
+  as the engine does once that run has ended): each profile's flag acts on a mechanism
+  (MECHANISMS), the evidence shows an FSDP-like step (EVIDENCE) and the winner acts on its
+  leading collective with odds WINNER_ON_LEADER (an assumption: at the others' odds the
+  evidence says nothing); fixed+stop+evidence: the human reading the same evidence (the list
+  sorted by the same hints, then fixed+stop), its baseline.
 
 Printed: job-seconds (node-seconds / nodes, a cut job's start-up and compile included) per arm
 and the adaptive's ratios to fixed+stop, to fixed+stop (means) and to the best Optuna pruner,
 the saving split, recipe right, and null profiles called better per judged null (an inert one
 counts as judged, not better) — for the adaptive arms by the planner's board, and again as the
-report and lock read the same runs (the verdicts that judge the fixed arms) — and issue 27's
-acceptance for the adaptive arm, each target met or not (`targets` in the JSON).
+report and lock read the same runs (the verdicts that judge the fixed arms), nulls judged and
+called better per order — and issue 27's acceptance for adaptive against fixed+stop and for
+adaptive+evidence against fixed+stop+evidence, each target met or not (`targets` in the JSON).
 """
 
 from __future__ import annotations
