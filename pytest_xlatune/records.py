@@ -229,6 +229,15 @@ class Drift(Record):
 
 
 @dataclass(frozen=True)
+class PlannedOrder(Record):
+    """The adaptive sweep's candidate order where a prior or the evidence run's hints changed
+    list order, and why (the report's order line)."""
+
+    EVENT: ClassVar[str] = "order"
+    text: str
+
+
+@dataclass(frozen=True)
 class Concluded(Record):
     """The adaptive sweep concluded: why, and the items it skips."""
 
@@ -324,6 +333,7 @@ RECORDS: Mapping[str, type[Record]] = MappingProxyType(
             Quarantined,
             NodeResume,
             Drift,
+            PlannedOrder,
             Concluded,
             Skipped,
             EarlyStop,

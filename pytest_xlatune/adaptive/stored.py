@@ -134,7 +134,11 @@ def savings(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -
 
 
 def summary_lines(results: Sequence[JobResult], events: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """What an adaptive sweep's summary and report say of it: what was saved, and the drift its
-    controls saw (the last `drift` record); () for a sweep that did neither."""
-    drift = next((str(e.get("text", "")) for e in reversed(events) if e.get("event") == "drift"), "")
-    return tuple(line for line in (savings(results, events), drift) if line)
+    """What an adaptive sweep's summary and report say of it: what was saved, the drift its
+    controls saw (the last `drift` record) and the order its candidates were tried in where it
+    was not the list's (the last `order` record); () for a sweep that did none of these."""
+    drift, order = (
+        next((str(e.get("text", "")) for e in reversed(events) if e.get("event") == event), "")
+        for event in ("drift", "order")
+    )
+    return tuple(line for line in (savings(results, events), drift, order) if line)

@@ -260,10 +260,14 @@ class Session:
 
     def order_lines(self) -> list[tuple[Cell, str]]:
         """Each cell's planned candidate order and why, where a prior or the stored evidence run's
-        hints change list order."""
+        hints change list order — for the cells that did not run (a cell that ran says it among
+        its adaptive lines, from its store)."""
         lines = []
+        ran = {cell.path for cell in self.cells_that_ran()}
         for cell in self.cells.values():
             sweep = self.sweeps.get(cell.path)
+            if cell.path in ran and sweep is not None and sweep.adaptive is not None:
+                continue
             prior = sweep.prior if sweep is not None else self.prior(cell)
             candidates = {
                 s.name: s

@@ -4,6 +4,7 @@ run, and the report's baseline ↔ winner diff. The fake trainer writes recorded
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_the_adaptive_sweep_orders_by_its_own_evidence_run_within_the_session(
 ) -> None:
     cell = pytester.makefile(".yml", ord=ORDER_CELL)
     adaptive = [arg.replace("fake_trainer", "fake_evidence_trainer") for arg in FAKE_ADAPTIVE]
-    result = pytester.runpytest(str(cell), "-v", "-rs", *adaptive)
+    result = pytester.runpytest(str(cell), "-v", "-rs", "--html=report.html", "--self-contained-html", *adaptive)
     out = result.stdout.str()
     # Listed last, the all-gather candidate runs first, inside the first candidate's item, as
     # soon as the evidence run (job 3: after the wave-1 pair) says what leads the step.
@@ -166,6 +167,14 @@ def test_the_adaptive_sweep_orders_by_its_own_evidence_run_within_the_session(
     result.assert_outcomes(passed=5, skipped=3)
     assert "run ahead" not in out.replace("wave2::ag[default]: run ahead", "")
     assert out.count("not run: the adaptive sweep concluded: confirmed win: wave2::ag[default]") == 3
+    # The summary and the HTML report say the order and why (the store's `order` record).
+    line = (
+        "candidates in planned order wave2::ag[default], wave2::fastmath[default], wave2::plain[default], "
+        "wave2::p2p[default]; ahead of list order: wave2::ag[default] +0.25 % (evidence: acts on all-gather, "
+        "the collective with the most bytes in the evidence HLO (job 3) (place 1) → +0.25)"
+    )
+    assert out.count(f"xlatune: ord.yml: {line}") == 1
+    assert f"Adaptive sweep: {html.escape(line)}" in (pytester.path / "report.html").read_text()
     # The next session's collection shows the order the stored evidence gives, and why.
     again = pytester.runpytest(str(cell), "--collect-only", "-q", *adaptive)
     again.stdout.fnmatch_lines(

@@ -53,4 +53,6 @@ def test_a_second_cell_runs_the_first_sweeps_winner_first(pytester: pytest.Pytes
         ["*wave2::fast[[]default[]]: run ahead of wave2::slow[[]default[]]: next candidate by expected gain*"]
     )
     assert order_of(pytester, "two")[0] == "wave2::fast[default]"
+    # Its summary says the order once, from the store (the report's line too).
+    assert ran.stdout.str().count("xlatune: two.yml: candidates in planned order wave2::fast[default]") == 1
     assert order_of(pytester, "one")[0] == "wave2::win[default]"  # the first sweep: list order

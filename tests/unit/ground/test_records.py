@@ -68,6 +68,9 @@ SAMPLES: tuple[records.Record, ...] = (
     records.Quarantined(key="k1", of="result", line=3, why="it fails its checksum"),
     records.NodeResume(node="node01", was="drain", now="usable"),
     records.Drift(text="drift: +0.4 % over 3 controls"),
+    records.PlannedOrder(
+        text="candidates in planned order wave2::b[default], wave2::a[default]; ahead of list order: …"
+    ),
     records.Concluded(why="no_better", reason="nothing beats the baseline", skipped=("wave3::x[default]",)),
     records.Skipped(item="wave3::x[default]", reason="concluded"),
     records.EarlyStop(job_id="17", key="k1", item="wave2::fast[default]", kind="slower", reason="slower"),
