@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..adaptive import planner
 from ..adaptive.judge import build as build_board
 from ..adaptive.keys import ROLES, plan_items
-from ..adaptive.order import Prior, order_line
+from ..adaptive.order import Prior
 from ..adaptive.stored import CONTROL_BASE, RERUN, full_run_minutes, pooled, run_roles
 from ..adaptive.values import (
     Budget,
@@ -38,7 +38,7 @@ from ..plan.expand import RunKind, RunSpec
 from ..results import JobResult, Verdict
 from ..verdict import choice, numerics, stats, verdicts
 from .early_stop import stop_judge
-from .prior import with_evidence
+from .prior import record_order, with_evidence
 from .watch import Judge
 
 if TYPE_CHECKING:  # a type only: the runner imports this module
@@ -88,7 +88,6 @@ class Driver:
     cross: dict[str, RunSpec] = field(default_factory=dict)  # other config tag → its selected wave-6 run
     _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
     _ordered: tuple[str, Plan] | None = None  # (evidence job id, the plan with its hints)
-    _order_noted: str = ""  # the order line last recorded
 
     @classmethod
     def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec], prior: Prior | None = None) -> Driver | None:
@@ -250,7 +249,7 @@ class Driver:
         for _ in range(MAX_STEPS_PER_ITEM):
             now = self.sweep.clock()
             state = self.state(now)
-            self._note_order(state.plan)
+            record_order(self.sweep.store, state.plan)
             if (len(state.runs), len(state.checked)) == seen:
                 return ""  # the last action added no run (e.g. it failed to resolve): go on
             seen = (len(state.runs), len(state.checked))
@@ -343,17 +342,6 @@ class Driver:
                 f"{spec.name}: {action.item} regresses [{action.config_tag}] (or fails there): "
                 "it cannot end the search, which goes on"
             )
-
-    def _note_order(self, plan: Plan) -> None:
-        """Record the candidates' order where it is not the list's, once per change (the summary
-        and the report say it: a prior, or the evidence run's hints once it has ended)."""
-        line = order_line([i.name for i in plan.items if i.role is Role.PROFILE], plan.prior)
-        if not line or line == self._order_noted:
-            return
-        self._order_noted = line
-        last = next((e for e in reversed(list(self.sweep.store.events())) if e["event"] == "order"), None)
-        if last is None or last.get("text") != line:
-            self.sweep.store.append("order", text=line)
 
     def _note(self, action: Conclude) -> None:
         """Record the conclusion once (the summary and a rerun's reader see why items were skipped)."""

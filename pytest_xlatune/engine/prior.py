@@ -1,6 +1,7 @@
 """The prior across sweeps (adaptive.order): what the other cells' stores in the store directory
 measured of this cell's candidates, read (never locked, never healed) when its sweep opens; and
-the cell's own evidence run's hints, added once that run has ended (`with_evidence`)."""
+the cell's own evidence run's hints, added once that run has ended (`with_evidence`); and the
+order they give, recorded in the store (`record_order`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, prior_settings
+from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, order_line, prior_settings
 from ..adaptive.values import Plan, Role
 from ..cell.catalog import mechanisms_of
 from ..cell.values import Cell
@@ -77,3 +78,12 @@ def with_evidence(plan: Plan, specs: Mapping[str, RunSpec], facts: EvidenceFacts
     candidates = {i.name: specs[i.name] for i in plan.items if i.role is Role.PROFILE and i.name in specs}
     prior = hinted(plan.prior, candidates, facts)
     return plan if prior == plan.prior else replace(plan, prior=prior)
+
+
+def record_order(store: ResultStore, plan: Plan) -> None:
+    """Record the candidates' order where it is not the list's, once per change (an `order`
+    event: the summary and the report say it, from the store)."""
+    line = order_line([i.name for i in plan.items if i.role is Role.PROFILE], plan.prior)
+    last = next((e for e in reversed(store.events_of("order"))), None)
+    if line and (last is None or last.get("text") != line):
+        store.append("order", text=line)
