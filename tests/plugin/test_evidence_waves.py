@@ -175,6 +175,7 @@ def test_the_adaptive_sweep_orders_by_its_own_evidence_run_within_the_session(
     )
     assert out.count(f"xlatune: ord.yml: {line}") == 1
     assert f"Adaptive sweep: {html.escape(line)}" in (pytester.path / "report.html").read_text()
+    assert line.replace("[default]", "\\[default\\]") in (pytester.path / "ord-tuning.md").read_text()
     # The next session's collection shows the order the stored evidence gives, and why.
     again = pytester.runpytest(str(cell), "--collect-only", "-q", *adaptive)
     again.stdout.fnmatch_lines(
