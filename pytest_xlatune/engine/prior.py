@@ -60,7 +60,7 @@ def stored_evidence_facts(cell: Cell, store: ResultStore, image: str) -> Evidenc
     return evidence_facts(result) if result is not None else None
 
 
-def hinted(prior: Prior, candidates: Mapping[str, RunSpec], facts: EvidenceFacts | None) -> Prior:
+def hinted(prior: Prior, candidates: Mapping[str, RunSpec], facts: EvidenceFacts | None, win_pct: float) -> Prior:
     """`prior` plus the evidence run's hints for these candidates (name → run; plan.catalog.hints:
     those acting on what leads the step first); `prior` itself while there are no facts."""
     if facts is None:
@@ -69,14 +69,14 @@ def hinted(prior: Prior, candidates: Mapping[str, RunSpec], facts: EvidenceFacts
         name: (spec.mechanism,) if spec.mechanism else mechanisms_of(spec.xla_flags, spec.env)
         for name, spec in candidates.items()
     }
-    found = hints(mechanisms, facts)
+    found = hints(mechanisms, facts, win_pct)
     return prior.with_hints(found) if found else prior
 
 
 def with_evidence(plan: Plan, specs: Mapping[str, RunSpec], facts: EvidenceFacts | None) -> Plan:
     """The plan with the evidence run's hints added to its prior (`hinted`)."""
     candidates = {i.name: specs[i.name] for i in plan.items if i.role is Role.PROFILE and i.name in specs}
-    prior = hinted(plan.prior, candidates, facts)
+    prior = hinted(plan.prior, candidates, facts, plan.thresholds.win_pct)
     return plan if prior == plan.prior else replace(plan, prior=prior)
 
 

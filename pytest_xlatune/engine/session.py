@@ -276,7 +276,7 @@ class Session:
             }
             if not (self.settings.fixed_protocol or self.settings.gate):
                 facts = stored_evidence_facts(cell, self.store_for(cell), self.cell_settings(cell).image)
-                prior = hinted(prior, candidates, facts)
+                prior = hinted(prior, candidates, facts, cell.thresholds.win_pct)
             if line := order_line(list(candidates), prior):
                 lines.append((cell, line))
         return lines

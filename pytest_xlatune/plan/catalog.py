@@ -41,17 +41,31 @@ def irrelevant(mechanism: str, facts: EvidenceFacts) -> str:
 EVIDENCE_HINT_PCT = 0.25
 
 
-def hints(mechanisms: Mapping[str, Sequence[str]], facts: EvidenceFacts) -> list[tuple[str, float, str]]:
+def hints(
+    mechanisms: Mapping[str, Sequence[str]], facts: EvidenceFacts, win_pct: float | None = None
+) -> list[tuple[str, float, str]]:
     """(candidate, expected gain %, why) from the evidence run, for the adaptive sweep's order
     (adaptive.order.Prior.with_hints): the candidates acting on what comes first in the module's
     order get +EVIDENCE_HINT_PCT, the next place half of it, and so on; one whose every mechanism
     the evidence HLO lacks gets −EVIDENCE_HINT_PCT (it runs last: a listed candidate is never
-    skipped for it). Candidates with no known mechanism get nothing."""
+    skipped for it). One acting on collectives only, when the profile's collective time is less
+    than `win_pct` % of its busy time (no collective flag can then win by removing it all), gets
+    −EVIDENCE_HINT_PCT / 2. Candidates with no known mechanism get nothing."""
     best: dict[str, tuple[tuple[int, int], str]] = {}
     out: list[tuple[str, float, str]] = []
+    share = collective_share(facts)
     for name, found in mechanisms.items():
         relevant = [m for m in found if not irrelevant(m, facts)]
-        if relevant:
+        if relevant and share is not None and win_pct is not None and share < win_pct and not set(relevant) & {*ALWAYS}:
+            out.append(
+                (
+                    name,
+                    -EVIDENCE_HINT_PCT / 2,
+                    f"acts on {relevant[0]}, and collectives are {share:.1f} % of the evidence profile's busy "
+                    f"time (job {facts.job_id}): less than the +{win_pct:g} % a win needs",
+                )
+            )
+        elif relevant:
             best[name] = min((_group(m, facts), m) for m in relevant)
         elif found:
             out.append((name, -EVIDENCE_HINT_PCT, irrelevant(found[0], facts)))
@@ -60,6 +74,14 @@ def hints(mechanisms: Mapping[str, Sequence[str]], facts: EvidenceFacts) -> list
         place = places.index(group)
         out.append((name, EVIDENCE_HINT_PCT / (place + 1), _why(mechanism, place, facts)))
     return sorted(out)
+
+
+def collective_share(facts: EvidenceFacts) -> float | None:
+    """The profile's collective time as % of its compute and collective time (an upper bound on
+    what removing every collective could gain); None without a profile."""
+    if facts.compute_ms is None or facts.collective_ms is None or facts.compute_ms + facts.collective_ms <= 0:
+        return None
+    return 100.0 * facts.collective_ms / (facts.compute_ms + facts.collective_ms)
 
 
 def _why(mechanism: str, place: int, facts: EvidenceFacts) -> str:

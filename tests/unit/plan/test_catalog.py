@@ -192,6 +192,25 @@ def test_evidence_hints_rank_what_leads_the_step_and_send_irrelevant_ones_last()
     assert [name for name, _, _ in ranked] == ["math", "ag"]
 
 
+def test_collective_candidates_go_after_the_rest_when_collectives_cannot_make_a_win() -> None:
+    """A profile whose collective time is 3 % of its busy time: removing it all gains < +5 %."""
+    small = EvidenceFacts("5", FSDP_CPU.bytes_by_kind, compute_ms=97.0, collective_ms=3.0)
+    assert catalog.collective_share(small) == pytest.approx(3.0)
+    assert catalog.collective_share(EvidenceFacts("6", FSDP_CPU.bytes_by_kind)) is None  # no profile
+    mechanisms = {"ag": ("all-gather",), "any": ("collectives",), "math": ("compute",), "cp": ("collective-permute",)}
+    found = {name: (pct, why) for name, pct, why in catalog.hints(mechanisms, small, win_pct=5.0)}
+    assert found["math"][0] == catalog.EVIDENCE_HINT_PCT  # the only mechanism left to lead
+    assert found["ag"][0] == found["any"][0] == -catalog.EVIDENCE_HINT_PCT / 2
+    assert found["cp"][0] == -catalog.EVIDENCE_HINT_PCT  # irrelevant still runs last
+    assert found["ag"][1] == (
+        "acts on all-gather, and collectives are 3.0 % of the evidence profile's busy time (job 5): "
+        "less than the +5 % a win needs"
+    )
+    # Above the win threshold, or without one, collectives keep their place.
+    assert {n: p for n, p, _ in catalog.hints(mechanisms, small, win_pct=2.0)}["ag"] > 0
+    assert {n: p for n, p, _ in catalog.hints(mechanisms, small)}["ag"] > 0
+
+
 def test_catalog_wave_expands_to_statically_named_items_after_the_hand_written_ones() -> None:
     specs = expand(make_cell())
     wave2 = [s.name for s in specs if s.wave == "wave2"]
