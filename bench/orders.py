@@ -56,7 +56,19 @@ from _common import emit  # noqa: E402
 from replay import Outcome, judge_adaptive, judge_fixed, run  # noqa: E402
 from replay_world import Sweep, World, _cell, _drift, job, programs  # noqa: E402
 
-from pytest_xlatune.adaptive import Action, Conclude, Conclusion, Plan, Repeat, Role, Submit, SweepState, fixed, planner  # noqa: E402
+from pytest_xlatune.adaptive import (
+    Action,
+    Conclude,
+    Conclusion,
+    Plan,
+    PlanItem,
+    Repeat,
+    Role,
+    Submit,
+    SweepState,
+    fixed,
+    planner,
+)  # noqa: E402
 from pytest_xlatune.adaptive.keys import plan_items  # noqa: E402
 from pytest_xlatune.adaptive.order import Prior  # noqa: E402
 from pytest_xlatune.adaptive.values import RunState  # noqa: E402
@@ -101,6 +113,18 @@ def mechanisms(rng: random.Random, listed: list[tuple[str, float]]) -> dict[str,
         name: "all_gather" if name == "winner" and rng.random() < WINNER_ON_LEADER else rng.choice(MECHANISMS)
         for name, _ in listed
     }
+
+
+def read_by_a_human(sw: Sweep) -> Sweep:
+    """The list as a human orders it after reading the evidence run (the SKILL's wave 1.5
+    "prioritizes the candidate flag list"): the candidates by the same hints as the engine, the
+    planned runs before them and the winner's evidence run last; then run in list order."""
+    order = {item.name: n for n, item in enumerate(sw.plan.candidate_order)}
+
+    def place(item: PlanItem) -> int:
+        return len(order) if item.role is Role.WINNER_EVIDENCE else order.get(item.name, -1)
+
+    return replace(sw, plan=replace(sw.plan, items=tuple(sorted(sw.plan.items, key=place))))
 
 
 def sweep(
@@ -378,27 +402,9 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
             None,
             mechanisms(random.Random(f"{seed}:{index}:mechanisms"), listed),
         )
-        # The human reading the same evidence run (the SKILL's wave 1.5 "prioritizes the
-        # candidate flag list"): the list sorted by the engine's evidence hints, then in list order.
-        hinted = [i.name for i in evidenced.plan.candidate_order]
-        human = replace(
-            evidenced,
-            plan=replace(
-                evidenced.plan,
-                items=tuple(
-                    sorted(
-                        evidenced.plan.items,
-                        key=lambda i: (
-                            hinted.index(i.name)
-                            if i.name in hinted
-                            else -1
-                            if i.role is not Role.WINNER_EVIDENCE
-                            else len(hinted)
-                        ),
-                    )
-                ),
-            ),
-        )
+        human = read_by_a_human(evidenced)
+        sweeps = {"adaptive+prior": ordered, "adaptive+prior, no cut": ordered, "adaptive+evidence": evidenced}
+        sweeps["fixed+stop+evidence"] = human
         found: dict[str, dict[str, Any]] = {}
         for arm in ARMS:
             rng = random.Random(f"{seed}:{index}:{LUCK.get(arm, arm)}")
@@ -417,13 +423,7 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
                     "fixed+stop+evidence": fixed_stop(human),
                 }.get(arm, planner.decide)
                 found[arm] = planner_arm(
-                    ordered
-                    if arm.startswith("adaptive+prior")
-                    else evidenced
-                    if arm == "adaptive+evidence"
-                    else human
-                    if arm == "fixed+stop+evidence"
-                    else plain,
+                    sweeps.get(arm, plain),
                     world,
                     rng,
                     decide,
