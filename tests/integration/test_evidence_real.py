@@ -26,6 +26,14 @@ OPCODE = re.compile(r"(?<![\w.%-])(all-gather|reduce-scatter|all-reduce|collecti
 SMALL = """\
 overrides: {emb_dim: 64, mlp_dim: 128, num_decoder_layers: 4, max_target_length: 64}
 """
+# One node's FSDP=8 on the small model, ten steps, one baseline (the FSDP cells' header).
+FSDP_SMALL = f"""\
+nodes: 1
+parallelism: FSDP=8
+pdbs: 1
+steps: 10
+baseline_repeats: 1
+{SMALL}"""
 
 
 @pytest.mark.parametrize("candidate", catalog.get("cpu").candidates, ids=lambda c: c.name)
@@ -52,14 +60,15 @@ def dump_counts(job_dir: Path) -> Counter[str]:
     return Counter(OPCODE.findall(module.read_text()))
 
 
+def result_records(store: Path) -> list[dict[str, Any]]:
+    """Every result record, in file order, read straight from the store's JSONL."""
+    records = map(json.loads, next(store.glob("*.jsonl")).read_text().splitlines())
+    return [record for record in records if record.get("event") == "result"]
+
+
 def results(store: Path) -> dict[str, dict[str, Any]]:
-    """The latest result per item, read straight from the store's JSONL."""
-    found = {}
-    for line in next(store.glob("*.jsonl")).read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "result":
-            found[record["item"]] = record
-    return found
+    """The latest result per item."""
+    return {record["item"]: record for record in result_records(store)}
 
 
 def test_fsdp_combiner_off_diff_in_the_report_matches_the_dumps(pytester: pytest.Pytester) -> None:
@@ -67,12 +76,7 @@ def test_fsdp_combiner_off_diff_in_the_report_matches_the_dumps(pytester: pytest
         ".yml",
         fsdp=f"""\
 model_tag: evreal
-nodes: 1
-parallelism: FSDP=8
-pdbs: 1
-steps: 10
-baseline_repeats: 1
-{SMALL}waves:
+{FSDP_SMALL}waves:
   2:
     - name: ar_combiner_off
       xla_flags: [--xla_disable_hlo_passes=cpu-all-reduce-combiner]
@@ -109,12 +113,7 @@ def test_the_adaptive_sweep_runs_first_what_its_real_evidence_run_names(pytester
         ".yml",
         order=f"""\
 model_tag: evorder
-nodes: 1
-parallelism: FSDP=8
-pdbs: 1
-steps: 10
-baseline_repeats: 1
-{SMALL}waves:
+{FSDP_SMALL}waves:
   2:
     - name: seq_sched
       xla_flags: [--xla_cpu_enable_concurrency_optimized_scheduler=false]
@@ -132,10 +131,8 @@ baseline_repeats: 1
         ]
     )
     jobs: dict[str, list[int]] = {}
-    for line in next((pytester.path / ".xlatune").glob("*.jsonl")).read_text().splitlines():
-        record = json.loads(line)
-        if record.get("event") == "result":
-            jobs.setdefault(record["item"], []).append(int(record["job_id"]))
+    for record in result_records(pytester.path / ".xlatune"):
+        jobs.setdefault(record["item"], []).append(int(record["job_id"]))
     first = min(jobs["wave2::ar_combiner_off[default]"])
     assert first == int(evidence) + 1  # the first candidate run
     assert min(jobs.get("wave2::seq_sched[default]", [first + 1])) > first
