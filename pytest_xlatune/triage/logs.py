@@ -230,6 +230,8 @@ class StepLog:
                 self._find_status(buf, line_end, end)
 
     def _take_steps(self, line: str, new: list[StepRecord]) -> None:
+        if "\x1b" in line:  # a highlighter colours the numbers too: `step: \x1b[1;36m5\x1b[0m,`
+            line = strip_ansi(line)
         for mark in STEP_MARK_RE.finditer(line):  # more than one when tasks' output interleaves
             segment = line[mark.start() :]
             m = STEP_RE.match(segment)

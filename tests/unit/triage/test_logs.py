@@ -190,6 +190,18 @@ def test_glued_step_lines_are_cut_apart() -> None:
     }
 
 
+def test_a_step_line_with_coloured_numbers_is_read_by_steplog_as_by_parse_step_line() -> None:
+    # A highlighting log handler (rich, a colouring formatter) wraps each number in escapes: the
+    # StepLog must read what parse_step_line reads, not drop the line.
+    line = "completed step: \x1b[1;36m5\x1b[0m, seconds: \x1b[1;36m5.668\x1b[0m, loss: \x1b[1;36m10.879\x1b[0m"
+    expected = StepRecord(5, 5.668, None, None, None, 10.879)
+    assert parse_step_line(line) == expected
+    for chunk in (None, 7):
+        log, new = ingest(line.encode() + b"\n", chunk)
+        assert (log.steps, new, log.last_step) == ({5: expected}, [expected], 5)
+        assert log.first_step_line is not None and "\x1b" not in log.first_step_line
+
+
 # -- StepLog over the recorded logs -------------------------------------------------------------
 
 
