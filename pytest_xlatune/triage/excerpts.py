@@ -25,7 +25,10 @@ _FUSION_RES = tuple(
     )
 )
 _SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
-_REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate)\s+(?P<v>{_SIZE})")
+# XLA's BufferAssignment `Out of memory while trying to allocate N bytes`, the BFC allocator's
+# `ran out of memory trying to allocate 2.00GiB` and PjRt's `Failed to allocate request for 176.00MiB
+# (184549376B) on device ordinal 0`.
+_REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate(?: request for)?)\s+(?P<v>{_SIZE})")
 _TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
 _TEMP_RE = re.compile(rf"\b[Tt]emp(?:\s+allocation)?:\s*(?P<v>{_SIZE})")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
