@@ -41,7 +41,9 @@ _INFO = re.compile(r"\b[NR]CCL (?:INFO|TRACE)\b")
 _ECHO = re.compile(r"\b[NR]CCL INFO (NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?\s*$")
 _CHOICE = re.compile(r"\bBytes -> Algo (\d+) proto (\d+)\b")
 _COLL_CHANNELS = re.compile(r"\b(\d+) coll channels\b")
-_CHANNEL = re.compile(r"\bChannel \d+/(\d+) ?:")
+# A ring line `Channel 05/16 :    0   7   6 …` names its communicator's channel count; a connection
+# line `Channel 05/1 : 0[0] -> 1[1] via P2P/IPC` names a connection index, not a count.
+_CHANNEL = re.compile(r"\bChannel \d+/(\d+) ?:(?!\s*\d+\[)")
 _OLD_HEADER = re.compile(r"Latency/AlgBw \|(.*)$")  # "Tree/    LL |    Tree/ LL128 | …"
 _ALGO_ROW = re.compile(r"\bAlgorithm +\|(.*)$")  # newer NCCL: algorithms on one row …
 _PROTO_ROW = re.compile(r"\bProtocol +\|(.*)$")  # … and protocols on the next
@@ -76,7 +78,10 @@ class Trace:
     echoed: Mapping[str, str]
     enabled: frozenset[tuple[str, str]] | None  # (algorithm, protocol) pairs with bandwidth > 0
     chosen: frozenset[tuple[str, str]]  # pairs picked for some size
-    coll_channels: int | None
+    coll_channels: int | None  # the most channels any communicator uses
+    # Each communicator's count (a job has one per replica group: an intra-node one may use 24,
+    # an inter-node one 8): a maximum holds when the largest is within it, a minimum when the smallest.
+    channel_counts: frozenset[int] = frozenset()
 
 
 def _header_pairs(line: str, header: re.Match[str], pending_algos: list[str] | None) -> list[tuple[str, str]] | None:
@@ -103,7 +108,7 @@ def read_trace(text: str | Iterable[str]) -> Trace:
     algos: list[str] | None = None
     enabled: set[tuple[str, str]] | None = None
     chosen: set[tuple[str, str]] = set()
-    coll: int | None = None
+    counts: set[int] = set()
     for line in lines:
         if not _INFO.search(line):
             continue
@@ -114,10 +119,8 @@ def read_trace(text: str | Iterable[str]) -> Trace:
             a, p = int(m.group(1)), int(m.group(2))
             if a < len(ALGORITHMS) and p < len(PROTOCOLS):
                 chosen.add((ALGORITHMS[a], PROTOCOLS[p]))
-        elif m := _COLL_CHANNELS.search(line):
-            coll = int(m.group(1))
-        elif m := _CHANNEL.search(line):
-            coll = max(coll or 0, int(m.group(1)))
+        elif m := (_COLL_CHANNELS.search(line) or _CHANNEL.search(line)):
+            counts.add(int(m.group(1)))
         elif m := _ALGO_ROW.search(line):
             algos = [cell.strip() for cell in m.group(1).split("|") if cell.strip()]
         elif m := (_OLD_HEADER.search(line) or _PROTO_ROW.search(line)):
@@ -127,7 +130,10 @@ def read_trace(text: str | Iterable[str]) -> Trace:
             for pair, cell in zip(columns, _CELL.findall(m.group(2)), strict=False):
                 if float(cell[1]) > 0:
                     enabled.add(pair)
-    return Trace(info, echoed, None if enabled is None else frozenset(enabled), frozenset(chosen), coll)
+    coll = max(counts, default=None)
+    return Trace(
+        info, echoed, None if enabled is None else frozenset(enabled), frozenset(chosen), coll, frozenset(counts)
+    )
 
 
 def _canonical(token: str, names: tuple[str, ...]) -> str | None:
@@ -190,9 +196,13 @@ def _channel_finding(name: str, value: str, trace: Trace) -> Finding:
         if trace.echoed.get(name) == value:
             return Finding(name, value, Applied.APPLIED, "echoed by the library with this value")
         return Finding(name, value, Applied.NOT_APPLIED, "the library's debug lines never mention it")
-    have = trace.coll_channels
+    counts = trace.channel_counts or frozenset({trace.coll_channels})
+    have = min(counts) if name == "NCCL_MIN_NCHANNELS" else max(counts)
     ok = have >= wanted if name == "NCCL_MIN_NCHANNELS" else have <= wanted
-    reason = f"the communicator uses {have} channels"
+    many = len(counts) > 1
+    reason = f"{'a' if many else 'the'} communicator uses {have} channels" + (
+        f" (its communicators use {', '.join(map(str, sorted(counts)))})" if many else ""
+    )
     return Finding(name, value, Applied.APPLIED if ok else Applied.NOT_APPLIED, reason)
 
 

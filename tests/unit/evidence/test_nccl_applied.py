@@ -74,3 +74,42 @@ def test_newer_two_row_tuning_table() -> None:
     trace = read_trace(text)
     assert trace.enabled == frozenset({("Ring", "Simple")})
     assert took_effect({"NCCL_ALGO": "Tree"}, trace)[0].applied is Applied.NOT_APPLIED
+
+
+# Two communicators' ring lines as a job with an intra-node and an inter-node replica group prints
+# them: a 4-rank one-node communicator with 24 channels (pytorch/torchtitan#1570) set up first, then
+# a 16-rank two-node one with 8 (NVIDIA/nccl#1412). Real lines of two public logs, placed in one.
+TITAN = "[rank0]:costa-671b-5-worker-1:382:675 [0] NCCL INFO "
+SWAT = "swat1-04:2017630:2017669 [0] NCCL INFO "
+TWO_COMMUNICATORS = "".join(
+    [
+        f"{TITAN}comm 0x43be0680 rank 0 nRanks 4 nNodes 1 localRanks 4 localRank 0 MNNVL 0\n",
+        f"{TITAN}Channel 00/24 : 0 1 2 3\n",
+        f"{TITAN}Channel 01/24 : 0 1 2 3\n",
+        f"{SWAT}Channel 00/08 :    0   5   4   7   6   3   2   1   8  13  12  15  14  11  10   9\n",
+        f"{SWAT}Channel 01/08 :    0   5   4   7   6   3  10   9   8  13  12  15  14  11   2   1\n",
+    ]
+)
+
+
+def test_a_channel_bound_holds_for_every_communicator_not_the_last_one_logged() -> None:
+    trace = read_trace(TWO_COMMUNICATORS)
+    assert trace.channel_counts == frozenset({24, 8}) and trace.coll_channels == 24
+    (cap,) = took_effect({"NCCL_MAX_NCHANNELS": "16"}, trace)  # the 24-channel communicator exceeds it
+    assert cap.applied is Applied.NOT_APPLIED and "24 channels" in cap.reason
+    (floor,) = took_effect({"NCCL_MIN_NCHANNELS": "16"}, trace)  # the 8-channel one falls short
+    assert floor.applied is Applied.NOT_APPLIED and "8 channels" in floor.reason
+    assert took_effect({"NCCL_MAX_NCHANNELS": "24"}, trace)[0].applied is Applied.APPLIED
+
+
+def test_a_connection_line_index_is_no_channel_count() -> None:
+    # aws/aws-k8s-tester#454: `Channel 00/1 : 26[2] -> 28[4]` is channel 0's connection 1.
+    text = (
+        "[1,26]<stdout>:bert-mpi-training-worker-3:23:574 [2] NCCL INFO 2 coll channels, 0 collnet channels, "
+        "0 nvls channels, 2 p2p channels, 1 p2p channels per peer\n"
+        "[1,26]<stdout>:bert-mpi-training-worker-3:23:574 [2] NCCL INFO Channel 00/1 : 26[2] -> 28[4] "
+        "via P2P/indirect/24[0]\n"
+    )
+    trace = read_trace(text)
+    assert trace.channel_counts == frozenset({2})
+    assert took_effect({"NCCL_MIN_NCHANNELS": "2"}, trace)[0].applied is Applied.APPLIED
