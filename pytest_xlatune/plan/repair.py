@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..cell.values import Cell
 from ..results import JobResult, RunKind, Verdict
-from ..triage.signatures import UNKNOWN_FLAG_RE
+from ..triage.signatures import UNKNOWN_FLAG_RE, rejected_flag
 from ..verdict.lock import Lock
 from ..verdict.verdicts import settings_key
 from .expand import RunSpec
@@ -55,7 +55,7 @@ def removed_flags(previous: Iterable[JobResult], image: str) -> tuple[str, ...]:
         if r.kind is RunKind.GATE_RECIPE and r.image == image and r.verdict is Verdict.UNKNOWN_FLAG:
             m = UNKNOWN_FLAG_RE.search(r.reason)
             if m is not None:
-                found.append((m.group("flag") or m.group("quoted")).split("=", 1)[0])
+                found.append(rejected_flag(m))
     return tuple(dict.fromkeys(found))
 
 

@@ -12,7 +12,7 @@ from .hang import HangPhase
 from .hits import Hit, find_hits
 from .lines import has_step, strip_ansi
 from .logs import SignalKind, StepLog
-from .signatures import FailureClass, Tier, harmless
+from .signatures import FailureClass, Tier, harmless, rejected_flag
 
 __all__ = [
     "EXIT_SIGTERM",
@@ -242,7 +242,7 @@ def _from_hit(
     failure, label = hit.failure, hit.signature.label
     flag = memory = None
     if failure is FailureClass.UNKNOWN_FLAG:
-        flag = (groups.get("flag") or groups["quoted"]).split("=", 1)[0]
+        flag = rejected_flag(hit.match)
         reason = f"XLA rejected flag {flag}: {quoted}"
     elif failure is FailureClass.OOM:
         memory = memory_figures(lines, hit.index)

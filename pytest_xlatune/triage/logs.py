@@ -14,7 +14,7 @@ from enum import Enum
 import ahocorasick_rs
 
 from .lines import NOISE_BYTES_RE, NOISE_RE, STEP_MARK_RE, STEP_MARKS, STEP_RE, StepRecord, parse_step_line, strip_ansi
-from .signatures import EVIDENCE_NEEDLES, STUCK_RE, UNKNOWN_FLAG_RE, is_evidence
+from .signatures import EVIDENCE_NEEDLES, STUCK_RE, UNKNOWN_FLAG_RE, is_evidence, rejected_flag
 
 TAIL_LINES = 60
 
@@ -42,7 +42,7 @@ _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLES = tuple(mark.encode() for mark in STEP_MARKS)
 OOM_NEEDLES = (b"RESOURCE_EXHAUSTED", b"ut of memory")  # "Out of memory" and "out of memory"
 # "Unknown flag in XLA_FLAGS:", "Unknown flags in XLA_FLAGS:", absl's "Unknown command line flag 'x'"
-_UNKNOWN_NEEDLES = (b"Unknown flag", b"line flag")
+_UNKNOWN_NEEDLES = (b"Unknown flag", b"line flag", b"interpret value")
 _MEMSTATS_NEEDLE = b"Memstats"
 _SUMMARY_NEEDLE = b"JOB SUMMARY"
 _STATUS_NEEDLE = b"Status:"
@@ -292,7 +292,7 @@ class StepLog:
             m = UNKNOWN_FLAG_RE.search(line)
             if m is None or self.unknown_flag is not None:
                 return False
-            self.unknown_flag = (m.group("flag") or m.group("quoted")).split("=", 1)[0]
+            self.unknown_flag = rejected_flag(m)
         elif kind is SignalKind.MEMSTATS:
             if self.saw_memstats:
                 return False

@@ -71,12 +71,25 @@ EXCEPTION_LINE = (
     r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failure))(?::\s.*|:)?$"
 )
 
-# The flag a flag parser refused: XLA's `Unknown flags in XLA_FLAGS: --xla_foo`, and absl's (libtpu,
-# a Pathways proxy) `ERROR: Unknown command line flag 'xla_foo'`. StepLog reads the flag with it too.
+# The flag a flag parser refused: XLA's `Unknown flags in XLA_FLAGS: --xla_foo`, absl's (libtpu,
+# a Pathways proxy) `ERROR: Unknown command line flag 'xla_foo'`, and a value tsl's parser cannot
+# read (`Couldn't interpret value notanint for flag xla_backend_optimization_level.`: XLA_FLAGS
+# parsing then fails the process; older TF_XLA_FLAGS kept the default). StepLog reads the flag too.
 UNKNOWN_FLAG_RE = re.compile(
     r"Unknown flags?(?: in XLA_FLAGS)?:\s*(?P<flag>[-\u2013\u2014]{1,2}[A-Za-z_][\w.-]*)"
     r"|Unknown command line flag '(?P<quoted>[A-Za-z_][\w.-]*)'"
+    r"|Couldn't interpret value (?P<value>.*?) for flag (?P<valued>[A-Za-z_]\w*)"
 )
+
+
+def rejected_flag(match: re.Match[str]) -> str:
+    """The flag an UNKNOWN_FLAG_RE match names, without its value: `--xla_foo` (`xla_foo` as absl
+    quotes it); a flag whose value could not be read as `--<name>`."""
+    if match.group("valued"):
+        return f"--{match.group('valued')}"
+    return (match.group("flag") or match.group("quoted")).split("=", 1)[0]
+
+
 # XLA's rendezvous warning withdrawn: `This thread is unstuck waiting for … Warning above was a
 # false-positive.` An earlier `may be stuck` line of the job no longer says it hung.
 UNSTUCK = r"This thread is unstuck waiting for"
@@ -303,6 +316,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"stuck",
     b"CANCELLED AT",
     b"Unknown ",
+    b"interpret value",
     b") failed",
     b"NCCL error",
     b"access fault",

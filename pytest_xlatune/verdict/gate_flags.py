@@ -23,6 +23,12 @@ __all__ = ["FlagState", "LockedFlag", "locked_flags"]
 _REJECTED = re.compile(r"XLA rejected flag (\S+):")
 
 
+def _rejected_as(reason: str) -> str:
+    """What XLA's parser said of the flag: unknown, or a value it cannot read (the image changed
+    the flag's type or values)."""
+    return "a value it cannot read" if "interpret value" in reason else "an unknown flag"
+
+
 class FlagState(Enum):
     REMOVED = "removed"
     INERT = "inert"
@@ -70,7 +76,7 @@ def locked_flags(
             state, why = FlagState.RUNTIME, "acts when the program runs: never judged from the program"
         elif recipe_run is not None and recipe_run.verdict is Verdict.UNKNOWN_FLAG:
             state, why = (
-                (FlagState.REMOVED, f"XLA rejects it as an unknown flag (job {recipe_run.job_id})")
+                (FlagState.REMOVED, f"XLA rejects it as {_rejected_as(recipe_run.reason)} (job {recipe_run.job_id})")
                 if name == rejected
                 else (FlagState.NOT_JUDGED, f"the job stopped at the unknown flag {rejected or '?'}")
             )

@@ -345,6 +345,13 @@ def test_a_locked_flag_is_removed_inert_or_still_effective_on_the_new_image() ->
     )
     found = states(locked_flags(recipe("--xla_a=1", "--xla_b=2"), [base, rejected], {"1": "p"}))
     assert found == {"--xla_a=1": FlagState.NOT_JUDGED, "--xla_b=2": FlagState.REMOVED}
+    # A value the new image's parser cannot read (the flag's type changed): rejected, said so.
+    unread = replace(
+        rejected,
+        reason="XLA rejected flag --xla_b: E1204 command_line_flags.cc:63] Couldn't interpret value 2 for flag xla_b.",
+    )
+    (_, b) = locked_flags(recipe("--xla_a=1", "--xla_b=2"), [base, unread], {"1": "p"})
+    assert b.state is FlagState.REMOVED and "XLA rejects it as a value it cannot read (job 2)" in b.text()
 
 
 def test_the_gate_report_lists_each_locked_flag() -> None:

@@ -4,6 +4,7 @@ that tells "passed", "repair proposed" and "no repair found" apart, and its repo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_xlatune.engine.repair_outputs import exit_code
 from pytest_xlatune.plan.repair import candidates, removed_flags
@@ -92,6 +93,8 @@ def test_a_removed_or_inert_flag_suggests_the_locked_recipe_without_it() -> None
         reason="E1130 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_b=2",
     )
     assert removed_flags([gone], "/new") == ("--xla_b",) and removed_flags([gone], "/other") == ()
+    unread = replace(gone, reason="XLA rejected flag --xla_b: Couldn't interpret value 2 for flag xla_b.")
+    assert removed_flags([unread], "/new") == ("--xla_b",)
     (pruned,) = candidates([], LOCK, "default", dropped=["--xla_b"])
     assert (pruned.profile, pruned.xla_flags) == ("fast-pruned", ("--xla_a=1",))
     assert "without --xla_b" in pruned.why

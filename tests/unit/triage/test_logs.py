@@ -23,6 +23,8 @@ from pytest_xlatune.triage.logs import (
     SignalKind,
     StepLog,
 )
+from pytest_xlatune.triage.diagnosis import Evidence, FailureClass, diagnose
+from pytest_xlatune.triage.signatures import UNKNOWN_FLAG_RE, rejected_flag
 from pytest_xlatune.verdict.steady import last_loss, steady_state
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
@@ -267,6 +269,7 @@ EXPECT = {
         summary_status="FAILED (exit 1)",
     ),
     "oom.log": Expect(range(0), summary_status="FAILED (exit 1)", ooms=3),
+    "bad-flag-value.log": Expect(range(0), unknown_flag="--xla_backend_optimization_level", saw_memstats=False),
 }
 
 
@@ -313,6 +316,22 @@ def test_unknown_flags_plural_records_the_first_flag() -> None:
     line = b"F1130 23:57:09.059611    8506 parse_flags_from_env.cc:234] Unknown flags in XLA_FLAGS: --xla_a=true --xla_b=1\n"
     log, _ = ingest(line)
     assert log.unknown_flag == "--xla_a"
+
+
+def test_a_flag_value_xla_cannot_read_is_a_rejected_flag() -> None:
+    """Recorded from jaxlib 0.10.2 on this machine with XLA_FLAGS=--xla_backend_optimization_level=notanint:
+    tsl's parser logs the value it cannot read, then parse_flags_from_env fails the process. The job
+    fails as a rejected flag naming it (the gate and the repair read the same name), not `unknown`."""
+    data = (LOGS / "bad-flag-value.log").read_bytes()
+    for size in (None, 7):
+        log, _ = ingest(data, size)
+        assert log.unknown_flag == "--xla_backend_optimization_level", size
+    got = diagnose(Evidence.from_log(log, 15, scheduler_state="FAILED", exit_code=1))
+    assert got.failure is FailureClass.UNKNOWN_FLAG
+    assert got.reason.startswith("XLA rejected flag --xla_backend_optimization_level: ")
+    assert "Couldn't interpret value notanint" in got.reason
+    m = UNKNOWN_FLAG_RE.search(got.reason)
+    assert m is not None and rejected_flag(m) == "--xla_backend_optimization_level"
 
 
 def test_unknown_flag_is_only_looked_for_before_the_first_step() -> None:
