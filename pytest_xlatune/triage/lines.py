@@ -18,7 +18,9 @@ STEP_MARK_RE = re.compile(r"completed (?:profiler activation/deactivation )?step
 # `main_model_loss` are never read as `loss` (the skill's greedy `.*loss:` reads mtp_loss).
 _FIELD_RE = re.compile(rf",\s*([A-Za-z_][\w/]*)\s*:\s*({_NUM})\s*%?")
 # CSI sequences, charset selects and SI/SO: `tput sgr0` emits "\x1b(B\x1b[m" on xterm.
-_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[()][0-9A-Za-z])|[\x0e\x0f]")
+# ANSI colour escapes, shift-in/out, and NUL bytes (a log file's hole after a node crash, or a
+# preallocated file written later, puts them before the next line's text).
+_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[()][0-9A-Za-z])|[\x00\x0e\x0f]")
 
 # Known false positives: the xla-tuning skill's "grep -v these first" list and job-log-triage's
 # "Known-harmless" list. Regexes searched anywhere in a line; each starts with a literal so the
@@ -105,5 +107,5 @@ def strip_known_noise(lines: Iterable[str]) -> list[str]:
 
 
 def strip_ansi(text: str) -> str:
-    """Remove ANSI colour escapes."""
+    """Remove ANSI colour escapes (and NUL bytes)."""
     return _ANSI_RE.sub("", text)

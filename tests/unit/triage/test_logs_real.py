@@ -172,6 +172,14 @@ def test_root_cause_far_above_the_end_still_found(case: Case) -> None:
     _check(case, _diagnose(case, text, None))
 
 
+@pytest.mark.parametrize("case", FAIL_CASES, ids=lambda c: c.name)
+def test_nul_bytes_before_lines_hide_nothing(case: Case) -> None:
+    """A log file's hole (a node crashed mid-write, a preallocated file) leaves NUL bytes before
+    the next line's text: every other line starting with them changes no class or reason."""
+    text = "".join("\x00" * 5 + line if i % 2 == 0 else line for i, line in enumerate(case.text.splitlines(True)))
+    _check(case, _diagnose(case, text, None))
+
+
 @pytest.mark.parametrize(
     "case",
     [c for c in FAIL_CASES if c.expect.get("root_cause", True) and c.expect["class"] not in ("hang", "cancelled")],
