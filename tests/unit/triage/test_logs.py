@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_xlatune.triage import logs
+from pytest_xlatune.triage.diagnosis import Evidence, FailureClass, diagnose
 from pytest_xlatune.triage.lines import (
     KNOWN_NOISE,
     StepRecord,
@@ -23,7 +24,6 @@ from pytest_xlatune.triage.logs import (
     SignalKind,
     StepLog,
 )
-from pytest_xlatune.triage.diagnosis import Evidence, FailureClass, diagnose
 from pytest_xlatune.triage.signatures import UNKNOWN_FLAG_RE, rejected_flag
 from pytest_xlatune.verdict.steady import last_loss, steady_state
 
