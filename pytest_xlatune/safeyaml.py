@@ -13,12 +13,13 @@ from typing import Any
 
 import yaml
 from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .errors import XlatuneError
 
-__all__ = ["EXPECTED", "AliasRefused", "compose", "load"]
+__all__ = ["EXPECTED", "AliasRefused", "TooDeep", "compose", "construct", "load", "problem"]
 
 EXPECTED = "plain YAML without anchors and aliases (write the value out)"
 
@@ -47,6 +48,13 @@ class AliasRefused(XlatuneError, ComposerError):
         return f"{where}: {self.key or '(top level)'}: expected {EXPECTED}, found {self.found}"
 
 
+class TooDeep(yaml.YAMLError):
+    """A document nested deeper than the parser's recursion allows (`[[[[…]]]]`)."""
+
+    def __str__(self) -> str:
+        return "a document nested too deeply"
+
+
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader whose composer raises AliasRefused at the first alias."""
 
@@ -73,12 +81,35 @@ class _NoAliasLoader(yaml.SafeLoader):
             if label is not None:
                 self._keys.pop()
 
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """A scalar its tag cannot hold (`!!int abc`, `!!float x`, a 5000-digit integer) is a
+        ConstructorError at the scalar, like any other YAML error, not a bare ValueError."""
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:
+            tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+            found = f"{str(node.value)[:40]!r} under the tag {tag} ({exc})".split(";")[0]
+            raise ConstructorError(None, None, found, node.start_mark) from None
+
 
 def compose(text: str) -> Node | None:
     """The node tree of one YAML document (safe tags; AliasRefused at an alias)."""
     loader = _NoAliasLoader(text)
     try:
         return loader.get_single_node()
+    except RecursionError:
+        raise TooDeep() from None
+    finally:
+        loader.dispose()
+
+
+def construct(node: Node) -> Any:
+    """Python values of a composed node (from `compose`): errors carry the node's own marks."""
+    loader = _NoAliasLoader("")
+    try:
+        return loader.construct_document(node)
+    except RecursionError:
+        raise TooDeep() from None
     finally:
         loader.dispose()
 
@@ -88,5 +119,13 @@ def load(text: str) -> Any:
     loader = _NoAliasLoader(text)
     try:
         return loader.get_single_data()
+    except RecursionError:
+        raise TooDeep() from None
     finally:
         loader.dispose()
+
+
+def problem(exc: yaml.MarkedYAMLError) -> str:
+    """What a YAML error found, on one line: "unhashable key (while constructing a mapping)"."""
+    found = (exc.problem or "a syntax error").removeprefix("found ")
+    return f"{found} ({exc.context})" if exc.context else found

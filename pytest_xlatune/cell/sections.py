@@ -293,9 +293,14 @@ def parallelism(r: N.Ctx, node: Node, key: str) -> Parallelism:
 
 def policy(r: N.Ctx, node: Node, key: str) -> str:
     """Playbook overrides (see triage/playbook.py), validated here, kept as JSON text."""
-    raw = safeyaml.load(yaml.serialize(node))
+    expected = "playbook overrides (docs/reference/failures.md)"
+    try:
+        raw = safeyaml.construct(node)
+    except yaml.MarkedYAMLError as exc:  # `!!int abc`, an unhashable key: at its line
+        mark = exc.problem_mark or exc.context_mark
+        r.fail(mark.line + 1 if mark else node, key, expected, safeyaml.problem(exc))
     try:
         playbook_from_mapping(raw, source=key)
     except PolicyError as error:
-        r.fail(node, key, "playbook overrides (docs/reference/failures.md)", str(error))
+        r.fail(node, key, expected, str(error))
     return json.dumps(raw, sort_keys=True)

@@ -38,6 +38,10 @@ def playbook_from_text(text: str, base: Playbook = DEFAULT_PLAYBOOK, source: str
         data = safeyaml.load(text) if text.strip() else None
     except safeyaml.AliasRefused as exc:
         raise PolicyError(exc.one_line(source)) from None
+    except yaml.MarkedYAMLError as exc:  # the problem ("found unhashable key"), not its context
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise PolicyError(f"{where}: not valid YAML/JSON: {safeyaml.problem(exc)}") from None
     except yaml.YAMLError as exc:
         raise PolicyError(f"{source}: not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
     return base if data is None else playbook_from_mapping(data, base, source)

@@ -3,6 +3,7 @@ control sequences stripped by the one boundary cleaner, markdown escaping, repor
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 
@@ -65,6 +66,43 @@ def test_alias_in_policy_option_is_a_usage_error(pytester: pytest.Pytester) -> N
             "YAML without anchors and aliases*, found an alias (*r)"
         ]
     )
+
+
+# A value its tag cannot hold, a key Python cannot hash, a document nested past the parser's
+# recursion: each a YAML error at its line, never a ValueError or RecursionError traceback.
+UNREADABLE = [
+    ("rccl_init_flake:\n  retries: !!int abc", 2, "'abc' under the tag !!int (invalid literal*"),
+    ("oom: !!float x", 1, "'x' under the tag !!float*"),
+    ("oom: {retries: " + "9" * 5000 + "}", 1, "'9999*' under the tag !!int (Exceeds the limit (4300 digits)*"),
+    ("{[1]: 2}", 1, "unhashable key (while constructing a mapping)"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "found"), UNREADABLE, ids=["int", "float", "digits", "unhashable"])
+def test_unreadable_value_in_a_cell_policy_is_one_line(tmp_path: Path, text: str, line: int, found: str) -> None:
+    path = tmp_path / "cell.yml"
+    path.write_text(HEAD + "policy:\n" + "".join(f"  {row}\n" for row in text.splitlines()))
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert fnmatch.fnmatch(
+        str(info.value), f"{path}:{line + 4}: policy: expected playbook overrides (docs/*), found {found}"
+    ), str(info.value)
+
+
+@pytest.mark.parametrize(("text", "line", "found"), UNREADABLE, ids=["int", "float", "digits", "unhashable"])
+def test_unreadable_value_in_policy_text_is_one_line(text: str, line: int, found: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        playbook_from_text(text)
+    assert fnmatch.fnmatch(str(info.value), f"xlatune_policy:{line}: not valid YAML/JSON: {found}"), str(info.value)
+
+
+def test_deeply_nested_policy_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yml", policy="[" * 1500 + "]" * 1500)
+    for value in ("policy.yml", "{oom: " + "[" * 1200 + "]" * 1200 + "}"):
+        result = pytester.runpytest(f"--xlatune-policy={value}", "-p", "no:cacheprovider")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["ERROR: --xlatune-policy: *: not valid YAML/JSON: a document nested too deeply"])
+        assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
 def test_yaml_without_aliases_loads_as_safe_load_would() -> None:

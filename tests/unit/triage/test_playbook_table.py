@@ -313,7 +313,8 @@ def test_bad_overrides_fail_with_one_line_naming_the_key(mapping: object, messag
 
 
 def test_bad_ini_text_names_the_option() -> None:
-    with pytest.raises(PolicyError, match=r"^xlatune_policy: not valid YAML/JSON"):
+    expected = r"^xlatune_policy:1: not valid YAML/JSON: expected the node content, but found '<stream end>' "
+    with pytest.raises(PolicyError, match=expected + r"\(while parsing a flow node\)$"):
         playbook_from_text("rccl_init_flake: {retries: [")
     with pytest.raises(PolicyError, match=r"^xlatune_policy\.hang\.retries: expected an integer"):
         playbook_from_text("hang: {retries: many}")
