@@ -38,7 +38,11 @@ class CellError(XlatuneError):
         self.suggestion = suggestion
 
     def __str__(self) -> str:
-        text = f"{self.path}:{self.line}: {self.key}: expected {self.expected}, found {self.found}"
+        # A key path holds the cell's own key names: escape what a terminal would act on (or
+        # what the terminal cleaner would silently drop) and keep it short.
+        key = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in self.key)
+        key = key if len(key) <= 120 else key[:117] + "..."
+        text = f"{self.path}:{self.line}: {key}: expected {self.expected}, found {self.found}"
         if self.suggestion:
             text += f" (did you mean {self.suggestion!r}?)"
         return text.replace("\r", "\\r").replace("\n", "\\n")
@@ -84,7 +88,9 @@ def describe(node: Node) -> str:
         return "null"
     if kind == "str":
         return show(node.value)
-    return f"{node.value} ({_KIND_NAMES.get(kind, kind)})"
+    text = str(node.value)
+    text = text if len(text) <= 60 else f"{text[:57]}... ({len(text)} characters)"
+    return f"{text} ({_KIND_NAMES.get(kind, kind)})"
 
 
 def _one_line(text: str) -> bool:

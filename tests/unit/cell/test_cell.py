@@ -464,6 +464,26 @@ def test_error_message_escapes_newlines_in_found_text(tmp_path: Path) -> None:
     assert "\n" not in str(info.value)
 
 
+def test_error_message_escapes_a_key_name_and_shortens_a_long_key_or_number(tmp_path: Path) -> None:
+    """The key path is the cell's own text: a title-setting escape or a bidi override in a key
+    name is shown escaped (the terminal cleaner would drop it, leaving `overrides.:`)."""
+    path = _cell(tmp_path, HEAD.replace("nodes: 1", "nodes: -" + "9" * 4000) + 'overrides: {"\\e]0;x\\a\\u202e": 1}\n')
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert (
+        str(info.value)
+        == f"{path}:2: nodes: expected an integer >= 1, found -{'9' * 56}... (4001 characters) (an integer)"
+    )
+    path = _cell(tmp_path, HEAD + 'overrides: {"\\e]0;x\\a\\u202e": 1}\n')
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert str(info.value).startswith(f"{path}:4: overrides.\\x1b]0;x\\x07\\u202e: expected a MaxText override key")
+    path = _cell(tmp_path, HEAD + f"overrides: {{{'k' * 500}: 1, {'k' * 500}: 2}}\n")
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert str(info.value).startswith(f"{path}:4: overrides.{'k' * 107}...: expected each key once, found 'kkk")
+
+
 def test_cell_error_survives_pickling() -> None:
     # pytest-xdist ships collection errors between processes.
     err = CellError(Path("c.yml"), 3, "steps", "an integer", "'x'", "steps")
