@@ -107,6 +107,7 @@ def _cell(r: N.Ctx, root: Node | None) -> Cell:
     if misfit := dcn_misfit(cell):  # refused here, not after the queue wait on the cluster
         r.fail(top["parallelism"][0], "parallelism", *misfit)
     _check_job_names(r, cell, line_of(top["model_tag"][0]))
+    _check_file_names(r, cell, line_of(top["model_tag"][0]))
     return cell
 
 
@@ -121,6 +122,38 @@ def _slot(r: N.Ctx, root: Node, top: Fields, values: dict[str, Any]) -> ClusterS
     if present == ["partition"]:
         r.fail(top["partition"][0], "partition", "nodes alongside partition (partition + nodes)", "no 'nodes' key")
     return ClusterSlot(values.get("nodelist"), values.get("partition"), values.get("nodes"))
+
+
+# Every backend but maxtext-slurm (whose JOB_NAME check is stricter) names a job's log
+# `<job id>-<model>-<run>-<config tag>.log` (local: under the store; sbatch: in the workdir), and
+# each model gets `<model>-tuning.zh.md`: one path segment each, at most 255 bytes on ext4.
+FILE_NAME_MAX = 255
+JOB_ID_ROOM = len("12345678901-") + len(".log")  # an 11-digit Slurm job id
+REPORT_SUFFIX = "-tuning.zh.md"  # the longest of a model's report names
+
+
+def _check_file_names(r: N.Ctx, cell: Cell, model_tag_line: int) -> None:
+    """Refuse at collection a model tag so long that a job's log or the report could not be
+    created (ENAMETOOLONG after the queue wait, and no report at all)."""
+    if cell.backend.kind is BackendKind.MAXTEXT_SLURM:
+        return
+    baseline = f"{BASELINE}-r{cell.baseline_repeats}" if cell.baseline_repeats > 1 else BASELINE
+    gated = [baseline, *(p.name for p in cell.profiles)]
+    gated += [c.name for group in cell.catalog_waves for c in C.get(group.catalog).candidates]
+    gated += [s.name for s in cell.stacks] + [s.name for s in cell.pipeline_shapes]
+    # A run the image gate may re-run on the lock's image is also `<name>-oldimage`.
+    run = max([RESTORE_DEFAULT, *(name + J.OLD_IMAGE_SUFFIX for name in gated)], key=len)
+    tag = max((t.name for t in cell.config_tags), key=len)
+    model = len(cell.model_tag.encode())
+    size = max(JOB_ID_ROOM + len(f"{cell.model_tag}-{run}-{tag}".encode()), model + len(REPORT_SUFFIX))
+    if size > FILE_NAME_MAX:
+        r.fail(
+            model_tag_line,
+            "model_tag",
+            f"a model tag that fits the file names of its jobs and reports ({FILE_NAME_MAX} bytes each)",
+            f"{model} bytes, making the longest {size} bytes (<job id>-<model>-{run}-{tag}.log): "
+            f"shorten it by {size - FILE_NAME_MAX}",
+        )
 
 
 def _check_job_names(r: N.Ctx, cell: Cell, model_tag_line: int) -> None:

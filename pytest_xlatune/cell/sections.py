@@ -30,6 +30,7 @@ from pytest_xlatune.triage.playbook_overrides import PolicyError, playbook_from_
 
 ENV_FILE_KEYS = ("flag", "env", "image_default")
 SHAPE_KEYS = ("microbatches", "virtual_stages")
+SHAPE_MAX = 65536
 THRESHOLD_KEYS = ("regression_pct", "win_pct", "bounded_pct", "bounded_profiles", "remeasure")
 THRESHOLD_COUNTS = {"bounded_profiles": 1, "remeasure": 0}  # integer keys and their minimum
 
@@ -195,10 +196,11 @@ def pipeline_shapes(r: N.Ctx, node: Node, key: str) -> tuple[PipelineShape, ...]
         fields = N.mapping(r, item, sub, SHAPE_KEYS)
         if "microbatches" not in fields:
             r.fail(item, sub_key(sub, "microbatches"), "an integer >= 1", "no 'microbatches' key")
-        mb = N.integer(r, fields["microbatches"][1], sub_key(sub, "microbatches"), 1)
+        # Both name the run (`mb<microbatches>_v<virtual stages>`): bounded, as a name is.
+        mb = N.integer(r, fields["microbatches"][1], sub_key(sub, "microbatches"), 1, SHAPE_MAX)
         v = 1
         if "virtual_stages" in fields:
-            v = N.integer(r, fields["virtual_stages"][1], sub_key(sub, "virtual_stages"), 1)
+            v = N.integer(r, fields["virtual_stages"][1], sub_key(sub, "virtual_stages"), 1, SHAPE_MAX)
         shape = PipelineShape(mb, v, line=line_of(item))
         twin = next((s for s in shapes if (s.microbatches, s.virtual_stages) == (mb, v)), None)
         if twin:

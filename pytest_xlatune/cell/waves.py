@@ -24,7 +24,8 @@ WAVES_EXPECTED = "a wave number 2, 3 or 4 (wave 5 is pipeline_shapes)"
 WAVE_KEYS = ("profiles", "catalog", "max", "stack")
 WAVE_EXPECTED = "a list of profiles, or a mapping of profiles, catalog, max, stack"
 PROFILE_EXPECTED = "a profile: a mapping of name and xla_flags, env or overrides"
-STACK_EXPECTED = "true or an integer >= 2 (how many winning profiles to combine)"
+STACK_MAX = 999  # it names the run (stack_top<k>); no cell has that many profiles
+STACK_EXPECTED = f"true or an integer from 2 to {STACK_MAX} (how many winning profiles to combine)"
 
 RESERVED_PATTERN = re.compile(re.escape(STACK_PREFIX) + "[0-9]+")  # the stack run's name
 
@@ -158,7 +159,7 @@ def stack(r: N.Ctx, node: Node, key: str, wave: int) -> Stack:
     if kind_of(node) == "bool" and N.construct(r, node, key, STACK_EXPECTED) is True:
         top = 2
     else:
-        top = N.integer(r, node, key, 2, expected=STACK_EXPECTED)
+        top = N.integer(r, node, key, 2, STACK_MAX, expected=STACK_EXPECTED)
     stack = Stack(wave, top, line=line_of(node))
     claim(r, stack.name, key, node, "stack")
     return stack

@@ -371,7 +371,7 @@ MALFORMED = [
         PP_HEAD + "pipeline_shapes:\n  - microbatches: 0\n",
         "pipeline_shapes[0].microbatches",
         5,
-        "an integer >= 1",
+        "an integer from 1 to 65536",
     ),
     ("thresholds-zero", HEAD + "thresholds:\n  win_pct: 0\n", "thresholds.win_pct", 5, "a number > 0"),
     (
@@ -482,6 +482,47 @@ def test_error_message_escapes_a_key_name_and_shortens_a_long_key_or_number(tmp_
     with pytest.raises(CellError) as info:
         load_cell(path)
     assert str(info.value).startswith(f"{path}:4: overrides.{'k' * 107}...: expected each key once, found 'kkk")
+
+
+def test_a_model_tag_too_long_for_its_file_names_is_refused_on_every_backend(tmp_path: Path) -> None:
+    """Not only maxtext-slurm's JOB_NAME: a job's log `<id>-<model>-<run>-<tag>.log` and the
+    report `<model>-tuning.zh.md` are path segments (was: every job ENAMETOOLONG, no report)."""
+    for backend in ("", "backend: {kind: sbatch}\n"):
+        path = _cell(tmp_path, HEAD.replace("demo", "m" * 300) + backend)
+        with pytest.raises(CellError) as info:
+            load_cell(path)
+        assert str(info.value) == (
+            f"{path}:1: model_tag: expected a model tag that fits the file names of its jobs and reports "
+            "(255 bytes each), found 300 bytes, making the longest 345 bytes "
+            "(<job id>-<model>-baseline-r2-oldimage-default.log): shorten it by 90"
+        )
+    assert load_cell(_cell(tmp_path, HEAD.replace("demo", "m" * 200))).model_tag == "m" * 200
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "expected"),
+    [
+        (
+            PP_HEAD + "pipeline_shapes:\n  - {microbatches: 1" + "0" * 300 + "}\n",
+            5,
+            "pipeline_shapes[0].microbatches",
+            "an integer from 1 to 65536",
+        ),
+        (
+            PP_HEAD + "pipeline_shapes:\n  - {microbatches: 2, virtual_stages: 65537}\n",
+            5,
+            "pipeline_shapes[0].virtual_stages",
+            "an integer from 1 to 65536",
+        ),
+        (HEAD + "waves:\n  4: {stack: 1" + "0" * 300 + "}\n", 5, "waves.4.stack", "true or an integer from 2 to 999*"),
+    ],
+    ids=["microbatches", "virtual-stages", "stack"],
+)
+def test_numbers_that_name_a_run_are_bounded(tmp_path: Path, text: str, line: int, key: str, expected: str) -> None:
+    with pytest.raises(CellError) as info:
+        load_cell(_cell(tmp_path, text))
+    assert (info.value.line, info.value.key) == (line, key)
+    assert re.fullmatch(re.escape(expected).replace(r"\*", ".*"), info.value.expected)
 
 
 def test_cell_error_survives_pickling() -> None:
