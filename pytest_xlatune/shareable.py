@@ -35,11 +35,15 @@ TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
     ("JWT", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
     ("Bearer credential", r"(?i:\bBearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
     (
+        # The word may be followed by more of the name (SOME_SECRET_VALUE), `_PASS` only ends it
+        # (DB_PASS, not PASS_RATE); a quote may close the name and open the value (JSON, YAML).
         "secret-named assignment",
-        r"(?i:\b[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|"
-        r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)\b)[=:]\s*"
+        r"(?i:\b[A-Za-z0-9_]*(?:(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|"
+        r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:_[A-Za-z0-9_]*)?|_PASS)\b)[\"']?\s*[=:]\s*[\"']?"
         rf"(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})",
     ),
+    # The password of a URL's user info (https://user:password@host/…), the user name kept.
+    ("URL password", r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/?#@:\"'<>]*:)(?P<secret>[^\s/?#@\"'<>]+)(?=@)"),
 )
 
 # ESC-introduced sequences: CSI (SGR colours are the CSI ending in "m"), OSC (window title,

@@ -177,6 +177,28 @@ def test_bearer_and_secret_named_assignments_keep_their_names() -> None:
         assert masker.mask(text) == text
 
 
+def test_url_passwords_and_secret_names_mid_name_quoted_or_ending_in_pass_are_masked() -> None:
+    """A cell's env and overrides reach the report, HTML and exports as `NAME=value`, JSON
+    `"NAME": "value"` and URLs: each secret there is masked, its name kept."""
+    masker = shareable.Masker.build({})
+    assert masker.mask("hub_url=https://carol:pa55w0rd-zz@hub.example.com/x ok") == (
+        "hub_url=https://carol:[masked]@hub.example.com/x ok"
+    )
+    assert masker.mask("DB_PASS=plainpw123 SOME_SECRET_VALUE=topsecret42 db_passphrase: abcdefgh") == (
+        "DB_PASS=[masked] SOME_SECRET_VALUE=[masked] db_passphrase: [masked]"
+    )
+    assert masker.mask('{"WANDB_API_KEY": "0123456789abcdef", "a": 1}') == '{"WANDB_API_KEY": "[masked]", "a": 1}'
+    # Not secrets: a host and port, git's scp form, a name that only starts like one.
+    for text in (
+        "http://host:8080/path",
+        "ssh://git@host:22/x",
+        "git@github.com:org/repo",
+        "tokenizer_path=/data/tok.model",
+        "PASS_RATE=0.951234 bypass=abcdefgh",
+    ):
+        assert masker.mask(text) == text
+
+
 def test_values_of_secret_named_environment_variables_are_masked_in_every_rendering() -> None:
     secret = 'p<a|s"s&w\\ord-42'
     masker = shareable.Masker.build(
