@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -80,6 +81,12 @@ class Settings:
             raise pytest.UsageError("--xlatune-gate-advisory: expected with --xlatune-gate, found it alone")
         if values["gate-repair"] and not values["gate"]:
             raise pytest.UsageError("--xlatune-gate-repair: expected with --xlatune-gate, found it alone")
+        try:  # split at a STOP to run it: a bad template would be a traceback then, not here
+            shlex.split(str(values["notify"]))
+        except ValueError as error:
+            raise pytest.UsageError(
+                f"--xlatune-notify: expected a command as shell words, found {str(values['notify'])[:60]!r} ({error})"
+            ) from None
         return cls(
             store_dir=root / values["store"],
             report_dir=root / values["report-dir"],

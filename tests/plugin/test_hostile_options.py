@@ -43,6 +43,12 @@ CASES = [
         "--xlatune-notify: expected at most 4096 bytes, found 5000 bytes*",
     ),
     (
+        "notify-unbalanced-quote",  # shlex.split at the first STOP would raise ValueError there
+        "--xlatune-notify=utils/telegram_bot.sh send 'x",
+        '--xlatune-notify: expected a command as shell words, found "utils/telegram_bot.sh send \'x" '
+        "(No closing quotation)",
+    ),
+    (
         "ssh-config-is-a-directory",
         "--xlatune-ssh-config=adir/",
         "--xlatune-ssh-config: expected a file, found 'adir/' (a directory)",
