@@ -191,6 +191,11 @@ def load_lock(path: Path) -> Lock:
         ) from None
     except (OSError, ValueError) as error:
         raise LockError(f"{path}: expected JSON, found {error}") from None
+    except RecursionError:
+        raise LockError(f"{path}: expected JSON, found a document nested too deeply") from None
+    if not isinstance(data, dict):
+        found = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        raise LockError(f"{path}: expected a JSON object (a recipe lock), found {found.get(type(data), 'null')}")
     if data.get("schema") != LOCK_SCHEMA:
         raise LockError(f"{path}: schema: expected {LOCK_SCHEMA}, found {data.get('schema')!r}")
     try:

@@ -154,12 +154,24 @@ def test_a_cell_without_a_lock_is_skipped_in_one_line_and_the_others_are_gated(
     assert result.ret == pytest.ExitCode.OK
 
 
-def test_an_unreadable_lock_is_one_clear_line(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("{not json", "expected JSON, found *"),
+        ("[" * 3000 + "]" * 3000, "expected JSON, found a document nested too deeply"),
+        ("[]", "expected a JSON object (a recipe lock), found a list"),
+        ("null", "expected a JSON object (a recipe lock), found null"),
+    ],
+    ids=["syntax", "deep", "list", "null"],
+)
+def test_an_unreadable_lock_is_one_clear_line(
+    pytester: pytest.Pytester, fake_trainer_env: None, text: str, found: str
+) -> None:
     cell = pytester.makefile(".yml", broken=CELL)
-    cell.with_suffix(".lock.json").write_text("{not json")
+    cell.with_suffix(".lock.json").write_text(text)
     result = pytester.runpytest(str(cell), "--xlatune-gate", *FAKE)
-    result.stdout.fnmatch_lines(["*broken.lock.json: expected JSON, found *"])
-    assert "Traceback" not in result.stdout.str()
+    result.stdout.fnmatch_lines([f"*broken.lock.json: {found}"])
+    assert "Traceback" not in result.stdout.str() and "Error:" not in result.stdout.str()
 
 
 def test_a_likely_regression_is_measured_again_before_the_gate_fails(pytester: pytest.Pytester, swept: Path) -> None:
