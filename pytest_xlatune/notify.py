@@ -1,4 +1,5 @@
-"""Notifications (kickoff, positive results, mid-point, final, STOP) through a command template.
+"""Notifications (kickoff, positive results, mid-point, final: engine/milestones.py; STOP) through
+a command template.
 
 `--xlatune-notify="utils/telegram_bot.sh send {message}"` runs that argv through the session's
 transport (on the cluster side, in the maxtext-slurm checkout when there is one), with the message

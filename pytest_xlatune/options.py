@@ -173,7 +173,8 @@ OPTIONS = (
     Option(
         "notify",
         "command template for notifications, e.g. 'utils/telegram_bot.sh send "
-        "{message}' (run through the transport, the message as one argument)",
+        "{message}' (run through the transport, the message as one argument): kickoff, each "
+        "positive result, the mid-point, a STOP and the end of each cell",
         "",
         metavar="COMMAND",
     ),

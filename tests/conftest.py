@@ -32,6 +32,15 @@ FIXED = [*FAKE, "--xlatune-fixed-protocol"]
 REAL_FIXED = [*REAL, "--xlatune-fixed-protocol"]
 
 
+def notify_sink(tmp_path: Path) -> tuple[str, Path]:
+    """A --xlatune-notify value whose command appends each message (its one argument) to a file,
+    messages separated by `---` lines; and that file."""
+    sink, script = tmp_path / "sent.txt", tmp_path / "notify.sh"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n---\\n" "$1" >> {sink}\n')
+    script.chmod(0o755)
+    return f"--xlatune-notify={script} {{message}}", sink
+
+
 def store_full_at(item: str) -> str:
     """A conftest for a pytester directory: the results store cannot take the `result` record of
     `item` (ENOSPC, a full disk); every other write goes through. It patches the store of the

@@ -39,6 +39,7 @@ from . import outputs
 from .final_figures import FinalFigures
 from .gate_outputs import gate_item
 from .history_outputs import after_session
+from .milestones import Milestones
 from .opening import gate_images, plan_for, specs_for, sweep_for
 from .prior import hinted, prior_for, stored_evidence_facts
 from .stopsignals import StopSignals
@@ -85,6 +86,8 @@ class Session:
         self.locks: dict[Path, Lock] = {}
         self.stops: list[str] = []
         self._notifier: Notifier | None = None
+        self.milestones = Milestones()  # --xlatune-notify's progress messages (the controller's)
+        self.on_worker = False  # an xdist worker: its controller notifies
         self.held: list[ResultStore] = []  # stores this session owns (their locks)
         self.refused: set[Path] = set()  # cells whose store another session owns
         self._cell_settings: dict[Path, CellSettings] = {}
@@ -125,6 +128,7 @@ class Session:
             kinds=kinds,
         )
         session.masking = shareable.configure(settings.mask)
+        session.on_worker = worker is not None
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "xlatune-session")
         config.pluginmanager.register(session.figures, "xlatune-final-figures")
@@ -162,6 +166,7 @@ class Session:
             self.note_gate(cell_path, report)
         if report.when == "call":
             self.note_ran(cell_path, str(props["xlatune_item"]))
+            self.notify_progress(cell_path, str(props["xlatune_item"]), props)
             if props.get("xlatune_sweep_stop"):  # from a worker too: the controller writes the lock
                 self.note_stopped(cell_path)
             if props.get("xlatune_needs"):
@@ -192,6 +197,9 @@ class Session:
                 )
             except OSError as error:
                 self.stops.append(f"xlatune: the report could not be written: {error}")
+        if self.settings.notify and not self.on_worker and not session.config.option.collectonly:
+            for cell in self.cells_that_ran():
+                self.notifier(cell).send(self.milestones.final(cell, len(self.ran[cell.path]), self.outputs, self.root))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         def write(text: str) -> None:
@@ -295,6 +303,14 @@ class Session:
                 transport, self.settings.notify, cwd=cell.backend.option("checkout"), warn=self.warn
             )
         return self._notifier
+
+    def notify_progress(self, cell_path: Path, item: str, props: dict[str, object]) -> None:
+        """Kickoff, a positive result, the mid-point (engine/milestones.py), when notifying."""
+        if self.settings.notify and not self.on_worker:
+            cell, specs = self.cells[cell_path], self.upcoming.get(cell_path, [])
+            rerun = any(s.name == item and s.kind is RunKind.WINNER_EVIDENCE for s in specs)
+            for message in self.milestones.after_item(cell, item, props, len(self.ran[cell_path]), len(specs), rerun):
+                self.notifier(cell).send(message)
 
     def stop(self, cell: Cell, stop: SweepStopped, session: pytest.Session) -> str:
         """A stop trigger fired: record it, cancel our queued jobs, notify, stop the session."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FAKE, notify_sink
 
 HANG = "--xlatune-hang=init_allowance_s=1,compile_allowance_s=1,floor_s=1,k=2"
 
@@ -85,11 +85,8 @@ def test_oom_is_never_retried_and_xfails_with_the_memory_figures(
 def test_notifier_gets_the_stop_message_as_one_argument(
     pytester: pytest.Pytester, fake_trainer_env: None, tmp_path: Path
 ) -> None:
-    sink = tmp_path / "sent.txt"
-    script = tmp_path / "notify.sh"
-    script.write_text(f'#!/bin/sh\nprintf "%s\\n---\\n" "$1" >> {sink}\n')
-    script.chmod(0o755)
-    run(pytester, "--xla_fake_fail=coord_timeout", f"--xlatune-notify={script} {{message}}")
+    notify, sink = notify_sink(tmp_path)
+    run(pytester, "--xla_fake_fail=coord_timeout", notify)
     sent = sink.read_text()
     assert sent.startswith("[xla-tuning STOP] pb FSDP=8 sweep halted")
 
