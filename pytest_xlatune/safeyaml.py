@@ -48,7 +48,7 @@ class AliasRefused(XlatuneError, ComposerError):
         return f"{where}: {self.key or '(top level)'}: expected {EXPECTED}, found {self.found}"
 
 
-class TooDeep(yaml.YAMLError):
+class TooDeep(XlatuneError, yaml.YAMLError):
     """A document nested deeper than the parser's recursion allows (`[[[[…]]]]`)."""
 
     def __str__(self) -> str:

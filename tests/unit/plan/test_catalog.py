@@ -280,8 +280,20 @@ def test_wave_mapping_reads_profiles_catalog_max_and_stack(tmp_path: Path) -> No
         ),
         ("  2: {max: 3}\n", "waves.2.max", 5, "a 'catalog' key next to max", "no 'catalog' key"),
         ("  2: {catalog: cpu, max: 0}\n", "waves.2.max", 5, "an integer >= 1", "0 (an integer)"),
-        ("  2: {stack: 1}\n", "waves.2.stack", 5, "true or an integer >= 2", "1 (an integer)"),
-        ("  2: {stack: lots}\n", "waves.2.stack", 5, "true or an integer >= 2", "'lots'"),
+        (
+            "  2: {stack: 1}\n",
+            "waves.2.stack",
+            5,
+            "true or an integer from 2 to 999 (how many winning profiles to combine)",
+            "1 (an integer)",
+        ),
+        (
+            "  2: {stack: lots}\n",
+            "waves.2.stack",
+            5,
+            "true or an integer from 2 to 999 (how many winning profiles to combine)",
+            "'lots'",
+        ),
         ("  2: {}\n", "waves.2", 5, "at least one of profiles, catalog, stack", "none of them"),
         (
             "  2: {catalog: cpu, ordr: 1}\n",
