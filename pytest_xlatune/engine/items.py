@@ -255,8 +255,8 @@ class CellItem(pytest.Item):
                 f"no longer exists in image {sweep.image or '(default)'} — {result.reason}"
                 f" (job {result.job_id}); not a performance regression: re-tune the recipe"
             )
-        if not result.measured:
-            raise RunFailed(result, stored=ran.reused)
+        if not result.measured:  # "stored" only for a failure no run of this session produced
+            raise RunFailed(result, stored=ran.reused and not sweep.runner.ran_in_session(ran.result.key))
         if spec.kind is RunKind.CROSS_CONFIG:
             sweep.gate_cross_config(spec, [result])
         if spec.kind is RunKind.GATE_RECIPE:

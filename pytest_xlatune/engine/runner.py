@@ -119,6 +119,11 @@ class JobRunner:
             (str(e.get("reason", "")) for e in self.store.events_of("early_stop") if str(e.get("job_id")) == job_id), ""
         )
 
+    def ran_in_session(self, key: str) -> bool:
+        """Whether this session ran (or shared) the run of this key itself, e.g. a candidate the
+        adaptive planner ran ahead of the item at hand: its result is no earlier session's."""
+        return key in self._ran_this_session
+
     def run(self, spec: RunSpec) -> RunOutcome:
         """Reuse a stored result for this exact run, or launch it and follow the playbook
         (retry, resume a node, drop, stop) until it has a final verdict."""
