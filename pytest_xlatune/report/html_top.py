@@ -12,9 +12,12 @@ from html import escape
 from .data import ReportData
 from .markdown import render_tuning_md
 
-_CODE = re.compile(r"`([^`]+)`")
+_CODE = re.compile(r"(?<!\\)`([^`]+)`")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
-_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")  # a link to a markdown heading: its words only
+_LINK = re.compile(r"(?<!\\)\[([^\]]+)(?<!\\)\]\([^)]*\)")  # a link to a markdown heading: its words only
+# What shareable.markdown_text escapes for markdown (a backslash before \ ` [ ] |, and < > as
+# entities): shown as the characters themselves, as a markdown viewer shows them.
+_ESCAPED = re.compile(r"\\([\\`\[\]|])")
 
 
 def section(markdown: str, title: str) -> str:
@@ -28,9 +31,18 @@ def section(markdown: str, title: str) -> str:
 
 
 def inline(text: str) -> str:
-    """Escaped text with the report's inline markdown: `code`, **bold**, [words](#anchor)."""
-    text = _LINK.sub(r"\1", escape(text, quote=False))
-    return _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", text))
+    """Escaped text with the report's inline markdown: `code`, **bold**, [words](#anchor); the
+    markdown escapes of the `md` filter (`\\[`, `&lt;`, …) outside code spans read as what they escape."""
+    spans: list[str] = []
+
+    def hold(span: re.Match[str]) -> str:  # a code span stays as written, even across **bold**
+        spans.append(f"<code>{escape(span.group(1), quote=False)}</code>")
+        return f"\0{len(spans) - 1}\0"
+
+    text = _LINK.sub(r"\1", _CODE.sub(hold, text.replace("\0", "")))
+    text = escape(_ESCAPED.sub(r"\1", text.replace("&lt;", "<").replace("&gt;", ">")), quote=False)
+    text = _BOLD.sub(r"<strong>\1</strong>", text)
+    return re.sub("\0([0-9]+)\0", lambda held: spans[int(held.group(1))], text)
 
 
 def to_html(markdown: str) -> str:

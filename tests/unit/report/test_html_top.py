@@ -95,3 +95,13 @@ def test_the_rerender_cli_writes_the_html_beside_the_markdown(tmp_path: Path) ->
     text = output.path.read_text(encoding="utf-8")
     assert output.path.name == "golden-tuning.html" and text.startswith("<!DOCTYPE html>")
     assert text.find("xlatune-tldr") < text.find("<svg") and "<script" not in text
+
+
+def test_inline_reads_the_md_filters_escapes_as_a_markdown_viewer_does() -> None:
+    # the TL;DR's "evidence2::winner\[narrow\]" (shareable.markdown_text) showed its backslashes
+    assert (
+        html_top.inline(r"re-run evidence2::winner\[narrow\] (job 15)") == "re-run evidence2::winner[narrow] (job 15)"
+    )
+    # still no link, no element: the text as written
+    assert html_top.inline(r"&lt;b&gt;x \[y\](http://evil)") == "&lt;b&gt;x [y](http://evil)"
+    assert html_top.inline("**`o1`** at **1 TGS**") == "<strong><code>o1</code></strong> at <strong>1 TGS</strong>"
