@@ -155,6 +155,12 @@ class JobResult:
         object.__setattr__(self, "kind", RunKind(self.kind))
 
     @property
+    def own_tgs(self) -> float | None:
+        """This job's own steady TGS: `tgs` unless the result is pooled (`runs`), whose `tgs` is
+        the mean of its runs (the job's own value is then its entry in `runs`)."""
+        return dict(self.runs).get(self.job_id, self.tgs) if self.runs else self.tgs
+
+    @property
     def measured(self) -> bool:
         return self.verdict.measured and self.tgs is not None
 

@@ -47,7 +47,7 @@ class Measurement:
         return [
             *([("xlatune_needs", self.needs)] if self.needs else []),
             *figure_properties(self.figure),
-            ("xlatune_job_tgs", result.tgs),
+            ("xlatune_job_tgs", result.own_tgs),
             ("xlatune_job_id", result.job_id),
             ("xlatune_verdict", result.verdict.value),
             ("xlatune_reused", self.reused),

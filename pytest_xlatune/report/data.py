@@ -311,9 +311,11 @@ def every_job(results: Sequence[JobResult], jobs: Sequence[JobResult]) -> list[J
     """Every job of the store and of the results, once each (by backend and job id, the current
     result first), sorted by job id."""
     by_job: dict[tuple[str, str], JobResult] = {}
+    stored = {(r.backend, r.job_id): r for r in jobs}
     for r in [*jobs, *results]:
         if r.job_id and not r.shared_from:  # a shared duplicate is its source's job again
-            by_job[(r.backend, r.job_id)] = r
+            # a pooled result (adaptive repeats) carries the mean of its runs: the job's own row
+            by_job[(r.backend, r.job_id)] = stored.get((r.backend, r.job_id), r) if r.runs else r
     return sorted(by_job.values(), key=_job_number)
 
 

@@ -63,7 +63,7 @@ def _row(result: JobResult, found: figures.Figure | None) -> dict[str, object]:
         # this job's own steady TGS, one of the runs behind it.
         "tgs": found.tgs if found else None,
         "runs": found.runs_text() if found else "",
-        "job_tgs": result.tgs,
+        "job_tgs": result.own_tgs,
         "step_seconds": result.step_seconds,
         "delta_pct": comparison.delta_pct if comparison else None,
         "ci_low": comparison.ci_low_pct if comparison else None,
