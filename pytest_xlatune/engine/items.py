@@ -241,7 +241,7 @@ class CellItem(pytest.Item):
         departed = ""
         # The figure of these settings so far (every run of them, pooled: figures.py); the
         # terminal summary, junit and the reports show it again once later runs have joined it.
-        found = figures.figure(result, sweep.results()) if result.tgs is not None else None
+        found = figures.figure(result, sweep.results_here()) if result.tgs is not None else None
         if spec.kind not in figures.UNCOMPARED and result.tgs is not None:
             departed = verdicts.numerics_check(result, sweep.results()).where()
         self._show(self.outcome.measured(Measurement(result, spec, ran.reused, found, departed, needs)))

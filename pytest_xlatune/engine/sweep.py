@@ -152,6 +152,15 @@ class Sweep:
         found = current_results(self.cell, self.specs, latest, self.key, self.numerics)
         return self._pool.pooled(found, latest) if self._pool is not None else found
 
+    def results_here(self) -> list[JobResult]:
+        """`results()`; under the image gate only the runs of this session: a gate compares the
+        new image with the lock's in one time window, so an earlier gate's runs of the same image
+        (latest in the store until this session runs them again) are never its figures or controls."""
+        found = self.results()
+        if not any(s.kind is RunKind.GATE_RECIPE for s in self.specs):
+            return found
+        return [r for r in found if self.runner.ran_in_session(r.key)]
+
     def _direct_results(self, latest: dict[str, JobResult]) -> list[JobResult]:
         return [latest[key] for spec in self.specs if not spec.needs_resolution if (key := self.key(spec)) in latest]
 
@@ -259,7 +268,7 @@ class Sweep:
             """The first run of a kind on this tag, and its results; a control the selection
             left out (-k) is measured now, so the comparison stays in this time window."""
             first = next(s for s in self.specs if s.kind is kind and s.config_tag == tag)
-            found = [r for r in self.results() if r.kind is kind and r.config_tag == tag]
+            found = [r for r in self.results_here() if r.kind is kind and r.config_tag == tag]
             if not found:
                 found = [self.run(first).result]
             return first, found

@@ -305,3 +305,19 @@ def test_a_second_gate_measures_its_runs_again_in_its_own_time_window(pytester: 
     # Each of the 12 gate items ran once per gate session: none of the second's came from the first.
     assert len(gate_runs) == 24 and len({e["job_id"] for e in gate_runs}) == 24
     assert [e["profile"] for e in gate_runs[:12]] == [e["profile"] for e in gate_runs[12:]]
+
+
+def test_a_second_gate_of_the_recipe_alone_runs_its_controls_in_its_own_session(
+    pytester: pytest.Pytester, swept: Path
+) -> None:
+    # The first gate's baseline and old-image runs (same image, latest in the store) were taken
+    # as the second's controls ("jobs … vs 65 72 … in this session", job 65 from the first gate).
+    same = image(pytester.path, "same-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE).assert_outcomes(passed=12)
+    first = {e["job_id"] for e in events(pytester) if e["event"] == "result"}
+    alone = pytester.runpytest(
+        f"{swept}::gate::fast[sparse]", "--xlatune-gate", f"--xlatune-image={same}", "-rf", *FAKE
+    )
+    alone.assert_outcomes(passed=1)
+    ran = [e for e in events(pytester) if e["event"] == "result" and e["job_id"] not in first]
+    assert {e["profile"] for e in ran} >= {"baseline", "baseline-oldimage", "fast", "fast-oldimage"}
