@@ -75,7 +75,7 @@ KEYS: tuple[Key, ...] = (
     Key("backend", sections.backend, "local | maxtext-slurm | sbatch and its options"),
     Key("image", _or_empty, "container image"),
     Key("hardware", _or_empty, "hardware label for the report"),
-    Key("policy", sections.policy, "playbook overrides (JSON text)"),
+    Key("policy", sections.policy, "playbook overrides, e.g. {rccl_init_flake: {retries: 3}}"),
 )
 TOP_KEYS = tuple(key.name for key in KEYS)
 BY_NAME = {key.name: key for key in KEYS}
