@@ -112,6 +112,9 @@ class JobResult:
     xla_flags: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     overrides: tuple[tuple[str, str], ...] = ()
+    # Env-file variables this run unset (restore_default of an entry whose image default is
+    # unset): part of what it ran, so no run with the variable set is its duplicate or inert twin.
+    unset_env: tuple[str, ...] = ()
     nodelist: str = ""
     image: str = ""
     backend: str = ""
@@ -182,7 +185,7 @@ class JobResult:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["verdict"] = Verdict(values["verdict"])
-        for name in ("xla_flags", "tgs_values", "steps_used", "retries"):
+        for name in ("xla_flags", "unset_env", "tgs_values", "steps_used", "retries"):
             values[name] = tuple(values.get(name) or ())
         for name in ("env", "overrides", "artifacts", "runs"):
             values[name] = tuple(tuple(pair) for pair in values.get(name) or ())

@@ -92,6 +92,7 @@ class Settings:
             tuple(sorted(result.env)),
             tuple(sorted(result.overrides)),
             _runtime_flags(result.xla_flags),
+            tuple(sorted(result.unset_env)),
         )
 
     @classmethod

@@ -33,10 +33,13 @@ def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float
 
 
 def settings_key(result: JobResult) -> tuple[object, ...]:
-    """What a run effectively ran: XLA flags resolved last-wins, env, overrides, tag, image.
+    """What a run effectively ran: XLA flags resolved last-wins, env, overrides, unset env, tag, image.
     A run that records no settings of its own but is not a baseline (e.g. a restore_default
     that only unsets env vars) is identical only to runs of its own name."""
-    if not (result.xla_flags or result.env or result.overrides) and result.kind is not RunKind.BASELINE:
+    if (
+        not (result.xla_flags or result.env or result.overrides or result.unset_env)
+        and result.kind is not RunKind.BASELINE
+    ):
         return (result.config_tag, result.image, result.kind, result.profile)
     flags: dict[str, str] = {}
     for flag in result.xla_flags:
@@ -48,6 +51,7 @@ def settings_key(result: JobResult) -> tuple[object, ...]:
         tuple(sorted(flags.items())),
         tuple(sorted(result.env)),
         tuple(sorted(result.overrides)),
+        tuple(sorted(result.unset_env)),
     )
 
 

@@ -25,6 +25,7 @@ from pytest_xlatune.store import ResultStore
 from pytest_xlatune.transport.base import LocalTransport
 from pytest_xlatune.verdict.gate_flags import FlagState, LockedFlag, locked_flags
 from pytest_xlatune.verdict.lock import Lock, LockedRecipe
+from pytest_xlatune.verdict.verdicts import settings_key
 
 SETTINGS = Settings.build("default", "img", (("NCCL_A", "1"),), (("steps", "15"),), ("--xla_x=1",))
 
@@ -77,6 +78,18 @@ def test_a_candidate_is_inert_against_the_measured_run_with_its_program_and_sett
 )
 def test_equal_programs_with_other_runtime_settings_are_never_inert(settings: Settings) -> None:
     assert inert_source("abc", settings, [measured("baseline", "3")], {"3": "abc"}) is None
+
+
+def test_a_run_that_unset_a_variable_is_no_source_for_a_run_that_keeps_it() -> None:
+    """restore_default unsets an env-file variable the image leaves unset: a candidate with the
+    same program that keeps the variable (the env file sets it) is not its inert twin, nor its
+    duplicate in the verdicts; the result records what it unset, through the store too."""
+    restored = measured("restore_default", "3", RunKind.RESTORE_DEFAULT, unset_env=("JAX_LOG_COMPILES",))
+    assert JobResult.from_dict(restored.to_dict()).unset_env == ("JAX_LOG_COMPILES",)
+    assert inert_source("abc", SETTINGS, [restored], {"3": "abc"}) is None
+    candidate = measured("o2", "4", RunKind.PROFILE)
+    assert settings_key(candidate) != settings_key(restored)
+    assert settings_key(replace(candidate, unset_env=("JAX_LOG_COMPILES",))) == settings_key(restored)
 
 
 def test_only_an_own_unprofiled_measurement_is_a_source() -> None:
