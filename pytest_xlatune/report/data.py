@@ -215,7 +215,7 @@ def build(
                 numerics=check.verdict.value,
                 departed=check.where(),
                 detectable_pct=verdicts.detectable_effect(measured, primary),
-                settings=choice.settings_count(r),
+                settings=choice.settings_count(r, measured),
                 overrides=" ".join(f"{k}={v}" for k, v in r.overrides) if r.kind is not RunKind.PIPELINE_SHAPE else "",
                 runs=fig.runs_text(),
                 unstable=fig.unstable,
@@ -297,7 +297,7 @@ def build(
         numerics_mode=mode.value,
         numerics_changed=tuple(row for row in rows if row.numerics == "changed"),
         baseline_spread=spread.max_abs if spread else None,
-        tie=_tie(picked) if picked and len(picked.tied) > 1 else None,
+        tie=_tie(picked, measured) if picked and len(picked.tied) > 1 else None,
         power=power,
         noise=tag_noise,
         disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
@@ -319,12 +319,21 @@ def every_job(results: Sequence[JobResult], jobs: Sequence[JobResult]) -> list[J
     return sorted(by_job.values(), key=_job_number)
 
 
-def _tie(picked: choice.Choice) -> Tie:
+def _tie(picked: choice.Choice, measured: Sequence[JobResult]) -> Tie:
+    """The tied winners as the TL;DR names them: each settings' figure (the mean of its runs, as
+    the leaderboard shows it) and how many settings it deploys."""
     return Tie(
         picked.recipe.profile,
         picked.fastest.profile,
         tuple(
-            (r.profile, choice.settings_count(r), r.tgs or 0.0, c.delta_pct, c.ci_low_pct, c.ci_high_pct)
+            (
+                r.profile,
+                choice.settings_count(r, measured),
+                choice.mean_tgs(r, measured),
+                c.delta_pct,
+                c.ci_low_pct,
+                c.ci_high_pct,
+            )
             for r, c in picked.tied
         ),
     )

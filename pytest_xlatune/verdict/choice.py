@@ -4,13 +4,14 @@ groups and comparisons they read are verdicts'."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..results import JobResult, RunKind
 from . import stats
 from .numerics import Mode
-from .verdicts import baseline_values, compare_result, noise, numerics_changed
+from .verdicts import baseline_values, compare_result, group_of, noise, numerics_changed, settings_key
 
 
 @dataclass(frozen=True)
@@ -51,14 +52,15 @@ def winners(
     kinds: tuple[RunKind, ...] = (RunKind.PROFILE,),
     mode: Mode = Mode.FAIL,
 ) -> list[JobResult]:
-    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first;
+    """Measured runs of waves 2..up_to_wave better than the baseline beyond noise, fastest first
+    by the figure every output shows (the mean of every run of their settings), one per settings;
     a run whose loss left the baseline's (numerics changed) is none unless `mode` is WARN."""
-    found = []
+    found: dict[tuple[object, ...], JobResult] = {}
     for r in results:
         if r.kind not in kinds or r.config_tag != config_tag or not r.measured or r.tgs is None:
             continue
         wave = r.wave.removeprefix("wave")
-        if not wave.isdigit() or int(wave) > up_to_wave:
+        if not wave.isdigit() or int(wave) > up_to_wave or settings_key(r) in found:
             continue
         comparison = compare_result(r, results)
         if (
@@ -66,8 +68,13 @@ def winners(
             and comparison.verdict is stats.Direction.BETTER
             and (mode is Mode.WARN or not numerics_changed(r, results))
         ):
-            found.append(r)
-    return sorted(found, key=lambda r: -(r.tgs or 0.0))
+            found[settings_key(r)] = r
+    return sorted(found.values(), key=lambda r: -mean_tgs(r, results))
+
+
+def mean_tgs(result: JobResult, results: Sequence[JobResult]) -> float:
+    """The figure of the result's settings: the mean steady TGS of every run of them."""
+    return statistics.fmean(group_of(result, results))
 
 
 def best_measured(
@@ -78,9 +85,13 @@ def best_measured(
     return max(candidates, key=lambda r: r.tgs or 0.0, default=None)
 
 
-def settings_count(result: JobResult) -> int:
-    """How many settings a recipe deploys: XLA flags, env vars and overrides."""
-    return len(result.xla_flags) + len(result.env) + len(result.overrides)
+def settings_count(result: JobResult, results: Sequence[JobResult] = ()) -> int:
+    """How many settings a recipe deploys: XLA flags, env vars, unset env vars and overrides —
+    not the overrides every run of its config tag carries (its baseline runs' among `results`),
+    as the adaptive planner counts a profile's own (adaptive.keys)."""
+    tag = {o for r in results if r.kind is RunKind.BASELINE and r.config_tag == result.config_tag for o in r.overrides}
+    own = [o for o in result.overrides if o not in tag]
+    return len(result.xla_flags) + len(result.env) + len(result.unset_env) + len(own)
 
 
 @dataclass(frozen=True)
@@ -99,17 +110,21 @@ class Choice:
 def choose(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> Choice | None:
     """The deployable recipe: among the winners (profiles or stacks better than the baseline
     beyond noise) that the fastest one does not beat beyond noise, the one with the fewest
-    settings, then the fastest — a stack therefore only when it beats every simpler winner."""
+    settings, then the fastest — a stack therefore only when it beats every simpler winner.
+    Every figure is of all the runs of a winner's settings (what every output shows)."""
     found = winners(results, config_tag, 4, kinds=(RunKind.PROFILE, RunKind.STACK), mode=mode)
     if not found:
         return None
     top, tag_noise = found[0], noise(results, config_tag)
     tied = []
     for r in found:
-        vs_top = stats.compare([r.tgs or 0.0], [top.tgs or 0.0], tag_noise)
+        vs_top = stats.compare(group_of(r, results), group_of(top, results), tag_noise)
         if vs_top.verdict is not stats.Direction.WORSE:
             tied.append((r, vs_top))
-    chosen = min((r for r, _ in tied), key=lambda r: (settings_count(r), r.kind is RunKind.STACK, -(r.tgs or 0.0)))
+    chosen = min(
+        (r for r, _ in tied),
+        key=lambda r: (settings_count(r, results), r.kind is RunKind.STACK, -mean_tgs(r, results)),
+    )
     return Choice(chosen, top, tuple(tied))
 
 

@@ -11,7 +11,7 @@ from pytest_xlatune.cell.load import load_cell
 from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.results import JobResult, Verdict
 from pytest_xlatune.verdict import verdicts
-from pytest_xlatune.verdict.choice import choose, recipe, winners
+from pytest_xlatune.verdict.choice import choose, recipe, settings_count, winners
 from pytest_xlatune.verdict.lock import build_lock
 from pytest_xlatune.verdict.numerics import Mode
 from pytest_xlatune.verdict.verdicts import disagreements, noise
@@ -171,6 +171,24 @@ def test_winners_within_the_noise_of_each_other_pick_the_one_with_fewer_settings
     assert (
         vs_fastest.delta_pct == pytest.approx(-0.917, abs=1e-3) and vs_fastest.ci_low_pct < 0 < vs_fastest.ci_high_pct
     )
+
+
+def test_ties_are_judged_on_every_run_of_the_settings_and_the_tags_overrides_are_no_setting() -> None:
+    """The figure of each winner is the mean of all its runs (the leaderboard's): o2's first job
+    read lower than o1, its repeat higher, so o2 is the fastest; both deploy one flag, the
+    config tag's override (every run of the tag carries it) is not one of their settings."""
+    tag = (("mlp_dim", "128"),)
+    base = [dataclasses.replace(r, overrides=tag) for r in BASELINES]
+    o2 = [
+        dataclasses.replace(run("o2", v, job=j, flags=("--xla_o=2",)), overrides=tag)
+        for v, j in ((1083.0, "3"), (1100.0, "8"))
+    ]
+    o1 = dataclasses.replace(run("o1", 1085.0, job="4", flags=("--xla_o=1",)), overrides=tag)
+    results = [*base, *o2, o1]
+    choice = choose(results, "default")
+    assert choice is not None and choice.fastest.profile == "o2" and choice.recipe.profile == "o2"
+    assert [r.profile for r, _ in choice.tied] == ["o2", "o1"]  # one row per settings
+    assert settings_count(o2[0], results) == 1 and settings_count(o2[0]) == 2
 
 
 def test_a_winner_with_more_settings_beyond_the_noise_of_the_simpler_one_stays_the_recipe() -> None:
