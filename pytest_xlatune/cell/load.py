@@ -108,7 +108,36 @@ def _cell(r: N.Ctx, root: Node | None) -> Cell:
         r.fail(top["parallelism"][0], "parallelism", *misfit)
     _check_job_names(r, cell, line_of(top["model_tag"][0]))
     _check_file_names(r, cell, line_of(top["model_tag"][0]))
+    _check_virtual_stages(r, cell)
     return cell
+
+
+def _check_virtual_stages(r: N.Ctx, cell: Cell) -> None:
+    """A pipeline shape's virtual stages become num_layers_per_pipeline_stage = layers / (stages ×
+    V): refuse a V the layer count (overrides.num_decoder_layers) does not give, or cannot be
+    computed without, instead of running another shape under this one's name."""
+    stages, overrides = cell.parallelism.size("PP"), dict(cell.overrides)
+    layers = overrides.get("num_decoder_layers") or overrides.get("base_num_decoder_layers") or ""
+    for i, shape in enumerate(cell.pipeline_shapes):
+        if shape.virtual_stages <= 1:
+            continue
+        key = f"pipeline_shapes[{i}].virtual_stages"
+        if not layers.isdigit():
+            r.fail(
+                shape.line,
+                key,
+                "overrides.num_decoder_layers set as well (the layers per pipeline stage are computed from it)",
+                f"virtual_stages {shape.virtual_stages} and no num_decoder_layers in overrides",
+            )
+        if int(layers) % (stages * shape.virtual_stages):
+            fits = [v for v in range(1, int(layers) // stages + 1) if int(layers) % (stages * v) == 0]
+            r.fail(
+                shape.line,
+                key,
+                f"a number of virtual stages that divides num_decoder_layers={layers} over {stages} pipeline "
+                f"stages ({', '.join(map(str, fits))})",
+                str(shape.virtual_stages),
+            )
 
 
 def _slot(r: N.Ctx, root: Node, top: Fields, values: dict[str, Any]) -> ClusterSlot:

@@ -213,7 +213,13 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
         return (
             not_applied_marked(cmp, result, results)
             if result.kind is RunKind.WINNER_EVIDENCE
-            else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
+            # The baseline's own settings with the profiler: never better or worse, but a
+            # measurement off the baseline beyond its interval is no agreement either.
+            else replace(
+                cmp,
+                verdict=stats.Direction.WITHIN_NOISE,
+                unstable=cmp.unstable or cmp.ci_low_pct > 0 or cmp.ci_high_pct < 0,
+            )
         )
     cmp = stats.compare(
         group_of(result, results),

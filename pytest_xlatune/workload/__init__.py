@@ -42,7 +42,9 @@ def main(argv: Sequence[str]) -> int:
     try:
         cfg = parse_args(argv)
     except ArgError as exc:
-        print(f"pytest_xlatune.workload: error: {exc}", file=sys.stderr)
+        # As MaxText's config checks fail: a ValueError line, which triage reads as the cause (a
+        # python_exception, never retried), not an unexplained exit code.
+        print(f"ValueError: {exc}", file=sys.stderr)
         return 2
     if cfg.ignored:
         print(f"WARNING: ignoring unknown config keys: {' '.join(cfg.ignored)}", file=sys.stderr, flush=True)

@@ -39,7 +39,11 @@ MOE_TAGS = (
 
 
 def cell_text(model: str, parallelism: str, pdbs: bool, checkout: Path) -> str:
-    shapes = "pipeline_shapes:\n  - {microbatches: 16, virtual_stages: 2}\n" if "PP" in parallelism else ""
+    shapes = (
+        "pipeline_shapes:\n  - {microbatches: 16, virtual_stages: 2}\noverrides: {num_decoder_layers: 64}\n"
+        if "PP" in parallelism
+        else ""
+    )
     return (
         f"model_tag: {model}\nnodelist: node[01-08]\nparallelism: {parallelism}\n"
         + ("pdbs: 2\n" if pdbs else "")

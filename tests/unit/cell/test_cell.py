@@ -525,6 +525,23 @@ def test_numbers_that_name_a_run_are_bounded(tmp_path: Path, text: str, line: in
     assert re.fullmatch(re.escape(expected).replace(r"\*", ".*"), info.value.expected)
 
 
+def test_virtual_stages_must_be_computable_from_the_layers(tmp_path: Path) -> None:
+    """V sets num_layers_per_pipeline_stage = layers / (stages × V): a V the layer count does not
+    give (or no layer count) is refused at collection, not run as another shape under its name."""
+    shapes = "pipeline_shapes:\n  - {microbatches: 8}\n  - {microbatches: 8, virtual_stages: 3}\n"
+    with pytest.raises(CellError) as info:
+        load_cell(_cell(tmp_path, PP_HEAD + shapes + "overrides: {num_decoder_layers: 8}\n"))
+    assert (info.value.line, info.value.key) == (6, "pipeline_shapes[1].virtual_stages")
+    assert info.value.expected == (
+        "a number of virtual stages that divides num_decoder_layers=8 over 4 pipeline stages (1, 2)"
+    )
+    with pytest.raises(CellError) as info:
+        load_cell(_cell(tmp_path, PP_HEAD + shapes))
+    assert "overrides.num_decoder_layers set as well" in info.value.expected
+    good = shapes.replace("virtual_stages: 3", "virtual_stages: 2") + "overrides: {num_decoder_layers: 8}\n"
+    assert [s.name for s in load_cell(_cell(tmp_path, PP_HEAD + good)).pipeline_shapes] == ["mb8_v1", "mb8_v2"]
+
+
 def test_cell_error_survives_pickling() -> None:
     # pytest-xdist ships collection errors between processes.
     err = CellError(Path("c.yml"), 3, "steps", "an integer", "'x'", "steps")

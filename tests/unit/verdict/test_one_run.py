@@ -101,3 +101,18 @@ def test_one_run_the_planner_stopped_as_no_win_is_never_better_on_its_own(reason
         # a second run of its settings: judged on both, as any group
         again = dataclasses.replace(spiked, job_id="again", key="again", verdict=Verdict.SUCCESS, reason="")
         assert verdicts.compare_result(spiked, [*with_stop, again]).verdict is stats.Direction.BETTER  # type: ignore[union-attr]
+
+
+def test_a_profiled_baseline_run_off_the_baseline_beyond_its_interval_reads_unstable() -> None:
+    """The baseline's evidence run is never better or worse; when its interval lies wholly below
+    (or above) zero it is no agreement either: *unstable*, not *within noise* (a 10-step cell
+    measures it on step 9 alone, right after the profiler)."""
+    jobs = cases.Jobs(1)
+    jobs.wave1(baselines=(1000.0, 1004.0, 1002.0), restore=None, config_tag="default")
+    near = jobs.add("wave1.5::evidence", "evidence", "evidence", 998.0, config_tag="default")
+    results = list(jobs.results)
+    far = dataclasses.replace(near, key="far", job_id="far", tgs=985.0)  # beyond 95 %, inside 99 %
+    for run, shown in ((near, "within_noise"), (far, "unstable")):
+        cmp = verdicts.compare_result(run, [*results, run] if run is far else results)
+        assert cmp is not None and stats.direction(cmp) == shown, (run.tgs, cmp)
+        assert cmp.verdict is stats.Direction.WITHIN_NOISE
