@@ -12,14 +12,14 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from .engine.cellfiles import check_cell_paths, dist_given, is_cell_file
+from .engine.cellfiles import check_cell_paths, dist_given, is_cell_file, uncollected_hint
 from .engine.items import CellFile, CellItem
 from .engine.session import Session
 from .launch.registry import Backend, LaunchContext, backend_kinds, make_backend
 from .options import add_options
 from .report.final import teststatus
 from .settings import Settings
-from .shareable import clean_report
+from .shareable import clean, clean_report
 
 R = TypeVar("R")
 Wrapped = Generator[None, R, R]  # a wrapper hook: what the inner hooks returned, passed on
@@ -104,3 +104,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
     return teststatus(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """`pytest mycells/` collects nothing when the cells are not named: say how to name them."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and (hint := uncollected_hint(config)):
+        terminalreporter.write_line(clean(hint, terminal=True))

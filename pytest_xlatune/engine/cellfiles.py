@@ -36,6 +36,22 @@ def check_cell_paths(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{path}: expected a cell file ({'/'.join(CELL_SUFFIXES)}), found a directory")
 
 
+def uncollected_hint(config: pytest.Config) -> str:
+    """Why a session that collected nothing did not take the YAML files of a directory it was
+    given ("" when none was given): cells are the files named, or matched by `xlatune_cells`."""
+    for arg in config.args:
+        path = Path(arg.split("::")[0])
+        found = sorted(p.name for p in path.glob("*") if p.suffix in CELL_SUFFIXES) if path.is_dir() else []
+        if found:
+            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+            return (
+                f"xlatune: {arg} holds {shown}, not collected: cells are the YAML files named "
+                f"(pytest {path / '*.yml'}) or matched by the xlatune_cells ini patterns "
+                f"(default cells/*.yml; e.g. -o xlatune_cells='{path / '*.yml'}')"
+            )
+    return ""
+
+
 def dist_given(config: pytest.Config) -> bool:
     """Whether the user chose xdist's `--dist` (else `-n N` keeps each cell on one worker)."""
     args = [*config.invocation_params.args, *config.getini("addopts"), *os.environ.get("PYTEST_ADDOPTS", "").split()]

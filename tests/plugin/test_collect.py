@@ -49,3 +49,17 @@ def test_help_lists_every_option_with_its_ini_twin(pytester: pytest.Pytester) ->
             "*xlatune_cells*",
         ]
     )
+
+
+def test_a_directory_of_unnamed_cells_says_how_to_name_them(pytester: pytest.Pytester) -> None:
+    """`pytest mycells/` collects no cell (cells are named or matched by xlatune_cells): the
+    session says so and how, instead of a bare "no tests ran"."""
+    (pytester.path / "mycells").mkdir()
+    (pytester.path / "mycells" / "a.yml").write_text("model_tag: a\nnodes: 1\nparallelism: FSDP=2\n")
+    result = pytester.runpytest("mycells", "--collect-only", "-q", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(
+        ["xlatune: mycells holds a.yml, not collected: cells are the YAML files named (pytest mycells/[*].yml)*"]
+    )
+    named = pytester.runpytest("-o", "xlatune_cells=mycells/*.yml", "--collect-only", "-q", "-p", "no:cacheprovider")
+    assert named.ret == 0 and "xlatune: mycells holds" not in named.stdout.str()
