@@ -33,15 +33,18 @@ def append_history(runtime: Session, date: str = "") -> list[Output]:
         ran = runtime.ran.get(cell.path, set())
         image = runtime.cell_settings(cell).image
         here = [r for r in session_results(runtime, cell) if r.item in ran]
+        sweep = runtime.sweeps.get(cell.path)
+        if sweep is None or not any(sweep.runner.ran_in_session(r.key) for r in here):
+            continue  # every item reused a stored result: nothing new to record
         spent = session_spent(runtime, cell, here).node_hours
         rows: list[HistoryRow]
         if runtime.settings.gate:
             rows = gate_rows(date, image, here, spent)
         else:
-            results = [r for r in stored.results if r.item in ran]
+            # The recipe's figure as the lock and the reports show it: from every stored run.
             built = build_lock(cell, list(stored.results), stored.nodelist, image, mode=runtime.settings.numerics)
             recipes = {r.config_tag: r.profile for r in built.recipes} if built else {}
-            rows = sweep_rows(date, image, results, recipes, spent)
+            rows = sweep_rows(date, image, list(stored.results), recipes, spent)
         if rows:
             path = history_path(runtime.paths(cell).store)
             append_rows(path, rows)

@@ -22,6 +22,7 @@ from scipy import stats as scipy_stats
 from ..errors import XlatuneError
 from ..results import JobResult, RunKind
 from ..safefs import read_text_nofollow, write_atomic
+from ..verdict import verdicts
 
 SUFFIX = ".history.csv"
 
@@ -78,14 +79,13 @@ def row(
     image: str,
     config_tag: str,
     recipe: str,
-    recipe_runs: Sequence[JobResult],
-    baseline_runs: Sequence[JobResult],
+    recipe_values: Sequence[float],
+    baseline_values: Sequence[float],
     node_hours: float,
-    control_runs: Sequence[JobResult] = (),
+    control_values: Sequence[float] = (),
 ) -> HistoryRow:
-    """One history row from the runs behind it."""
-    base, rec = interval(_tgs(baseline_runs)), interval(_tgs(recipe_runs))
-    controls = _tgs(control_runs)
+    """One history row from the steady TGS of the runs behind it."""
+    base, rec = interval(baseline_values), interval(recipe_values)
     return HistoryRow(
         date,
         kind,
@@ -94,8 +94,8 @@ def row(
         recipe,
         *base,
         *rec,
-        sum(controls) / len(controls) if controls else math.nan,
-        len(_tgs(recipe_runs)),
+        sum(control_values) / len(control_values) if control_values else math.nan,
+        len(recipe_values),
         node_hours,
     )
 
@@ -117,10 +117,10 @@ def gate_rows(
                 image,
                 tag,
                 recipe[0].profile,
-                recipe,
-                [r for r in in_tag if r.kind is RunKind.BASELINE],
+                _tgs(recipe),
+                _tgs(r for r in in_tag if r.kind is RunKind.BASELINE),
                 node_hours,
-                [r for r in in_tag if r.kind is RunKind.GATE_OLD_RECIPE],
+                _tgs(r for r in in_tag if r.kind is RunKind.GATE_OLD_RECIPE),
             )
         )
     return rows
@@ -130,16 +130,16 @@ def sweep_rows(
     date: str, image: str, results: Sequence[JobResult], recipes: dict[str, str], node_hours: float, kind: str = "sweep"
 ) -> list[HistoryRow]:
     """A sweep's rows: per config tag with a baseline, its recipe (config tag → profile; "" when
-    none was found) against the tag's baselines."""
+    none was found) against the tag's baselines — each the runs behind the figure every other
+    output shows (every run of the recipe's settings; every baseline run of the tag)."""
     rows = []
     measured = [r for r in results if r.measured and r.tgs is not None and r.image == image]
     for tag in dict.fromkeys(r.config_tag for r in measured if r.kind is RunKind.BASELINE):
         in_tag = [r for r in measured if r.config_tag == tag]
         profile = recipes.get(tag, "")
         recipe = [r for r in in_tag if profile and r.profile == profile and r.kind is not RunKind.BASELINE]
-        rows.append(
-            row(date, kind, image, tag, profile, recipe, [r for r in in_tag if r.kind is RunKind.BASELINE], node_hours)
-        )
+        values = list(verdicts.group_of(recipe[0], measured)) if recipe else []
+        rows.append(row(date, kind, image, tag, profile, values, verdicts.baseline_values(measured, tag), node_hours))
     return rows
 
 
