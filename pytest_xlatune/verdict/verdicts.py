@@ -246,7 +246,9 @@ def not_applied_marked(cmp: stats.Comparison, result: JobResult, results: Sequen
 
 
 def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[JobResult]:
-    """The measured evidence re-runs (profiler on) of the result's settings."""
+    """The measured evidence re-runs (profiler on) of the result's settings, but those measured on
+    fewer than POOLED_MIN_STEPS steady steps (a 10-step cell's profiled run has step 9 alone, right
+    after the profiler's window: no measurement to confirm or contradict a win with)."""
     key = settings_key(result)
     return [
         e
@@ -254,6 +256,7 @@ def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[Job
         if e.kind is RunKind.WINNER_EVIDENCE
         and e.measured
         and e.tgs is not None
+        and (not profiled(e) or not 0 < steady_steps(e) < POOLED_MIN_STEPS)  # 0: not recorded
         and e.config_tag == result.config_tag
         and (e.resolved_from == result.profile or settings_key(e) == key)
     ]

@@ -264,3 +264,14 @@ def test_the_detectable_effect_shrinks_with_repeats() -> None:
     # 0.42 % over 1 df (no prior): t quantiles of 1 df make it 7.6 % (3.2 % with the old prior's 5 df)
     assert detectable_effect(two, 1, 2) == pytest.approx(7.57, abs=0.01)
     assert detectable_effect(two, 4, 4) < detectable_effect(two, 2, 2) < detectable_effect(two, 1, 2)
+
+
+def test_a_profiled_re_run_on_fewer_than_three_steady_steps_neither_confirms_nor_contradicts() -> None:
+    """A 10-step cell measures the winner's evidence run on step 9 alone, right after the profiler:
+    its reading (here far below) does not contradict two agreeing runs, nor confirm one run alone."""
+    two = [run("fast", 1100.0, job="3", flags=("--xla_f=1",)), run("fast", 1104.0, job="4", flags=("--xla_f=1",))]
+    short = dataclasses.replace(confirmed("fast", 700.0, flags=("--xla_f=1",)), steps_used=(9,), tgs_values=(700.0,))
+    assert verdicts.confirmation(two[0], [*BASELINES, *two, short]) == ""
+    assert "rests on one run" in verdicts.confirmation(two[0], [*BASELINES, two[0], short])
+    longer = dataclasses.replace(short, steps_used=(9, 10, 11), tgs_values=(700.0, 700.0, 700.0))
+    assert "contradicts" in verdicts.confirmation(two[0], [*BASELINES, *two, longer])
