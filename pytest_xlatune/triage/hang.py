@@ -4,6 +4,7 @@ warnings (pure: `now` is passed in)."""
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,8 +33,8 @@ class HangSettings:
 
     def __post_init__(self) -> None:
         for name in ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"hang setting {name} must be > 0, got {getattr(self, name)!r}")
+            if not 0 < getattr(self, name) < math.inf:  # inf: a hung job would never be seen
+                raise ValueError(f"hang setting {name} must be a finite number > 0, got {getattr(self, name)!r}")
         if self.floor_s > self.cap_s:
             raise ValueError(f"hang setting floor_s ({self.floor_s:g}) is above cap_s ({self.cap_s:g})")
 

@@ -117,7 +117,16 @@ def test_settings_are_configurable() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"k": 0}, {"floor_s": -1}, {"cap_s": 0}, {"floor_s": 300, "cap_s": 200}, {"compile_allowance_s": 0}]
+    "bad",
+    [
+        {"k": 0},
+        {"floor_s": -1},
+        {"cap_s": 0},
+        {"floor_s": 300, "cap_s": 200},
+        {"compile_allowance_s": 0},
+        {"k": float("inf")},  # --xlatune-hang=k=1e400: a hung job would never be seen
+        {"init_allowance_s": float("nan")},
+    ],
 )
 def test_impossible_settings_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="hang setting"):
