@@ -27,6 +27,24 @@ if TYPE_CHECKING:
 HANG_FIELDS = ("k", "floor_s", "cap_s", "compile_allowance_s", "init_allowance_s")
 
 
+# `[user@]host[:port]`: an ssh_config alias or a host name (IPv6 in brackets), never an option.
+_SSH_HOST = re.compile(
+    r"(?:[A-Za-z0-9_][A-Za-z0-9._-]*@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?"
+)
+
+
+def check_ssh_host(host: str) -> None:
+    """--xlatune-ssh-host is `[user@]host[:port]` (port 1-65535); else a usage error naming it."""
+    if not host:
+        return
+    m = _SSH_HOST.fullmatch(host)
+    if m is None or (m.group(1) is not None and not 0 < int(m.group(1)) < 65536):
+        raise pytest.UsageError(
+            f"--xlatune-ssh-host: expected [user@]host[:port] (an ssh_config alias or a host name, "
+            f"port 1-65535), found {host[:80]!r}"
+        )
+
+
 @dataclass(frozen=True)
 class CellSettings:
     """One cell's image, interpreter, playbook and hang thresholds, each resolved once."""
@@ -77,6 +95,7 @@ class Settings:
             raise pytest.UsageError(
                 "--xlatune-host-cmd and --xlatune-ssh-host: expected one way to reach Slurm, found both"
             )
+        check_ssh_host(str(values["ssh-host"]))
         if values["gate-advisory"] and not values["gate"]:
             raise pytest.UsageError("--xlatune-gate-advisory: expected with --xlatune-gate, found it alone")
         if values["gate-repair"] and not values["gate"]:

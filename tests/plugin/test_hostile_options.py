@@ -49,6 +49,17 @@ CASES = [
         "(No closing quotation)",
     ),
     (
+        "ssh-host-an-option",  # never an ssh option, a space or a port past 65535
+        "--xlatune-ssh-host=-oProxyCommand=x",
+        "--xlatune-ssh-host: expected [[]user@[]]host[[]:port[]] (an ssh_config alias or a host name, "
+        "port 1-65535), found '-oProxyCommand=x'",
+    ),
+    (
+        "ssh-host-port-too-big",
+        "--xlatune-ssh-host=u@h:99999",
+        "--xlatune-ssh-host: expected * found 'u@h:99999'",
+    ),
+    (
         "ssh-config-is-a-directory",
         "--xlatune-ssh-config=adir/",
         "--xlatune-ssh-config: expected a file, found 'adir/' (a directory)",
