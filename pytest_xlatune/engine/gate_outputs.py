@@ -49,7 +49,13 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
             continue  # its items failed with that line already
         store = runtime.store_for(cell)
         new_image = runtime.cell_settings(cell).image
-        runs = tuple(r for r in store.latest_by_key().values() if r.wave == "gate")
+        sweep = runtime.sweeps.get(cell.path)
+        # This gate's runs: an earlier gate's (latest in the store until run again) are not its own.
+        runs = tuple(
+            r
+            for r in store.latest_by_key().values()
+            if r.wave == "gate" and (sweep is None or sweep.runner.ran_in_session(r.key))
+        )
         if cell.path not in runtime.repairs:  # once: it writes the proposed lock
             runtime.repairs[cell.path] = repair_of(runtime, cell, lock, measured_on(store, new_image))
         by_tag.setdefault(cell.model_tag, []).append(
