@@ -305,10 +305,20 @@ def test_a_second_gate_measures_its_runs_again_in_its_own_time_window(pytester: 
     # Each of the 12 gate items ran once per gate session: none of the second's came from the first.
     assert len(gate_runs) == 24 and len({e["job_id"] for e in gate_runs}) == 24
     assert [e["profile"] for e in gate_runs[:12]] == [e["profile"] for e in gate_runs[12:]]
-    # The gate report's run table is this gate's: the second session's 12 jobs, none of the first's.
+
+
+def test_the_gate_reports_run_table_is_this_gates(pytester: pytest.Pytester, swept: Path) -> None:
+    # A gate of another image before: its runs are the latest of their keys in the store, but
+    # not this gate's (they were listed under this session's verdict).
+    other = image(pytester.path, "other-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={other}", *FAKE).assert_outcomes(passed=12)
+    before = {e["job_id"] for e in events(pytester) if e["event"] == "result"}
+    same = image(pytester.path, "same-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE).assert_outcomes(passed=12)
+    now = {e["job_id"] for e in events(pytester) if e["event"] == "result" and e["wave"] == "gate"} - before
     table = (pytester.path / "gated-gate.md").read_text().split("### Gate runs", 1)[1]
     jobs = {row.split("|")[4].strip() for row in table.splitlines() if row.startswith("| gate::")}
-    assert jobs == {e["job_id"] for e in gate_runs[12:]}
+    assert jobs == now and len(now) == 12
 
 
 def test_a_second_gate_of_the_recipe_alone_runs_its_controls_in_its_own_session(
