@@ -44,7 +44,7 @@ def append_history(runtime: Session, date: str = "") -> list[Output]:
             # The recipe's figure as the lock and the reports show it: from every stored run.
             built = build_lock(cell, list(stored.results), stored.nodelist, image, mode=runtime.settings.numerics)
             recipes = {r.config_tag: r.profile for r in built.recipes} if built else {}
-            rows = sweep_rows(date, image, list(stored.results), recipes, spent)
+            rows = sweep_rows(date, image, list(stored.results), recipes, spent, {r.item for r in here})
         if rows:
             path = history_path(runtime.paths(cell).store)
             append_rows(path, rows)

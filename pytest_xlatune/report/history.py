@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -127,14 +127,22 @@ def gate_rows(
 
 
 def sweep_rows(
-    date: str, image: str, results: Sequence[JobResult], recipes: dict[str, str], node_hours: float, kind: str = "sweep"
+    date: str,
+    image: str,
+    results: Sequence[JobResult],
+    recipes: dict[str, str],
+    node_hours: float,
+    ran: Collection[str] | None = None,
+    kind: str = "sweep",
 ) -> list[HistoryRow]:
-    """A sweep's rows: per config tag with a baseline, its recipe (config tag → profile; "" when
-    none was found) against the tag's baselines — each the runs behind the figure every other
-    output shows (every run of the recipe's settings; every baseline run of the tag)."""
+    """A sweep's rows: per config tag whose baseline ran in the session (`ran`: the items that
+    ran; None: every tag), its recipe (config tag → profile; "" when none was found) against the
+    tag's baselines — each the runs behind the figure every other output shows (every run of the
+    recipe's settings; every baseline run of the tag)."""
     rows = []
     measured = [r for r in results if r.measured and r.tgs is not None and r.image == image]
-    for tag in dict.fromkeys(r.config_tag for r in measured if r.kind is RunKind.BASELINE):
+    tags = (r.config_tag for r in measured if r.kind is RunKind.BASELINE and (ran is None or r.item in ran))
+    for tag in dict.fromkeys(tags):
         in_tag = [r for r in measured if r.config_tag == tag]
         profile = recipes.get(tag, "")
         recipe = [r for r in in_tag if profile and r.profile == profile and r.kind is not RunKind.BASELINE]
