@@ -72,5 +72,11 @@ def test_the_probe_answer_parses_into_one_line_problems() -> None:
     missing = parse_probe("/n/bin/python", "pytest_xlatune.workload", 0, "xlatune-probe 3.12.3 - missing\n", "")
     assert missing.problem == "/n/bin/python (Python 3.12.3) cannot import the workload module pytest_xlatune.workload"
     assert missing.measured_on == "Python 3.12.3, no JAX (/n/bin/python)"
+    # PYTHONPATH lets a system python import the workload, but it has no JAX: every job would fail.
+    nojax = parse_probe("/usr/bin/python3", "pytest_xlatune.workload", 0, "xlatune-probe 3.11.2 - ok\n", "")
+    assert (
+        nojax.problem == "/usr/bin/python3 (Python 3.11.2) has no JAX, which the workload pytest_xlatune.workload needs"
+    )
+    assert parse_probe("/p", "my_trainer", 0, "xlatune-probe 3.11.2 - ok\n", "").problem == ""  # not ours to judge
     gone = parse_probe("/gone/python", "m", 127, "", "bash: /gone/python: No such file or directory\n")
     assert gone.problem == "/gone/python does not start (bash: /gone/python: No such file or directory)"
