@@ -184,7 +184,9 @@ def specs_for(
         return expand(cell)
     lock = load_lock(lock_path(cell.path))
     specs = expand_gate(
-        cell, {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides) for r in lock.recipes}, old_image=lock.image
+        cell,
+        {r.config_tag: (r.profile, r.xla_flags, r.env, r.overrides, r.unset_env) for r in lock.recipes},
+        old_image=lock.image,
     )
     if settings.gate_repair:
         dropped = (*removed_flags(previous, new_image), *inert)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..cell import catalog as table
@@ -315,11 +316,14 @@ def predicted_bubble(stages: int, microbatches: int, virtual_stages: int = 1) ->
 
 
 def expand_gate(
-    cell: Cell, recipes: dict[str, tuple[str, tuple[str, ...], Pairs, Pairs]], old_image: str | None = None
+    cell: Cell,
+    recipes: Mapping[str, tuple[str, tuple[str, ...], Pairs, Pairs, tuple[str, ...]]],
+    old_image: str | None = None,
 ) -> list[RunSpec]:
     """Image-upgrade gate: per locked config tag, the baseline repeats then the locked recipe.
 
-    `recipes` maps config tag → (profile name, xla flags, env, profile overrides) from the lock.
+    `recipes` maps config tag → (profile name, xla flags, env, profile overrides, unset env)
+    from the lock.
     With `old_image` (the lock's image; "" = none) each run is preceded by the same run on the
     old image (`<profile>-oldimage`): old, new, old, new…, so every new-image run has its
     control next to it in time.
@@ -328,7 +332,7 @@ def expand_gate(
     for tag in cell.config_tags:
         if tag.name not in recipes:
             continue
-        profile, flags, env, overrides = recipes[tag.name]
+        profile, flags, env, overrides, unset = recipes[tag.name]
         runs = [RunSpec("gate", BASELINE, tag.name, RunKind.BASELINE, config_overrides=tag.overrides)]
         runs += [
             RunSpec("gate", f"{BASELINE}-r{n}", tag.name, RunKind.BASELINE, config_overrides=tag.overrides)
@@ -342,6 +346,7 @@ def expand_gate(
                 RunKind.GATE_RECIPE,
                 xla_flags=flags,
                 env=env,
+                unset_env=unset,
                 config_overrides=tag.overrides,
                 profile_overrides=overrides,
             )

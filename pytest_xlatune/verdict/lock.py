@@ -43,6 +43,9 @@ class LockedRecipe:
     baseline_tgs: float
     delta_pct: float
     job_ids: tuple[str, ...]
+    # Env-file variables the recipe unsets (a restore_default recipe, where the image leaves
+    # them unset): the gate unsets them too. () in a lock written before it was kept.
+    unset_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ def build_lock(
                 baseline_tgs=cmp.baseline_mean,
                 delta_pct=cmp.delta_pct,
                 job_ids=fig.job_ids,
+                unset_env=best.unset_env,
             )
         )
     if not recipes:
@@ -214,6 +218,7 @@ def load_lock(path: Path) -> Lock:
                     baseline_tgs=float(r["baseline_tgs"]),
                     delta_pct=float(r["delta_pct"]),
                     job_ids=tuple(r["job_ids"]),
+                    unset_env=tuple(r.get("unset_env") or ()),
                 ),
             )
             for r in data["recipes"]
@@ -241,6 +246,8 @@ def _checked(path: Path, recipe: LockedRecipe) -> LockedRecipe:
         for name, value in recipe.env:
             grammar.ENV_NAME.check(name)
             grammar.ENV_VALUE.check(value)
+        for name in recipe.unset_env:
+            grammar.ENV_NAME.check(name)
         for key, value in recipe.overrides:
             grammar.OVERRIDE_KEY.check(key)
             grammar.OVERRIDE_VALUE.check(value)

@@ -103,7 +103,7 @@ def test_every_submission_of_every_upstream_config_fits_job_name(tmp_path: Path)
                     kinded.append((job_request(cell, combined), "stack"))
                     # The image gate of a lock whose recipe is that stack, each run beside its
                     # control on the lock's image.
-                    recipe = (combined.profile, combined.xla_flags, combined.env, combined.profile_overrides)
+                    recipe = (combined.profile, combined.xla_flags, combined.env, combined.profile_overrides, ())
                     gate = expand_gate(cell, {t.name: recipe for t in cell.config_tags}, old_image=OLD_IMAGE)
                     kinded += [(job_request(cell, g), g.kind.value) for g in gate]
                     launcher.check_requests([r for r, _ in kinded])  # the pre-flight: raises if one cannot fit

@@ -70,7 +70,7 @@ def test_images_and_models_never_share_a_directory(demo: Cell) -> None:
     assert cache_dir(demo, spec, "/venvs/new") != cache_dir(demo, spec, "/venvs/old")
     assert cache_dir(demo, spec) != cache_dir(replace(demo, model_tag="other"), spec)
     # The gate's old-image control runs the baseline's settings on the lock's image: its own cache.
-    gate = expand_gate(demo, {"default": ("opt_o1", ("--xla_a=1",), (), ())}, old_image="/venvs/old")
+    gate = expand_gate(demo, {"default": ("opt_o1", ("--xla_a=1",), (), (), ())}, old_image="/venvs/old")
     old, new = (next(s for s in gate if s.kind is kind) for kind in (RunKind.GATE_OLD_BASELINE, RunKind.BASELINE))
     assert cache_dir(demo, old, "/venvs/new") == cache_dir(demo, new, "/venvs/old")
     assert cache_dir(demo, old, "/venvs/new") != cache_dir(demo, new, "/venvs/new")

@@ -3,6 +3,8 @@ launched on the lock's image."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,9 @@ from pytest_xlatune.launch.base import LauncherError, for_image
 from pytest_xlatune.launch.local import LocalLauncher
 from pytest_xlatune.plan.expand import RunKind, expand_gate, run_key
 from pytest_xlatune.plan.request import job_request
+from pytest_xlatune.verdict.lock import Lock, LockedRecipe, dumps, load_lock
 
-RECIPES = {"default": ("fast", ("--xla_a=1",), (), ())}
+RECIPES = {"default": ("fast", ("--xla_a=1",), (), (), ())}
 
 
 def cell() -> Cell:
@@ -61,3 +64,24 @@ def test_a_launcher_runs_a_request_on_the_image_it_was_given_for_it(tmp_path: Pa
         r"images this session was started for \(none\), found '/venvs/old/bin/python'",
     ):
         LocalLauncher(tmp_path, 1, python="/new/python").submit(request)
+
+
+def test_a_recipe_that_unsets_a_variable_is_locked_and_gated_with_it_unset(tmp_path: Path) -> None:
+    """restore_default as the recipe: the env-file variable it unsets is in its lock (a lock
+    written before it was kept reads as none) and the gate's recipe runs, old and new image,
+    unset it too."""
+    recipe = LockedRecipe("default", "restore_default", ("--xla_a=2",), (), (), 1.0, 0.5, 1.5, 0.9, 10.0, ("3",))
+    lock = Lock("m", "FSDP=8", "", "", "2026-12-04", (replace(recipe, unset_env=("JAX_LOG_COMPILES",)),))
+    path = tmp_path / "c.lock.json"
+    path.write_text(dumps(lock))
+    (loaded,) = load_lock(path).recipes
+    assert loaded.unset_env == ("JAX_LOG_COMPILES",)
+    old = json.loads(path.read_text())
+    del old["recipes"][0]["unset_env"]
+    path.write_text(json.dumps(old))
+    assert load_lock(path).recipes[0].unset_env == ()
+    specs = expand_gate(cell(), {"default": ("restore_default", ("--xla_a=2",), (), (), ("JAX_LOG_COMPILES",))}, "")
+    assert [s.unset_env for s in specs if s.kind in (RunKind.GATE_RECIPE, RunKind.GATE_OLD_RECIPE)] == [
+        ("JAX_LOG_COMPILES",),
+        ("JAX_LOG_COMPILES",),
+    ]
