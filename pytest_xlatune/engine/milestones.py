@@ -46,7 +46,7 @@ class Milestones:
             self.halfway.add(cell.path)
             better = sorted(name for path, name in self.positive if path == cell.path)
             found = f"better so far: {', '.join(better)}" if better else "nothing better than the baseline so far"
-            out.append(f"{head}: mid-point: {ran} of {planned} items run; {found}")
+            out.append(f"{head}: mid-point: {ran} of {planned} items done; {found}")
         return out
 
     def final(self, cell: Cell, ran: int, outputs: Sequence[Output], root: Path) -> str:
@@ -55,4 +55,4 @@ class Milestones:
         head = f"{cell.model_tag} {cell.parallelism.text} ({cell.path.name})"
         mine = [o.line(root) for o in outputs if o.path.name.startswith((f"{cell.model_tag}-", f"{cell.path.stem}."))]
         written = "; ".join(mine) if mine else "no report written"
-        return f"{head}: sweep finished: {ran} item(s) run this session; {written}"
+        return f"{head}: sweep finished: {ran} item(s) done this session (run, reused or skipped); {written}"

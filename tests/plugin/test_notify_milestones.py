@@ -42,8 +42,10 @@ def test_kickoff_positive_results_mid_point_and_final_are_each_sent_once(
     assert len(positive) == 1 and "wave2::fast[default]" in positive[0] and " better" in positive[0]
     assert "+10." in positive[0]  # the item line's figure: 1100 vs 1000 TGS
     (mid,) = [m for m in messages if ": mid-point: " in m]
-    assert "4 of 8 items run" in mid
-    assert messages[-1].startswith("nm FSDP=8 (nm.yml): sweep finished: 8 item(s) run this session; ")
+    assert "4 of 8 items done" in mid
+    assert messages[-1].startswith(
+        "nm FSDP=8 (nm.yml): sweep finished: 8 item(s) done this session (run, reused or skipped); "
+    )
     assert "nm-tuning.md" in messages[-1] and "nm.lock.json" in messages[-1]
     assert len(messages) == 4  # nothing twice; no message for the items in between
 

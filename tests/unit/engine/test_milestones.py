@@ -26,9 +26,9 @@ def test_each_milestone_once_and_reruns_bring_no_positive_result(tmp_path: Path)
     assert says.after_item(cell, "wave2::b[default]", {**BETTER, "xlatune_shared": "wave2::a[default]"}, 3, 0) == []
     assert says.after_item(cell, "wave2::c[default]", {**BETTER, "xlatune_reused": True}, 3, 0) == []
     (mid,) = says.after_item(cell, "wave2::d[default]", {}, 4, 8)
-    assert mid.endswith("mid-point: 4 of 8 items run; better so far: wave2::a[default]")
+    assert mid.endswith("mid-point: 4 of 8 items done; better so far: wave2::a[default]")
     assert says.after_item(cell, "wave2::e[default]", {}, 5, 8) == []
     written = [Output(tmp_path / "m-tuning.md", "tuning report", True), Output(tmp_path / "x-tuning.md", "t", True)]
     final = says.final(cell, 5, written, tmp_path)
-    assert "sweep finished: 5 item(s) run this session; " in final and "m-tuning.md" in final
+    assert "sweep finished: 5 item(s) done this session (run, reused or skipped); " in final and "m-tuning.md" in final
     assert "x-tuning.md" not in final  # another cell's report
