@@ -9,24 +9,16 @@ each of its XLA flags inert there (a default now, or no effect). Settings that a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from ..evidence.inert import RUNTIME_XLA_FLAGS
 from ..results import JobResult, RunKind, Verdict
+from ..triage.signatures import UNKNOWN_FLAG_RE, rejected_flag
 from .lock import LockedRecipe
 
 __all__ = ["FlagState", "LockedFlag", "locked_flags"]
-
-_REJECTED = re.compile(r"XLA rejected flag (\S+):")
-
-
-def _rejected_as(reason: str) -> str:
-    """What XLA's parser said of the flag: unknown, or a value it cannot read (the image changed
-    the flag's type or values)."""
-    return "a value it cannot read" if "interpret value" in reason else "an unknown flag"
 
 
 class FlagState(Enum):
@@ -64,10 +56,13 @@ def locked_flags(
         (fingerprints[r.job_id] for r in _new_image_runs(runs, tag, RunKind.BASELINE) if r.job_id in fingerprints), ""
     )
     program = fingerprints.get(recipe_run.job_id, "") if recipe_run is not None else ""
-    rejected = ""
+    # The flag XLA's parser refused, read as the repair reads it (its reason quotes the line):
+    # unknown, or a value it cannot read (the image changed the flag's type or values).
+    rejected, rejected_as = "", "an unknown flag"
     if recipe_run is not None and recipe_run.verdict is Verdict.UNKNOWN_FLAG:
-        m = _REJECTED.search(recipe_run.reason)
-        rejected = m.group(1) if m else ""
+        m = UNKNOWN_FLAG_RE.search(recipe_run.reason)
+        rejected = rejected_flag(m) if m else ""
+        rejected_as = "a value it cannot read" if m and m.group("valued") else rejected_as
     xla = [f for f in recipe.xla_flags if f.split("=", 1)[0] not in RUNTIME_XLA_FLAGS]
     out = []
     for flag in recipe.xla_flags:
@@ -76,7 +71,7 @@ def locked_flags(
             state, why = FlagState.RUNTIME, "acts when the program runs: never judged from the program"
         elif recipe_run is not None and recipe_run.verdict is Verdict.UNKNOWN_FLAG:
             state, why = (
-                (FlagState.REMOVED, f"XLA rejects it as {_rejected_as(recipe_run.reason)} (job {recipe_run.job_id})")
+                (FlagState.REMOVED, f"XLA rejects it as {rejected_as} (job {recipe_run.job_id})")
                 if name == rejected
                 else (FlagState.NOT_JUDGED, f"the job stopped at the unknown flag {rejected or '?'}")
             )
