@@ -116,21 +116,20 @@ def _check_virtual_stages(r: N.Ctx, cell: Cell) -> None:
     """A pipeline shape's virtual stages become num_layers_per_pipeline_stage = layers / (stages ×
     V): refuse a V the layer count (overrides.num_decoder_layers) does not give, or cannot be
     computed without, instead of running another shape under this one's name."""
-    stages, overrides = cell.parallelism.size("PP"), dict(cell.overrides)
-    layers = overrides.get("num_decoder_layers") or overrides.get("base_num_decoder_layers") or ""
+    stages, layers = cell.parallelism.size("PP"), cell.decoder_layers
     for i, shape in enumerate(cell.pipeline_shapes):
         if shape.virtual_stages <= 1:
             continue
         key = f"pipeline_shapes[{i}].virtual_stages"
-        if not layers.isdigit():
+        if layers is None:
             r.fail(
                 shape.line,
                 key,
                 "overrides.num_decoder_layers set as well (the layers per pipeline stage are computed from it)",
                 f"virtual_stages {shape.virtual_stages} and no num_decoder_layers in overrides",
             )
-        if int(layers) % (stages * shape.virtual_stages):
-            fits = [v for v in range(1, int(layers) // stages + 1) if int(layers) % (stages * v) == 0]
+        if layers % (stages * shape.virtual_stages):
+            fits = [v for v in range(1, layers // stages + 1) if layers % (stages * v) == 0]
             r.fail(
                 shape.line,
                 key,

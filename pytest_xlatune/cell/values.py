@@ -206,3 +206,11 @@ class Cell:
 
     def profile(self, name: str) -> Profile | None:
         return next((p for p in self.profiles if p.name == name), None)
+
+    @property
+    def decoder_layers(self) -> int | None:
+        """The model's layer count when the overrides set it (`num_decoder_layers`, else
+        `base_num_decoder_layers`): what a pipeline shape's virtual stages are computed from."""
+        overrides = dict(self.overrides)
+        layers = overrides.get("num_decoder_layers") or overrides.get("base_num_decoder_layers") or ""
+        return int(layers) if layers.isdigit() else None

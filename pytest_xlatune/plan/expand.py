@@ -288,13 +288,12 @@ def _wave1(cell: Cell, tag: ConfigTag) -> list[RunSpec]:
 
 
 def _wave5(cell: Cell, tag: ConfigTag) -> list[RunSpec]:
-    layers = dict(cell.overrides).get("num_decoder_layers") or dict(cell.overrides).get("base_num_decoder_layers")
-    stages = cell.parallelism.size("PP")
+    layers, stages = cell.decoder_layers, cell.parallelism.size("PP")
     runs = []
     for shape in cell.pipeline_shapes:
         extra: list[tuple[str, str]] = [("num_pipeline_microbatches", str(shape.microbatches))]
-        if shape.virtual_stages > 1 and layers and layers.isdigit():
-            per_stage = int(layers) // (stages * shape.virtual_stages)
+        if shape.virtual_stages > 1 and layers:
+            per_stage = layers // (stages * shape.virtual_stages)
             extra.append(("num_layers_per_pipeline_stage", str(max(per_stage, 1))))
         runs.append(
             RunSpec(
