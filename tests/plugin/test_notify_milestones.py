@@ -7,20 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cells import cell_yaml
 from tests.conftest import FIXED, notify_sink
 
-CELL = """\
-model_tag: nm
-nodes: 1
-parallelism: FSDP=8
-baseline_repeats: 2
-waves:
-  2:
-    - {name: fast, xla_flags: [--xla_fake_tgs=1100]}
-    - {name: same, xla_flags: [--xla_fake_other=1]}
-    - {name: also, xla_flags: [--xla_fake_other=2]}
-    - {name: more, xla_flags: [--xla_fake_other=3]}
-"""
+CELL = cell_yaml(
+    "nm",
+    ("fast", "--xla_fake_tgs=1100"),
+    ("same", "--xla_fake_other=1"),
+    ("also", "--xla_fake_other=2"),
+    ("more", "--xla_fake_other=3"),
+    baseline_repeats=2,
+)
 
 
 def sent(sink: Path) -> list[str]:
