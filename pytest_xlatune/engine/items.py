@@ -8,6 +8,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -257,10 +258,17 @@ class CellItem(pytest.Item):
             )
         if not result.measured:  # "stored" only for a failure no run of this session produced
             raise RunFailed(result, stored=ran.reused and not sweep.runner.ran_in_session(ran.result.key))
-        if spec.kind is RunKind.CROSS_CONFIG:
-            sweep.gate_cross_config(spec, [result])
-        if spec.kind is RunKind.GATE_RECIPE:
-            sweep.gate_image(spec, [result], runtime.lock_for(self.cell), runtime.warn)
+        if spec.kind not in (RunKind.CROSS_CONFIG, RunKind.GATE_RECIPE):
+            return
+        try:
+            if spec.kind is RunKind.CROSS_CONFIG:
+                sweep.gate_cross_config(spec, [result])
+            else:
+                sweep.gate_image(spec, [result], runtime.lock_for(self.cell), runtime.warn)
+        finally:  # its re-measurements joined its figure: the mean the gate judged, shown as such
+            if self.outcome.measurement is not None and result.tgs is not None:
+                found = figures.figure(result, sweep.results_here())
+                self._show(self.outcome.measured(replace(self.outcome.measurement, figure=found)))
 
     def _file_id(self) -> str:
         return self.nodeid.split("::", 1)[0]

@@ -19,8 +19,10 @@ def current_results(
     mode: numerics.Mode,
 ) -> list[JobResult]:
     """The latest result of each spec (what the report and Δ% use); runs resolved from other
-    runs (stack, winner evidence, cross-config) are found under their resolution."""
+    runs (stack, winner evidence, cross-config) are found under their resolution; the gates'
+    re-measurements follow the run they repeat (`remeasurements`)."""
     found = [latest[k] for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
+    ran = [(spec, latest[k]) for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
     for kind in RESOLVED_KINDS:  # each kind resolves from the results found before it
         for spec in specs:
             if spec.kind is kind and spec.needs_resolution:
@@ -37,8 +39,39 @@ def current_results(
                         if source.kind is RunKind.PROFILE and source.config_tag == spec.config_tag
                         if (r := latest.get(key(spec.resolve(source)))) is not None and r is not result
                     ]
-                if result is not None:
+                if result is not None and resolved is not None:
                     found.append(result)
+                    ran.append((resolved, result))
+    return found + [r for spec, first in ran for r in remeasurements(cell, spec, first, latest, key)]
+
+
+# The runs a gate measures again while its answer is ambiguous (engine/sweep.py's gate loops):
+# the cross-config check's recipe run, and the image gate's recipe, baseline and old-image controls.
+REMEASURED_KINDS = (
+    RunKind.BASELINE,
+    RunKind.CROSS_CONFIG,
+    RunKind.GATE_RECIPE,
+    RunKind.GATE_OLD_RECIPE,
+    RunKind.GATE_OLD_BASELINE,
+)
+
+
+def remeasurements(
+    cell: Cell, spec: RunSpec, first: JobResult, latest: Mapping[str, JobResult], key: Callable[[RunSpec], str]
+) -> list[JobResult]:
+    """The stored re-measurements of a gate's run (its repeats 1 to thresholds.remeasure), each
+    a run of the same settings that the figures pool with it: the figure every output shows is
+    the mean the gate judged. Only those submitted after `first`: an older one belongs to an
+    earlier gate's time window, which this gate measured again."""
+    found: list[JobResult] = []
+    if spec.kind not in REMEASURED_KINDS or spec.repeat:
+        return found
+    for n in range(1, cell.thresholds.remeasure + 1):  # measured in turn: the first gap ends them
+        again = latest.get(key(spec.remeasured(n)))
+        if again is None:
+            break
+        if again.submitted_at >= first.submitted_at:
+            found.append(again)
     return found
 
 

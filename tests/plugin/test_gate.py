@@ -8,6 +8,7 @@ here: this interpreter) runs each gate run's control just before it, in the same
 from __future__ import annotations
 
 import json
+import re
 import stat
 import sys
 from pathlib import Path
@@ -335,3 +336,65 @@ def test_a_second_gate_of_the_recipe_alone_runs_its_controls_in_its_own_session(
     alone.assert_outcomes(passed=1)
     ran = [e for e in events(pytester) if e["event"] == "result" and e["job_id"] not in first]
     assert {e["profile"] for e in ran} >= {"baseline", "baseline-oldimage", "fast", "fast-oldimage"}
+
+
+def test_a_re_measured_recipe_shows_the_figure_its_verdict_judged_everywhere(
+    pytester: pytest.Pytester, swept: Path
+) -> None:
+    # The new image's recipe runs read 1060, then 1085 and 1085: the gate judged the mean of
+    # the three (1076.7) while the item line, junit and the gate report showed the first run's 1060.
+    counter = pytester.path / "recipe-runs"
+    varying = varying_recipe(pytester.path, counter, first=1060, then=1085)
+    result = pytester.runpytest(
+        str(swept),
+        "--xlatune-gate",
+        f"--xlatune-image={varying}",
+        "-k",
+        "sparse",
+        "--junitxml=gate.xml",
+        "--html=gate.html",
+        *FAKE,
+    )
+    result.assert_outcomes(passed=5, failed=1)
+    assert counter.read_text().strip() == "3"  # the recipe was measured three times
+    result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*TGS 1076.* vs 1100.*"])
+    xml = (pytester.path / "gate.xml").read_text()
+    case = xml.split('name="fast[sparse]"', 1)[1].split("</testcase>", 1)[0]
+    assert re.search(r'name="xlatune_tgs" value="1076\.[5-9]', case)
+    assert re.search(r"mean of 1060\.\d, 1085\.\d, 1085\.\d; jobs", case)
+    gate = (pytester.path / "gated-gate.md").read_text()
+    assert "1060." not in gate.split("### Gate runs", 1)[0]  # the figures above the run table
+    html = (pytester.path / "gate.html").read_text()
+    row = html.split("gate::fast[sparse]", 1)[1].split("</tr>", 1)[0]
+    assert "1076." in row and "1060." not in row
+
+
+def test_a_recipe_re_measured_and_passed_prints_the_mean_it_was_judged_on(
+    pytester: pytest.Pytester, swept: Path
+) -> None:
+    # 1080 first (likely past the tolerance, measured again), then 1100: the gate passes on the
+    # mean, and the item's own line says that mean (it said the first run's 1080).
+    counter = pytester.path / "recipe-runs"
+    varying = varying_recipe(pytester.path, counter, first=1080, then=1100)
+    result = pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={varying}", "-k", "sparse", "-v", *FAKE)
+    result.assert_outcomes(passed=6)
+    assert counter.read_text().strip() == "2"  # measured again, once
+    result.stdout.fnmatch_lines(
+        ["*gate::fast[[]sparse[]] PASSED 1090.* TGS * (1090.* = mean of 1080.*, 1100.*; jobs *"]
+    )
+    assert "gate::fast[sparse]: " not in result.stdout.str()  # no correction at the end
+
+
+def varying_recipe(tmp: Path, counter: Path, first: int, then: int) -> str:
+    """A new image on which the recipe's first run reads `first` TGS and every later one `then`
+    (`counter` counts the recipe's runs)."""
+    return image(
+        tmp,
+        "varying-python",
+        f"""
+case "$XLA_FLAGS" in *--xla_fake_tgs=1100*)
+  n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}
+  if [ "$n" = 0 ]; then t={first}; else t={then}; fi
+  export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=$t";;
+esac""",
+    )
