@@ -1,13 +1,15 @@
 """The prior across sweeps (adaptive.order): what the other cells' stores in the store directory
 measured of this cell's candidates, read (never locked, never healed) when its sweep opens; and
 the cell's own evidence run's hints, added once that run has ended (`with_evidence`); and the
-order they give, recorded in the store (`record_order`)."""
+order they give, recorded in the store (`record_order`) and, for the cells that did not run,
+said at the session's end (`planned_orders`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, order_line, prior_settings
 from ..adaptive.values import Plan, Role
@@ -18,6 +20,9 @@ from ..evidence.artifacts import evidence_facts
 from ..plan.catalog import EvidenceFacts, hints
 from ..plan.expand import RunKind, RunSpec, evidence_spec, run_key
 from ..store import ResultStore
+
+if TYPE_CHECKING:
+    from .session import Session
 
 
 def seen_in(store_dir: Path, own: Path) -> list[Seen]:
@@ -87,3 +92,28 @@ def record_order(store: ResultStore, plan: Plan) -> None:
     last = next((e for e in reversed(store.events_of("order"))), None)
     if line and (last is None or last.get("text") != line):
         store.append("order", text=line)
+
+
+def planned_orders(runtime: Session) -> list[tuple[Cell, str]]:
+    """Each cell's planned candidate order and why, where a prior or the stored evidence run's
+    hints change list order — for the cells that did not run (a cell that ran says it among its
+    adaptive lines, from its store)."""
+    lines = []
+    ran = {cell.path for cell in runtime.cells_that_ran()}
+    settings = runtime.settings
+    for cell in runtime.cells.values():
+        sweep = runtime.sweeps.get(cell.path)
+        if cell.path in ran and sweep is not None and sweep.adaptive is not None:
+            continue
+        prior = sweep.prior if sweep is not None else runtime.prior(cell)
+        candidates = {
+            s.name: s
+            for s in runtime.upcoming.get(cell.path, [])
+            if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name
+        }
+        if not (settings.fixed_protocol or settings.gate):
+            facts = stored_evidence_facts(cell, runtime.store_for(cell), runtime.cell_settings(cell).image)
+            prior = hinted(prior, candidates, facts, cell.thresholds.win_pct)
+        if line := order_line(list(candidates), prior):
+            lines.append((cell, line))
+    return lines

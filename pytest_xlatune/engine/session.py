@@ -18,7 +18,7 @@ from types import MappingProxyType
 import pytest
 
 from .. import records, shareable
-from ..adaptive.order import Prior, order_line
+from ..adaptive.order import Prior
 from ..cell.load import CellError, load_cell
 from ..cell.values import Cell
 from ..launch.registry import BackendKinds, Factory, checks, make_backend, open_transport
@@ -41,7 +41,7 @@ from .gate_outputs import gate_item
 from .history_outputs import after_session
 from .milestones import Milestones
 from .opening import gate_images, plan_for, specs_for, sweep_for
-from .prior import hinted, prior_for, stored_evidence_facts
+from .prior import planned_orders, prior_for
 from .stopsignals import StopSignals
 from .sweep import Sweep
 from .watch import SweepStopped
@@ -218,7 +218,7 @@ class Session:
             write(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
         for cell, line in outputs.adaptive_lines(self):
             write(f"xlatune: {cell.path.name}: {line}")
-        for cell, line in self.order_lines():
+        for cell, line in planned_orders(self):
             write(f"xlatune: {cell.path.name}: {line}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -265,29 +265,6 @@ class Session:
         if self.settings.fixed_protocol or self.settings.gate:
             return Prior()
         return prior_for(cell, self.upcoming.get(cell.path, []), self.settings.store_dir, self.paths(cell).store)
-
-    def order_lines(self) -> list[tuple[Cell, str]]:
-        """Each cell's planned candidate order and why, where a prior or the stored evidence run's
-        hints change list order — for the cells that did not run (a cell that ran says it among
-        its adaptive lines, from its store)."""
-        lines = []
-        ran = {cell.path for cell in self.cells_that_ran()}
-        for cell in self.cells.values():
-            sweep = self.sweeps.get(cell.path)
-            if cell.path in ran and sweep is not None and sweep.adaptive is not None:
-                continue
-            prior = sweep.prior if sweep is not None else self.prior(cell)
-            candidates = {
-                s.name: s
-                for s in self.upcoming.get(cell.path, [])
-                if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name
-            }
-            if not (self.settings.fixed_protocol or self.settings.gate):
-                facts = stored_evidence_facts(cell, self.store_for(cell), self.cell_settings(cell).image)
-                prior = hinted(prior, candidates, facts, cell.thresholds.win_pct)
-            if line := order_line(list(candidates), prior):
-                lines.append((cell, line))
-        return lines
 
     def cell_settings(self, cell: Cell) -> CellSettings:
         """The cell's image, interpreter, playbook and hang thresholds (resolved once per cell)."""
