@@ -70,13 +70,20 @@ def session_locks(session: Session) -> list[Output]:
     return outputs
 
 
-def costs(session: Session) -> list[tuple[Cell, Spent]]:
-    """What each cell that ran this session has cost so far (every job of its store)."""
-    return [
-        (cell, stored.spent or Spent.of(()))
-        for cell in session.cells_that_ran()
-        if (stored := session.stored(cell)) is not None
-    ]
+def costs(session: Session) -> list[tuple[Cell, str]]:
+    """What each cell that ran this session has cost so far (every job of its store), and what
+    this session's own jobs cost where they are not all of them (a rerun, a gate, `--lf`)."""
+    lines = []
+    for cell in session.cells_that_ran():
+        if (stored := session.stored(cell)) is None:
+            continue
+        total = stored.spent or Spent.of(())
+        here = Spent.of(r for r in stored.jobs if r.finished_at >= session.started_at)
+        text = total.text()
+        if 0 < here.jobs + here.unknown < total.jobs + total.unknown:
+            text += f" (this session: {here.text()})"
+        lines.append((cell, text))
+    return lines
 
 
 def adaptive_lines(session: Session) -> list[tuple[Cell, str]]:

@@ -215,7 +215,7 @@ class Session:
         for output in self.outputs:
             write(output.line(config.invocation_params.dir))
         for cell, spent in outputs.costs(self):
-            write(f"xlatune: {cell.path.name}: sweep cost {spent.text()}")
+            write(f"xlatune: {cell.path.name}: sweep cost {spent}")
         for cell, line in outputs.adaptive_lines(self):
             write(f"xlatune: {cell.path.name}: {line}")
         for cell, line in planned_orders(self):

@@ -130,3 +130,16 @@ def test_summary_and_report_show_the_sweeps_node_hours_from_the_stored_jobs(
     # A rerun reuses every result: it adds no job and no cost.
     again = pytester.runpytest(str(fsdp), *FIXED)
     again.stdout.fnmatch_lines([f"xlatune: fsdp8.yml: sweep cost {hours} over 7 jobs"])
+    # One item measured again: the cell's cost grows by its job, and the line says what this
+    # session's own job cost beside it.
+    third = pytester.runpytest(str(fsdp), "-k", "fast", "--xlatune-remeasure", *FIXED)
+    jobs = [json.loads(line) for line in store.read_text().splitlines()]
+    [new] = [r for r in jobs if r["event"] == "result"][7:]
+    total += new["node_minutes"]
+    mine = f"{new['node_minutes'] / 60:.2f} node-hours ({new['node_minutes']:.1f} node-minutes)"
+    third.stdout.fnmatch_lines(
+        [
+            f"xlatune: fsdp8.yml: sweep cost {total / 60:.2f} node-hours ({total:.1f} node-minutes) over 8 jobs"
+            f" (this session: {mine} over 1 job)"
+        ]
+    )
