@@ -74,11 +74,7 @@ class Masker:
     def build(cls, environ: Mapping[str, str] | None = None, extra: Iterable[re.Pattern[str]] = ()) -> Masker:
         """From the secret-named variables of `environ` (os.environ), the token shapes and `extra`."""
         env = os.environ if environ is None else environ
-        values = {
-            v
-            for name, v in env.items()
-            if SECRET_NAME.search(name) and len(v.strip()) >= MIN_SECRET_LENGTH and v.strip().lower() not in _NOT_SECRET
-        }
+        values = {v for name, v in env.items() if named_value(name, v) == MASK}
         literals = {variant for v in values for variant in _renderings(v) if variant}
         patterns = tuple(re.compile(p) for _, p in TOKEN_SHAPES) + tuple(extra)
         # Longest first, so a value that contains another is masked whole.
@@ -91,6 +87,18 @@ class Masker:
         for pattern in self.patterns:
             text = pattern.sub(_masked, text)
         return text
+
+
+def named_value(name: str, value: str) -> str:
+    """A value shown apart from its variable's name (an env file's image default): [masked]
+    when the name looks secret (rule 1's test), else the value as it is."""
+    if (
+        SECRET_NAME.search(name)
+        and len(value.strip()) >= MIN_SECRET_LENGTH
+        and value.strip().lower() not in _NOT_SECRET
+    ):
+        return MASK
+    return value
 
 
 def _masked(match: re.Match[str]) -> str:

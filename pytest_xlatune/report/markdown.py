@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import jinja2
 
 from ..evidence.collective_table import format_bytes
-from ..shareable import markdown_code, markdown_text, strip_controls
+from ..shareable import markdown_code, markdown_text, named_value, strip_controls
 from . import sections
 from .data import ReportData
 
@@ -65,6 +65,7 @@ def environment() -> jinja2.Environment:
         bytes=format_bytes,
         md=markdown_text,
         code=markdown_code,
+        secret_of=lambda value, name: named_value(name, value),
     )
     return env
 

@@ -279,3 +279,28 @@ def test_report_section_marker_cannot_be_closed_by_the_cell_name(cell: str) -> N
     first = text.splitlines()[0]
     assert first.startswith("<!-- xlatune:cell ") and first.endswith(" -->") and first.count(">") == 1
     assert [s.cell for s in sections.parse(text).sections] == [cell]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_an_env_file_secrets_image_default_is_masked_where_it_stands_apart_from_its_name(language: str) -> None:
+    # `WANDB_API_KEY=[masked]` (image default: `fedcba…`): the deployed value is masked by its
+    # name; the image default, shown without it, was written out (a 40-hex key has no token shape).
+    from dataclasses import replace
+
+    from pytest_xlatune.cell.values import EnvFileEntry
+    from pytest_xlatune.report.markdown import render_tuning_md
+    from tests import report_cases
+
+    default = "fedcba9876543210fedcba9876543210fedcba98"
+    entries = (
+        EnvFileEntry("env", "WANDB_API_KEY", "abcdef0123456789abcdef0123456789abcdef01", default),
+        EnvFileEntry("env", "NCCL_MIN_NCHANNELS", "16", "4"),
+        EnvFileEntry("env", "TOKENIZERS_PARALLELISM", "true", "false"),  # not a secret value
+    )
+    data = report_cases.env_file_hurts()
+    text = shareable.clean(
+        render_tuning_md(replace(data, cell=replace(data.cell, env_file=entries)), language=language)
+    )
+    assert default not in text and "abcdef0123456789" not in text
+    assert text.count("`[masked]`") == 2  # the env file's list and the restore list
+    assert "`4`" in text and "`false`" in text  # other image defaults as they are
