@@ -183,9 +183,19 @@ class Session:
         ]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.close()
-        # --collect-only and a session that ran no item write nothing; the report and the lock only
-        # for cells whose items ran, each only when its content changes.
+        try:
+            self.close()
+            self._write_outputs(session)
+            if self.settings.notify and not self.on_worker and not session.config.option.collectonly:
+                for cell in self.cells_that_ran():
+                    final = self.milestones.final(cell, len(self.ran[cell.path]), self.outputs, self.root)
+                    self.notifier(cell).send(final)  # over the session's one connection, still open
+        finally:
+            self.close_transport()
+
+    def _write_outputs(self, session: pytest.Session) -> None:
+        """--collect-only and a session that ran no item write nothing; the report and the lock
+        only for cells whose items ran, each only when its content changes."""
         if (
             self.settings.write_report
             and not hasattr(session.config, "workerinput")
@@ -197,9 +207,6 @@ class Session:
                 )
             except OSError as error:
                 self.stops.append(f"xlatune: the report could not be written: {error}")
-        if self.settings.notify and not self.on_worker and not session.config.option.collectonly:
-            for cell in self.cells_that_ran():
-                self.notifier(cell).send(self.milestones.final(cell, len(self.ran[cell.path]), self.outputs, self.root))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         def write(text: str) -> None:
@@ -371,15 +378,19 @@ class Session:
         )
 
     def close(self) -> None:
+        """Cancel what will not run now, close the launchers, release the stores; the transport
+        stays open for the session's last notifications (`close_transport`)."""
         try:
             for sweep in self.sweeps.values():
                 sweep.cancel_all()  # queued jobs that will not run now (-x, Ctrl-C, a stop)
                 sweep.launcher.close()
-            if self._transport is not None:
-                self._transport.close()
         finally:
             for store in self.held:
                 store.release()
+
+    def close_transport(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
 
 
 SESSION_KEY = pytest.StashKey[Session]()

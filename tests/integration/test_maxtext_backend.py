@@ -24,6 +24,7 @@ from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.launch.slurm_jobs import SlurmPlacement
 from pytest_xlatune.slurm.client import SlurmClient
 from pytest_xlatune.transport.base import LocalTransport, Transport
+from tests.conftest import notify_sink
 from tests.integration.fixtures_infra import LocalSlurm, SSHServer, placement
 from tests.integration.waits import ENDS_S, wait_until
 
@@ -96,6 +97,8 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
     before = snapshot(root)
     cell = pytester.makefile(".yml", demo=CELL.format(checkout=json.dumps(str(root))))
     logins = accepted_logins(sshd_server)
+    # The skill's milestones go through the same connection, run in the checkout on the far side.
+    notify, sink = notify_sink(pytester.mkdir("notify"))
     start = time.monotonic()
     # The fixed protocol: one job per item, each to its end (the counts below are the plan's).
     result = pytester.runpytest(
@@ -107,6 +110,7 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
         "--xlatune-fixed-protocol",
         "--xlatune-ssh-host=xlatune-test",
         f"--xlatune-ssh-config={sshd_server.ssh_config}",
+        notify,
     )
     wall = time.monotonic() - start
     result.assert_outcomes(passed=8)  # 7 runs + the winner-evidence run
@@ -121,6 +125,11 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
         f"{cleanup['ssh_connections']}, sshd {accepted_logins(sshd_server) - logins}"
     )
 
+    # Kickoff, the positive results, the mid-point and the end, each once, each one argument.
+    messages = sink.read_text().split("\n---\n")[:-1]
+    assert messages[0].startswith("demo FSDP=2 (demo.yml): xla-tuning sweep started of 8 item(s)"), messages
+    assert sum(": mid-point: " in m for m in messages) == 1
+    assert messages[-1].startswith("demo FSDP=2 (demo.yml): sweep finished: 8 item(s) done"), messages
     # Exactly one SSH connection for the whole session, seen by the client and by sshd.
     assert cleanup["ssh_connections"] == 1
     assert accepted_logins(sshd_server) - logins == 1
