@@ -149,8 +149,10 @@ class Sweep:
         """The latest result of each current spec (what the report and Δ% use); runs resolved
         from other runs (stack, winner evidence, cross-config) are found under their resolution."""
         latest = self.store.latest_by_key()
-        found = current_results(self.cell, self.specs, latest, self.key, self.numerics)
-        return self._pool.pooled(found, latest) if self._pool is not None else found
+        driver = self._pool
+        pool = (lambda found: driver.pooled(found, latest)) if driver is not None else None
+        found = current_results(self.cell, self.specs, latest, self.key, self.numerics, pool)
+        return pool(found) if pool is not None else found
 
     def results_here(self) -> list[JobResult]:
         """`results()`; under the image gate only the runs of this session: a gate compares the

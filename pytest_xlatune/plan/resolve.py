@@ -17,16 +17,20 @@ def current_results(
     latest: Mapping[str, JobResult],
     key: Callable[[RunSpec], str],
     mode: numerics.Mode,
+    pool: Callable[[list[JobResult]], list[JobResult]] | None = None,
 ) -> list[JobResult]:
     """The latest result of each spec (what the report and Δ% use); runs resolved from other
-    runs (stack, winner evidence, cross-config) are found under their resolution; the gates'
+    runs (stack, winner evidence, cross-config) are found under their resolution, made from the
+    results as `pool` shows them (the adaptive sweep's repeats and controls joined: what the
+    session resolved them from when they ran), while the list returned stays unpooled; the gates'
     re-measurements follow the run they repeat (`remeasurements`)."""
     found = [latest[k] for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
     ran = [(spec, latest[k]) for spec in specs if not spec.needs_resolution if (k := key(spec)) in latest]
     for kind in RESOLVED_KINDS:  # each kind resolves from the results found before it
+        seen = pool(list(found)) if pool is not None else found
         for spec in specs:
             if spec.kind is kind and spec.needs_resolution:
-                resolved, _ = resolution(cell, specs, spec, found, mode)
+                resolved, _ = resolution(cell, specs, spec, seen, mode)
                 result = latest.get(key(resolved)) if resolved is not None else None
                 if kind is RunKind.WINNER_EVIDENCE:
                     # An adaptive sweep's earlier evidence run of another candidate (a first win's

@@ -42,7 +42,11 @@ def from_store(
     nodelist = str(info["nodelist"])
     latest = store.latest_by_key()
     key = lambda spec: run_key(cell, spec, nodelist, image)  # noqa: E731
-    results = pool_stored(cell, specs, latest, key, image, current_results(cell, specs, latest, key, mode))
+
+    def pool(found: list[JobResult]) -> list[JobResult]:  # what the session resolved its runs from
+        return pool_stored(cell, specs, latest, key, image, found)
+
+    results = pool(current_results(cell, specs, latest, key, mode, pool))
     jobs = store.jobs()
     return from_results(
         cell,
