@@ -15,7 +15,7 @@ from ..evidence.artifacts import RunEvidence
 from ..evidence.collective_table import describe_diff, diff
 from ..plan.expand import RunKind, predicted_bubble
 from ..results import JobResult, delta_pct
-from ..verdict import stats
+from ..verdict import figures, stats
 
 TOP_OPS = 5
 BUCKETS = ("compute", "collectives", "idle")
@@ -85,9 +85,9 @@ class ShapeRow:
     microbatches: int
     virtual_stages: int
     bubble: float  # predicted fraction
-    tgs: float
+    tgs: float  # the figure of the shape's settings (every run of them), as in the leaderboard
     delta_pct: float | None
-    job_id: str
+    job_ids: str  # the runs behind `tgs`
 
 
 @dataclass(frozen=True)
@@ -176,19 +176,27 @@ def pipeline(
     """Predicted bubble next to measured TGS for every measured wave-5 shape; None without any."""
     stages = cell.parallelism.size("PP")
     shapes = {s.name: s for s in cell.pipeline_shapes}
-    rows = [
-        ShapeRow(
-            r.profile,
-            shapes[r.profile].microbatches,
-            shapes[r.profile].virtual_stages,
-            predicted_bubble(stages, shapes[r.profile].microbatches, shapes[r.profile].virtual_stages),
-            r.tgs or 0.0,
-            delta_pct(r.tgs, baseline),
-            r.job_id,
+    rows: list[ShapeRow] = []
+    for r in measured:
+        if r.kind is not RunKind.PIPELINE_SHAPE or r.profile not in shapes or r.config_tag != cell.primary_config.name:
+            continue
+        if any(row.profile == r.profile for row in rows):
+            continue  # one row per shape: its figure holds every run of it
+        shape = shapes[r.profile]
+        # The figure every output shows (figures.py): the mean of every run of these settings.
+        fig = figures.figure(r, measured)
+        tgs = fig.tgs if fig else r.tgs or 0.0
+        rows.append(
+            ShapeRow(
+                r.profile,
+                shape.microbatches,
+                shape.virtual_stages,
+                predicted_bubble(stages, shape.microbatches, shape.virtual_stages),
+                tgs,
+                fig.delta_pct if fig and fig.comparison else delta_pct(tgs, baseline),
+                " ".join(fig.job_ids) if fig else r.job_id,
+            )
         )
-        for r in measured
-        if r.kind is RunKind.PIPELINE_SHAPE and r.profile in shapes and r.config_tag == cell.primary_config.name
-    ]
     if not rows:
         return None
     rows.sort(key=lambda row: (row.bubble, row.profile))
