@@ -2,12 +2,13 @@
 
 One row per latest result of each run of the cell (what the report shows). `tgs` is the figure
 of the run's settings, the mean of every run with identical effective settings (`runs` names them,
-`job_tgs` is this job's own), as in the terminal, junit and the reports. Δ% and its 95 %
-interval are vs the mean of the config tag's baseline-deployed repeats, as in the report; they
-are empty for the baseline repeats themselves and for runs without a measurement. `shared_from`
-names the run whose result a row shares (identical effective settings, or an inert candidate),
-and `inert` says why a candidate was cut after its compile (the junit `xlatune_inert` text,
-evidence/inert.py), empty otherwise. Times are UTC.
+`job_tgs` is this job's own; `step_seconds` is the figure's mean step, as junit's), as in the
+terminal, junit and the reports. Δ% and its 95 % interval are vs the mean of the config tag's
+baseline-deployed repeats, as in the report; they are empty for the baseline repeats themselves
+and for runs without a measurement. `shared_from` names the run whose result a row shares
+(identical effective settings, or an inert candidate), and `inert` says why a candidate was cut
+after its compile (the junit `xlatune_inert` text, evidence/inert.py), empty otherwise. Times are
+UTC.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _row(result: JobResult, found: figures.Figure | None) -> dict[str, object]:
         "tgs": found.tgs if found else None,
         "runs": found.runs_text() if found else "",
         "job_tgs": result.own_tgs,
-        "step_seconds": result.step_seconds,
+        "step_seconds": found.step_seconds if found else result.step_seconds,  # the figure's, as junit's
         "delta_pct": comparison.delta_pct if comparison else None,
         "ci_low": comparison.ci_low_pct if comparison else None,
         "ci_high": comparison.ci_high_pct if comparison else None,

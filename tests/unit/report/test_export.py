@@ -11,7 +11,8 @@ import pandas as pd
 
 from pytest_xlatune.evidence.inert import inert_text
 from pytest_xlatune.report.export import COLUMNS, export_texts, results_frame
-from pytest_xlatune.verdict import verdicts
+from pytest_xlatune.report.final import figure_properties
+from pytest_xlatune.verdict import figures, verdicts
 from tests import report_cases as cases
 
 
@@ -103,3 +104,17 @@ def test_empty_results_give_headers_only() -> None:
     texts = export_texts([])
     assert texts[".csv"].strip() == ",".join(COLUMNS)
     assert json.loads(texts[".json"]) == []
+
+
+def test_a_pooled_rows_step_is_its_figures_as_junit_shows_it() -> None:
+    """Each baseline repeat row carries the baseline's figure (every repeat pooled) and its mean
+    step: the number junit's xlatune_step_seconds and the report's step column show."""
+    results = winner_results()
+    frame = results_frame(results).set_index("item")
+    found = figures.by_item(results)
+    for item in ("wave1::baseline[sparse]", "wave1::baseline-r2[sparse]", "wave2::ag256m[sparse]"):
+        junit = dict(figure_properties(found[item]))
+        assert frame.loc[item, "step_seconds"] == junit["xlatune_step_seconds"]
+        assert frame.loc[item, "tgs"] == junit["xlatune_tgs"]
+    steps = {r.step_seconds for r in results if r.kind == "baseline"}
+    assert len(steps) > 1  # the repeats' own steps differ: the row shows their mean, not its own
