@@ -13,7 +13,7 @@ from ..report.files import Output, write_if_changed
 from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
 from ..verdict.lock import LockError, load_lock
-from .inert import gate_flag_states
+from .inert import gate_flag_states, gate_runs
 from .repair_outputs import repair_of
 
 if TYPE_CHECKING:
@@ -49,13 +49,7 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
             continue  # its items failed with that line already
         store = runtime.store_for(cell)
         new_image = runtime.cell_settings(cell).image
-        sweep = runtime.sweeps.get(cell.path)
-        # This gate's runs: an earlier gate's (latest in the store until run again) are not its own.
-        runs = tuple(
-            r
-            for r in store.latest_by_key().values()
-            if r.wave == "gate" and (sweep is None or sweep.runner.ran_in_session(r.key))
-        )
+        runs = gate_runs(runtime, cell)
         if cell.path not in runtime.repairs:  # once: it writes the proposed lock
             runtime.repairs[cell.path] = repair_of(runtime, cell, lock, measured_on(store, new_image))
         by_tag.setdefault(cell.model_tag, []).append(
@@ -68,7 +62,7 @@ def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:
                 old_measured_on=measured_on(store, lock.image) if lock.image != new_image else "",
                 items=tuple(items),
                 runs=runs,
-                flags=gate_flag_states(lock, store),
+                flags=gate_flag_states(lock, store, runs),
                 repair=runtime.repairs[cell.path],
             )
         )

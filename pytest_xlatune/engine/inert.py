@@ -8,6 +8,7 @@ cancel stores the shared result on its rerun and never submits the job again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import records
@@ -23,7 +24,9 @@ from .job_result import shared_result
 from .watch import Judge, Watched
 
 if TYPE_CHECKING:
+    from ..cell.values import Cell
     from .runner import JobRunner
+    from .session import Session
 
 # Runs that may be cut as inert: candidates, measured once. Repeats (of any kind: a win's
 # confirmation, a control), evidence and gate runs measure again on purpose.
@@ -41,12 +44,25 @@ def fingerprints(store: ResultStore) -> dict[str, str]:
     return {str(e["job_id"]): str(e["digest"]) for e in store.events_of("fingerprint") if e.get("complete")}
 
 
-def gate_flag_states(lock: Lock, store: ResultStore) -> tuple[LockedFlag, ...]:
-    """Each locked setting on the new image, read off the store's gate runs and their program
-    fingerprints (verdict/gate_flags.py): the gate report lists them, the repair runs on an inert one."""
-    runs = tuple(r for r in store.latest_by_key().values() if r.wave == "gate")
+def gate_flag_states(lock: Lock, store: ResultStore, runs: Sequence[JobResult]) -> tuple[LockedFlag, ...]:
+    """Each locked setting on the new image, read off this gate's runs (`runs`: an earlier gate's,
+    of another image maybe, are none of them) and their program fingerprints
+    (verdict/gate_flags.py): the gate report lists them, the repair runs on an inert one."""
     prints = fingerprints(store)
     return tuple(f for recipe in lock.recipes for f in locked_flags(recipe, runs, prints))
+
+
+def gate_runs(runtime: Session, cell: Cell) -> tuple[JobResult, ...]:
+    """This gate's runs of the cell: those its sweep ran, or (no sweep here: an xdist controller,
+    or a pre-flight that refused the cell) those that ended after the session began. An earlier
+    gate's runs, latest in the store until run again and maybe of another image, are not its own."""
+    sweep = runtime.sweeps.get(cell.path)
+    return tuple(
+        r
+        for r in runtime.store_for(cell).latest_by_key().values()
+        if r.wave == "gate"
+        and (sweep.runner.ran_in_session(r.key) if sweep is not None else r.finished_at >= runtime.started_at)
+    )
 
 
 def record_fingerprint(

@@ -19,7 +19,7 @@ from ..results import JobResult, RunKind, Spent
 from ..verdict import figures
 from ..verdict.gate_flags import FlagState
 from ..verdict.lock import Lock, LockError, build_lock, dumps, load_lock
-from .inert import gate_flag_states
+from .inert import gate_flag_states, gate_runs
 
 if TYPE_CHECKING:
     from .session import Session
@@ -66,7 +66,8 @@ def found_inert(runtime: Session, cell: Cell) -> tuple[str, ...]:
         lock = load_lock(lock_path(cell.path))
     except LockError:
         return ()
-    return tuple(f.setting for f in gate_flag_states(lock, runtime.store_for(cell)) if f.state is FlagState.INERT)
+    flags = gate_flag_states(lock, runtime.store_for(cell), gate_runs(runtime, cell))
+    return tuple(f.setting for f in flags if f.state is FlagState.INERT)
 
 
 def skip_reason(runtime: Session, cell: Cell) -> str:

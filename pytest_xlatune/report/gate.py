@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from html import escape
 
-from ..results import JobResult
+from ..results import JobResult, RunKind
 from ..verdict.gate_flags import LockedFlag
 from ..verdict.lock import Lock
 from .repair import Repair
@@ -89,7 +89,8 @@ def render_cell(gate: GateCell) -> str:
         f"| lock ({lock.date}, {_cell_text(gate.lock_file)}) | {_cell_text(lock.image or '(default)')} "
         f"| {_cell_text(lock.measured_on or '(not recorded in the lock)')} |",
     ]
-    if gate.old_measured_on and lock.measured_on and gate.old_measured_on != lock.measured_on:
+    controls = any(r.kind in (RunKind.GATE_OLD_BASELINE, RunKind.GATE_OLD_RECIPE) for r in gate.runs)
+    if controls and gate.old_measured_on and lock.measured_on and gate.old_measured_on != lock.measured_on:
         lines.append(f"\nThe lock's image runs on {gate.old_measured_on} today (the controls below).")
     lines += [
         "",
@@ -108,7 +109,11 @@ def render_cell(gate: GateCell) -> str:
     skipped = [i for i in gate.items if i.outcome is Outcome.SKIPPED]
     if skipped:
         lines += ["", "### Skipped", ""] + [f"- `{i.item}`: {_cell_text(i.message)}" for i in skipped]
-    lines += ["", "### Gate runs", "", "| item | image | TGS | job | verdict |", "|---|---|---|---|---|"]
+    lines += ["", "### Gate runs", ""]
+    if not gate.runs:
+        lines.append("None: this gate ran no job of the cell (an earlier gate's runs are not its own).")
+    else:
+        lines += ["| item | image | TGS | job | verdict |", "|---|---|---|---|---|"]
     for run in gate.runs:
         tgs = f"{run.tgs:.1f}" if run.tgs is not None else "–"
         lines.append(

@@ -398,3 +398,24 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=1100*)
   export XLA_FLAGS="$XLA_FLAGS --xla_fake_tgs=$t";;
 esac""",
     )
+
+
+def test_a_gate_refused_at_pre_flight_reports_no_runs_of_an_earlier_gate(
+    pytester: pytest.Pytester, swept: Path
+) -> None:
+    # The gate before ran on another interpreter; this one ran no job: its report showed the
+    # earlier gate's runs (and judged the locked flags from them) as this gate's.
+    same = image(pytester.path, "same-python", "")
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={same}", *FAKE).assert_outcomes(passed=12)
+    earlier = (pytester.path / "gated-gate.md").read_text()
+    assert earlier.split("### Gate runs", 1)[1].count("| gate::") == 12
+    bare = image(
+        pytester.path, "bare-python", 'export PYTHONPATH=/nonexistent PYTHONNOUSERSITE=1\nexec python3 -I "$@"'
+    )
+    pytester.runpytest(str(swept), "--xlatune-gate", f"--xlatune-image={bare}", *FAKE).assert_outcomes(failed=12)
+    report = (pytester.path / "gated-gate.md").read_text()
+    runs = report.split("### Gate runs", 1)[1]
+    assert "| gate::" not in runs and "None: this gate ran no job of the cell" in runs
+    flags = report.split("### Locked flags on the new image", 1)[1].split("###", 1)[0]
+    assert "still effective" not in flags and "inert" not in flags
+    assert "(the controls below)" not in report
