@@ -24,6 +24,9 @@ CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 class LinkRefused(XlatuneError, OSError):
     """A path the tool writes is a symbolic link (or lies under one below its base folder)."""
 
+    def __str__(self) -> str:  # the one line, without OSError's "[Errno 40] …: 'path'"
+        return str(self.strerror)
+
 
 def link_message(path: Path | str) -> str:
     return (
@@ -66,30 +69,105 @@ def file_mode() -> int:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` in one rename (a link at `path` is replaced, never followed),
-    with the permissions a plain `open(..., "w")` would give (umask), not mkstemp's 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with the permissions a plain `open(..., "w")` would give (umask), not mkstemp's 0600. Any
+    failure is FileRefused, one line naming `path` (never the temporary file's name)."""
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise not_a_file(path, mode, "a file it can replace")
+    tmp = ""
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException as error:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(error, OSError) and not isinstance(error, XlatuneError):
+            reason = error.strerror or error
+            raise FileRefused(error.errno or errno.EIO, f"{path}: cannot write it: {reason}", str(path)) from None
         raise
 
 
-def read_text_nofollow(path: Path) -> str | None:
-    """The text of a regular file at `path`; None when there is none (a link is refused)."""
+def describe(error: OSError) -> str:
+    """An OSError as one line: the package's own message, else `file: reason`."""
+    if isinstance(error, XlatuneError):
+        return str(error)
+    if error.filename is not None:
+        return f"{error.filename}: {error.strerror or error}"
+    return str(error.strerror or error)
+
+
+class FileRefused(XlatuneError, OSError):
+    """A path the tool reads or replaces holds no regular file (a folder, a FIFO, a device), or
+    a file of its own holds no UTF-8 text."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def file_kind(mode: int) -> str:
+    """What an lstat mode is, in words: a directory, a FIFO, a socket, a device, a link."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "a regular file" if stat.S_ISREG(mode) else "no regular file"
+
+
+def not_a_file(path: Path | str, mode: int, what: str = "a regular file") -> FileRefused:
+    return FileRefused(
+        errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL,
+        f"{path}: expected {what}, found {file_kind(mode)}; move it away",
+        str(path),
+    )
+
+
+def read_bytes_regular(path: Path | str, follow: bool = True, what: str = "a regular file") -> bytes | None:
+    """The bytes of the regular file at `path`; None when there is none. Opened non-blocking, so
+    a FIFO planted there is refused (FileRefused, one line) instead of waiting for a writer forever;
+    without `follow`, a link is refused too (LinkRefused)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = open_nofollow(path, os.O_RDONLY)
+        fd = open_nofollow(path, flags) if not follow else os.open(path, flags | CLOEXEC)
     except FileNotFoundError:
         return None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise not_a_file(path, mode, what)
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{path}: expected a file, found something else", str(path))
-        return handle.read().decode("utf-8")
+        return handle.read()
+
+
+def read_text_nofollow(path: Path) -> str | None:
+    """The text of a regular file at `path`; None when there is none (a link is refused, and
+    a folder, FIFO, device or non-UTF-8 text is FileRefused)."""
+    data = read_bytes_regular(path, follow=False)
+    return None if data is None else decode_utf8(path, data)
+
+
+def decode_utf8(path: Path | str, data: bytes) -> str:
+    """`data` as UTF-8 text; FileRefused naming the line and byte when it is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise FileRefused(
+            errno.EILSEQ,
+            f"{path}:{line}: expected UTF-8 text, found byte 0x{data[error.start]:02x}; move it away",
+            str(path),
+        ) from None
 
 
 def _is_link(path: Path | str) -> bool:

@@ -3,7 +3,10 @@ adaptive summary lines (all read back from the stores)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+import pytest
 
 from ..adaptive.stored import summary_lines
 from ..cell.values import Cell
@@ -11,11 +14,33 @@ from ..evidence.inert import inert_lines
 from ..paths import lock_path
 from ..report.files import Output, write_atomic, write_reports
 from ..results import Spent
+from ..safefs import describe
 from ..verdict.lock import Lock, LockError, build_lock, dumps, load_lock, lock_change, unconfirmed
 from .gate_outputs import measured_on, write_gate_reports
+from .history_outputs import after_session
 
 if TYPE_CHECKING:
     from .session import Session
+
+
+def write_all(runtime: Session, session: pytest.Session) -> tuple[list[Output], list[str]]:
+    """The session's reports, locks and history (and --xlatune-gate-repair's exit code), each
+    part on its own: a report that cannot be written (a folder or a FIFO in its place, a
+    read-only directory) leaves the locks, the history and the exit code alone. Returns what was
+    written and one line per part that failed."""
+    parts: list[tuple[str, Callable[[], list[Output]]]] = [
+        ("report", lambda: runtime.write_reports(runtime.cells_that_ran())),
+        ("recipe lock", runtime.write_locks),
+        ("history", lambda: after_session(runtime, session)),
+    ]
+    written: list[Output] = []
+    failures = []
+    for what, write in parts:
+        try:
+            written += write()
+        except OSError as error:
+            failures.append(f"xlatune: the {what} could not be written: {describe(error)}")
+    return written, failures
 
 
 def session_reports(session: Session, cells: list[Cell] | None = None) -> list[Output]:

@@ -38,7 +38,6 @@ from ..verdict.lock import Lock, load_lock
 from . import outputs
 from .final_figures import FinalFigures
 from .gate_outputs import gate_item
-from .history_outputs import after_session
 from .milestones import Milestones
 from .opening import gate_images, plan_for, specs_for, sweep_for
 from .prior import planned_orders, prior_for
@@ -201,12 +200,9 @@ class Session:
             and not hasattr(session.config, "workerinput")
             and not session.config.option.collectonly
         ):
-            try:
-                self.outputs = (
-                    self.write_reports(self.cells_that_ran()) + self.write_locks() + after_session(self, session)
-                )
-            except OSError as error:
-                self.stops.append(f"xlatune: the report could not be written: {error}")
+            written, failures = outputs.write_all(self, session)
+            self.outputs += written
+            self.stops += failures
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         def write(text: str) -> None:
