@@ -14,20 +14,17 @@ import datetime as dt
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from ..cell import grammar
 from ..cell.values import Cell
-from ..errors import XlatuneError
 from ..results import JobResult, RunKind
 from . import choice, figures, verdicts
+from .lock_read import LockError as LockError
+from .lock_read import Reader, read_json
 from .numerics import Mode
 
 LOCK_SCHEMA = 1
-
-
-class LockError(XlatuneError):
-    """The lock file is missing or unusable; one line naming the file and the key."""
+JOB_ID = grammar.Grammar("a job id", r"[A-Za-z0-9_.:+-]+", max_len=64)
 
 
 @dataclass(frozen=True)
@@ -186,71 +183,37 @@ def dumps(lock: Lock) -> str:
 
 
 def load_lock(path: Path) -> Lock:
-    """Read a lock file; every problem is one LockError line."""
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise LockError(
-            f"{path}: expected a recipe lock written by a finished sweep (run the sweep first), found no file"
-        ) from None
-    except (OSError, ValueError) as error:
-        raise LockError(f"{path}: expected JSON, found {error}") from None
-    except RecursionError:
-        raise LockError(f"{path}: expected JSON, found a document nested too deeply") from None
-    if not isinstance(data, dict):
-        found = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-        raise LockError(f"{path}: expected a JSON object (a recipe lock), found {found.get(type(data), 'null')}")
-    if data.get("schema") != LOCK_SCHEMA:
-        raise LockError(f"{path}: schema: expected {LOCK_SCHEMA}, found {data.get('schema')!r}")
-    try:
-        recipes = tuple(
-            _checked(
-                path,
-                LockedRecipe(
-                    config_tag=r["config_tag"],
-                    profile=r["profile"],
-                    xla_flags=tuple(r["xla_flags"]),
-                    env=tuple(tuple(p) for p in r["env"]),
-                    overrides=tuple(tuple(p) for p in r["overrides"]),
-                    tgs=float(r["tgs"]),
-                    ci_low_pct=float(r["ci_low_pct"]),
-                    ci_high_pct=float(r["ci_high_pct"]),
-                    baseline_tgs=float(r["baseline_tgs"]),
-                    delta_pct=float(r["delta_pct"]),
-                    job_ids=tuple(r["job_ids"]),
-                    unset_env=tuple(r.get("unset_env") or ()),
-                ),
-            )
-            for r in data["recipes"]
-        )
-        return Lock(
-            model_tag=data["model_tag"],
-            parallelism=data["parallelism"],
-            image=data["image"],
-            nodelist=data["nodelist"],
-            date=data["date"],
-            recipes=recipes,
-            measured_on=str(data.get("measured_on", "")),
-        )
-    except (KeyError, TypeError, ValueError) as error:
-        raise LockError(f"{path}: recipes: expected the lock schema, found a problem at {error}") from None
+    """Read a lock file; every problem is one LockError line naming the key (lock_read)."""
+    data = read_json(path, LOCK_SCHEMA)
+    r = Reader(path)
+    recipes = r.field(data, "recipes", "", r.items)
+    return Lock(
+        model_tag=r.field(data, "model_tag", "", lambda v, k: r.checked(v, k, grammar.MODEL_TAG)),
+        parallelism=r.field(data, "parallelism", "", r.text),
+        image=r.field(data, "image", "", r.text),
+        nodelist=r.field(data, "nodelist", "", r.text),
+        date=r.field(data, "date", "", r.date),
+        recipes=tuple(_recipe(r, item, f"recipes[{i}]") for i, item in enumerate(recipes)),
+        measured_on=r.field(data, "measured_on", "", r.text, default=""),
+    )
 
 
-def _checked(path: Path, recipe: LockedRecipe) -> LockedRecipe:
-    """A lock is replayed on the cluster: hold its strings to the cell grammars."""
-    try:
-        grammar.NAME.check(recipe.config_tag)
-        grammar.NAME.check(recipe.profile)
-        for flag in recipe.xla_flags:
-            grammar.XLA_FLAG.check(flag)
-        for name, value in recipe.env:
-            grammar.ENV_NAME.check(name)
-            grammar.ENV_VALUE.check(value)
-        for name in recipe.unset_env:
-            grammar.ENV_NAME.check(name)
-        for key, value in recipe.overrides:
-            grammar.OVERRIDE_KEY.check(key)
-            grammar.OVERRIDE_VALUE.check(value)
-    except grammar.GrammarError as error:
-        raise LockError(f"{path}: recipes.{recipe.config_tag}: {error}") from None
-    return recipe
+def _recipe(r: Reader, item: object, at: str) -> LockedRecipe:
+    """One recipe; its strings held to the cell grammars (a lock is replayed on the cluster)."""
+    item = r.mapping(item, at)
+    return LockedRecipe(
+        config_tag=r.field(item, "config_tag", at, lambda v, k: r.checked(v, k, grammar.NAME)),
+        profile=r.field(item, "profile", at, lambda v, k: r.checked(v, k, grammar.NAME)),
+        xla_flags=r.field(item, "xla_flags", at, lambda v, k: r.texts(v, k, grammar.XLA_FLAG)),
+        env=r.field(item, "env", at, lambda v, k: r.pairs(v, k, grammar.ENV_NAME, grammar.ENV_VALUE)),
+        overrides=r.field(
+            item, "overrides", at, lambda v, k: r.pairs(v, k, grammar.OVERRIDE_KEY, grammar.OVERRIDE_VALUE)
+        ),
+        tgs=r.field(item, "tgs", at, r.number),
+        ci_low_pct=r.field(item, "ci_low_pct", at, r.number),
+        ci_high_pct=r.field(item, "ci_high_pct", at, r.number),
+        baseline_tgs=r.field(item, "baseline_tgs", at, r.number),
+        delta_pct=r.field(item, "delta_pct", at, r.number),
+        job_ids=r.field(item, "job_ids", at, lambda v, k: r.texts(v, k, JOB_ID)),
+        unset_env=r.field(item, "unset_env", at, lambda v, k: r.texts(v or [], k, grammar.ENV_NAME), default=[]),
+    )

@@ -48,3 +48,45 @@ def test_a_report_path_that_holds_no_text_file_is_one_line_and_the_lock_and_hist
     result.stdout.fnmatch_lines(["xlatune: recipe lock written to cells/hf.lock.json*", "xlatune: history written to*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert (cell.parent / "hf.lock.json").is_file()
+
+
+@pytest.mark.parametrize("planted", ["fifo", "directory"])
+def test_a_lock_path_that_holds_no_file(pytester: pytest.Pytester, cell: Path, planted: str) -> None:
+    lock = cell.parent / "hf.lock.json"
+    if planted == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    result = _run(pytester)
+    result.assert_outcomes(passed=4)
+    if planted == "fifo":  # unreadable, so the whole sweep replaces it
+        result.stdout.fnmatch_lines(["xlatune: recipe lock written to cells/hf.lock.json*"])
+        assert lock.is_file()
+    else:
+        result.stdout.fnmatch_lines(
+            [
+                f"xlatune: the recipe lock could not be written: {lock}: expected a file it can replace, "
+                "found a directory; move it away"
+            ]
+        )
+    result.stdout.fnmatch_lines(["xlatune: tuning report written to hf-tuning.md"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not [p for p in cell.parent.iterdir() if p.name.startswith(".hf.lock.json.")]  # no temp file left
+
+
+def test_a_gate_against_a_fifo_lock_is_one_line(pytester: pytest.Pytester, cell: Path) -> None:
+    os.mkfifo(cell.parent / "hf.lock.json")
+    result = _run(pytester, "--xlatune-gate")
+    result.stdout.fnmatch_lines(["*hf.lock.json: expected a recipe lock file, found a FIFO (named pipe); move it away"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_gate_against_a_hand_edited_lock_is_one_line_naming_the_key(pytester: pytest.Pytester, cell: Path) -> None:
+    # The sweep writes a lock; an image that is a list, not a string, was a traceback at the end
+    # of the gate (every item failed first).
+    _run(pytester).assert_outcomes(passed=4)
+    lock = cell.parent / "hf.lock.json"
+    lock.write_text(lock.read_text().replace('"image": ""', '"image": ["a"]'))
+    result = _run(pytester, "--xlatune-gate")
+    result.stdout.fnmatch_lines(["*hf.lock.json: image: expected a string, found a list"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
