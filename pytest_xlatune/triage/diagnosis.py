@@ -9,7 +9,7 @@ from ..jobs import JobState
 from ..results import Verdict
 from .excerpts import RANK_RE, MemoryFigures, exception_line, fusion_line, memory_figures, rank_hosts
 from .hang import HangPhase
-from .hits import Hit, find_hits
+from .hits import Hit, find_hits, first_weak
 from .lines import has_step, strip_ansi
 from .logs import SignalKind, StepLog
 from .signatures import FailureClass, Tier, harmless, rejected_flag
@@ -148,7 +148,7 @@ def diagnose(e: Evidence) -> Diagnosis:
             ),
             fatal,
         )
-    weak = next((h for h in hits if h.signature.tier is Tier.WEAK), None)
+    weak = first_weak(hits)
     if state is JobState.NODE_FAIL and (fatal is None or fatal.failure in _CONSEQUENCES):
         seen = f"; the log shows its consequences: {_short(fatal.line)}" if fatal else ""
         return made(

@@ -7,9 +7,17 @@ import re
 from dataclasses import dataclass
 
 from .lines import has_step
-from .signatures import PROGRESS_COLLECTIVES, STUCK_RE, FailureClass, Signature, collectives_done, match_line
+from .signatures import (
+    PROGRESS_COLLECTIVES,
+    STUCK_RE,
+    FailureClass,
+    Signature,
+    Tier,
+    collectives_done,
+    match_line,
+)
 
-__all__ = ["Hit", "find_hits"]
+__all__ = ["Hit", "find_hits", "first_weak"]
 
 _FRAME_FILE = 'File "'
 
@@ -56,6 +64,15 @@ def find_hits(lines: list[str], *, last_step: int | None = None) -> list[Hit]:
             if h.signature.label != "rendezvous-unstuck" and not (h.index < unstuck[-1] and STUCK_RE.search(h.line))
         ]
     return hits
+
+
+def first_weak(hits: list[Hit]) -> Hit | None:
+    """The first weak hit; for a crash by a signal, srun's report of it (it names the node) over the
+    process's own words before it (Python's `Fatal Python error: Segmentation fault`)."""
+    weak = next((h for h in hits if h.signature.tier is Tier.WEAK), None)
+    if weak is not None and weak.signature.label == "task-signal" and not weak.match.groupdict().get("host"):
+        return next((h for h in hits if h.signature.label == "task-signal" and h.match.groupdict().get("host")), weak)
+    return weak
 
 
 def _source_line(previous: str, line: str) -> bool:

@@ -62,6 +62,9 @@ _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
 # NCCL's IB async-event line up to the event's name (ibv_event_type_str), with the `mlx5_0:1 ` device
 # and port newer NCCL prints.
 _NIC_ASYNC = r"\bNET/IB ?: (?:[\w.-]+:\d+ )?(?:Got async (?:error )?event ?: ?|async fatal event: )"
+# The words srun, bash and Python's faulthandler give the signals that crash a process (SIGSEGV,
+# SIGBUS, SIGABRT, SIGILL, SIGFPE).
+_SIGNALS = r"Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception"
 # A Python exception line: `ValueError: ...`, `jaxlib.xla_extension.XlaRuntimeError: ...`, at the
 # start of the line or right after a log prefix (srun `0: `, absl `…] `, Ray `(Actor pid=1) `,
 # `[1784] `, mpirun `<stderr>:`); a name mid-sentence (`retrying after TransientError`) is not one.
@@ -265,8 +268,19 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         F.NODE_FAIL,
         "task-signal",
-        r"\bsrun: error: (?P<host>[^\s:]+): tasks? [\d,-]+: (?P<signal>Segmentation "
-        r"fault|Bus error|Aborted|Illegal instruction|Floating point exception)",
+        rf"\bsrun: error: (?P<host>[^\s:]+): tasks? [\d,-]+: (?P<signal>{_SIGNALS})",
+        Tier.WEAK,
+    ),
+    # The same crash in the process's own words: Python's faulthandler (`Fatal Python error:
+    # Segmentation fault`, then the thread's frames) and the batch shell's job report (`…/slurm_script:
+    # line 26: 118054 Segmentation fault (core dumped) python train.py`, an interactive shell's bare
+    # `Segmentation fault (core dumped)`). SIGKILL's `Killed` stays out: the OOM killer and a time
+    # limit print it too.
+    _sig(
+        F.NODE_FAIL,
+        "task-signal",
+        rf"Fatal Python error: (?P<signal>{_SIGNALS})\b|: line \d+: +\d+ (?P<shell>{_SIGNALS})\b"
+        rf"|^\s*(?P<bare>{_SIGNALS}) \(core dumped\)",
         Tier.WEAK,
     ),
     _sig(F.UNKNOWN, "signal-kill", r"Training subprocess killed by", Tier.WEAK, streamed=False),
@@ -329,6 +343,9 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"Out Of Memory",  # `oom-kill`, `oom_kill`: one needle, one pass
     b"memory limit",
     b"srun: error:",
+    b"Fatal Python error",
+    b"(core dumped)",
+    b"Segmentation fault",
     b"connect to all",
     b"incarnation",
     b"o space left",

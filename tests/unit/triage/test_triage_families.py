@@ -76,6 +76,14 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
         ),
         # a task a signal killed, with nothing fatal before it
         ("srun: error: gpu-a07: task 3: Bus error (core dumped)", F.NODE_FAIL, "task-signal"),
+        # the same crash in Python's faulthandler words and the batch shell's job report
+        ("Fatal Python error: Bus error", F.NODE_FAIL, "task-signal"),
+        (
+            "/var/spool/slurmd/job4242/slurm_script: line 12:  4242 Aborted                 (core dumped) python3 train.py",
+            F.NODE_FAIL,
+            "task-signal",
+        ),
+        ("Floating point exception (core dumped)", F.NODE_FAIL, "task-signal"),
         # a failed CUDA/HIP call NCCL/RCCL returns as an error (at init: before any step)
         (
             "gpu-a07:71:90 [0] /src/transport/p2p.cc:237 NCCL WARN Cuda failure 'invalid argument'",
@@ -143,6 +151,16 @@ def test_the_quoted_flag_is_named_and_cancels_on_sight() -> None:
     log.feed(b"ERROR: Unknown command line flag 'xla_latency_hiding_scheduler_rerun'\n")
     assert log.unknown_flag == "xla_latency_hiding_scheduler_rerun"
     assert diagnose(Evidence.from_log(log, 15, exit_code=1)).flag == "xla_latency_hiding_scheduler_rerun"
+
+
+def test_a_crash_reported_by_the_process_and_by_srun_names_srun_s_node() -> None:
+    text = (
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007fba32f6c180 (most recent call first):\n"
+        '  File "/venv/lib/python3.10/site-packages/jax/_src/xla_bridge.py", line 322 in _version_check\n'
+        "srun: error: gpu-a07: task 0: Segmentation fault\n"
+    )
+    got = _diagnose(text)
+    assert (got.failure, got.label, got.node) == (F.NODE_FAIL, "task-signal", "gpu-a07"), got.reason
 
 
 def test_a_signal_after_a_root_cause_does_not_replace_it() -> None:
