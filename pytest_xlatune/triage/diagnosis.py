@@ -284,6 +284,7 @@ _REASONS: dict[FailureClass | str, str] = {  # by label first, then by class
     "task-signal": "a task was killed by a signal (a crash: look for a core dump)",
     "nic-port-down": "NIC fault (an RDMA port went down: cable, transceiver or switch port)",
     "nic-adapter-fatal": "NIC fault (the RDMA adapter reported a fatal error)",
+    "tpu-device-fault": "TPU device fault (a chip, its driver or the slice)",
     FailureClass.COORDINATION_TIMEOUT: "JAX coordination service timed out",
     FailureClass.HEARTBEAT_TIMEOUT: "JAX heartbeat timeout (often a false positive; "
     "an earlier stall may be the real cause)",

@@ -171,6 +171,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\buncorrectable (?:ECC|hardware) error\b|NVRM: Xid \(|\bfallen off the bus\b"
         r"|\bamdgpu: GPU reset begin\b",
     ),
+    # A TPU slice's own fault report: tpunetd's `Detected failure SLICE_FAILURE_CHIP_DRIVER_ERROR in
+    # session …` and the runtime's `*** A program or fatal error occurred, all pending programs will
+    # fail` (a bad chip or, rarely, a compiler bug: MaxText's maxtest guide says retry to confirm).
+    _sig(
+        F.GPU_RUNTIME_ERROR,
+        "tpu-device-fault",
+        r"\bDetected failure SLICE_FAILURE_\w+|A program or fatal error occurred, all pending programs will fail",
+    ),
     # AMD's ionic RDMA driver; NCCL's own `NET/IB : Got completion from peer … with error` stays an
     # NCCL error (the collective fails; tests/data/triage/nccl_timeout.log).
     _sig(F.NIC_FAULT, "nic-fault", r"ionic_comp_msn\b.*\bcqe with error"),
@@ -338,6 +346,8 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"ncorrectable",
     b"NVRM: ",
     b"GPU reset",
+    b"SLICE_FAILURE_",
+    b"fatal error occurred",
     b" failure '",
     b"oom",
     b"Out Of Memory",  # `oom-kill`, `oom_kill`: one needle, one pass

@@ -163,6 +163,20 @@ def test_a_crash_reported_by_the_process_and_by_srun_names_srun_s_node() -> None
     assert (got.failure, got.label, got.node) == (F.NODE_FAIL, "task-signal", "gpu-a07"), got.reason
 
 
+def test_a_tpu_fault_beats_the_python_exception_reporting_it() -> None:
+    text = (
+        "0: 6x2x0_SC0: *** A program or fatal error occurred, all pending programs will fail, and results may be "
+        "corrupted. Physical location: tpu3:pe2:2\n"
+        "0: Traceback (most recent call last):\n"
+        '0:   File "/app/MaxText/train.py", line 1, in <module>\n'
+        "0: jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Core halted unexpectedly\n"
+    )
+    got = _diagnose(text)
+    assert (got.failure, got.label) == (F.GPU_RUNTIME_ERROR, "tpu-device-fault"), got.reason
+    far = _diagnose(text + "I1201 12:00:00 profiler_session.cc:121] collecting\n" * 200)
+    assert far.label == "tpu-device-fault", "not streamed: lost once the tail moves on"
+
+
 def test_a_signal_after_a_root_cause_does_not_replace_it() -> None:
     text = (
         "0: jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Mosaic failed to compile TPU kernel: x\n"
