@@ -12,6 +12,11 @@ from ..triage.lines import StepRecord
 
 # maxtext-slurm's profiler captures steps 5-7 and dumps at step 8, a massive outlier.
 PROFILER_LAST_STEP = 8
+# A step timed before its work ended (asynchronous dispatch: MaxText's maxtest guide shows `seconds:
+# 0.002, … Tokens/s/device: 19907654.921` between steps of 12.444 s and 11.715 s) measured no
+# throughput: a step more than MISTIMED_RATIO times faster than the window's slower half is left
+# out. Its neighbour that absorbed its time stays, so the mean errs a little low, never 1000x high.
+MISTIMED_RATIO = 10.0
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,7 @@ class SteadyState:
     steps_used: tuple[int, ...]
     tgs_values: tuple[float, ...]  # per step, for confidence intervals
     derived: bool = False  # tgs is tokens per device per step / step seconds, not MaxText's figure
+    mistimed: tuple[int, ...] = ()  # steps of the window left out: timed before their work ended
 
 
 def last_loss(steps: Mapping[int, StepRecord]) -> float | None:
@@ -54,6 +60,8 @@ def steady_state(
     """
     lo = max(first, PROFILER_LAST_STEP + 1) if profiler_on else first
     window = [steps[step] for step in sorted(steps) if lo <= step <= last]
+    mistimed = _mistimed(window)
+    window = [rec for rec in window if rec.step not in mistimed]
     measured = [rec for rec in window if _finite(rec.tokens_per_s)]
     timed = [rec for rec in window if _finite(rec.seconds) and (rec.seconds or 0) > 0]
     derived = not measured and bool(tokens_per_step) and bool(timed)
@@ -73,4 +81,20 @@ def steady_state(
         steps_used=tuple(rec.step for rec in used),
         tgs_values=values,
         derived=derived,
+        mistimed=tuple(sorted(mistimed)),
     )
+
+
+def _mistimed(window: list[StepRecord]) -> set[int]:
+    """The steps far faster than the window's slower half (MISTIMED_RATIO): by step time where the
+    lines print one, by Tokens/s/device where they print that."""
+    seconds = sorted(float(rec.seconds or 0.0) for rec in window if _finite(rec.seconds) and (rec.seconds or 0) > 0)
+    rates = sorted(float(rec.tokens_per_s or 0.0) for rec in window if _finite(rec.tokens_per_s))
+    slow_seconds = seconds[len(seconds) // 2] if len(seconds) > 1 else None  # the upper median
+    slow_rate = rates[(len(rates) - 1) // 2] if len(rates) > 1 else None  # the lower median
+    return {
+        rec.step
+        for rec in window
+        if (slow_seconds is not None and _finite(rec.seconds) and 0 < rec.seconds * MISTIMED_RATIO < slow_seconds)
+        or (slow_rate is not None and _finite(rec.tokens_per_s) and rec.tokens_per_s > MISTIMED_RATIO * slow_rate > 0)
+    }

@@ -544,6 +544,33 @@ def test_steady_state_ignores_non_finite_tokens() -> None:
     assert ss is not None and 6 not in ss.steps_used and len(ss.tgs_values) == 9
 
 
+def test_steady_state_leaves_out_a_step_timed_before_its_work_ended() -> None:
+    """Asynchronous dispatch: one step prints 0.002 s and a rate 4700x its neighbours' (MaxText's
+    maxtest guide); the mean is over the steps that measured something, whichever field is printed."""
+    steps = {s: StepRecord(s, 11.7, 193.0, None, 4200.0 + s, 9.7) for s in range(15)}
+    steps[7] = StepRecord(7, 0.002, 917442.589, None, 19907654.921, 10.0)
+    steps[8] = StepRecord(8, 23.4, 96.0, None, 2100.0, 9.7)  # the step that absorbed its time stays
+    ss = steady_state(steps, profiler_on=False)
+    assert ss is not None and ss.mistimed == (7,) and 7 not in ss.steps_used and 8 in ss.steps_used
+    assert ss.tgs == pytest.approx(sum(v for v in ss.tgs_values) / 9) and max(ss.tgs_values) < 5000
+    assert ss.step_seconds == pytest.approx((11.7 * 8 + 23.4) / 9)
+    no_tokens = {s: StepRecord(s, r.seconds, r.tflops, None, None, r.loss) for s, r in steps.items()}
+    derived = steady_state(no_tokens, profiler_on=False, tokens_per_step=49152)
+    assert derived is not None and derived.mistimed == (7,) and max(derived.tgs_values) < 5000
+    no_seconds = {s: StepRecord(s, None, None, None, r.tokens_per_s, r.loss) for s, r in steps.items()}
+    only_rate = steady_state(no_seconds, profiler_on=False)
+    assert only_rate is not None and only_rate.mistimed == (7,)
+    two = steady_state({3: steps[3], 7: steps[7]}, profiler_on=False, first=3, last=7)
+    assert two is not None and two.steps_used == (3,)  # the slower one of two is the measured one
+
+
+def test_steady_state_keeps_every_step_of_an_uneven_but_real_window() -> None:
+    steps = _steps("maxtext-slurm-mfu.log")
+    assert steady_state(steps, profiler_on=False).mistimed == ()  # type: ignore[union-attr]
+    single = steady_state({5: StepRecord(5, 0.002, None, None, 9e9, 1.0)}, profiler_on=False)
+    assert single is not None and single.steps_used == (5,)  # one step: nothing to compare it with
+
+
 # -- bounded memory on huge input ----------------------------------------------------------------
 
 
