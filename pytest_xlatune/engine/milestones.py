@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cell.values import Cell
+from ..paths import lock_path, report_path
 from ..report.files import Output
 from ..report.final import status_text
 
@@ -49,10 +50,12 @@ class Milestones:
             out.append(f"{head}: mid-point: {ran} of {planned} items done; {found}")
         return out
 
-    def final(self, cell: Cell, ran: int, outputs: Sequence[Output], root: Path) -> str:
+    def final(self, cell: Cell, ran: int, outputs: Sequence[Output], root: Path, report_dir: Path) -> str:
         """The cell's closing message: how many items ran and what the session wrote for it (its
-        tuning report and lock lines, as the terminal shows them)."""
+        tuning and gate reports' and its lock's lines, as the terminal shows them)."""
         head = f"{cell.model_tag} {cell.parallelism.text} ({cell.path.name})"
-        mine = [o.line(root) for o in outputs if o.path.name.startswith((f"{cell.model_tag}-", f"{cell.path.stem}."))]
+        tag = cell.model_tag  # by name: another cell's model tag may begin with this one's
+        own = {report_path(report_dir, tag), report_path(report_dir, tag, "zh"), report_dir / f"{tag}-gate.md"}
+        mine = [o.line(root) for o in outputs if o.path in own or o.path == lock_path(cell.path)]
         written = "; ".join(mine) if mine else "no report written"
         return f"{head}: sweep finished: {ran} item(s) done this session (run, reused or skipped); {written}"

@@ -187,7 +187,8 @@ class Session:
             self._write_outputs(session)
             if self.settings.notify and not self.on_worker and not session.config.option.collectonly:
                 for cell in self.cells_that_ran():
-                    final = self.milestones.final(cell, len(self.ran[cell.path]), self.outputs, self.root)
+                    done = len(self.ran[cell.path])
+                    final = self.milestones.final(cell, done, self.outputs, self.root, self.settings.report_dir)
                     self.notifier(cell).send(final)  # over the session's one connection, still open
         finally:
             self.close_transport()

@@ -28,7 +28,14 @@ def test_each_milestone_once_and_reruns_bring_no_positive_result(tmp_path: Path)
     (mid,) = says.after_item(cell, "wave2::d[default]", {}, 4, 8)
     assert mid.endswith("mid-point: 4 of 8 items done; better so far: wave2::a[default]")
     assert says.after_item(cell, "wave2::e[default]", {}, 5, 8) == []
-    written = [Output(tmp_path / "m-tuning.md", "tuning report", True), Output(tmp_path / "x-tuning.md", "t", True)]
-    final = says.final(cell, 5, written, tmp_path)
+    written = [
+        Output(tmp_path / "m-tuning.md", "tuning report", True),
+        Output(tmp_path / "x-tuning.md", "t", True),
+        Output(tmp_path / "m-big-tuning.md", "t", True),  # a cell whose model tag begins with "m-"
+        Output(tmp_path / "m.lock.json", "recipe lock", True),
+        Output(tmp_path / "m.lock.json.bak", "t", True),
+    ]
+    final = says.final(cell, 5, written, tmp_path, tmp_path)
     assert "sweep finished: 5 item(s) done this session (run, reused or skipped); " in final and "m-tuning.md" in final
-    assert "x-tuning.md" not in final  # another cell's report
+    assert "m.lock.json" in final and "m.lock.json.bak" not in final
+    assert "x-tuning.md" not in final and "m-big-tuning.md" not in final  # other cells' reports
