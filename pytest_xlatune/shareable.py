@@ -153,6 +153,21 @@ def clean(text: str, terminal: bool = False) -> str:
     return masker().mask(strip_controls(text, keep_sgr=terminal))
 
 
+def cut_at_word(text: str, width: int) -> str:
+    """The first `width` characters of `text`, less the word the cut would split: the masker knows a
+    secret by its whole shape (`ghp_` and 36 characters, an environment variable's value), so the
+    prefix of one would pass unmasked. A word ends at whitespace or at one of ``"',;&|<>`` (compact
+    JSON, a URL's query); a single word longer than `width` goes whole."""
+    if len(text) <= width or text[width] in WORD_ENDS:
+        return text[:width]
+    split = LAST_WORD.search(text, 0, width)  # the character before the word the cut is in
+    return text[: split.start() + 1] if split else ""
+
+
+WORD_ENDS = frozenset(" \t\r\n\v\f\"',;&|<>")
+LAST_WORD = re.compile(r"[\s\"',;&|<>][^\s\"',;&|<>]*\Z")
+
+
 def clean_data(value: Any) -> Any:
     """`clean` on every string inside lists, tuples and dicts (user properties, JSON records)."""
     if isinstance(value, str):

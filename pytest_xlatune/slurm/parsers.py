@@ -10,6 +10,7 @@ from enum import Enum
 
 from ..errors import XlatuneError
 from ..jobs import JobState
+from ..shareable import cut_at_word
 
 __all__ = [
     "INVALID_JOB_ID",
@@ -57,7 +58,7 @@ class SlurmParseError(XlatuneError, ValueError):
 
 def _clip(text: str, n: int = 120) -> str:
     text = text.strip().replace("\n", "\\n")
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return text if len(text) <= n else cut_at_word(text, n - 1).rstrip() + "…"
 
 
 # What sbatch/scontrol print while slurmctld is down or restarting: nothing was submitted.

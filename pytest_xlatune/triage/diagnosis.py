@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..jobs import JobState
 from ..results import Verdict
+from ..shareable import cut_at_word
 from .excerpts import RANK_RE, MemoryFigures, exception_line, fusion_line, memory_figures, rank_hosts
 from .hang import HangPhase
 from .hits import Hit, find_hits, first_weak
@@ -398,4 +399,4 @@ def _quote(match: re.Match[str]) -> str:
 
 def _short(line: str) -> str:
     line = line.strip()
-    return line if len(line) <= _LINE_MAX else line[: _LINE_MAX - 1] + "…"
+    return line if len(line) <= _LINE_MAX else cut_at_word(line, _LINE_MAX - 1).rstrip() + "…"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from enum import Enum
 
 import ahocorasick_rs
 
+from ..shareable import LAST_WORD, WORD_ENDS, cut_at_word
 from .lines import NOISE_BYTES_RE, NOISE_RE, STEP_MARK_RE, STEP_MARKS, STEP_RE, StepRecord, parse_step_line, strip_ansi
 from .signatures import EVIDENCE_NEEDLES, STUCK_RE, UNKNOWN_FLAG_RE, is_evidence, rejected_flag
 
@@ -37,6 +39,9 @@ _MAX_STEPS, _RECENT_STEPS = 4096, 64  # step records kept: the first ones, then 
 MAX_EVIDENCE_LINES = 48
 MAX_WEAK_EVIDENCE = 16  # of which weak hints (a traceback header, NCCL WARN) at most
 _EVIDENCE_WIDTH = 2000
+# A tail line cut at _MAX_TAIL_LINE loses its last word whole, as shareable.cut_at_word cuts.
+_WORD_ENDS = frozenset(ord(c) for c in WORD_ENDS)
+_LAST_WORD = re.compile(LAST_WORD.pattern.encode())
 _OOM_CONTEXT, _OOM_CONTEXT_LINES = 2048, 12  # what follows an OOM line: its memory figures
 _NOISE_MARK = f"[... more than {_TAIL_SCAN >> 10} KiB of known-noise lines ...]"
 _STEP_NEEDLES = tuple(mark.encode() for mark in STEP_MARKS)
@@ -253,7 +258,7 @@ class StepLog:
     def _take_evidence(self, at: int, line: str) -> str:
         if len(self.evidence) >= MAX_EVIDENCE_LINES or NOISE_RE.search(line):
             return ""
-        line = strip_ansi(line[: _EVIDENCE_WIDTH * 2]).rstrip()[:_EVIDENCE_WIDTH]
+        line = cut_at_word(strip_ansi(line[: _EVIDENCE_WIDTH * 2]).rstrip(), _EVIDENCE_WIDTH)
         sig = self._is_evidence(line)
         if sig is None:
             return ""
@@ -331,9 +336,14 @@ class StepLog:
                 budget -= pos - line_start
                 cut = min(pos, line_start + _MAX_TAIL_LINE)
                 if NOISE_BYTES_RE.search(buf, line_start, cut) is None:
-                    line = buf[line_start:cut].decode("utf-8", "replace").rstrip()
-                    if cut < pos:
-                        line += f" [... {pos - cut} more bytes]"
+                    raw = buf[line_start:cut]
+                    if cut < pos and buf[cut] not in _WORD_ENDS:  # no word cut short: the prefix of
+                        split = _LAST_WORD.search(raw)  # a secret would pass the masker
+                        raw = raw[: split.start() + 1] if split else b""
+                    line = raw.decode("utf-8", "replace").rstrip()
+                    if cut < pos:  # the bytes not shown, the line's newline not counted
+                        more = pos - (buf[pos - 1 : pos] == b"\n") - line_start - len(raw)
+                        line += f"{' ' if line else ''}[... {more} more bytes]"
                     if line.strip():
                         found.append((base + line_start, strip_ansi(line)))
                 pos = line_start

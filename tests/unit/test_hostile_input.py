@@ -219,6 +219,42 @@ def test_values_of_secret_named_environment_variables_are_masked_in_every_render
     assert masker.mask("hunter2x correct-horse /root false 1") == "[masked] [masked] /root false 1"
 
 
+@pytest.mark.parametrize(
+    ("secret", "body"),
+    [
+        ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "ghp_A1b2"),
+        ('"HF_TOKEN":"s3cr3tValue-abcdefghijklmnop"', "s3cr3tVa"),  # compact JSON, the variable's value
+    ],
+)
+def test_a_log_line_cut_short_leaves_no_prefix_of_a_secret(secret: str, body: str) -> None:
+    """The failure reason, the log tail's 4 KiB lines and Slurm's quoted output are cut: at any cut,
+    what is kept masks whole or leaves the secret out (a prefix is no shape the masker knows)."""
+    from pytest_xlatune.slurm.parsers import SlurmParseError, parse_sbatch_parsable
+    from pytest_xlatune.triage.diagnosis import Evidence, diagnose
+    from pytest_xlatune.triage.logs import StepLog
+
+    masker = shareable.Masker.build({"HF_TOKEN": "s3cr3tValue-abcdefghijklmnop"})
+    for pad in range(250, 310):
+        log = StepLog()
+        log.feed(f"ValueError: {'x' * pad} {secret} rest\n".encode())
+        log.flush()
+        reason = masker.mask(diagnose(Evidence.from_log(log, 100, exit_code=1)).reason)
+        assert body not in reason, reason[-60:]
+    for pad in range(4050, 4096):
+        line = f"{'y' * pad},{secret} rest"
+        log = StepLog()
+        log.feed(f"start\n{line}\n".encode())
+        log.flush()
+        shown = log.tail[-1]
+        assert body not in masker.mask(shown), shown[-60:]
+        kept, more = re.fullmatch(r"(.*) \[\.\.\. (\d+) more bytes\]", shown).groups()  # type: ignore[union-attr]
+        assert line[len(kept) : len(line) - int(more)].strip() == ""  # the figure counts every byte not shown
+    for pad in range(100, 125):
+        with pytest.raises(SlurmParseError) as err:
+            parse_sbatch_parsable(f"sbatch: error: {'z' * pad} {secret}")
+        assert body not in masker.mask(str(err.value))
+
+
 def test_extra_patterns_mask_the_whole_match_or_its_secret_group() -> None:
     masker = shareable.Masker.build({}, [re.compile(r"internal-[0-9]+"), re.compile(r"session=(?P<secret>\w+)")])
     assert masker.mask("host internal-42 session=abc123") == "host [masked] session=[masked]"

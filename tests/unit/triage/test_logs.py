@@ -635,11 +635,14 @@ def test_triage_text_puts_early_failure_lines_before_the_tail_in_log_order() -> 
 def test_a_huge_line_is_kept_short_in_the_tail_and_read_once() -> None:
     """A 50 MB line must not ride along in the tail triage re-reads on every feed."""
     log = StepLog()
-    huge = b"x" * (50 << 20)
+    huge = b"xxxxxxx " * (50 << 17)
     log.feed(b"start\n" + huge + b"\n")
     log.feed(
         b"completed step: 0, seconds: 1.0, TFLOP/s/device: 1.0, Tokens/s/device: 10.0, total_weights: 1, loss: 1.0\n"
     )
     assert max(len(line) for line in log.tail) < 5000
     assert any(line.startswith("xxxx") and line.endswith(" more bytes]") for line in log.tail)
+    one_word = StepLog()
+    one_word.feed(b"start\n" + b"x" * (1 << 20) + b"\n")
+    assert one_word.tail[-1] == f"[... {1 << 20} more bytes]"  # one word longer than a tail line: none of it
     assert log.last_step == 0
