@@ -24,10 +24,12 @@ _FUSION_RES = tuple(
         r"(?<![\w/])\w*fusion(?:[._]\d+)+\b",
     )
 )
-_SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes)"
+# The TPU runtime writes a size without the B: `Attempting to allocate 15.65G`.
+_SIZE = r"(?:\d+(?:\.\d+)?\s*[KMGTP]?i?B|\d+ bytes|\d+(?:\.\d+)?[KMGTP]\b)"
 # XLA's BufferAssignment `Out of memory while trying to allocate N bytes`, the BFC allocator's
-# `ran out of memory trying to allocate 2.00GiB` and PjRt's `Failed to allocate request for 176.00MiB
-# (184549376B) on device ordinal 0`.
+# `ran out of memory trying to allocate 2.00GiB`, PjRt's `Failed to allocate request for 176.00MiB
+# (184549376B) on device ordinal 0` and the TPU's `Error allocating device buffer: Attempting to
+# allocate 15.65G. That was not possible.`
 _REQUESTED_RE = re.compile(rf"(?:trying to allocate|allocate(?: request for)?)\s+(?P<v>{_SIZE})")
 _TOTAL_RE = re.compile(rf"Total memory:\s*(?P<v>{_SIZE})")
 _TEMP_RE = re.compile(rf"\b[Tt]emp(?:\s+allocation)?:\s*(?P<v>{_SIZE})")
@@ -110,5 +112,5 @@ def rank_hosts(text: str) -> dict[int, str]:
 
 
 def to_bytes(size: str) -> int | None:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:([KMGTP]?)i?B|bytes)", size.strip())
-    return int(float(m.group(1)) * _UNITS[m.group(2) or ""]) if m else None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:([KMGTP]?)i?B|bytes|([KMGTP]))", size.strip())
+    return int(float(m.group(1)) * _UNITS[m.group(2) or m.group(3) or ""]) if m else None

@@ -414,6 +414,7 @@ def test_memory_figures_convert_the_requested_size() -> None:
     assert figures.requested_bytes == 24 << 30
     assert str(figures) == "allocating 24.00GiB, Total memory 287.98GiB, Temp 251.08GiB"
     assert MemoryFigures("8.00GiB").requested_bytes == 8 << 30
+    assert MemoryFigures("15.65G").requested_bytes == int(15.65 * (1 << 30))  # the TPU runtime's size
 
 
 # ---- judge(): what session.py passes today (no text, no scheduler state) --------------------
