@@ -208,7 +208,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|\bptxas returned an error\b"
         r"|Failure occurr?ed when "
         r"compiling fusion|LLVM (?:Fatal Error|ERROR)\b|Error during compilation of ptx"
-        r"|CUDA_ERROR_INVALID_PTX|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
+        # The driver refusing the code XLA built for it (a PTX or CUBIN for another GPU or CUDA):
+        # `failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid`.
+        r"|CUDA_ERROR_(?:INVALID_PTX|INVALID_IMAGE|NO_BINARY_FOR_GPU|UNSUPPORTED_PTX_VERSION)\b"
+        r"|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
         r"|\bnvlink exited with non-zero error code\b",
     ),
     # RCCL sets up its communicators at the first collective, i.e. before step 0 completes.

@@ -56,6 +56,13 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
             F.XLA_COMPILE_FAIL,
             "xla-compile-fail",
         ),
+        # the driver refusing the code XLA built (the corpus holds CUDA_ERROR_INVALID_IMAGE)
+        (
+            "E0101 cuda_executor.cc:1] Failed to load in-memory CUBIN: CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel "
+            "image is available for execution on the device",
+            F.XLA_COMPILE_FAIL,
+            "xla-compile-fail",
+        ),
         # sticky CUDA errors beyond the illegal address, and the GPU's own reset and RAS reports
         (
             "E0101 cuda_executor.cc:1] CUDA_ERROR_MISALIGNED_ADDRESS: misaligned address",
