@@ -27,7 +27,9 @@ _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[()][0-9A-Za-z])|[\x00\x0e\x0
 # combined pattern stays fast.
 KNOWN_NOISE: tuple[str, ...] = (
     r"cuInit: UNKNOWN ERROR \(303\)",
-    r"INTERNAL: CUDA error: Failed call to cuInit",  # the cuInit probe, not a CUDA error in training
+    # The cuInit probe, not a CUDA error in training; a node whose GPUs are not ready yet (NVSwitch
+    # systems before the fabric manager runs) fails it with CUDA_ERROR_SYSTEM_NOT_READY: no noise.
+    r"INTERNAL: CUDA error: Failed call to cuInit(?!: CUDA_ERROR_SYSTEM_NOT_READY)",
     r"NCCL WARN MSCCL\+\+: Feature not enabled",
     r"NCCL WARN LL cutoff points not detected",
     r"AMD GPU device\(s\) is/are in a low-power state",

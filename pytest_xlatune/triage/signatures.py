@@ -162,7 +162,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "gpu-runtime-error",
         r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort|(?P<cuda>CUDA_ERROR_(?:ILLEGAL_ADDRESS"
         r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION|MISALIGNED_ADDRESS"
-        r"|INVALID_ADDRESS_SPACE|INVALID_PC|ASSERT)\b)"
+        r"|INVALID_ADDRESS_SPACE|INVALID_PC|ASSERT|SYSTEM_NOT_READY)\b)"
         r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"
         r"|Memory access fault by GPU node|unspecified launch failure"
         # CUDA's cudaErrorECCUncorrectable text; the kernel's reports (a job log holds dmesg in

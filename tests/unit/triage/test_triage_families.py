@@ -56,6 +56,14 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
             F.XLA_COMPILE_FAIL,
             "xla-compile-fail",
         ),
+        # a GPU node not ready (NVSwitch systems before the fabric manager runs): the cuInit probe's
+        # failure, noise in its other wordings, is the cause here
+        (
+            "0: E0528 07:52:27.737669 cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error: Failed "
+            "call to cuInit: CUDA_ERROR_SYSTEM_NOT_READY: system not yet initialized",
+            F.GPU_RUNTIME_ERROR,
+            "gpu-runtime-error",
+        ),
         # the driver refusing the code XLA built (the corpus holds CUDA_ERROR_INVALID_IMAGE)
         (
             "E0101 cuda_executor.cc:1] Failed to load in-memory CUBIN: CUDA_ERROR_NO_BINARY_FOR_GPU: no kernel "
