@@ -251,7 +251,7 @@ def _from_hit(
     elif label == "python-exception-line":
         reason = f"Python exception{on}: {_short(line[hit.match.start('exc') :])}"
     elif failure is FailureClass.XLA_COMPILE_FAIL:
-        reason = f"{_REASONS[failure]}{on}: {_short(fusion_line(lines, hit.index) or line)}"
+        reason = f"{_REASONS.get(label) or _REASONS[failure]}{on}: {_short(fusion_line(lines, hit.index) or line)}"
     elif failure is FailureClass.PYTHON_EXCEPTION:
         reason = f"Python exception{on}: {_short(exception_line(lines, hit.index, rank) or line)}"
     elif label == "slurm-node-failure":
@@ -286,6 +286,7 @@ _REASONS: dict[FailureClass | str, str] = {  # by label first, then by class
     "nic-port-down": "NIC fault (an RDMA port went down: cable, transceiver or switch port)",
     "nic-adapter-fatal": "NIC fault (the RDMA adapter reported a fatal error)",
     "tpu-device-fault": "TPU device fault (a chip, its driver or the slice)",
+    "no-binary-for-gpu": "the GPU cannot load the code built for it (another GPU, CUDA or ROCm version)",
     FailureClass.COORDINATION_TIMEOUT: "JAX coordination service timed out",
     FailureClass.HEARTBEAT_TIMEOUT: "JAX heartbeat timeout (often a false positive; "
     "an earlier stall may be the real cause)",

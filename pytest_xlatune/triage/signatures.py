@@ -208,11 +208,18 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bptxas exited with non-zero error code\b|\bptxas (?:fatal|error)\s*:|\bptxas returned an error\b"
         r"|Failure occurr?ed when "
         r"compiling fusion|LLVM (?:Fatal Error|ERROR)\b|Error during compilation of ptx"
-        # The driver refusing the code XLA built for it (a PTX or CUBIN for another GPU or CUDA):
-        # `failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid`.
-        r"|CUDA_ERROR_(?:INVALID_PTX|INVALID_IMAGE|NO_BINARY_FOR_GPU|UNSUPPORTED_PTX_VERSION)\b"
         r"|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
         r"|\bnvlink exited with non-zero error code\b",
+    ),
+    # The driver refusing the code built for it (a PTX or CUBIN for another GPU or CUDA, a ROCm build
+    # without this gfx): `failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE`, HIP's fatal
+    # `hipErrorNoBinaryForGpu: Unable to find code object for all current devices!` (its AMD_LOG_LEVEL
+    # trace `Returned hipErrorNoBinaryForGpu : continue parsing` is no failure). The same every time.
+    _sig(
+        F.XLA_COMPILE_FAIL,
+        "no-binary-for-gpu",
+        r"CUDA_ERROR_(?:INVALID_PTX|INVALID_IMAGE|NO_BINARY_FOR_GPU|UNSUPPORTED_PTX_VERSION)\b"
+        r"|\bhipErrorNoBinaryForGpu: ",
     ),
     # RCCL sets up its communicators at the first collective, i.e. before step 0 completes.
     _sig(F.RCCL_INIT_FLAKE, "rccl-init-flake", _NCCL_ERROR, when=When.BEFORE_STEPS),
