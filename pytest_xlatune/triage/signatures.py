@@ -211,6 +211,12 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
         r"|\bnvlink exited with non-zero error code\b",
     ),
+    # XLA (or libtpu) aborting on an internal check, absl's FATAL line: `F0912 11:59:01.941641 741969
+    # shape_tree.cc:54] Check failed: …`, `…: F external/xla/xla/service/gpu/nvptx_compiler.cc:614] Check
+    # failed: …`: a compiler bug the program or the flags trigger, the same on every run. It beats the
+    # `Aborted (core dumped)` after it. (A `Non-OK-status:` FATAL line is left to the status it prints
+    # on the next line: `ptxas exited with non-zero error code 139`.)
+    _sig(F.XLA_COMPILE_FAIL, "xla-check-failed", r"\bF(?:\d{4} [\d:.]+ +\d+ +| )[\w./-]+:\d+\] Check failed: "),
     # The driver refusing the code built for it (a PTX or CUBIN for another GPU or CUDA, a ROCm build
     # without this gfx): `failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE`, HIP's fatal
     # `hipErrorNoBinaryForGpu: Unable to find code object for all current devices!` (its AMD_LOG_LEVEL
@@ -339,6 +345,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"cqe with",
     b"Node failure",
     b"ptxas",
+    b"] Check failed: ",
     b"ailed to compile",
     b"compiling fusion",
     b"LLVM",

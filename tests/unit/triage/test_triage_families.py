@@ -76,6 +76,13 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
             F.XLA_COMPILE_FAIL,
             "no-binary-for-gpu",
         ),
+        # XLA's FATAL check, srun-prefixed and with a newer absl timestamp (openxla/xla#47373's wording)
+        (
+            "0: F0000 00:00:1786849858.256082 3893849 computation_partitioner.cc:269] Check failed: "
+            "operand_maps.size() == 1 (0 vs. 1)\n0: *** Check failure stack trace: ***\nAborted (core dumped)",
+            F.XLA_COMPILE_FAIL,
+            "xla-check-failed",
+        ),
         # sticky CUDA errors beyond the illegal address, and the GPU's own reset and RAS reports
         (
             "E0101 cuda_executor.cc:1] CUDA_ERROR_MISALIGNED_ADDRESS: misaligned address",
