@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from ..jobs import JobState
 from ..results import Verdict
-from ..shareable import cut_at_word
-from .excerpts import RANK_RE, MemoryFigures, exception_line, fusion_line, memory_figures, rank_hosts
+from .excerpts import RANK_RE, MemoryFigures, exception_line, fusion_line, memory_figures, quote, rank_hosts, short
 from .hang import HangPhase
 from .hits import Hit, find_hits, first_weak
 from .lines import has_step, strip_ansi
@@ -30,7 +29,6 @@ __all__ = [
 
 EXIT_SIGTERM = 143
 EXIT_SIGINT = 130
-_LINE_MAX = 300
 
 # NCCL's `host:pid:tid [dev]` prefix, also behind mpirun's `[1,12]<stdout>:` tag.
 _NCCL_HOST_RE = re.compile(r"(?:^|\s|>:)(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\]")
@@ -151,7 +149,7 @@ def diagnose(e: Evidence) -> Diagnosis:
         )
     weak = first_weak(hits)
     if state is JobState.NODE_FAIL and (fatal is None or fatal.failure in _CONSEQUENCES):
-        seen = f"; the log shows its consequences: {_short(fatal.line)}" if fatal else ""
+        seen = f"; the log shows its consequences: {short(fatal.line)}" if fatal else ""
         return made(
             FailureClass.NODE_FAIL,
             f"Slurm marked the job NODE_FAIL{seen}",
@@ -228,7 +226,7 @@ def _from_hit(
     phase: HangPhase | None = None,
 ) -> Diagnosis:
     line = hit.line.strip()
-    quoted = _quote(hit.match)
+    quoted = quote(hit.match)
     rank_m = RANK_RE.match(hit.line)
     rank = int(rank_m.group(1)) if rank_m else None
     groups = hit.match.groupdict()
@@ -249,11 +247,11 @@ def _from_hit(
         memory = memory_figures(lines, hit.index)
         reason = f"out of memory ({memory}){on}: {quoted}" if str(memory) else f"out of memory{on}: {quoted}"
     elif label == "python-exception-line":
-        reason = f"Python exception{on}: {_short(line[hit.match.start('exc') :])}"
+        reason = f"Python exception{on}: {short(line[hit.match.start('exc') :])}"
     elif failure is FailureClass.XLA_COMPILE_FAIL:
-        reason = f"{_REASONS.get(label) or _REASONS[failure]}{on}: {_short(fusion_line(lines, hit.index) or line)}"
+        reason = f"{_REASONS.get(label) or _REASONS[failure]}{on}: {short(fusion_line(lines, hit.index) or line)}"
     elif failure is FailureClass.PYTHON_EXCEPTION:
-        reason = f"Python exception{on}: {_short(exception_line(lines, hit.index, rank) or line)}"
+        reason = f"Python exception{on}: {short(exception_line(lines, hit.index, rank) or line)}"
     elif label == "slurm-node-failure":
         reason = f"Slurm lost node {node} (the timeouts on the other nodes follow from it)"
     elif label == "node-fail":
@@ -322,7 +320,7 @@ def _hang(
         return _made(
             e,
             FailureClass.HANG,
-            f"{how} {where}: a collective is stuck at a rendezvous: {_short(stuck.line)}",
+            f"{how} {where}: a collective is stuck at a rendezvous: {short(stuck.line)}",
             exit_code,
             also,
             label="rendezvous-stuck",
@@ -387,18 +385,3 @@ def _exit_words(state: JobState | None, exit_code: int | None) -> str:
 
 def _progress(e: Evidence) -> str:
     return "before any completed step" if e.last_step is None else f"after step {e.last_step} of {e.expected_steps}"
-
-
-def _quote(match: re.Match[str]) -> str:
-    """The matched line; one too long to quote whole from the clause that holds the match on (the
-    text after the last `: ` before it), so that the evidence is in the reason, not cut off."""
-    line = match.string
-    if len(line.strip()) <= _LINE_MAX:
-        return _short(line)
-    cut = line.rfind(": ", 0, match.start())
-    return _short("…" + line[cut + 2 if cut >= 0 else match.start() :])
-
-
-def _short(line: str) -> str:
-    line = line.strip()
-    return line if len(line) <= _LINE_MAX else cut_at_word(line, _LINE_MAX - 1).rstrip() + "…"

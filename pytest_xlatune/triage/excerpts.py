@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..shareable import cut_at_word
 from .lines import strip_ansi
 from .signatures import EXCEPTION_LINE, harmless
 
+LINE_MAX = 300  # the longest line a reason quotes
 RANK_RE = re.compile(r"^\s*(\d+):\s")  # srun -l
 _RANK_HOST_RES = (
     re.compile(r"^\s*(?P<rank>\d+):\s*NODE_EXIT host=(?P<host>\S+)"),
@@ -114,3 +116,19 @@ def rank_hosts(text: str) -> dict[int, str]:
 def to_bytes(size: str) -> int | None:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(?:([KMGTP]?)i?B|bytes|([KMGTP]))", size.strip())
     return int(float(m.group(1)) * _UNITS[m.group(2) or m.group(3) or ""]) if m else None
+
+
+def quote(match: re.Match[str]) -> str:
+    """The matched line; one too long to quote whole from the clause that holds the match on (the
+    text after the last `: ` before it), so that the evidence is in the reason, not cut off."""
+    line = match.string
+    if len(line.strip()) <= LINE_MAX:
+        return short(line)
+    cut = line.rfind(": ", 0, match.start())
+    return short("…" + line[cut + 2 if cut >= 0 else match.start() :])
+
+
+def short(line: str) -> str:
+    """The line stripped, cut to LINE_MAX characters at a word's end (shareable.cut_at_word)."""
+    line = line.strip()
+    return line if len(line) <= LINE_MAX else cut_at_word(line, LINE_MAX - 1).rstrip() + "…"

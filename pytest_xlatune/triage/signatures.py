@@ -62,8 +62,7 @@ _IB_COMPLETION = r"NET/IB ?: Got completion from peer"
 # NCCL's IB async-event line up to the event's name (ibv_event_type_str), with the `mlx5_0:1 ` device
 # and port newer NCCL prints.
 _NIC_ASYNC = r"\bNET/IB ?: (?:[\w.-]+:\d+ )?(?:Got async (?:error )?event ?: ?|async fatal event: )"
-# The words srun, bash and Python's faulthandler give the signals that crash a process (SIGSEGV,
-# SIGBUS, SIGABRT, SIGILL, SIGFPE).
+# srun's, bash's and Python's faulthandler's words for SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE.
 _SIGNALS = r"Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception"
 # A Python exception line: `ValueError: ...`, `jaxlib.xla_extension.XlaRuntimeError: ...`, at the
 # start of the line or right after a log prefix (srun `0: `, absl `…] `, Ray `(Actor pid=1) `,
@@ -171,9 +170,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\buncorrectable (?:ECC|hardware) error\b|NVRM: Xid \(|\bfallen off the bus\b"
         r"|\bamdgpu: GPU reset begin\b",
     ),
-    # A TPU slice's own fault report: tpunetd's `Detected failure SLICE_FAILURE_CHIP_DRIVER_ERROR in
-    # session …` and the runtime's `*** A program or fatal error occurred, all pending programs will
-    # fail` (a bad chip or, rarely, a compiler bug: MaxText's maxtest guide says retry to confirm).
+    # A TPU slice's fault report (tpunetd; the runtime's `*** A program or fatal error occurred`): a bad
+    # chip or, rarely, a compiler bug (MaxText's maxtest guide: retry to confirm).
     _sig(
         F.GPU_RUNTIME_ERROR,
         "tpu-device-fault",
@@ -211,16 +209,11 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bld\.lld: error\b|\bHIP compil\w* fail|\bnvlink (?:fatal|error)\s*:"
         r"|\bnvlink exited with non-zero error code\b",
     ),
-    # XLA (or libtpu) aborting on an internal check, absl's FATAL line: `F0912 11:59:01.941641 741969
-    # shape_tree.cc:54] Check failed: …`, `…: F external/xla/xla/service/gpu/nvptx_compiler.cc:614] Check
-    # failed: …`: a compiler bug the program or the flags trigger, the same on every run. It beats the
-    # `Aborted (core dumped)` after it. (A `Non-OK-status:` FATAL line is left to the status it prints
-    # on the next line: `ptxas exited with non-zero error code 139`.)
+    # XLA aborting on an internal check (absl FATAL: `F0912 11:59:01.941641 741969 shape_tree.cc:54] Check
+    # failed: …`): a compiler bug the program or flags trigger. (`Non-OK-status:` is left to its status.)
     _sig(F.XLA_COMPILE_FAIL, "xla-check-failed", r"\bF(?:\d{4} [\d:.]+ +\d+ +| )[\w./-]+:\d+\] Check failed: "),
-    # The driver refusing the code built for it (a PTX or CUBIN for another GPU or CUDA, a ROCm build
-    # without this gfx): `failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE`, HIP's fatal
-    # `hipErrorNoBinaryForGpu: Unable to find code object for all current devices!` (its AMD_LOG_LEVEL
-    # trace `Returned hipErrorNoBinaryForGpu : continue parsing` is no failure). The same every time.
+    # The driver refusing the code built for it (for another GPU, CUDA or ROCm); HIP's AMD_LOG_LEVEL
+    # trace `Returned hipErrorNoBinaryForGpu : continue parsing` is no failure.
     _sig(
         F.XLA_COMPILE_FAIL,
         "no-binary-for-gpu",
@@ -295,11 +288,8 @@ SIGNATURES: tuple[Signature, ...] = (
         rf"\bsrun: error: (?P<host>[^\s:]+): tasks? [\d,-]+: (?P<signal>{_SIGNALS})",
         Tier.WEAK,
     ),
-    # The same crash in the process's own words: Python's faulthandler (`Fatal Python error:
-    # Segmentation fault`, then the thread's frames) and the batch shell's job report (`…/slurm_script:
-    # line 26: 118054 Segmentation fault (core dumped) python train.py`, an interactive shell's bare
-    # `Segmentation fault (core dumped)`). SIGKILL's `Killed` stays out: the OOM killer and a time
-    # limit print it too.
+    # The same crash in Python's faulthandler words and the batch shell's (`…/slurm_script: line 26:
+    # 118054 Segmentation fault (core dumped)`). `Killed` stays out: OOM killer and time limit print it.
     _sig(
         F.NODE_FAIL,
         "task-signal",
