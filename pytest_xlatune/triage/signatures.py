@@ -133,12 +133,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Memory cgroup out of memory|\btasks? [\d,-]+: Out Of Memory\b|\bOOM Killed\b"
         r"|exceeded memory limit \(\d+ > \d+\), being killed|Exceeded (?:job|step) memory limit(?! at some)",
     ),
-    # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below).
+    # Also the BFC allocator's `ran out of memory` (its benign retry variant is noise, below), and the
+    # cuda_async allocator's `gpu_async_0 cuMemAllocAsync failed to allocate N bytes: CUDA_ERROR_OUT_OF_MEMORY`.
     _sig(
         F.OOM,
         "oom-gpu",
-        r"RESOURCE_EXHAUSTED|\b[Oo]ut of memory\b|\bOUT_OF_MEMORY\b"
-        r"|\bResourceExhausted|hipErrorOutOfMemory",
+        r"RESOURCE_EXHAUSTED|\b[Oo]ut of memory\b|(?:\b|_)OUT_OF_MEMORY\b"
+        r"|\bResourceExhausted|hipErrorOutOfMemory|\bcuMemAllocAsync failed to allocate\b",
     ),
     _sig(
         F.COORDINATION_TIMEOUT,
@@ -332,6 +333,7 @@ EVIDENCE_NEEDLES: tuple[bytes, ...] = (
     b"coordination service",
     b"HSA_STATUS_ERROR",
     b"CUDA_ERROR_",
+    b"cuMemAllocAsync",
     b"cqe with",
     b"Node failure",
     b"ptxas",

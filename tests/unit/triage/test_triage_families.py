@@ -48,6 +48,12 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
         ("slurmstepd: error: Job 42664148 exceeded memory limit (10889240 > 4194304), being killed", F.OOM, "oom-host"),
         ("srun: Exceeded job memory limit", F.OOM, "oom-host"),
         ("[12345.678901] Out of memory: Kill process 4242 (python3) score 901 or sacrifice child", F.OOM, "oom-host"),
+        # the cuda_async allocator's line, also without the CUDA error's name (a marin run log)
+        (
+            "E gpu_cudamallocasync_allocator.cc:359] cuMemAllocAsync failed to allocate 281923031072 bytes",
+            F.OOM,
+            "oom-gpu",
+        ),
         # Go tools and tar report a full disk in lower case
         ("tar: usr/lib/libcudnn.so.8: Cannot write: no space left on device", F.DISK_FULL, "disk-full"),
         # Pallas kernels' Mosaic compiler
@@ -181,6 +187,12 @@ def test_the_quoted_flag_is_named_and_cancels_on_sight() -> None:
     log.feed(b"ERROR: Unknown command line flag 'xla_latency_hiding_scheduler_rerun'\n")
     assert log.unknown_flag == "xla_latency_hiding_scheduler_rerun"
     assert diagnose(Evidence.from_log(log, 15, exit_code=1)).flag == "xla_latency_hiding_scheduler_rerun"
+
+
+def test_the_cuda_async_allocator_s_request_is_the_oom_figure() -> None:
+    got = _diagnose("E gpu_cudamallocasync_allocator.cc:359] cuMemAllocAsync failed to allocate 281923031072 bytes\n")
+    assert got.memory is not None and got.memory.requested_bytes == 281923031072
+    assert "allocating 262.56GiB" in got.reason  # the figure JAX's RESOURCE_EXHAUSTED line names
 
 
 def test_a_crash_reported_by_the_process_and_by_srun_names_srun_s_node() -> None:
