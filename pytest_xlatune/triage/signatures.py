@@ -162,13 +162,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "gpu-runtime-error",
         r"(?P<code>HSA_STATUS_ERROR\w*)|rocdevice\.cpp\b.*\b[Aa]bort|(?P<cuda>CUDA_ERROR_(?:ILLEGAL_ADDRESS"
         r"|LAUNCH_FAILED|ECC_UNCORRECTABLE|HARDWARE_STACK_ERROR|ILLEGAL_INSTRUCTION|MISALIGNED_ADDRESS"
-        r"|INVALID_ADDRESS_SPACE|INVALID_PC|ASSERT|SYSTEM_NOT_READY)\b)"
+        r"|INVALID_ADDRESS_SPACE|INVALID_PC|ASSERT|SYSTEM_NOT_READY|NVLINK_UNCORRECTABLE)\b)"
         r"|an illegal memory access was encountered|\bhipErrorIllegalAddress\b|GPU Hang\b"
         r"|Memory access fault by GPU node|unspecified launch failure"
         # CUDA's cudaErrorECCUncorrectable text; the kernel's reports (a job log holds dmesg in
         # maxtext-slurm's post-mortem): NVIDIA's Xid, the GPU dropping off PCIe, amdgpu resetting a
         # hung GPU or reporting a RAS error.
-        r"|\buncorrectable (?:ECC|hardware) error\b|NVRM: Xid \(|\bfallen off the bus\b"
+        r"|\buncorrectable (?:ECC|hardware|NVLink) error\b|NVRM: Xid \(|\bfallen off the bus\b"
         r"|\bamdgpu: GPU reset begin\b",
     ),
     # A TPU slice's fault report (tpunetd; the runtime's `*** A program or fatal error occurred`): a bad

@@ -96,6 +96,13 @@ def _diagnose(text: str, last_step: int | None = None, **kw: object) -> object:
             "gpu-runtime-error",
         ),
         ("[1.0] amdgpu 0000:1c:00.0: amdgpu: GPU reset begin!", F.GPU_RUNTIME_ERROR, "gpu-runtime-error"),
+        # the NVLink fabric's uncorrectable error, as XLA quotes the CUDA error's text
+        (
+            "E0821 04:06:44.000000 7 pjrt_client.cc:1] Execution of replica 0 failed: INTERNAL: CUDA error: "
+            "uncorrectable NVLink error detected during the execution",
+            F.GPU_RUNTIME_ERROR,
+            "gpu-runtime-error",
+        ),
         (
             "[1.0] amdgpu 0000:e6:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!",
             F.GPU_RUNTIME_ERROR,
