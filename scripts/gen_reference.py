@@ -46,7 +46,8 @@ VERDICT_MEANING = {
     "unknown_flag": "XLA rejected a flag (`Unknown flag in XLA_FLAGS`): the item fails naming it",
     "rccl_init_flake": "RCCL/NCCL failed before the first step: retried on the same nodelist",
     "coordination_timeout": "the JAX coordinator was unreachable or timed out: retried",
-    "heartbeat_timeout": "a JAX distributed heartbeat timed out: retried",
+    "heartbeat_timeout": "a JAX distributed heartbeat timed out, or the coordination service stopped the task "
+    "(another task died): retried",
     "nccl_timeout": "a collective timed out after training started: retried",
     "xla_compile_fail": "XLA failed to compile (the fusion is quoted): the item fails",
     "python_exception": "the trainer raised (the exception line is quoted): the item fails",

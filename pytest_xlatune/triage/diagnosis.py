@@ -285,6 +285,8 @@ _REASONS: dict[FailureClass | str, str] = {  # by label first, then by class
     "nic-adapter-fatal": "NIC fault (the RDMA adapter reported a fatal error)",
     "tpu-device-fault": "TPU device fault (a chip, its driver or the slice)",
     "no-binary-for-gpu": "the GPU cannot load the code built for it (another GPU, CUDA or ROCm version)",
+    "coordination-death": "the JAX distributed service stopped this task (another task died, or the "
+    "coordinator is gone: the earliest error in any task's log is the cause)",
     "xla-check-failed": "XLA aborted on an internal check (a compiler bug the program or flags trigger)",
     FailureClass.COORDINATION_TIMEOUT: "JAX coordination service timed out",
     FailureClass.HEARTBEAT_TIMEOUT: "JAX heartbeat timeout (often a false positive; "

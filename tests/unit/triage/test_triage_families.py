@@ -202,6 +202,15 @@ def test_the_cuda_async_allocator_s_request_is_the_oom_figure() -> None:
     assert "allocating 262.56GiB" in got.reason  # the figure JAX's RESOURCE_EXHAUSTED line names
 
 
+def test_a_task_the_coordination_service_stopped_is_not_called_a_heartbeat_timeout() -> None:
+    got = _diagnose(
+        "F0929 17:42:48.594200 1044529 client.h:77] Terminating process because the JAX distributed service "
+        "detected fatal errors. This most likely indicates that another task died\n"
+    )
+    assert (got.failure, got.label) == (F.HEARTBEAT_TIMEOUT, "coordination-death")
+    assert "heartbeat" not in got.reason and "another task died" in got.reason, got.reason
+
+
 def test_a_crash_reported_by_the_process_and_by_srun_names_srun_s_node() -> None:
     text = (
         "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007fba32f6c180 (most recent call first):\n"
