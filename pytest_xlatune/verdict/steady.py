@@ -16,7 +16,9 @@ PROFILER_LAST_STEP = 8
 # 0.002, … Tokens/s/device: 19907654.921` between steps of 12.444 s and 11.715 s) measured no
 # throughput: a step more than MISTIMED_RATIO times faster than the window's slower half is left
 # out. Its neighbour that absorbed its time stays, so the mean errs a little low, never 1000x high.
-MISTIMED_RATIO = 10.0
+# 50x: far beyond what load does to real steps (a busy machine slows steps 2-5x), so a window
+# whose steps a hog slowed is kept whole, its spread judged by the noise checks.
+MISTIMED_RATIO = 50.0
 
 
 @dataclass(frozen=True)

@@ -567,6 +567,9 @@ def test_steady_state_leaves_out_a_step_timed_before_its_work_ended() -> None:
 def test_steady_state_keeps_every_step_of_an_uneven_but_real_window() -> None:
     steps = _steps("maxtext-slurm-mfu.log")
     assert steady_state(steps, profiler_on=False).mistimed == ()  # type: ignore[union-attr]
+    # A hog slowed most steps 20x: the fast steps are real ones, not mistimed (kept, all of them).
+    loaded = {s: StepRecord(s, 10.0 if s % 5 else 0.5, None, None, 410.0 if s % 5 else 8200.0, 1.0) for s in range(15)}
+    assert steady_state(loaded, profiler_on=False).mistimed == ()  # type: ignore[union-attr]
     single = steady_state({5: StepRecord(5, 0.002, None, None, 9e9, 1.0)}, profiler_on=False)
     assert single is not None and single.steps_used == (5,)  # one step: nothing to compare it with
 
