@@ -98,6 +98,8 @@ def _member_key(result: JobResult, results: Sequence[JobResult]) -> tuple[object
 
 def peers(result: JobResult, results: Sequence[JobResult]) -> list[JobResult]:
     """The measured runs behind `result`'s figure (a shared duplicate: its source's runs)."""
+    if (source := verdicts.source_of(result, results)) is not None:
+        return peers(source, results)
     if one_run.profiled(result) and not verdicts.pooled_evidence(result, results):
         # a profiled run outside its group's interval (or too short) is checked against it, alone
         return [result] if result.measured and result.tgs is not None else []

@@ -180,8 +180,28 @@ def noise(results: Sequence[JobResult], config_tag: str) -> stats.Noise:
     return table(results, config_tag).noise
 
 
+def source_of(result: JobResult, results: Sequence[JobResult]) -> JobResult | None:
+    """The run a shared duplicate's record copies (its `shared_from` item), None for any other
+    run. Its settings are the duplicate's effectively (the env file's deployed flags and XLA's
+    last-wins included, or the same compiled program), even where the recorded flags differ:
+    `settings_key` alone would make the copied job a second measurement of other settings."""
+    if not result.shared_from:
+        return None
+    return next(
+        (
+            r
+            for r in results
+            if r.item == result.shared_from and not r.shared_from and r.config_tag == result.config_tag
+        ),
+        None,
+    )
+
+
 def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ...]:
-    """Every run with the result's effective settings (its own at least)."""
+    """Every run with the result's effective settings (its own at least; a shared duplicate's:
+    its source's)."""
+    if (source := source_of(result, results)) is not None:
+        return group_of(source, results)
     return table(results, result.config_tag).groups.get(settings_key(result)) or tuple(run_values(result))
 
 
@@ -204,7 +224,10 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
 def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Comparison | None:
     """The result's settings (all their runs) vs the tag's baseline, each side with its own
     spread; `unstable` when the runs disagree. An evidence run of the baseline is a member of
-    the baseline's group: never better. None without a baseline or a measurement."""
+    the baseline's group: never better. A shared duplicate compares as its source does. None
+    without a baseline or a measurement."""
+    if (source := source_of(result, results)) is not None:
+        return compare_result(source, results)
     tab = table(results, result.config_tag)
     if not tab.baseline or result.tgs is None:
         return None

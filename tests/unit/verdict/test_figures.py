@@ -150,3 +150,28 @@ def test_a_plain_run_of_the_winners_settings_is_a_plain_run_whatever_its_kind() 
     )
     assert found == figures.figure(plain, results)
     assert not verdicts.pooled_evidence(plain, results)  # not a profiled run that joined: a plain one
+
+
+def test_a_shared_duplicate_of_the_baseline_shows_the_baselines_figure_not_its_copied_job() -> None:
+    """A profile whose flag is the one the env file deploys (the catalog's opt_o0 under a deployed
+    -O0) shares the baseline's job: its figure is the baseline's, Δ 0, not the copied job's TGS
+    compared with a baseline mean that holds that same job."""
+    jobs = cases.Jobs()
+    jobs.wave1(baselines=(1000.0, 1040.0, 1020.0), restore=None)
+    first = jobs.results[0]
+    shared = dataclasses.replace(
+        first,
+        key="opt_o0",
+        item="wave3::opt_o0[sparse]",
+        wave="wave3",
+        profile="opt_o0",
+        kind="profile",
+        xla_flags=("--xla_backend_optimization_level=0",),
+        shared_from=first.item,
+    )
+    results = [*jobs.results, shared]
+    base, dup = figures.figure(first, results), figures.figure(shared, results)
+    assert base is not None and dup is not None
+    assert (dup.tgs, dup.job_ids) == (base.tgs, base.job_ids) and dup.tgs == pytest.approx(1020.0)
+    assert dup.comparison is not None and dup.comparison.delta_pct == pytest.approx(0.0)
+    assert dup.comparison.verdict.value == "within_noise"
