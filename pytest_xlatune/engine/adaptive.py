@@ -88,6 +88,7 @@ class Driver:
     cross: dict[str, RunSpec] = field(default_factory=dict)  # other config tag → its selected wave-6 run
     _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
     _ordered: tuple[str, Plan] | None = None  # (evidence job id, the plan with its hints)
+    _skipped_here: set[str] = field(default_factory=set)  # skipped items: final, never run later
 
     @classmethod
     def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec], prior: Prior | None = None) -> Driver | None:
@@ -305,12 +306,14 @@ class Driver:
 
     def _ahead(self, action: Submit, current: str | None, state: SweepState) -> bool:
         """The planner's next candidate is another, later-listed one by expected gain (only with
-        a prior or the evidence run's hints: without them it is always the current item)."""
+        a prior or the evidence run's hints: without them it is always the current item), whose
+        item has not been skipped in this session."""
         return (
             bool(state.plan.prior.gains)
             and current is not None
             and action.item != current
             and action.item in self.specs
+            and action.item not in self._skipped_here
             and self.plan.item(action.item).role is Role.PROFILE
             and not any(r.item == action.item for r in state.runs)
         )
@@ -352,6 +355,7 @@ class Driver:
 
     def _skipped(self, current: str, why: str) -> str:
         """The skip reason of `current`, recorded once (for the summary of what was saved)."""
+        self._skipped_here.add(current)
         if not any(e["event"] == "skipped" and e.get("item") == current for e in self.sweep.store.events()):
             self.sweep.store.append("skipped", item=current, reason=why)
         full = full_run_minutes(self.sweep.store.results())
