@@ -148,7 +148,8 @@ class DriftReport:
         levels = " → ".join(f"{math.exp(p.level):.1f}" for p in self.points)
         verdict = "beyond" if self.significant else "within"
         return (
-            f"drift: the controls moved {self.range_pct:.2f} % over the sweep ({levels} TGS), "
+            f"drift: the controls moved {self.range_pct:.2f} % over the sweep ({levels} TGS, each point "
+            "the geometric mean of its runs), "
             f"{verdict} the run-to-run noise of {self.cv_pct:.2f} % (p = {self.p_value:.3g})"
         )
 

@@ -80,3 +80,7 @@ def test_the_report_says_whether_the_drift_is_beyond_the_noise() -> None:
     assert drifted.significant and drifted.range_pct == pytest.approx(5.0)
     assert "moved 5.00 %" in drifted.text() and "beyond the run-to-run noise" in drifted.text()
     assert "not measured" in report(moved[:1], 0.8).text()
+    # The wave-1 pair's point is its runs' geometric mean, not the baseline's (arithmetic) figure:
+    # 900 and 1100 are 994.99 → 1050; the line says which mean it shows.
+    pair = (Point(0.0, (math.log(900) + math.log(1100)) / 2, ("a", "b")), Point(2 * H, math.log(1050), ("c",)))
+    assert "(995.0 → 1050.0 TGS, each point the geometric mean of its runs)" in report(pair, 0.8).text()
