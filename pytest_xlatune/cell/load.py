@@ -130,11 +130,16 @@ def _check_virtual_stages(r: N.Ctx, cell: Cell) -> None:
             )
         if layers % (stages * shape.virtual_stages):
             fits = [v for v in range(1, layers // stages + 1) if layers % (stages * v) == 0]
+            which = (
+                ", ".join(map(str, fits))
+                if fits
+                else f"none does: {layers} layers do not split evenly over {stages} stages"
+            )
             r.fail(
                 shape.line,
                 key,
                 f"a number of virtual stages that divides num_decoder_layers={layers} over {stages} pipeline "
-                f"stages ({', '.join(map(str, fits))})",
+                f"stages ({which})",
                 str(shape.virtual_stages),
             )
 

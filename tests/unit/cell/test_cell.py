@@ -538,6 +538,12 @@ def test_virtual_stages_must_be_computable_from_the_layers(tmp_path: Path) -> No
     with pytest.raises(CellError) as info:
         load_cell(_cell(tmp_path, PP_HEAD + shapes))
     assert "overrides.num_decoder_layers set as well" in info.value.expected
+    with pytest.raises(CellError) as info:  # no V at all fits 10 layers over 4 stages: it says so
+        load_cell(_cell(tmp_path, PP_HEAD + shapes + "overrides: {num_decoder_layers: 10}\n"))
+    assert info.value.expected == (
+        "a number of virtual stages that divides num_decoder_layers=10 over 4 pipeline stages "
+        "(none does: 10 layers do not split evenly over 4 stages)"
+    )
     good = shapes.replace("virtual_stages: 3", "virtual_stages: 2") + "overrides: {num_decoder_layers: 8}\n"
     assert [s.name for s in load_cell(_cell(tmp_path, PP_HEAD + good)).pipeline_shapes] == ["mb8_v1", "mb8_v2"]
 
