@@ -25,6 +25,9 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNO
 MIN_SECRET_LENGTH = 6
 _NOT_SECRET = frozenset({"true", "false", "none", "null", "unset", "enabled", "disabled"})
 
+# The words of a secret's name, as a name or an option holds them (API_KEY, api-key, apikey).
+_SECRET_WORDS = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?)"
+
 # Well-known token shapes, wherever they appear (a job that printed its environment, a URL).
 TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
     ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
@@ -32,16 +35,36 @@ TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
     ("Slack token", r"\bxox[abposre]-[A-Za-z0-9-]{8,}"),
     ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}"),
+    ("OpenAI / Anthropic key", r"\bsk-(?:proj-|ant-(?:[a-z]+\d*-)?)?[A-Za-z0-9_-]{20,}"),
+    ("GitLab token", r"\bgl(?:pat|dt|ptt|rt)-[A-Za-z0-9_-]{20,}"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{36}"),
+    ("PyPI token", r"\bpypi-AgE[A-Za-z0-9_-]{40,}"),
     ("JWT", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
     ("Bearer credential", r"(?i:\bBearer\s+)(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
+    # An HTTP Authorization header a job printed, whatever its scheme (Basic, Token, Digest…).
+    (
+        "Authorization header",
+        r"(?i:\b(?:Proxy-)?Authorization\b[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)"
+        r"(?P<secret>[^\s\"'`,;|<>]{6,})",
+    ),
     (
         # The word may be followed by more of the name (SOME_SECRET_VALUE), `_PASS` only ends it
-        # (DB_PASS, not PASS_RATE); a quote may close the name and open the value (JSON, YAML).
+        # (DB_PASS, not PASS_RATE); a quote may close the name and open the value (JSON, YAML);
+        # words may be joined by `-` as in HTTP headers (x-api-key: …).
         "secret-named assignment",
-        r"(?i:\b[A-Za-z0-9_]*(?:(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|"
-        r"ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:_[A-Za-z0-9_]*)?|_PASS)\b)[\"']?\s*[=:]\s*[\"']?"
+        rf"(?i:\b[A-Za-z0-9_-]*(?:{_SECRET_WORDS}(?:[_-][A-Za-z0-9_-]*)?|[_-]PASS)\b)[\"']?\s*[=:]\s*[\"']?"
         rf"(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})",
     ),
+    # A command-line option with its value after a space (--password hunter2, --api-key …); the
+    # value is no other option.
+    (
+        "secret-named option",
+        rf"(?i:(?<![\w-])--?[A-Za-z0-9_-]*{_SECRET_WORDS}\s+)(?P<secret>[^\s\"'`,;|<>-][^\s\"'`,;|<>]"
+        rf"{{{MIN_SECRET_LENGTH - 1},}})",
+    ),
+    # A PEM private key (a job that printed a key file), from its BEGIN line to its END line.
+    ("PEM private key", r"(?s:-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z))"),
     # The password of a URL's user info (https://user:password@host/…), the user name kept.
     ("URL password", r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/?#@:\"'<>]*:)(?P<secret>[^\s/?#@\"'<>]+)(?=@)"),
 )

@@ -156,6 +156,12 @@ TOKENS = {
     "AWS access key id": "AKIAIOSFODNN7EXAMPLE",
     "Hugging Face": "hf_" + "AbCdEfGhIj" * 3 + "kl",
     "JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "OpenAI": "sk-proj-" + "Ab1Cd2Ef3G" * 4,
+    "Anthropic": "sk-ant-api03-" + "Ab1Cd2Ef3G" * 4,
+    "GitLab": "glpat-" + "Ab1Cd2Ef3G" * 2,
+    "Google API key": "AIza" + "Sy0Ab1Cd2E" * 3 + "f3G4h",
+    "npm": "npm_" + "Ab1Cd2Ef3G" * 3 + "h4I5j6",
+    "PyPI": "pypi-AgEIcHlwaS5vcmc" + "Ab1Cd2Ef3G" * 5,
 }
 
 
@@ -174,6 +180,27 @@ def test_bearer_and_secret_named_assignments_keep_their_names() -> None:
     )
     # Not secrets: MaxText's throughput field, an NCCL setting, a short value.
     for text in ("Tokens/s/device: 1234.5, total_weights: 1024", "NCCL_IB_PKEY=0x8001", "HF_TOKEN=1"):
+        assert masker.mask(text) == text
+
+
+def test_authorization_headers_hyphenated_names_options_and_private_keys_are_masked() -> None:
+    """What a failing job prints: an HTTP client's headers, its command line, a key file."""
+    masker = shareable.Masker.build({})
+    assert masker.mask("Authorization: Basic dXNlcjpwYXNzd29yZA== ok") == "Authorization: Basic [masked] ok"
+    assert masker.mask('{"authorization": "token 0123456789abcdef"}') == '{"authorization": "token [masked]"}'
+    assert masker.mask("x-api-key: sk_0123456789 X-Auth-Token=abcdefgh") == "x-api-key: [masked] X-Auth-Token=[masked]"
+    assert masker.mask("train.py --password hunter2long --api-key abcdefgh1 -x") == (
+        "train.py --password [masked] --api-key [masked] -x"
+    )
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"
+    assert masker.mask(f"key:\n{pem}\nnext") == "key:\n[masked]\nnext"
+    # Not secrets: throughput and batch options, a path to a token file, the next option.
+    for text in (
+        "--max_tokens 204800 --tokenizer_path /x/y --token_budget 500000",
+        "--token-file /run/secrets/tok --password -x",
+        "task-abcdefghijklmnopqrstuvwxyz disk-abcdefghijklmnopqrstuvwxyz",
+        "mesh: data-parallel sharding",
+    ):
         assert masker.mask(text) == text
 
 
