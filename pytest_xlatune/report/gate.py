@@ -13,6 +13,7 @@ from enum import Enum
 from html import escape
 
 from ..results import JobResult, RunKind
+from ..shareable import markdown_code, markdown_text
 from ..verdict.gate_flags import LockedFlag
 from ..verdict.lock import Lock
 from .repair import Repair
@@ -71,14 +72,23 @@ def _code(text: str) -> str:
 
 
 def _cell_text(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A value from a lock, an option, the interpreter or a log as markdown text: one line, no
+    HTML element, link, code span or table-cell break (shareable.markdown_text)."""
+    return markdown_text(text)
+
+
+def _flag_text(flag: LockedFlag) -> str:
+    return (
+        f"{markdown_code(flag.setting)} \\[{_cell_text(flag.config_tag)}\\]: "
+        f"{_cell_text(flag.state.value)}: {_cell_text(flag.why)}"
+    )
 
 
 def render_cell(gate: GateCell) -> str:
     """One cell's section."""
     lock = gate.lock
     lines = [
-        f"## Image gate: {gate.cell_id}",
+        f"## Image gate: {_cell_text(gate.cell_id)}",
         "",
         f"**Verdict: {verdict(gate.items)}**",
         "",
@@ -86,29 +96,30 @@ def render_cell(gate: GateCell) -> str:
         "|---|---|---|",
         f"| new | {_cell_text(gate.new_image or '(default)')} "
         f"| {_cell_text(gate.new_measured_on or '(not recorded)')} |",
-        f"| lock ({lock.date}, {_cell_text(gate.lock_file)}) | {_cell_text(lock.image or '(default)')} "
+        f"| lock ({_cell_text(lock.date)}, {_cell_text(gate.lock_file)}) | {_cell_text(lock.image or '(default)')} "
         f"| {_cell_text(lock.measured_on or '(not recorded in the lock)')} |",
     ]
     controls = any(r.kind in (RunKind.GATE_OLD_BASELINE, RunKind.GATE_OLD_RECIPE) for r in gate.runs)
     if controls and gate.old_measured_on and lock.measured_on and gate.old_measured_on != lock.measured_on:
-        lines.append(f"\nThe lock's image runs on {gate.old_measured_on} today (the controls below).")
+        lines.append(f"\nThe lock's image runs on {_cell_text(gate.old_measured_on)} today (the controls below).")
     lines += [
         "",
         "Locked recipes: "
         + "; ".join(
-            f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % vs baseline at lock time" for r in lock.recipes
+            f"{_cell_text(r.profile)} \\[{_cell_text(r.config_tag)}\\] {r.delta_pct:+.2f} % vs baseline at lock time"
+            for r in lock.recipes
         ),
     ]
     if gate.flags:
-        lines += ["", "### Locked flags on the new image", ""] + [f"- {_cell_text(f.text())}" for f in gate.flags]
+        lines += ["", "### Locked flags on the new image", ""] + [f"- {_flag_text(f)}" for f in gate.flags]
     bad = [i for i in gate.items if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)]
     if bad:
         lines += ["", "### What failed", ""]
         for item in bad:
-            lines += [f"`{item.item}` ({item.outcome.value}):", "", _code(item.message), ""]
+            lines += [f"{markdown_code(item.item)} ({item.outcome.value}):", "", _code(item.message), ""]
     skipped = [i for i in gate.items if i.outcome is Outcome.SKIPPED]
     if skipped:
-        lines += ["", "### Skipped", ""] + [f"- `{i.item}`: {_cell_text(i.message)}" for i in skipped]
+        lines += ["", "### Skipped", ""] + [f"- {markdown_code(i.item)}: {_cell_text(i.message)}" for i in skipped]
     lines += ["", "### Gate runs", ""]
     if not gate.runs:
         lines.append("None: this gate ran no job of the cell (an earlier gate's runs are not its own).")

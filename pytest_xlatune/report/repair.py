@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import Enum
 from html import escape
 
+from ..shareable import markdown_code, markdown_text
+
 
 class RepairVerdict(Enum):
     """How a gate run with --xlatune-gate-repair ended for one cell (and its exit code)."""
@@ -59,7 +61,8 @@ class Repair:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Markdown text: the reason, measurements and inventory lines quote logs and flags."""
+    return markdown_text(text)
 
 
 def render_section(repair: Repair) -> str:
@@ -85,15 +88,16 @@ def render_section(repair: Repair) -> str:
     lines += [
         "",
         (
-            f"Proposed lock: `{repair.proposed_file}` (replace the lock with it to deploy; the gate replays it)."
+            f"Proposed lock: {markdown_code(repair.proposed_file)} "
+            "(replace the lock with it to deploy; the gate replays it)."
             if repair.proposed_file
-            else f"No proposed lock: {repair.why_not}."
+            else f"No proposed lock: {_cell(repair.why_not)}."
         ),
         "",
         "Candidates tried:",
         "",
     ]
-    lines += [f"- `{_cell(p)}` ({_cell(why)}): {_cell(measured)}" for p, why, measured in repair.candidates] or [
+    lines += [f"- {markdown_code(p)} ({_cell(why)}): {_cell(measured)}" for p, why, measured in repair.candidates] or [
         "- none"
     ]
     lines += ["", "Collective inventory, the lock's winner → the proposed winner:", ""]

@@ -375,5 +375,5 @@ def test_the_gate_report_lists_each_locked_flag() -> None:
     gate = GateCell(
         "c", "c.lock.json", lock, "new", "", "", (GateItem("gate::fast[default]", Outcome.PASSED),), (), flags
     )
-    assert "### Locked flags on the new image\n\n- `--xla_a=1` [default]: inert: " in render_cell(gate)
+    assert "### Locked flags on the new image\n\n- `--xla_a=1` \\[default\\]: inert: " in render_cell(gate)
     assert "--xla_a=1` [default]: inert: the recipe compiles" in render_html([gate])
