@@ -10,6 +10,7 @@ import pytest
 
 from ..adaptive.stored import summary_lines
 from ..cell.values import Cell
+from ..errors import XlatuneError
 from ..evidence.inert import inert_lines
 from ..paths import lock_path
 from ..report.files import Output, write_atomic, write_reports
@@ -38,8 +39,9 @@ def write_all(runtime: Session, session: pytest.Session) -> tuple[list[Output], 
     for what, write in parts:
         try:
             written += write()
-        except OSError as error:
-            failures.append(f"xlatune: the {what} could not be written: {describe(error)}")
+        except (OSError, XlatuneError) as error:  # e.g. a history file edited by hand
+            text = describe(error) if isinstance(error, OSError) else str(error)
+            failures.append(f"xlatune: the {what} could not be written: {text}")
     return written, failures
 
 

@@ -10,8 +10,10 @@ through safefs (a link where it goes is refused, never followed).
 
 from __future__ import annotations
 
+import functools
 import io
 import math
+import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -171,7 +173,41 @@ def load_history(path: Path) -> pd.DataFrame:
         raise HistoryError(f"{path}: columns: expected {', '.join(COLUMNS)}, found no {', '.join(missing)}")
     frame[["image", "recipe"]] = frame[["image", "recipe"]].fillna("")
     kept: pd.DataFrame = frame[list(COLUMNS)]
+    _check_rows(path, kept)
     return kept
+
+
+TEXT_COLUMNS = ("date", "kind", "image", "config_tag", "recipe")
+KINDS = ("sweep", "gate", "repair")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)?")
+
+
+def _row_error(where: str, column: str, expected: str, found: object) -> HistoryError:
+    shown = repr(str(found))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return HistoryError(f"{where}: {column}: expected {expected}, found {shown}")
+
+
+def _check_rows(path: Path, frame: pd.DataFrame) -> None:
+    """Every row as append_rows writes it (the file may have been edited by hand): a date, a
+    kind, finite numbers or nothing; HistoryError naming the line, column and value otherwise."""
+    for index, record in enumerate(frame.astype(object).to_dict("records")):
+        fail = functools.partial(_row_error, f"{path}:{index + 2}")  # line 1 is the header
+        date, kind = record["date"], record["kind"]
+        if not isinstance(date, str) or not _DATE.fullmatch(date):
+            raise fail("date", "an ISO date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS+00:00)", date)
+        if kind not in KINDS:
+            raise fail("kind", f"one of {', '.join(KINDS)}", kind)
+        for column in COLUMNS:
+            value = record[column]
+            if column in TEXT_COLUMNS or value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                raise fail(column, "a number or nothing", value) from None
+            if not math.isfinite(number) or (column in ("runs", "node_hours") and number < 0):
+                raise fail(column, "a finite number" + (" >= 0" if column in ("runs", "node_hours") else ""), value)
 
 
 def append_rows(path: Path, rows: Sequence[HistoryRow]) -> pd.DataFrame:

@@ -49,7 +49,7 @@ def write_history_files(model_tag: str, cells: Sequence[tuple[str, str, Path]], 
             md.append(markdown(rows, name, str(tag)))
             html.append(
                 f"<h3>[{escape(str(tag))}]</h3>{chart}<ul>"
-                + "".join(f"<li>{escape(line.removeprefix('- '))}</li>" for line in summary(rows))
+                + "".join(f"<li>{escape(line.removeprefix('- '))}</li>" for line in summary(rows, str))
                 + "</ul>"
             )
     html.append("</body></html>")

@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 
 import pandas as pd
 
+from ..shareable import clean, markdown_text
 from ..verdict.changepoint import TEST, ChangePoint, change_points
 
 WIDTH = 820
@@ -91,7 +93,7 @@ def svg(frame: pd.DataFrame, title: str) -> str:
         label = f"{date[:10]} {image_label(image)}"
         parts.append(
             f'<text x="{x(i):.1f}" y="{HEIGHT - BOTTOM + 14}" font-size="9" text-anchor="middle" '
-            f'font-family="sans-serif">{escape(label[:28])}</text>'
+            f'font-family="sans-serif">{escape(clean(label)[:28])}</text>'
         )
     for point in series_change_points(frame):
         cx = (x(point.index - 1) + x(point.index)) / 2
@@ -110,14 +112,15 @@ def svg(frame: pd.DataFrame, title: str) -> str:
     return "".join(parts)
 
 
-def summary(frame: pd.DataFrame) -> list[str]:
-    """One markdown line per change point of the recipe series, and the test used."""
+def summary(frame: pd.DataFrame, text: Callable[[object], str] = markdown_text) -> list[str]:
+    """One markdown line per change point of the recipe series, and the test used; `text` renders
+    the file's values (markdown text; `str` for a caller that escapes the whole line itself)."""
     lines = []
     for point in series_change_points(frame):
         at = frame.iloc[point.index]
         lines.append(
-            f"- change point before run {point.index + 1} ({at['date']}, image "
-            f"{at['image'] or '(default)'}): recipe TGS {point.before:.1f} → {point.after:.1f} "
+            f"- change point before run {point.index + 1} ({text(at['date'])}, image "
+            f"{text(at['image'] or '(default)')}): recipe TGS {point.before:.1f} → {point.after:.1f} "
             f"({point.delta_pct:+.2f} %, corrected p {point.corrected_p:.3g})"
         )
     return lines or ["- no change point"]
@@ -126,9 +129,9 @@ def summary(frame: pd.DataFrame) -> list[str]:
 def markdown(frame: pd.DataFrame, svg_name: str, tag: str) -> str:
     """The history section: the chart (an SVG file beside the report), its change points, the rows."""
     lines = [
-        f"### History [{tag}]",
+        f"### History \\[{markdown_text(tag)}\\]",
         "",
-        f"![TGS history [{tag}]]({svg_name})",
+        f"![TGS history \\[{markdown_text(tag)}\\]]({svg_name.replace(' ', '%20').replace(')', '%29')})",
         "",
         f"Change points ({TEST}):",
         "",
@@ -139,15 +142,17 @@ def markdown(frame: pd.DataFrame, svg_name: str, tag: str) -> str:
     ]
     for _, r in frame.iterrows():
         lines.append(
-            f"| {r['date']} | {r['kind']} | {_cell(r['image'] or '(default)')} | {_cell(r['recipe'] or '–')} "
+            f"| {_cell(r['date'])} | {_cell(r['kind'])} | {_cell(r['image'] or '(default)')} "
+            f"| {_cell(r['recipe'] or '–')} "
             f"| {_fig(r, 'baseline')} | {_fig(r, 'recipe')} | {_num(r['control_tgs'])} "
             f"| {float(r['node_hours']):.3f} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _cell(text: object) -> str:
+    """A value of the history file (edited by hand, perhaps) as markdown text."""
+    return markdown_text(text)
 
 
 def _num(value: object) -> str:

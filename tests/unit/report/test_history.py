@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def test_five_gate_runs_across_two_venvs_chart_the_change_at_the_switch(tmp_path
         "change point before run 3 (2026-12-03T10:00:00, image /new/bin/python): recipe TGS 1100.0 → 1030.2 (-6.35 %"
         in text
     )
-    assert "![TGS history [default]](demo-history-default.svg)" in text
+    assert "![TGS history \\[default\\]](demo-history-default.svg)" in text
 
 
 def test_a_sweep_row_holds_its_recipe_and_baseline_with_intervals(tmp_path: Path) -> None:
@@ -161,9 +162,63 @@ def test_the_report_cli_renders_the_history_in_markdown_and_html(tmp_path: Path)
     out = tmp_path / "out"
     assert main([str(cell), "--store", str(tmp_path / ".xlatune"), "--root", str(tmp_path), "--out", str(out)]) == 0
     md = (out / "demo-history.md").read_text()
-    assert "![TGS history [default]](demo-history-demo-default.svg)" in md
+    assert "![TGS history \\[default\\]](demo-history-demo-default.svg)" in md
     assert "change point before run 3 (2026-12-03, image /new/bin/python)" in md
     chart = (out / "demo-history-demo-default.svg").read_text()
     assert chart.startswith("<svg") and chart.count('class="change-point"') == 1
     html = (out / "demo-history.html").read_text()
     assert chart.strip() in html and "a&lt;b&gt;" in html and "/a<b>" not in html
+
+
+GOOD_ROW = {"date": "2026-12-02", "kind": "gate", "image": "", "config_tag": "default", "recipe": "a"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"date": "<img src=x onerror=alert(1)>"},
+            "date: expected an ISO date (*), found '<img src=x onerror=alert(1)>'",
+        ),
+        ({"kind": "sweep [x](http://e)"}, "kind: expected one of sweep, gate, repair, found 'sweep [x](http://e)'"),
+        ({"baseline_tgs": "abc"}, "baseline_tgs: expected a number or nothing, found 'abc'"),
+        ({"recipe_tgs": "nan"}, "recipe_tgs: expected a finite number, found 'nan'"),
+        ({"recipe_high": "1e400"}, "recipe_high: expected a finite number, found 'inf'"),
+        ({"node_hours": "-1"}, "node_hours: expected a finite number >= 0, found '-1.0'"),
+    ],
+)
+def test_a_history_row_edited_by_hand_is_one_line_naming_line_and_column(
+    tmp_path: Path, change: dict[str, str], message: str
+) -> None:
+    """It was a traceback in the report CLI (float('abc')), or NaN coordinates in the chart."""
+    path = tmp_path / "h.history.csv"
+    (good,) = gate_rows("2026-12-01T00:00:00+00:00", "", gate_session("", [1100.0, 1101.0], [1000.0]), 0.1)
+    append_rows(path, [good])
+    numbers = dict.fromkeys(
+        ("baseline_tgs", "baseline_low", "baseline_high", "recipe_tgs", "recipe_low", "recipe_high"), "1000"
+    )
+    values = {**GOOD_ROW, **numbers, "control_tgs": "", "runs": "2", "node_hours": "0.1", **change}
+    header = path.read_text().splitlines()[0].split(",")
+    path.write_text(path.read_text() + ",".join(values[c] for c in header) + "\n")
+    with pytest.raises(HistoryError) as caught:
+        load_history(path)
+    pattern = re.escape(f"{path}:3: {message}").replace(r"\*", ".*")
+    assert re.fullmatch(pattern, str(caught.value)), str(caught.value)
+
+
+def test_history_values_are_markdown_text_and_the_chart_label_is_masked_before_it_is_cut() -> None:
+    from dataclasses import asdict
+
+    import pandas as pd
+
+    from pytest_xlatune import shareable
+
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    image = f"/x/<b>im</b> [l](http://e) {token}"
+    rows = [gate_rows(f"2026-12-0{n}", image, gate_session(image, [1100.0, 1101.0], [1000.0]), 0.1)[0] for n in (1, 2)]
+    frame = pd.DataFrame([asdict(r) for r in rows])
+    md = shareable.clean(trend.markdown(frame, "c.svg", "default"))  # as the file writer does
+    assert "<b>" not in md and "&lt;b&gt;im&lt;/b&gt; \\[l\\](http://e) [masked]" in md
+    # The chart cuts its labels to 28 characters: the token is masked first, not cut to a prefix
+    # no token shape matches.
+    assert token[:10] not in trend.svg(frame, "t")
