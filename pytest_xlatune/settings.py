@@ -156,7 +156,9 @@ class Settings:
         given = self.python if self.python != sys.executable else ""
         own = cell.backend.option("python") or ""
         if "/" in own and not own.startswith("/"):  # relative to the cell file, like other paths
-            own = str((cell.path.parent / own).resolve())
+            # normpath, not resolve(): a venv's bin/python is a link to the base interpreter, and
+            # the resolved path runs without the venv (no JAX there).
+            own = os.path.normpath(os.path.join(cell.path.parent.absolute(), own))
         return image or given or own or self.python
 
     def hang_settings(self) -> HangSettings:

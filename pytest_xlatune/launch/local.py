@@ -92,8 +92,11 @@ class LocalLauncher:
         self.jobs_dir = jobs_dir
         # Compilation caches (absolute: a job runs in its own dir); default beside the jobs dir.
         self.cache_root = (cache_root or jobs_dir.parent / "jax-cache").absolute()
-        self.python = python
-        self.pythons = dict(pythons or {})  # image → interpreter, for requests on another image
+        # A relative interpreter (venv/bin/python) is where pre-flight probed it, from this
+        # directory: a job runs in its own dir. Absolute, links kept (a venv's python is a link
+        # to the base interpreter, and only its own path finds the venv).
+        self.python = _absolute(python)
+        self.pythons = {image: _absolute(p) for image, p in (pythons or {}).items()}  # image → interpreter
         self.module = module
         # Never below an id on disk: an emptied or lost store must not reuse (and overwrite) a
         # job's log or dir.
@@ -324,3 +327,9 @@ def _environ(pid: int) -> list[bytes]:
             return handle.read().split(b"\0")
     except OSError:
         return []
+
+
+def _absolute(python: str) -> str:
+    """An interpreter path with a `/` made absolute against the current directory, links kept; a
+    bare name (python3, found on PATH) as it is."""
+    return os.path.abspath(python) if "/" in python and not python.startswith("/") else python

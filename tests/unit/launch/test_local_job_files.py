@@ -86,3 +86,35 @@ def test_reports_exports_and_the_lock_respect_the_umask_and_replace_a_link(tmp_p
     assert written.changed and target.read_text() == "keep me\n"
     assert not (tmp_path / "m-tuning.md").is_symlink()
     assert stat.S_IMODE((tmp_path / "m-tuning.md").stat().st_mode) == 0o644
+
+
+def test_a_relative_interpreter_runs_from_the_directory_it_was_given_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--xlatune-image=venv/bin/python`: pre-flight probed it from here, every job failed with
+    'No such file or directory' (a job runs in its own dir)."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)  # as a venv's python is: a link to the base one
+    monkeypatch.chdir(tmp_path)
+    run = LocalLauncher(tmp_path / "s" / "c" / "jobs", 1, python="venv/bin/python", module="this")
+    job = run.submit(REQUEST)
+    finish(run, job.job_id)
+    assert run._processes[job.job_id].returncode == 0
+    assert "Beautiful is better than ugly" in Path(job.log_path).read_text()
+    assert run.python == str(venv / "python")  # absolute, the link kept (it is what finds a venv)
+
+
+def test_a_cell_relative_backend_python_keeps_the_venv_link(tmp_path: Path) -> None:
+    """backend.python relative to the cell resolved the link: the base interpreter, without the venv."""
+    from pytest_xlatune.cell.load import load_cell
+    from pytest_xlatune.settings import Settings
+
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)
+    cell = tmp_path / "cells" / "c.yml"
+    cell.parent.mkdir()
+    cell.write_text("model_tag: c\nnodes: 1\nparallelism: FSDP=8\nbackend: {kind: local, python: ../venv/bin/python}\n")
+    settings = Settings(tmp_path, tmp_path, False, False, 1.0, sys.executable)
+    assert settings.python_for(load_cell(cell), "") == str(venv / "python")
