@@ -74,9 +74,9 @@ def parse_parallelism(text: str) -> tuple[tuple[str, int], ...]:
     for part in text.split(","):
         axis, eq, size = (s.strip() for s in part.partition("="))
         if not eq or axis not in AXIS_KEYS:
-            raise ValueError(f"{part.strip()!r}" if part.strip() else "an empty axis")
-        if not re.fullmatch("[0-9]+", size) or int(size) < 1:
-            raise ValueError(f"{part.strip()!r}")
+            raise ValueError(N.show(part.strip()) if part.strip() else "an empty axis")
+        if not re.fullmatch("[0-9]{1,9}", size) or int(size) < 1:  # int() of 4301 digits raises
+            raise ValueError(N.show(part.strip()))
         if any(axis == seen for seen, _ in axes):
             raise ValueError(f"{axis} given twice")
         axes.append((axis, int(size)))

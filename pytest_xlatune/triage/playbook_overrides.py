@@ -55,7 +55,7 @@ def playbook_from_mapping(mapping: Any, base: Playbook = DEFAULT_PLAYBOOK, sourc
     settings: dict[str, Any] = {}
     rules = dict(base.rules)
     for key, value in mapping.items():
-        where = f"{source}.{key}"
+        where = f"{source}.{_key(key)}"
         if key in _SETTINGS:
             settings[key] = _setting(where, key, value)
         elif key in classes:
@@ -73,17 +73,17 @@ def playbook_from_mapping(mapping: Any, base: Playbook = DEFAULT_PLAYBOOK, sourc
 def _setting(where: str, key: str, value: Any) -> Any:
     if key == "resume_permitted":
         if not isinstance(value, bool):
-            raise PolicyError(f"{where}: expected true or false, got {value!r}")
+            raise PolicyError(f"{where}: expected true or false, got {_shown(value)}")
         return value
     return _int(where, value, 1 if key == "max_failed_nodes_per_wave" else 0)
 
 
 def _rule(where: str, rule: Rule, value: Any) -> Rule:
     if not isinstance(value, Mapping):
-        raise PolicyError(f"{where}: expected a mapping with keys {', '.join(_RULE_KEYS)}, got {value!r}")
+        raise PolicyError(f"{where}: expected a mapping with keys {', '.join(_RULE_KEYS)}, got {_shown(value)}")
     changes: dict[str, Any] = {}
     for key, item in value.items():
-        at = f"{where}.{key}"
+        at = f"{where}.{_key(key)}"
         if key in ("action", "exhausted"):
             changes[key] = _enum(at, Remedy, item)
         elif key == "stop_on":
@@ -96,7 +96,7 @@ def _rule(where: str, rule: Rule, value: Any) -> Rule:
             changes[key] = _number(at, item, above=None)
         elif key == "cancel_on_sight":
             if not isinstance(item, bool):
-                raise PolicyError(f"{at}: expected true or false, got {item!r}")
+                raise PolicyError(f"{at}: expected true or false, got {_shown(item)}")
             changes[key] = item
         elif key == "recovery":
             changes[key] = str(item)
@@ -137,12 +137,12 @@ def _enum(where: str, enum: type[Remedy] | type[StopOn], value: Any) -> Any:
     try:
         return enum(value)
     except ValueError:
-        raise PolicyError(f"{where}: expected one of {', '.join(m.value for m in enum)}, got {value!r}") from None
+        raise PolicyError(f"{where}: expected one of {', '.join(m.value for m in enum)}, got {_shown(value)}") from None
 
 
 def _int(where: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise PolicyError(f"{where}: expected an integer ≥ {low}, got {value!r}")
+        raise PolicyError(f"{where}: expected an integer ≥ {low}, got {_shown(value)}")
     return value
 
 
@@ -155,5 +155,17 @@ def _number(where: str, value: Any, above: float | None) -> float:
         or value < 0
     ):
         bound = f"> {above:g}" if above is not None else "≥ 0"
-        raise PolicyError(f"{where}: expected a number {bound}, got {value!r}")
+        raise PolicyError(f"{where}: expected a number {bound}, got {_shown(value)}")
     return float(value)
+
+
+def _shown(value: object) -> str:
+    """A found value for the one-line error: repr, at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _key(key: object) -> str:
+    """A key of the policy in a key path: its control characters escaped, at most 60 characters."""
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(key))
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pytest_xlatune.cell import grammar
 from pytest_xlatune.cell.load import CellError, load_cell
@@ -788,3 +789,24 @@ def test_every_key_of_the_schema_table_is_in_the_docs_cell() -> None:
     example = readme.split("## A cell", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     assert TOP_KEYS == tuple(key.name for key in KEYS)
     assert [k for k in TOP_KEYS if not re.search(rf"(^|[#|] *){k}:", example, re.M)] == []
+
+
+def test_a_long_parallelism_or_policy_key_is_shortened_in_its_one_line(tmp_path: Path) -> None:
+    """A 5,000-character axis was printed whole; 5,000 digits were Python's own 'Exceeds the
+    limit (4300 digits)'; a 5,000-character policy key made a 5,500-character line."""
+    for parallelism, found in (
+        ("a" * 5000, "'" + "a" * 57 + "...'"),
+        ("FSDP=" + "9" * 5000, "'FSDP=" + "9" * 52 + "...'"),
+    ):
+        path = _cell(tmp_path, HEAD.replace("parallelism: FSDP=8", f"parallelism: {parallelism}"))
+        with pytest.raises(CellError) as info:
+            load_cell(path)
+        assert str(info.value).endswith(f"found {found}"), str(info.value)
+    for policy, found in (
+        ({"k" * 5000: {"retries": 1}}, f"policy.{'k' * 57}...: unknown key"),
+        ({"rccl_init_flake": {"retries": "x" * 5000}}, f"retries: expected an integer ≥ 0, got '{'x' * 56}..."),
+    ):
+        path = _cell(tmp_path, HEAD + yaml.safe_dump({"policy": policy}, width=10**6))  # "? key" past 1024
+        with pytest.raises(CellError) as info:
+            load_cell(path)
+        assert len(str(info.value)) < 700 and found in str(info.value), str(info.value)
