@@ -233,16 +233,21 @@ def _exists(path: Path) -> bool:
 
 def check_writable_dir(flag: str, directory: Path) -> None:
     """`directory` is (or can be made) a writable directory: a one-line usage error otherwise."""
+    problem = _dir_problem(directory)
+    if problem:
+        raise pytest.UsageError(f"{flag}: expected a writable directory, found {str(directory)!r} ({problem})")
+
+
+def _dir_problem(directory: Path) -> str:
     target = directory
     try:
         while not target.exists() and target != target.parent:
+            if target.is_symlink():  # dangling: mkdir there fails with a bare "File exists"
+                return f"{target} is a symbolic link to {os.readlink(target)[:200]!r}, which does not exist"
             target = target.parent
-        problem = ""
         if not target.is_dir():
-            problem = f"{target} is not a directory"
-        else:
-            tempfile.TemporaryFile(dir=target).close()
+            return f"{target} is not a directory"
+        tempfile.TemporaryFile(dir=target).close()
     except OSError as error:
-        problem = f"{target}: {error.strerror or error}"
-    if problem:
-        raise pytest.UsageError(f"{flag}: expected a writable directory, found {str(directory)!r} ({problem})")
+        return f"{target}: {error.strerror or error}"
+    return ""

@@ -60,6 +60,18 @@ CASES = [
         "--xlatune-ssh-host: expected * found 'u@h:99999'",
     ),
     (
+        "store-a-dangling-link",  # mkdir through it failed later with a bare "File exists"
+        "--xlatune-store=dangling",
+        "--xlatune-store: expected a writable directory, found '*dangling' "
+        "(*dangling is a symbolic link to '*gone', which does not exist)",
+    ),
+    (
+        "export-dir-a-dangling-link",
+        "--xlatune-export=dangling/out",
+        "--xlatune-export: expected a writable directory, found '*dangling/out' "
+        "(*dangling is a symbolic link to '*gone', which does not exist)",
+    ),
+    (
         "ssh-config-is-a-directory",
         "--xlatune-ssh-config=adir/",
         "--xlatune-ssh-config: expected a file, found 'adir/' (a directory)",
@@ -74,6 +86,7 @@ def test_bad_path_or_value_is_one_usage_line_and_nothing_runs(
     cell = pytester.makefile(".yml", cell=CELL)
     pytester.makefile("", afile="not a directory")
     pytester.mkdir("adir")
+    (pytester.path / "dangling").symlink_to(pytester.path / "gone")
     result = pytester.runpytest(str(cell), option, *FAKE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {line}"])
