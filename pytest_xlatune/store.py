@@ -55,7 +55,7 @@ from . import records, store_heal, store_lines
 from .errors import XlatuneError
 from .records import R, Record
 from .results import JobResult
-from .safefs import LinkRefused, link_message, open_nofollow
+from .safefs import LinkRefused, file_kind, link_message, open_nofollow
 from .store_lines import SCHEMA_VERSION, Parsed
 
 NOTE_SIZE = 4096  # the owner's note in the lock file: written whole, so rewriting it takes no space
@@ -111,6 +111,12 @@ class ResultStore:
             raise StoreError(
                 f"{error.filename or self.lock_path}: cannot open the store's lock: {error.strerror or error}"
             ) from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO read as the owner's note: "Illegal seek" later
+            os.close(fd)
+            raise StoreError(
+                f"{self.lock_path}: expected the store's lock (a regular file), found {file_kind(mode)}; move it away"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:

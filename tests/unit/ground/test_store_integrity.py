@@ -229,3 +229,15 @@ def test_healing_on_a_full_disk_is_one_line_and_keeps_the_store(
         "on device); free space or fix the disk, then rerun"
     )
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["s.jsonl", "s.jsonl.lock"])
+def test_a_fifo_in_place_of_a_store_file_is_one_line_naming_it(tmp_path: Path, name: str) -> None:
+    """A FIFO as the store's lock read as 'cannot heal the results store (Illegal seek); free
+    space or fix the disk', naming the store, not the lock."""
+    os.mkfifo(tmp_path / name)
+    with pytest.raises(StoreError) as refused:
+        ResultStore(tmp_path / "s.jsonl").acquire()
+    assert str(refused.value).startswith(f"{tmp_path / name}: expected the ")
+    assert "a FIFO" in str(refused.value) or "no regular file" in str(refused.value)
+    assert "\n" not in str(refused.value) and "disk" not in str(refused.value)
