@@ -106,6 +106,8 @@ class FileRefused(XlatuneError, OSError):
     """A path the tool reads or replaces holds no regular file (a folder, a FIFO, a device), or
     a file of its own holds no UTF-8 text."""
 
+    found = ""  # what was there instead, in words ("a FIFO (named pipe)"); "" for a decode error
+
     def __str__(self) -> str:
         return str(self.strerror)
 
@@ -126,17 +128,22 @@ def file_kind(mode: int) -> str:
 
 
 def not_a_file(path: Path | str, mode: int, what: str = "a regular file") -> FileRefused:
-    return FileRefused(
+    refused = FileRefused(
         errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL,
         f"{path}: expected {what}, found {file_kind(mode)}; move it away",
         str(path),
     )
+    refused.found = file_kind(mode)
+    return refused
 
 
-def read_bytes_regular(path: Path | str, follow: bool = True, what: str = "a regular file") -> bytes | None:
+def read_bytes_regular(
+    path: Path | str, follow: bool = True, what: str = "a regular file", limit: int | None = None
+) -> bytes | None:
     """The bytes of the regular file at `path`; None when there is none. Opened non-blocking, so
     a FIFO planted there is refused (FileRefused, one line) instead of waiting for a writer forever;
-    without `follow`, a link is refused too (LinkRefused)."""
+    without `follow`, a link is refused too (LinkRefused). With `limit`, at most `limit` + 1
+    bytes are read (more than `limit`: the caller refuses the file)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = open_nofollow(path, flags) if not follow else os.open(path, flags | CLOEXEC)
@@ -147,7 +154,7 @@ def read_bytes_regular(path: Path | str, follow: bool = True, what: str = "a reg
         os.close(fd)
         raise not_a_file(path, mode, what)
     with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+        return handle.read() if limit is None else handle.read(limit + 1)
 
 
 def read_text_nofollow(path: Path) -> str | None:

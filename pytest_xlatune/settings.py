@@ -16,6 +16,7 @@ import pytest
 
 from .adaptive.values import Budget
 from .options import OPTIONS, budget_value, check_lengths, mask_patterns, numerics_mode, option_value
+from .safefs import file_kind, read_bytes_regular
 from .triage.hang import HangSettings
 from .triage.playbook import DEFAULT_PLAYBOOK, Playbook
 from .triage.playbook_overrides import PolicyError, playbook_from_text
@@ -43,6 +44,9 @@ def check_ssh_host(host: str) -> None:
             f"--xlatune-ssh-host: expected [user@]host[:port] (an ssh_config alias or a host name, "
             f"port 1-65535), found {host[:80]!r}"
         )
+
+
+POLICY_MAX_BYTES = 256 * 1024  # as a cell file (cell/load.py): YAML is parsed in pure Python
 
 
 @dataclass(frozen=True)
@@ -194,14 +198,20 @@ class Settings:
         source = "xlatune_policy"
         if "\n" not in text and (_exists(path) or looks_like_path):
             if not path.is_file():
-                found = "a directory" if path.is_dir() else "no such file"
+                found = file_kind(path.stat().st_mode) if path.exists() else "no such file"  # a FIFO too
                 raise pytest.UsageError(
                     f"--xlatune-policy: expected a policy file or YAML text, found {text!r} ({found})"
                 )
             try:
-                text, source = path.read_text(encoding="utf-8"), str(path)
+                data = read_bytes_regular(path, what="a policy file", limit=POLICY_MAX_BYTES) or b""
+                text, source = data.decode("utf-8"), str(path)
             except (OSError, UnicodeDecodeError) as error:
                 raise pytest.UsageError(f"--xlatune-policy: {path}: cannot read: {error}") from None
+            if len(data) > POLICY_MAX_BYTES:
+                raise pytest.UsageError(
+                    f"--xlatune-policy: expected a policy file of at most {POLICY_MAX_BYTES // 1024} KiB, "
+                    f"found {path.stat().st_size:,} bytes ({path})"
+                )
         try:
             return playbook_from_text(text, source=source)
         except PolicyError as error:

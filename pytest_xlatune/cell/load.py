@@ -25,6 +25,7 @@ from pytest_xlatune.cell.values import (
     ClusterSlot,
     Parallelism,
 )
+from pytest_xlatune.safefs import FileRefused, read_bytes_regular
 
 from . import catalog as C
 from . import jobnames as J
@@ -40,12 +41,24 @@ def load_cell(path: Path, kinds: Mapping[str, N.KindCheck] = MappingProxyType({}
     return _cell(N.Ctx(path, kinds), _compose(path, _read(path)))
 
 
+# A cell is a few KB (the largest in cells/ is 3 KB); PyYAML's pure-Python scanner takes about a
+# minute for 60 MB, so a file past this is refused before it is parsed.
+MAX_BYTES = 256 * 1024
+
+
 def _read(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        data = read_bytes_regular(path, what="a cell file", limit=MAX_BYTES)
+    except FileRefused as exc:  # a FIFO (the report CLI would wait on it forever), a folder
+        raise CellError(path, 0, "file", "a readable cell file", exc.found or str(exc)) from None
     except OSError as exc:
         found = exc.strerror or repr(exc)
         raise CellError(path, 0, "file", "a readable cell file", found) from None
+    if data is None:
+        raise CellError(path, 0, "file", "a readable cell file", "no such file")
+    if len(data) > MAX_BYTES:
+        size = f"{path.stat().st_size:,} bytes"
+        raise CellError(path, 0, "file", f"a cell file of at most {MAX_BYTES // 1024} KiB", size)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

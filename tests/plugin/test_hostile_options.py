@@ -3,6 +3,8 @@ nothing run (no store, no job), instead of an OSError after the whole sweep."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.conftest import FAKE
@@ -72,6 +74,16 @@ CASES = [
         "(*dangling is a symbolic link to '*gone', which does not exist)",
     ),
     (
+        "policy-a-fifo",  # "no such file"
+        "--xlatune-policy=pfifo.yml",
+        "--xlatune-policy: expected a policy file or YAML text, found 'pfifo.yml' (a FIFO (named pipe))",
+    ),
+    (
+        "policy-file-too-big",  # parsed for a minute per 60 MB
+        "--xlatune-policy=big.yml",
+        "--xlatune-policy: expected a policy file of at most 256 KiB, found 307,202 bytes (*big.yml)",
+    ),
+    (
         "ssh-config-is-a-directory",
         "--xlatune-ssh-config=adir/",
         "--xlatune-ssh-config: expected a file, found 'adir/' (a directory)",
@@ -87,6 +99,8 @@ def test_bad_path_or_value_is_one_usage_line_and_nothing_runs(
     pytester.makefile("", afile="not a directory")
     pytester.mkdir("adir")
     (pytester.path / "dangling").symlink_to(pytester.path / "gone")
+    os.mkfifo(pytester.path / "pfifo.yml")
+    (pytester.path / "big.yml").write_text("# " + "x" * 300 * 1024)
     result = pytester.runpytest(str(cell), option, *FAKE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {line}"])

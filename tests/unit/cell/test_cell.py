@@ -810,3 +810,36 @@ def test_a_long_parallelism_or_policy_key_is_shortened_in_its_one_line(tmp_path:
         with pytest.raises(CellError) as info:
             load_cell(path)
         assert len(str(info.value)) < 700 and found in str(info.value), str(info.value)
+
+
+def test_a_cell_file_past_256_kib_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """PyYAML scans in pure Python: a 60 MB comment took a minute of collection."""
+    path = _cell(tmp_path, HEAD + "# " + "x" * (300 * 1024) + "\n")
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    assert (
+        str(info.value)
+        == f"{path}:0: file: expected a cell file of at most 256 KiB, found {path.stat().st_size:,} bytes"
+    )
+
+
+def test_a_fifo_named_as_a_cell_is_one_line_not_a_wait_for_a_writer(tmp_path: Path) -> None:
+    """The report CLI reads the cells it is given: a FIFO there waited forever."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "c.yml")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_xlatune.report", str(tmp_path / "c.yml"), "--store", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == f"error: {tmp_path / 'c.yml'}:0: file: expected a readable cell file, found a FIFO (named pipe)"
+    )
