@@ -323,7 +323,7 @@ class ResultStore:
                 found = parsed.take(data[: data.rfind(b"\n") + 1])  # a torn last line waits
                 if found is not None:
                     self._parsed = None  # asked again, it says so again
-                    raise StoreError(f"{self.path}:{found[0]}: schema: expected {SCHEMA_VERSION}, found {found[1]!r}")
+                    raise StoreError(store_lines.schema_message(self.path, found[0], found[1]))
         except OSError as error:
             raise StoreError(f"{self.path}: cannot read the results store: {error.strerror}") from None
         finally:

@@ -177,3 +177,12 @@ def said(raw: bytes) -> dict[str, Any]:
     except (ValueError, RecursionError):
         return {}
     return {k: record[k] for k in ("event", "key", "item") if k in record} if isinstance(record, dict) else {}
+
+
+def schema_message(path: object, line: int, schema: object) -> str:
+    """A record of another schema: one line, the value shortened, what to do."""
+    shown = repr(schema)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    newer = isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION
+    remedy = "a newer pytest-xlatune wrote it: upgrade" if newer else "the line is no record of this tool: remove it"
+    return f"{path}:{line}: schema: expected {SCHEMA_VERSION}, found {shown}; {remedy}, or pass another --xlatune-store"

@@ -66,8 +66,20 @@ def test_submitted_without_result_is_pending(tmp_path: Path) -> None:
 def test_foreign_schema_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps({"schema": 99, "event": "result"}) + "\n")
-    with pytest.raises(StoreError, match=r"s.jsonl:1: schema: expected 1, found 99"):
+    with pytest.raises(StoreError, match=r"s.jsonl:1: schema: expected 1, found 99; a newer pytest-xlatune wrote it"):
         list(ResultStore(path).events())
+
+
+def test_a_long_or_odd_schema_value_is_shortened_and_says_what_to_do(tmp_path: Path) -> None:
+    """A 500-character schema string was printed whole, with nothing to do about it."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({"schema": "<b>9</b>" + "x" * 500, "event": "result"}) + "\n")
+    with pytest.raises(StoreError) as refused:
+        list(ResultStore(path).events())
+    assert str(refused.value) == (
+        f"{path}:1: schema: expected 1, found '<b>9</b>{'x' * 48}...; the line is no record of this tool: "
+        "remove it, or pass another --xlatune-store"
+    )
 
 
 # ---- one owner per store ------------------------------------------------------------------
