@@ -65,6 +65,11 @@ def _cell(text: str) -> str:
     return markdown_text(text)
 
 
+def _figure(figure: Figure) -> str:
+    """A figure's own text (numbers, `[low, high]`, job ids): ours, printed as it reads."""
+    return figure.text().replace("|", "\\|")
+
+
 def render_section(repair: Repair) -> str:
     """`### Repair` of one cell's gate section."""
     lines = [
@@ -78,12 +83,12 @@ def render_section(repair: Repair) -> str:
         "| recipe | flags | TGS on the new image (95 % interval vs its baseline) |",
         "|---|---|---|",
         f"| locked: {_cell(repair.locked_now.profile)} | {_cell(' '.join(repair.locked_now.xla_flags))} "
-        f"| {_cell(repair.locked_now.text())} (at lock time {_cell(repair.locked_at_lock_time.text())}) |",
+        f"| {_figure(repair.locked_now)} (at lock time {_figure(repair.locked_at_lock_time)}) |",
     ]
     if repair.proposed is not None:
         lines.append(
             f"| proposed: {_cell(repair.proposed.profile)} | {_cell(' '.join(repair.proposed.xla_flags))} "
-            f"| {_cell(repair.proposed.text())} |"
+            f"| {_figure(repair.proposed)} |"
         )
     lines += [
         "",
