@@ -11,6 +11,8 @@ Speed comes from XLA_FLAGS so tests know the true answer:
 Passthrough args: fake_step_sleep=S (seconds per step), fake_penalize=FLAG (TGS × fake_penalty, default 0.8, when FLAG is set),
 fake_noise=SIGMA (a run's level × (1 + N(0, SIGMA)): run-to-run noise, seeded by the job's
 output directory and fake_seed=N, so a sequence of jobs is reproducible),
+fake_load=JOB:FACTOR[:STEP],... (the job numbered JOB, as its output directory's name starts, runs
+at FACTOR × its speed from step STEP on, 0 by default: a co-tenant's load on that job alone),
 fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens),
 fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
 first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
@@ -108,6 +110,9 @@ def script(argv: list[str], environ: Mapping[str, str]) -> Script:
     if noise:
         seed = f"{os.path.basename(args.get('base_output_directory', ''))}/{args.get('fake_seed', '0')}"
         tgs *= 1 + random.Random(seed).gauss(0.0, noise)
+    job = os.path.basename(args.get("base_output_directory", "")).split("-", 1)[0]
+    loads = [spec.split(":") for spec in args.get("fake_load", "").split(",") if spec]
+    load = {int(step): float(factor) for name, factor, *at in loads if name == job for step in at or ["0"]}
     drift = float(flags.get("--xla_fake_loss_drift", "0"))
     step_sleep = float(args.get("fake_step_sleep", "0"))
     fail = flags.get("--xla_fake_fail", "")
@@ -177,6 +182,7 @@ def script(argv: list[str], environ: Mapping[str, str]) -> Script:
             return 1
         yield step_sleep
         value = tgs * (0.5 if step == 0 else 1.0) * (1 + 0.001 * ((step % 3) - 1))
+        value *= next((factor for start, factor in sorted(load.items(), reverse=True) if step >= start), 1.0)
         line = (
             f"completed step: {step}, seconds: {1024 / value:.3f}, TFLOP/s/device: 1.000, "
             f"Tokens/s/device: {value:.3f}, total_weights: 1024, loss: {5 - step * 0.1 + drift * step:.3f}"

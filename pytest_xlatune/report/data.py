@@ -60,6 +60,7 @@ class Power:
     detectable_pct: float
     bound_pct: float
     runs_needed: int | None  # runs of each profile (and baseline) to detect bound_pct
+    noise_pct: float = 0.0  # the noise they follow from: the baseline's spread when wider (verdicts.baseline_spread)
 
     @property
     def enough(self) -> bool:
@@ -263,8 +264,12 @@ def build(
     power = None
     if tag_noise is not None and (detectable := verdicts.detectable_effect(measured, primary)):
         k = len(verdicts.baseline_values(measured, primary))
+        wider = verdicts.baseline_spread(measured, primary)
         power = Power(
-            detectable, cell.thresholds.bounded_pct, stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k)
+            detectable,
+            cell.thresholds.bounded_pct,
+            stats.runs_to_detect(tag_noise, cell.thresholds.bounded_pct, k, baseline=wider),
+            (wider or tag_noise).cv_pct,
         )
     references = [
         (r.job_id, r.loss_fields())

@@ -107,7 +107,7 @@ def warnings(data: ReportData) -> list[str]:
             else "reduce the noise first"
         )
         found.append(
-            f"Inconclusive: noise {data.noise.cv_pct if data.noise else 0.0:.2f} %, "
+            f"Inconclusive: noise {data.power.noise_pct:.2f} %, "
             f"detectable ≥ {data.power.detectable_pct:.1f} %, above the "
             f"+{data.power.bound_pct:g} % bound; {more}."
         )

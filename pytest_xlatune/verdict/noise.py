@@ -181,27 +181,41 @@ def outlier(
     return abs(math.log(value / float(x.mean()))) > float(_st.t.ppf((1 + confidence) / 2, noise.df)) * se
 
 
-def detectable_effect(noise: Noise, m: int, k: int, confidence: float = 0.95, power: float = 0.8) -> float:
+def detectable_effect(
+    noise: Noise, m: int, k: int, confidence: float = 0.95, power: float = 0.8, baseline: Noise | None = None
+) -> float:
     """The smallest true Δ% that m candidate and k baseline runs call *better* with `power`.
 
     The verdict needs the whole interval above 0, i.e. log-ratio > t·se; a true effect of
-    (t_{(1+confidence)/2} + t_{power})·se clears that line with probability `power`.
+    (t_{(1+confidence)/2} + t_{power})·se clears that line with probability `power`. `baseline`:
+    the baseline side's own spread when it is wider than `noise` (Welch–Satterthwaite df then).
     """
     check_confidence(confidence)
     if not 0.0 < power < 1.0 or m < 1 or k < 1:
         raise ValueError(f"need 0 < power < 1 and m, k >= 1, got {power!r}, {m!r}, {k!r}")
-    se = noise.cv_pct / 100 * math.sqrt(1 / m + 1 / k)
-    quantiles = float(_st.t.ppf((1 + confidence) / 2, noise.df)) + float(_st.t.ppf(power, noise.df))
+    var_c, var_b = (noise.cv_pct / 100) ** 2 / m, ((baseline or noise).cv_pct / 100) ** 2 / k
+    se = math.sqrt(var_c + var_b)
+    df = noise.df
+    if baseline is not None and var_c**2 / noise.df + var_b**2 / baseline.df > 0:
+        df = (var_c + var_b) ** 2 / (var_c**2 / noise.df + var_b**2 / baseline.df)
+    quantiles = float(_st.t.ppf((1 + confidence) / 2, df)) + float(_st.t.ppf(power, df))
     return math.expm1(quantiles * se) * 100
 
 
 def runs_to_detect(
-    noise: Noise, effect_pct: float, k: int, limit: int = 50, confidence: float = 0.95, power: float = 0.8
+    noise: Noise,
+    effect_pct: float,
+    k: int,
+    limit: int = 50,
+    confidence: float = 0.95,
+    power: float = 0.8,
+    baseline: Noise | None = None,
 ) -> int | None:
     """How many runs of each profile (and of the baseline, at least k) would make an effect
     of effect_pct detectable; None when `limit` runs are not enough."""
     for n in range(1, limit + 1):
         grown = Noise(noise.cv_pct, noise.df + max(0, n - k), noise.n, noise.sample_cv_pct)
-        if detectable_effect(grown, n, max(k, n), confidence, power) < effect_pct:
+        side = Noise(baseline.cv_pct, baseline.df + max(0, n - k)) if baseline is not None else None
+        if detectable_effect(grown, n, max(k, n), confidence, power, side) < effect_pct:
             return n
     return None

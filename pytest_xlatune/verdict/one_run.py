@@ -105,3 +105,35 @@ def step_cv_pct(runs: Sequence[JobResult]) -> float:
     """The typical error of one run's mean from its own steady steps, in % (the root mean square
     of `own_se` over the runs that recorded two steps or more; 0 without any)."""
     return 100 * step_error([r for r in runs if r.measured and len(r.tgs_values) >= 2])
+
+
+def disagreeing_baseline_evidence(
+    results: Sequence[JobResult], config_tag: str, baseline: Sequence[float], noise: stats.Noise
+) -> tuple[float, ...]:
+    """The baseline's profiled evidence runs, measured on POOLED_MIN_STEPS steady steps or more,
+    that disagree with the baseline's runs (`off_baseline`; listed under "Identical settings
+    disagree"): the baseline's own settings measured again, so the baseline is no steadier than
+    they show (a loaded pair, a lucky agreement), whatever its repeats say."""
+    return tuple(
+        r.tgs
+        for r in results
+        if r.kind is RunKind.EVIDENCE
+        and profiled(r)
+        and r.config_tag == config_tag
+        and r.measured
+        and r.tgs is not None
+        and not r.shared_from
+        and not 0 < steady_steps(r) < POOLED_MIN_STEPS  # 0: not recorded
+        and off_baseline(r, baseline, noise)
+    )
+
+
+def off_baseline(result: JobResult, baseline: Sequence[float], noise: stats.Noise) -> bool:
+    """The baseline's profiled evidence run disagrees with the baseline's runs: outside their 99 %
+    prediction interval (its own steps' error counted), or its Δ's 95 % interval clear of 0."""
+    if not baseline or result.tgs is None:
+        return False
+    cmp = stats.compare([result.tgs], baseline, noise)
+    return (
+        stats.outlier(result.tgs, baseline, noise, own_se=own_se(result)) or not cmp.ci_low_pct <= 0 <= cmp.ci_high_pct
+    )

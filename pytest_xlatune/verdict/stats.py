@@ -49,12 +49,14 @@ __all__ = [
     "DEFAULT_FAIL_PROBABILITY",
     "DEFAULT_PRIOR_CV_PCT",
     "DEFAULT_PRIOR_DF",
+    "NO_SPREAD",
     "PRIOR_REJECT_CONFIDENCE",
     "Comparison",
     "Direction",
     "GateDecision",
     "JobEstimate",
     "Noise",
+    "Spread",
     "compare",
     "decide_after_remeasure",
     "detectable_effect",
@@ -141,13 +143,15 @@ def job_estimate(tgs_values: Sequence[float], confidence: float = 0.95) -> JobEs
     return JobEstimate(mean, stderr, n, r, mean - half, mean + half, confidence)
 
 
-def _side(values: npt.NDArray[np.float64], noise: Noise) -> tuple[float, float]:
+def _side(values: npt.NDArray[np.float64], noise: Noise, witnesses: Sequence[float] = ()) -> tuple[float, float]:
     """One side's variance of log(mean) and its degrees of freedom: the pooled CV², or the
-    side's own when its runs spread more (then with n − 1 degrees of freedom)."""
-    own = float(values.std(ddof=1) / values.mean()) if values.size >= 2 else 0.0
+    side's own when its runs spread more (then with n − 1 degrees of freedom; `witnesses`, runs
+    of the same settings outside the mean, count in that spread)."""
+    spread = np.concatenate([values, finite_positive(witnesses, "witnesses")]) if witnesses else values
+    own = float(spread.std(ddof=1) / spread.mean()) if spread.size >= 2 else 0.0
     pooled = noise.cv_pct / 100
     if own > pooled:
-        return own**2 / values.size, float(values.size - 1)
+        return own**2 / values.size, float(spread.size - 1)
     return pooled**2 / values.size, noise.df
 
 
@@ -157,14 +161,30 @@ def welch(var_c: float, df_c: float, var_b: float, df_b: float) -> float:
     return (var_c + var_b) ** 2 / denominator if denominator > 0 else min(df_c, df_b)
 
 
+@dataclass(frozen=True)
+class Spread:
+    """What one side's runs show of their own error beyond the pooled noise: `witnesses`, runs of
+    the same settings measured apart from its mean (the baseline's profiled evidence run when it
+    disagrees with the baseline's runs), counted in its spread."""
+
+    witnesses: tuple[float, ...] = ()
+
+
+NO_SPREAD = Spread()
+
+
 def _log_ratio(
-    candidate: Sequence[float], baseline: Sequence[float], noise: Noise
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    noise: Noise,
+    spread_c: Spread = NO_SPREAD,
+    spread_b: Spread = NO_SPREAD,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float, float, float]:
     c, b = finite_positive(candidate, "candidate"), finite_positive(baseline, "baseline")
     if noise.cv_pct < 0 or noise.df <= 0:
         raise ValueError(f"noise needs cv_pct >= 0 and df > 0, got {noise!r}")
     log_ratio = math.log(float(c.mean()) / float(b.mean()))
-    (var_c, df_c), (var_b, df_b) = _side(c, noise), _side(b, noise)
+    (var_c, df_c), (var_b, df_b) = _side(c, noise, spread_c.witnesses), _side(b, noise, spread_b.witnesses)
     if df_c == df_b == noise.df:  # one pooled estimate on both sides: its own df, not twice it
         return c, b, log_ratio, math.sqrt(var_c + var_b), noise.df
     return c, b, log_ratio, math.sqrt(var_c + var_b), welch(var_c, df_c, var_b, df_b)
@@ -178,15 +198,18 @@ def compare(
     higher_is_better: bool = True,
     unstable: bool = False,
     extra_var: float = 0.0,
+    spread_c: Spread = NO_SPREAD,
+    spread_b: Spread = NO_SPREAD,
 ) -> Comparison:
     """Compare per-run steady means of a candidate and its baseline under run-to-run noise;
     an `unstable` candidate is never better (nor worse): its runs say nothing settled.
     `extra_var`: a relative variance the candidate's mean carries beyond the run-to-run noise
-    (a run stopped early: the scatter of the steady steps it did not run)."""
+    (a run stopped early: the scatter of the steady steps it did not run); `spread_c` /
+    `spread_b`: what each side's runs show of their own error (`Spread`)."""
     check_confidence(confidence)
     if not extra_var >= 0.0:
         raise ValueError(f"extra_var must be >= 0, got {extra_var!r}")
-    c, b, log_ratio, se, df = _log_ratio(candidate, baseline, noise)
+    c, b, log_ratio, se, df = _log_ratio(candidate, baseline, noise, spread_c, spread_b)
     se = math.sqrt(se**2 + extra_var)
     half = float(_st.t.ppf((1 + confidence) / 2, df)) * se
     low, high = math.expm1(log_ratio - half) * 100, math.expm1(log_ratio + half) * 100

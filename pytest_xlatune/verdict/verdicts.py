@@ -13,6 +13,8 @@ from . import numerics, stats
 from .numerics import Numerics
 from .one_run import (
     POOLED_MIN_STEPS,
+    disagreeing_baseline_evidence,
+    off_baseline,
     own_se,
     partial_var,
     profiled,
@@ -81,6 +83,9 @@ class Table:
         default_factory=dict
     )  # settings → the missing steps' variance of their one run, stopped early (partial_var)
     held: frozenset[tuple[object, ...]] = frozenset()  # settings whose one run stopped as no win
+    # The baseline's profiled evidence runs outside its runs' 99 % prediction interval: its
+    # settings measured again disagree with it, so its side of every Δ carries that spread.
+    witnesses: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,14 +131,16 @@ def _table(key: _Results) -> Table:
     steady = [v for k, v in groups.items() if k not in unstable]
     noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
     partial = partial_var([r for g in found for r in g])
+    baseline = tuple(baseline_values(results, config_tag))
     return Table(
         noise,
         groups,
-        tuple(baseline_values(results, config_tag)),
+        baseline,
         unstable,
         frozenset(_ident(r) for r in joined),
         {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
         frozenset(settings_key(g[0]) for g in found if len(g) == 1 and stopped_as_no_win(g[0])),
+        disagreeing_baseline_evidence(results, config_tag, baseline, noise),
     )
 
 
@@ -207,12 +214,14 @@ def group_of(result: JobResult, results: Sequence[JobResult]) -> tuple[float, ..
 
 def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     """The runs of the result's settings disagree beyond what the other groups show (F test at
-    99 %); an evidence run (profiler on) that stands alone is unstable when it lies outside its
-    group's 99 % prediction interval (the baseline's; the winner's for the winner's evidence run);
-    a pooled one (`pooled_evidence`) is its group's."""
+    99 %); the baseline's evidence run when it disagrees with the baseline's runs (`off_baseline`);
+    a winner's evidence run that stands alone when it lies outside its group's 99 % prediction
+    interval; a pooled one (`pooled_evidence`) is its group's."""
     tab = table(results, result.config_tag)
+    if profiled(result) and result.kind is RunKind.EVIDENCE:
+        return off_baseline(result, tab.baseline, tab.noise)
     if profiled(result) and _ident(result) not in tab.pooled:
-        reference = tab.baseline if result.kind is RunKind.EVIDENCE else tab.groups.get(settings_key(result), ())
+        reference = tab.groups.get(settings_key(result), ())
         return (
             bool(reference)
             and result.tgs is not None
@@ -237,12 +246,8 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
             not_applied_marked(cmp, result, results)
             if result.kind is RunKind.WINNER_EVIDENCE
             # The baseline's own settings with the profiler: never better or worse, but a
-            # measurement off the baseline beyond its interval is no agreement either.
-            else replace(
-                cmp,
-                verdict=stats.Direction.WITHIN_NOISE,
-                unstable=cmp.unstable or cmp.ci_low_pct > 0 or cmp.ci_high_pct < 0,
-            )
+            # measurement off the baseline beyond its interval is no agreement (`off_baseline`).
+            else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
         )
     cmp = stats.compare(
         group_of(result, results),
@@ -250,6 +255,7 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
         tab.noise,
         unstable=unstable(result, results),
         extra_var=tab.partial.get(settings_key(result), 0.0),
+        spread_b=stats.Spread(tab.witnesses),
     )
     if cmp.verdict is stats.Direction.BETTER and settings_key(result) in tab.held:
         # one partial run the planner stopped as no win: never better on its own, as there
@@ -350,11 +356,22 @@ def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagre
     return found
 
 
+def baseline_spread(results: Sequence[JobResult], config_tag: str) -> stats.Noise | None:
+    """The spread of the tag's baseline runs with its disagreeing evidence runs (`Table.witnesses`)
+    when wider than the pooled noise: the baseline side of every Δ carries it; None otherwise."""
+    tab = table(results, config_tag)
+    if not tab.witnesses or not tab.baseline:
+        return None
+    spread = stats.pooled_noise([[*tab.baseline, *tab.witnesses]])
+    return spread if spread.cv_pct > tab.noise.cv_pct else None
+
+
 def detectable_effect(results: Sequence[JobResult], config_tag: str, m: int = 1) -> float | None:
     """The smallest Δ% m runs of a profile would show as *better* (80 % power), at this tag's
-    noise and baseline repeats; None without a baseline."""
+    noise, baseline repeats and `baseline_spread`; None without a baseline."""
     k = len(baseline_values(results, config_tag))
-    return stats.detectable_effect(noise(results, config_tag), m, k) if k else None
+    spread = baseline_spread(results, config_tag)
+    return stats.detectable_effect(noise(results, config_tag), m, k, baseline=spread) if k else None
 
 
 def numerics_check(

@@ -186,3 +186,30 @@ def test_the_noise_table_is_built_once_per_results_list() -> None:
     assert verdicts.table(results, "default") is verdicts.table(results, "default")
     assert verdicts.table(list(results), "default") is verdicts.table(results, "default")  # same runs
     assert verdicts.table(results[:1], "default") is not verdicts.table(results, "default")
+
+
+def test_a_baseline_its_own_evidence_run_contradicts_carries_that_spread_in_every_delta(tmp_path: Path) -> None:
+    # A lucky (or loaded) baseline pair agrees to 0.02 %; the baseline's evidence run, the same
+    # settings measured again, lands 3 % off it; a no-op profile and its re-run land beside it.
+    baselines = [
+        run("baseline", 1000.0, "baseline", "1", wave="wave1"),
+        run("baseline-r2", 1000.2, "baseline", "2", wave="wave1"),
+    ]
+    evidence = run("evidence", 1030.0, "evidence", "3", wave="wave1.5")
+    noop = run("other", 1035.0, job="4", flags=("--xla_b=1",), runs=(("4", 1035.0), ("5", 1036.0)))
+    results = [*baselines, evidence, noop]
+    assert stats.direction(verdicts.compare_result(evidence, results)) == "unstable"  # type: ignore[arg-type]
+    assert [d.runs[0].job_id for d in verdicts.disagreements(results, "default")] == ["3"]
+    cmp = verdicts.compare_result(noop, results)
+    assert cmp is not None and cmp.verdict is stats.Direction.WITHIN_NOISE and cmp.ci_low_pct < 0 < cmp.ci_high_pct
+    assert cmp.delta_pct == pytest.approx(3.54, abs=0.01)  # the figure itself does not move
+    assert choice.winners(results, "default", 4) == [] and stand_in(tmp_path, results)[0] is None
+    # its power follows the spread the baseline's settings showed, not the pair's agreement
+    spread = verdicts.baseline_spread(results, "default")
+    assert spread is not None and spread.cv_pct > 1.0
+    assert verdicts.detectable_effect(results, "default") > 3.0  # type: ignore[operator]
+    # an evidence run that agrees with the pair leaves everything as it was
+    agrees = dataclasses.replace(evidence, tgs=1000.1)
+    steady = [*baselines, agrees, noop]
+    assert verdicts.baseline_spread(steady, "default") is None and verdicts.disagreements(steady, "default") == []
+    assert verdicts.compare_result(noop, steady) == verdicts.compare_result(noop, [*baselines, noop])

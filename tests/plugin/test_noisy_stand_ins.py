@@ -1,0 +1,45 @@
+"""Noisy and adversarial stand-ins of whole sweeps (the fake trainer's scripted load): the
+verdicts never claim more than the runs hold, and every output says the same."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.conftest import FIXED
+
+# The baseline pair ran on a loaded machine (jobs 1 and 2 at 0.77 of their speed); the load was
+# gone for the baseline's evidence run (job 3) and every no-op profile after it.
+LOADED_BASELINE = """\
+model_tag: loaded
+nodes: 1
+parallelism: FSDP=8
+baseline_repeats: 2
+overrides: {fake_load: "1:0.77,2:0.77"}
+waves:
+  2:
+    - {name: noop_a, xla_flags: [--xla_noop_a=1]}
+    - {name: noop_b, xla_flags: [--xla_noop_b=1]}
+"""
+
+
+def test_a_loaded_baseline_pair_its_evidence_run_contradicts_makes_no_noop_a_win(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    cell = pytester.makefile(".yml", loaded=LOADED_BASELINE)
+    result = pytester.runpytest(str(cell), "-v", "--junitxml=junit.xml", *FIXED)
+    result.assert_outcomes(passed=6)
+    assert not [line for line in result.stdout.lines if " PASSED " in line and " better" in line], result.stdout.str()
+    result.stdout.fnmatch_lines(["*wave2::noop_a* PASSED * TGS +29.* within noise*", "*lock*not written*"])
+    assert not (pytester.path / "loaded.lock.json").exists()
+    report = (pytester.path / "loaded-tuning.md").read_text()
+    tldr = report.split("## TL;DR", 1)[1].split("\n## ", 1)[0]
+    assert "inconclusive" in tldr and "keep the deployed environment" not in tldr, tldr
+    assert "**Identical settings disagree**" in report and "evidence: " in report
+    directions = {
+        p.get("value")
+        for p in ET.parse(pytester.path / "junit.xml").getroot().iter("property")
+        if p.get("name") == "xlatune_direction"
+    }
+    assert "better" not in directions and "within_noise" in directions, directions
