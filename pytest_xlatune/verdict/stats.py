@@ -143,16 +143,16 @@ def job_estimate(tgs_values: Sequence[float], confidence: float = 0.95) -> JobEs
     return JobEstimate(mean, stderr, n, r, mean - half, mean + half, confidence)
 
 
-def _side(values: npt.NDArray[np.float64], noise: Noise, witnesses: Sequence[float] = ()) -> tuple[float, float]:
+def _side(values: npt.NDArray[np.float64], noise: Noise, spread: Spread) -> tuple[float, float]:
     """One side's variance of log(mean) and its degrees of freedom: the pooled CV², or the
-    side's own when its runs spread more (then with n − 1 degrees of freedom; `witnesses`, runs
-    of the same settings outside the mean, count in that spread)."""
-    spread = np.concatenate([values, finite_positive(witnesses, "witnesses")]) if witnesses else values
-    own = float(spread.std(ddof=1) / spread.mean()) if spread.size >= 2 else 0.0
+    side's own when its runs spread more (then with n − 1 degrees of freedom; `Spread.witnesses`
+    count in that spread), and never below `Spread.step_var`, what their own steps show."""
+    both = np.concatenate([values, finite_positive(spread.witnesses, "witnesses")]) if spread.witnesses else values
+    own = float(both.std(ddof=1) / both.mean()) if both.size >= 2 else 0.0
     pooled = noise.cv_pct / 100
-    if own > pooled:
-        return own**2 / values.size, float(spread.size - 1)
-    return pooled**2 / values.size, noise.df
+    if own > pooled and own**2 >= spread.step_var:
+        return own**2 / values.size, float(both.size - 1)
+    return max(pooled**2, spread.step_var) / values.size, noise.df
 
 
 def welch(var_c: float, df_c: float, var_b: float, df_b: float) -> float:
@@ -165,9 +165,13 @@ def welch(var_c: float, df_c: float, var_b: float, df_b: float) -> float:
 class Spread:
     """What one side's runs show of their own error beyond the pooled noise: `witnesses`, runs of
     the same settings measured apart from its mean (the baseline's profiled evidence run when it
-    disagrees with the baseline's runs), counted in its spread."""
+    disagrees with the baseline's runs), counted in its spread; `step_var`, the relative variance
+    of one run's mean that the runs' own steady steps show (their mean square): a run whose steps
+    shifted mid-run (load on its nodes for a while) is no more certain than its steps say,
+    however well the pooled noise of the other runs agrees."""
 
     witnesses: tuple[float, ...] = ()
+    step_var: float = 0.0
 
 
 NO_SPREAD = Spread()
@@ -184,7 +188,7 @@ def _log_ratio(
     if noise.cv_pct < 0 or noise.df <= 0:
         raise ValueError(f"noise needs cv_pct >= 0 and df > 0, got {noise!r}")
     log_ratio = math.log(float(c.mean()) / float(b.mean()))
-    (var_c, df_c), (var_b, df_b) = _side(c, noise, spread_c.witnesses), _side(b, noise, spread_b.witnesses)
+    (var_c, df_c), (var_b, df_b) = _side(c, noise, spread_c), _side(b, noise, spread_b)
     if df_c == df_b == noise.df:  # one pooled estimate on both sides: its own df, not twice it
         return c, b, log_ratio, math.sqrt(var_c + var_b), noise.df
     return c, b, log_ratio, math.sqrt(var_c + var_b), welch(var_c, df_c, var_b, df_b)

@@ -86,6 +86,10 @@ class Table:
     # The baseline's profiled evidence runs outside its runs' 99 % prediction interval: its
     # settings measured again disagree with it, so its side of every Δ carries that spread.
     witnesses: tuple[float, ...] = ()
+    # settings → the error of one run's mean that their runs' own steps show (step_error), and
+    # the baseline repeats': no interval is narrower than that (stats.Spread.step_var)
+    floors: Mapping[tuple[object, ...], float] = field(default_factory=dict)
+    baseline_floor: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,6 +145,8 @@ def _table(key: _Results) -> Table:
         {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
         frozenset(settings_key(g[0]) for g in found if len(g) == 1 and stopped_as_no_win(g[0])),
         disagreeing_baseline_evidence(results, config_tag, baseline, noise),
+        floors,
+        step_error([r for g in found for r in g if r.kind is RunKind.BASELINE]),
     )
 
 
@@ -255,7 +261,8 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
         tab.noise,
         unstable=unstable(result, results),
         extra_var=tab.partial.get(settings_key(result), 0.0),
-        spread_b=stats.Spread(tab.witnesses),
+        spread_c=stats.Spread(step_var=tab.floors.get(settings_key(result), 0.0) ** 2),
+        spread_b=stats.Spread(tab.witnesses, tab.baseline_floor**2),
     )
     if cmp.verdict is stats.Direction.BETTER and settings_key(result) in tab.held:
         # one partial run the planner stopped as no win: never better on its own, as there

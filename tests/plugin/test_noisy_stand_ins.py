@@ -43,3 +43,14 @@ def test_a_loaded_baseline_pair_its_evidence_run_contradicts_makes_no_noop_a_win
         if p.get("name") == "xlatune_direction"
     }
     assert "better" not in directions and "within_noise" in directions, directions
+
+
+def test_a_run_whose_steps_slowed_mid_run_is_no_more_certain_than_its_steps_say(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    # Job 4 (noop_a's run) lost 40 % from step 10 on: a co-tenant for the second half of it.
+    cell = pytester.makefile(".yml", tail=LOADED_BASELINE.replace('"1:0.77,2:0.77"', '"4:0.6:10"'))
+    result = pytester.runpytest(str(cell), "-v", *FIXED)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*wave2::noop_a* PASSED * TGS -20.* within noise*"])
+    assert not [line for line in result.stdout.lines if " PASSED " in line and (" worse" in line or " better" in line)]

@@ -213,3 +213,20 @@ def test_a_baseline_its_own_evidence_run_contradicts_carries_that_spread_in_ever
     steady = [*baselines, agrees, noop]
     assert verdicts.baseline_spread(steady, "default") is None and verdicts.disagreements(steady, "default") == []
     assert verdicts.compare_result(noop, steady) == verdicts.compare_result(noop, [*baselines, noop])
+
+
+def test_a_run_whose_steps_shifted_mid_run_carries_its_own_steps_error() -> None:
+    steady = (999.0, 1000.0, 1001.0) * 3 + (1000.0,)
+    baselines = [
+        dataclasses.replace(run("baseline", 1000.0, "baseline", "1", wave="wave1"), tgs_values=steady),
+        dataclasses.replace(run("baseline-r2", 1002.0, "baseline", "2", wave="wave1"), tgs_values=steady),
+    ]
+    shifted = (1000.0,) * 5 + (600.0,) * 5  # load on its nodes for the second half of its steps
+    slowed = dataclasses.replace(run("other", 800.0, job="4", flags=("--xla_b=1",)), tgs_values=shifted)
+    cmp = verdicts.compare_result(slowed, [*baselines, slowed])
+    assert (
+        cmp is not None and cmp.verdict is stats.Direction.WITHIN_NOISE and cmp.ci_low_pct < -20 < 0 < cmp.ci_high_pct
+    )
+    # the same value from steady steps is a measurement like any other: worse
+    even = dataclasses.replace(slowed, tgs_values=(799.0, 800.0, 801.0) * 3 + (800.0,))
+    assert verdicts.compare_result(even, [*baselines, even]).verdict is stats.Direction.WORSE  # type: ignore[union-attr]
