@@ -11,7 +11,7 @@ from ..cell.values import Cell
 from ..evidence.artifacts import RunEvidence
 from ..plan.expand import RunKind
 from ..results import JobResult, Spent, delta_pct
-from ..verdict import choice, figures, numerics, stats, verdicts
+from ..verdict import choice, disagreements, figures, numerics, stats, verdicts
 from ..verdict.numerics import Mode
 from .mechanism import EvidenceView, Pipeline, Why, evidence_views, pipeline, why
 
@@ -305,7 +305,7 @@ def build(
         tie=_tie(picked, measured) if picked and len(picked.tied) > 1 else None,
         power=power,
         noise=tag_noise,
-        disagreements=tuple(d.text() for d in verdicts.disagreements(measured, primary)),
+        disagreements=tuple(d.text() for d in disagreements.disagreements(measured, primary)),
         unconfirmed=verdicts.confirmation(chosen, measured) if chosen is not None else "",
         spent=spent,
         adaptive=tuple(adaptive),

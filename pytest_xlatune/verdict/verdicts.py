@@ -255,19 +255,26 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
             # measurement off the baseline beyond its interval is no agreement (`off_baseline`).
             else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
         )
+    spread_c, spread_b = _spreads(tab, settings_key(result))
     cmp = stats.compare(
         group_of(result, results),
         tab.baseline,
         tab.noise,
         unstable=unstable(result, results),
         extra_var=tab.partial.get(settings_key(result), 0.0),
-        spread_c=stats.Spread(step_var=tab.floors.get(settings_key(result), 0.0) ** 2),
-        spread_b=stats.Spread(tab.witnesses, tab.baseline_floor**2),
+        spread_c=spread_c,
+        spread_b=spread_b,
     )
     if cmp.verdict is stats.Direction.BETTER and settings_key(result) in tab.held:
         # one partial run the planner stopped as no win: never better on its own, as there
         cmp = replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
     return not_applied_marked(cmp, result, results)
+
+
+def _spreads(tab: Table, key: tuple[object, ...]) -> tuple[stats.Spread, stats.Spread]:
+    """What each side's runs show of their own error (stats.Spread): the candidate's steps; the
+    baseline's steps and its disagreeing evidence runs."""
+    return stats.Spread(step_var=tab.floors.get(key, 0.0) ** 2), stats.Spread(tab.witnesses, tab.baseline_floor**2)
 
 
 def not_applied_marked(cmp: stats.Comparison, result: JobResult, results: Sequence[JobResult]) -> stats.Comparison:
@@ -320,47 +327,30 @@ def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
             )
     if unstable(result, results):
         return f"{result.profile}'s runs disagree beyond the noise ({shown})"
-    if len(values) >= 2 or evidence:
+    if len(values) < 2 and not evidence:
+        return f"{result.profile}'s win rests on one run ({shown} TGS): no second run confirmed it"
+    # The first run is why these settings were repeated or profiled (the fastest, a possible win):
+    # a biased witness, so the runs after it must show the win on their own (a replication).
+    first, *after = [v for _, v in _in_order(result, results)] or list(values)
+    alone = [e.tgs or 0.0 for e in evidence if not pooled_evidence(e, results)]
+    spread_c, spread_b = _spreads(tab, settings_key(result))
+    again = stats.compare([*after, *alone], tab.baseline, tab.noise, spread_c=spread_c, spread_b=spread_b)
+    if again.verdict is stats.Direction.BETTER:
         return ""
-    return f"{result.profile}'s win rests on one run ({shown} TGS): no second run confirmed it"
+    return (
+        f"{result.profile}'s runs after its first ({', '.join(f'{v:.1f}' for v in [*after, *alone])}) "
+        f"do not show the win on their own: {again.delta_pct:+.2f} % [{again.ci_low_pct:+.2f}, "
+        f"{again.ci_high_pct:+.2f}] vs the baseline (the first, {first:.1f}, is why they ran)"
+    )
 
 
-@dataclass(frozen=True)
-class Disagreement:
-    """Identical-settings runs whose spread is beyond what the other groups show."""
-
-    runs: tuple[JobResult, ...]
-    spread_pct: float  # (max − min) / mean
-
-    def text(self) -> str:
-        values = ", ".join(f"{v:.1f} (job {j})" for r in self.runs for j, v in (r.runs or ((r.job_id, r.tgs or 0.0),)))
-        return f"{' = '.join(sorted({r.profile for r in self.runs}))}: {values}, spread {self.spread_pct:.1f} %"
-
-
-def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagreement]:
-    """Groups of identical-settings runs that disagree beyond the others' noise (unstable),
-    and evidence runs outside their group's prediction interval."""
-    found = []
-    for group in identical_groups(results, config_tag):
-        if not unstable(group[0], results) or len(group_of(group[0], results)) < 2:
-            continue
-        values = list(group_of(group[0], results))
-        key = settings_key(group[0])
-        joined = [r for r in results if settings_key(r) == key and pooled_evidence(r, results)]
-        found.append(Disagreement((*group, *joined), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
-    baseline = table(results, config_tag).baseline
-    for r in results:
-        if (
-            profiled(r)
-            and not pooled_evidence(r, results)
-            and r.config_tag == config_tag
-            and r.measured
-            and r.tgs is not None
-            and unstable(r, results)
-        ):
-            values = [*(baseline if r.kind is RunKind.EVIDENCE else group_of(r, results)), r.tgs]
-            found.append(Disagreement((r,), (max(values) - min(values)) / (sum(values) / len(values)) * 100))
-    return found
+def _in_order(result: JobResult, results: Sequence[JobResult]) -> list[tuple[str, float]]:
+    """(job id, TGS) of every run in the result's group (`group_of`), in job order."""
+    key, tab = settings_key(result), table(results, result.config_tag)
+    members = [r for g in identical_groups(results, result.config_tag) if settings_key(g[0]) == key for r in g]
+    members += [r for r in results if _ident(r) in tab.pooled and settings_key(r) == key]
+    runs = {job: tgs for r in members for job, tgs in (r.runs or ((r.job_id, r.tgs or 0.0),))}
+    return sorted(runs.items(), key=lambda run: (len(run[0]), run[0]))
 
 
 def baseline_spread(results: Sequence[JobResult], config_tag: str) -> stats.Noise | None:

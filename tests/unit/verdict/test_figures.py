@@ -11,6 +11,7 @@ import pytest
 from pytest_xlatune.report.data import build
 from pytest_xlatune.results import Verdict
 from pytest_xlatune.verdict import figures, one_run
+from pytest_xlatune.verdict.disagreements import disagreements
 from pytest_xlatune.verdict.lock import build_lock
 from tests import report_cases as cases
 
@@ -117,7 +118,7 @@ def test_a_profiled_rerun_outside_its_groups_interval_is_flagged_and_never_poole
     assert found is not None and found.runs == ((first.job_id, 1100.0),)
     alone = figures.figure(profiled, jobs.results)
     assert alone is not None and alone.runs == ((profiled.job_id, 1300.0),)
-    assert any(d.runs == (profiled,) for d in verdicts.disagreements(jobs.results, "sparse"))
+    assert any(d.runs == (profiled,) for d in disagreements(jobs.results, "sparse"))
 
 
 def test_a_profiled_rerun_with_too_few_steady_steps_is_not_pooled() -> None:

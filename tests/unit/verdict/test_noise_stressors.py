@@ -13,6 +13,7 @@ from pytest_xlatune.adaptive import Role, judge, planner, rules
 from pytest_xlatune.cell.load import load_cell
 from pytest_xlatune.results import JobResult, Verdict
 from pytest_xlatune.verdict import choice, stats, verdicts
+from pytest_xlatune.verdict.disagreements import disagreements
 from pytest_xlatune.verdict.lock import build_lock, lock_change, unconfirmed
 from tests.adaptive_driver import BASE, drive, plan
 
@@ -141,7 +142,7 @@ def test_the_profiled_baseline_is_never_better_than_the_baseline() -> None:
     evidence = run("evidence", 1308.4, "evidence", "4", wave="wave1.5")  # "+30.84 % better"
     cmp = verdicts.compare_result(evidence, [*baselines, evidence])
     assert cmp is not None and cmp.verdict is not stats.Direction.BETTER and stats.direction(cmp) == "unstable"
-    assert [d.runs[0].job_id for d in verdicts.disagreements([*baselines, evidence], "default")] == ["4"]
+    assert [d.runs[0].job_id for d in disagreements([*baselines, evidence], "default")] == ["4"]
     agrees = dataclasses.replace(evidence, tgs=1004.0)
     assert stats.direction(verdicts.compare_result(agrees, [*baselines, agrees])) == "within_noise"  # type: ignore[arg-type]
     assert verdicts.noise([*baselines, evidence], "default") == verdicts.noise(baselines, "default")
@@ -199,7 +200,7 @@ def test_a_baseline_its_own_evidence_run_contradicts_carries_that_spread_in_ever
     noop = run("other", 1035.0, job="4", flags=("--xla_b=1",), runs=(("4", 1035.0), ("5", 1036.0)))
     results = [*baselines, evidence, noop]
     assert stats.direction(verdicts.compare_result(evidence, results)) == "unstable"  # type: ignore[arg-type]
-    assert [d.runs[0].job_id for d in verdicts.disagreements(results, "default")] == ["3"]
+    assert [d.runs[0].job_id for d in disagreements(results, "default")] == ["3"]
     cmp = verdicts.compare_result(noop, results)
     assert cmp is not None and cmp.verdict is stats.Direction.WITHIN_NOISE and cmp.ci_low_pct < 0 < cmp.ci_high_pct
     assert cmp.delta_pct == pytest.approx(3.54, abs=0.01)  # the figure itself does not move
@@ -211,7 +212,7 @@ def test_a_baseline_its_own_evidence_run_contradicts_carries_that_spread_in_ever
     # an evidence run that agrees with the pair leaves everything as it was
     agrees = dataclasses.replace(evidence, tgs=1000.1)
     steady = [*baselines, agrees, noop]
-    assert verdicts.baseline_spread(steady, "default") is None and verdicts.disagreements(steady, "default") == []
+    assert verdicts.baseline_spread(steady, "default") is None and disagreements(steady, "default") == []
     assert verdicts.compare_result(noop, steady) == verdicts.compare_result(noop, [*baselines, noop])
 
 
@@ -230,3 +231,23 @@ def test_a_run_whose_steps_shifted_mid_run_carries_its_own_steps_error() -> None
     # the same value from steady steps is a measurement like any other: worse
     even = dataclasses.replace(slowed, tgs_values=(799.0, 800.0, 801.0) * 3 + (800.0,))
     assert verdicts.compare_result(even, [*baselines, even]).verdict is stats.Direction.WORSE  # type: ignore[union-attr]
+
+
+def test_a_win_is_locked_only_when_the_runs_after_its_first_show_it_on_their_own(tmp_path: Path) -> None:
+    # ~3 % noise: a no-op's first run landed high (why it was repeated), its repeats between:
+    # pooled, its three runs clear 0; the two after the first, alone, do not.
+    baselines = [
+        run(f"baseline{'-r' + str(i + 1) if i else ''}", v, "baseline", str(i + 1), wave="wave1")
+        for i, v in enumerate((1000.0, 1040.0, 970.0, 1010.0))
+    ]
+    other = run("at_default", 1005.0, job="5", flags=("--xla_cpu_enable_fast_math=false",))
+    other = dataclasses.replace(other, runs=(("5", 1000.0), ("6", 1030.0), ("7", 985.0)))
+    noop = run("other", 1081.7, job="8", flags=("--xla_b=1",), runs=(("8", 1125.0), ("9", 1055.0), ("10", 1065.0)))
+    results = [*baselines, other, noop]
+    cmp = verdicts.compare_result(noop, results)
+    assert cmp is not None and cmp.verdict is stats.Direction.BETTER
+    built, why = stand_in(tmp_path, results)
+    assert built is None and "runs after its first (1055.0, 1065.0) do not show the win on their own" in why
+    # the same first run followed by runs that win on their own is locked
+    strong = dataclasses.replace(noop, runs=(("8", 1125.0), ("9", 1115.0), ("10", 1120.0)), tgs=1120.0)
+    assert stand_in(tmp_path, [*baselines, other, strong])[0] is not None

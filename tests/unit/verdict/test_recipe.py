@@ -12,9 +12,10 @@ from pytest_xlatune.report.markdown import render_tuning_md
 from pytest_xlatune.results import JobResult, Verdict
 from pytest_xlatune.verdict import verdicts
 from pytest_xlatune.verdict.choice import choose, recipe, settings_count, winners
+from pytest_xlatune.verdict.disagreements import disagreements
 from pytest_xlatune.verdict.lock import build_lock
 from pytest_xlatune.verdict.numerics import Mode
-from pytest_xlatune.verdict.verdicts import disagreements, noise
+from pytest_xlatune.verdict.verdicts import noise
 
 CELL = """\
 model_tag: rc
