@@ -68,6 +68,13 @@ class FinalFigures:
         )
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        option = terminalreporter.config.option
+        for path in (getattr(option, "xmlpath", None), getattr(option, "htmlpath", None)):
+            if self.printed and path and Path(path).is_symlink():
+                terminalreporter.write_line(
+                    f"xlatune: {path} is a symbolic link: its final figures are not written "
+                    "(pytest wrote it through the link; xlatune writes nothing through one)"
+                )
         if lines := corrections(self.printed, self.final):
             terminalreporter.write_sep("-", "xlatune: final figures (later runs of the same settings joined them)")
             for line in lines:

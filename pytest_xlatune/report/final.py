@@ -115,7 +115,10 @@ def corrections(
 
 def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
     """Give each testcase of a junit file its item's final figure properties (as pytest writes
-    them: str() of the value); True when the file changed."""
+    them: str() of the value); True when the file changed. A symbolic link there is left as
+    pytest wrote through it: nothing of ours is written through a link."""
+    if path.is_symlink():
+        return False
     try:
         tree = ET.parse(path)
     except (OSError, ET.ParseError):
@@ -169,7 +172,10 @@ def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool
     cell class, text written at run time, final text), the first cell of that class after each
     place the node id appears, when it still holds the run-time text. pytest-html keeps its rows
     in an escaped JSON blob; figures are plain ASCII, the same in every escaping. The page's
-    Environment block goes below the results (environment_last). True: changed."""
+    Environment block goes below the results (environment_last). True: changed. A symbolic
+    link there is left as pytest wrote through it."""
+    if path.is_symlink():
+        return False
     try:
         before = path.read_text(encoding="utf-8")
     except OSError:

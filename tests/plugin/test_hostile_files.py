@@ -90,3 +90,27 @@ def test_a_gate_against_a_hand_edited_lock_is_one_line_naming_the_key(pytester: 
     result = _run(pytester, "--xlatune-gate")
     result.stdout.fnmatch_lines(["*hf.lock.json: image: expected a string, found a list"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_junit_and_html_through_a_symbolic_link_are_not_rewritten_by_us(
+    pytester: pytest.Pytester, cell: Path, tmp_path: Path
+) -> None:
+    # pytest writes its files through a link; the final-figure rewrite wrote through it again.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for name in ("junit.xml", "report.html"):
+        (outside / name).write_text("")
+        (pytester.path / name).symlink_to(outside / name)
+    result = pytester.runpytest("cells/hf.yml", *FIXED, "--junitxml=junit.xml", "--html=report.html")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            f"xlatune: {name} is a symbolic link: its final figures are not written*"
+            for name in ("junit.xml", "report.html")
+        ]
+    )
+    # a's line printed its first run; the rewrite would have given it its profiled re-run too.
+    junit = (outside / "junit.xml").read_text()
+    profile = junit.split('name="a[default]"', 1)[1].split("</testcase>", 1)[0]
+    assert "mean of" not in profile and "xlatune_runs" in profile
+    assert (pytester.path / "junit.xml").is_symlink() and (pytester.path / "report.html").is_symlink()
