@@ -53,7 +53,7 @@ class Repair:
     proposed: Figure | None
     proposed_file: str  # "" none written
     why_not: str  # no proposal: why
-    candidates: tuple[tuple[str, str, str], ...]  # (profile, why tried, what it measured)
+    candidates: tuple[tuple[str, str, str], ...]  # (profile, why tried, what it measured: Figure.text())
     diff_lines: tuple[str, ...]  # collective inventory, lock's winner → proposed winner
     diff_note: str  # why there is no diff ("" when there is one)
     node_hours: float
@@ -67,7 +67,11 @@ def _cell(text: str) -> str:
 
 def _figure(figure: Figure) -> str:
     """A figure's own text (numbers, `[low, high]`, job ids): ours, printed as it reads."""
-    return figure.text().replace("|", "\\|")
+    return _ours(figure.text())
+
+
+def _ours(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def render_section(repair: Repair) -> str:
@@ -102,7 +106,8 @@ def render_section(repair: Repair) -> str:
         "Candidates tried:",
         "",
     ]
-    lines += [f"- {markdown_code(p)} ({_cell(why)}): {_cell(measured)}" for p, why, measured in repair.candidates] or [
+    # what each measured is its figure's own text (Figure.text: numbers, `[low, high]`, job ids)
+    lines += [f"- {markdown_code(p)} ({_cell(why)}): {_ours(measured)}" for p, why, measured in repair.candidates] or [
         "- none"
     ]
     lines += ["", "Collective inventory, the lock's winner → the proposed winner:", ""]

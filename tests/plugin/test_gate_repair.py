@@ -4,6 +4,7 @@ re-tunes (the previous sweep's top candidates) and proposes a lock that then pas
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -67,6 +68,8 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
         and "node-hours on the new image" in report
         and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
     )
+    # a candidate's figure reads as the other figures do: its interval's brackets not escaped
+    assert re.search(r"- `slow` \(previous sweep: .*\): 900\.1 TGS -10\.00 % \[[+-][0-9.]+, [+-][0-9.]+\]", report)
     assert "Collective inventory" in report
 
     # Accept the proposal: the gate on the new image passes with it.
