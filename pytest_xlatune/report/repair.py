@@ -53,7 +53,7 @@ class Repair:
     proposed: Figure | None
     proposed_file: str  # "" none written
     why_not: str  # no proposal: why
-    candidates: tuple[tuple[str, str, str], ...]  # (profile, why tried, what it measured: Figure.text())
+    candidates: tuple[tuple[str, str, str], ...]  # (profile, why tried, what it measured)
     diff_lines: tuple[str, ...]  # collective inventory, lock's winner → proposed winner
     diff_note: str  # why there is no diff ("" when there is one)
     node_hours: float
@@ -67,11 +67,7 @@ def _cell(text: str) -> str:
 
 def _figure(figure: Figure) -> str:
     """A figure's own text (numbers, `[low, high]`, job ids): ours, printed as it reads."""
-    return _ours(figure.text())
-
-
-def _ours(text: str) -> str:
-    return text.replace("|", "\\|")
+    return figure.text().replace("|", "\\|")
 
 
 def render_section(repair: Repair) -> str:
@@ -106,8 +102,7 @@ def render_section(repair: Repair) -> str:
         "Candidates tried:",
         "",
     ]
-    # what each measured is its figure's own text (Figure.text: numbers, `[low, high]`, job ids)
-    lines += [f"- {markdown_code(p)} ({_cell(why)}): {_ours(measured)}" for p, why, measured in repair.candidates] or [
+    lines += [f"- {markdown_code(p)} ({_cell(why)}): {_cell(measured)}" for p, why, measured in repair.candidates] or [
         "- none"
     ]
     lines += ["", "Collective inventory, the lock's winner → the proposed winner:", ""]

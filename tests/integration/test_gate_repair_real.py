@@ -127,7 +127,7 @@ def test_sweep_lock_gate_fails_repair_proposes_and_the_proposal_passes(pytester:
         assert "**regressed, no repair found** (exit code 1)" in report, report
         # its figure in the report's candidate list: `- `opt_o2` (previous sweep: …): 892.2 TGS +83.72 %
         # [-68.30, +966.10] vs the baseline (jobs 21, 22)`
-        interval = r"[0-9.]+ TGS [+-][0-9.]+ % \[[+-][0-9.]+, [+-][0-9.]+\] vs the baseline"
+        interval = r"[0-9.]+ TGS [+-][0-9.]+ % \\?\[[+-][0-9.]+, [+-][0-9.]+\\?\] vs the baseline"  # markdown-escaped
         figure = rf"- `{other}` \(previous sweep: .*\): {interval}"
         assert re.search(figure, report), report
         assert not (pytester.path / "repair.lock.proposed.json").exists()

@@ -68,8 +68,8 @@ def test_repair_proposes_a_lock_that_passes_the_gate(pytester: pytest.Pytester, 
         and "node-hours on the new image" in report
         and "- `slow` (previous sweep: 900.1 TGS on (default)): 900.1 TGS -10.00 %" in report
     )
-    # a candidate's figure reads as the other figures do: its interval's brackets not escaped
-    assert re.search(r"- `slow` \(previous sweep: .*\): 900\.1 TGS -10\.00 % \[[+-][0-9.]+, [+-][0-9.]+\]", report)
+    # a candidate's figure, markdown-escaped as every value of that list (it may quote a log)
+    assert re.search(r"- `slow` \(previous sweep: .*\): 900\.1 TGS -10\.00 % \\\[[+-][0-9.]+, [+-][0-9.]+\\\]", report)
     assert "Collective inventory" in report
 
     # Accept the proposal: the gate on the new image passes with it.
