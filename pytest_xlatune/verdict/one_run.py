@@ -117,14 +117,22 @@ def disagreeing_baseline_evidence(
     return tuple(
         r.tgs
         for r in results
-        if r.kind is RunKind.EVIDENCE
-        and profiled(r)
-        and r.config_tag == config_tag
-        and r.measured
-        and r.tgs is not None
-        and not r.shared_from
+        if r.tgs is not None
+        and profiled_run_of(r, RunKind.EVIDENCE, config_tag)
         and not 0 < steady_steps(r) < POOLED_MIN_STEPS  # 0: not recorded
         and off_baseline(r, baseline, noise)
+    )
+
+
+def profiled_run_of(result: JobResult, kind: RunKind, config_tag: str) -> bool:
+    """A measured profiled run of this kind and config tag, its own job (not a shared duplicate)."""
+    return (
+        result.kind is kind
+        and profiled(result)
+        and result.config_tag == config_tag
+        and result.measured
+        and result.tgs is not None
+        and not result.shared_from
     )
 
 

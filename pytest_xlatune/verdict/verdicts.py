@@ -18,6 +18,7 @@ from .one_run import (
     own_se,
     partial_var,
     profiled,
+    profiled_run_of,
     run_values,
     steady_steps,
     step_error,
@@ -161,12 +162,8 @@ def _joining_evidence(
     return [
         r
         for r in results
-        if r.kind is RunKind.WINNER_EVIDENCE
-        and profiled(r)
-        and r.config_tag == config_tag
-        and r.measured
-        and r.tgs is not None
-        and not r.shared_from
+        if r.tgs is not None
+        and profiled_run_of(r, RunKind.WINNER_EVIDENCE, config_tag)
         and steady_steps(r) >= POOLED_MIN_STEPS
         and (group := plain.get(settings_key(r)))
         and not stats.outlier(r.tgs, group, noise, own_se=own_se(r))
