@@ -41,6 +41,7 @@ from pytest_xlatune.adaptive import (  # noqa: E402
     Control,
     Observation,
     Repeat,
+    ReportView,
     Role,
     RunState,
     Share,
@@ -97,7 +98,11 @@ def run(
     plan, out = sweep.plan, Outcome()
     state, now, seq = SweepState(plan), 0.0, 0
     current: tuple[Observation, Job] | None = None
+    ended: tuple[str, ...] = ()
     while True:
+        if (now_ended := tuple(r.run for r in state.runs if not r.state.active)) != ended:
+            ended = now_ended  # what the report's verdicts say changes only when a run ends
+            state = replace(state, report=report_view(sweep, state, out.stop_reasons))
         actions, cut = decide(state, now), False
         for action in actions:
             if isinstance(action, Share):
@@ -287,6 +292,29 @@ def judge_adaptive(state: SweepState, now: float, out: Outcome) -> None:
 def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
     """The tool's verdicts today: each run vs the wave-1 baselines (verdicts.compare), the recipe
     by choice.choose, the noise pooled over identical settings (verdicts.noise)."""
+    results = results_of(sweep, state, out.stop_reasons)
+    for r in results:
+        if r.kind == "profile" and r.measured:
+            out.judged.add(r.item)
+            comparison = verdicts.compare_result(r, results)
+            if comparison is not None and comparison.verdict is stats.Direction.BETTER:
+                out.better.add(r.item)
+    chosen = choice.choose(results, "default")
+    # What the lock would hold: the recipe only when a run agrees with its win (lock.build_lock).
+    confirmed = chosen is not None and not verdicts.confirmation(chosen.recipe, results)
+    out.recipe = chosen.recipe.item if chosen and confirmed else None
+
+
+def report_view(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -> ReportView:
+    """What the report's verdicts say now (what the engine tells the planner:
+    engine/adaptive.Driver._report)."""
+    results = [r for r in results_of(sweep, state, stop_reasons) if r.measured and r.tgs is not None]
+    best = choice.recipe(results, "default")
+    return ReportView(best.item, not verdicts.confirmation(best, results)) if best is not None else ReportView()
+
+
+def results_of(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -> list[JobResult]:
+    """The ended runs as the tool stores them (JobResult)."""
     kinds = {
         Role.BASELINE: "baseline",
         Role.PROFILE: "profile",
@@ -295,7 +323,7 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
         Role.CONTROL: "baseline",
     }
     results = []
-    for obs in state.runs:
+    for obs in (r for r in state.runs if not r.state.active):
         source = judge.item_of(state.plan, obs.key) if obs.role is Role.WINNER_EVIDENCE else None
         spec_flags = (
             sweep.flags.get(obs.item, ())
@@ -325,20 +353,11 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
                 # (verdict.one_run.POOLED_MIN_STEPS), a run stopped early carries the error of
                 # the steps it did not run (verdict.one_run.partial_var).
                 tgs_values=obs.steady if obs.measured else (),
-                reason=out.stop_reasons.get(obs.run, ""),
+                reason=stop_reasons.get(obs.run, ""),
                 resolved_from=source.name if source else "",
             )
         )
-    for r in results:
-        if r.kind == "profile" and r.measured:
-            out.judged.add(r.item)
-            comparison = verdicts.compare_result(r, results)
-            if comparison is not None and comparison.verdict is stats.Direction.BETTER:
-                out.better.add(r.item)
-    chosen = choice.choose(results, "default")
-    # What the lock would hold: the recipe only when a run agrees with its win (lock.build_lock).
-    confirmed = chosen is not None and not verdicts.confirmation(chosen.recipe, results)
-    out.recipe = chosen.recipe.item if chosen and confirmed else None
+    return results
 
 
 def score(sweep: Sweep, out: Outcome) -> dict[str, float]:

@@ -17,6 +17,7 @@ from pytest_xlatune.adaptive import (
     Plan,
     PlanItem,
     Repeat,
+    ReportView,
     Role,
     RunState,
     Share,
@@ -106,12 +107,16 @@ def drive(
     tgs: Callable[[str, Role, int], float],
     limit: int = 500,
     regresses: Callable[[str, str], bool] = lambda item, tag: False,
+    report: Callable[[SweepState], ReportView] | None = None,
 ) -> Drive:
     """Run `decide` to its Conclude; `tgs(item, role, run index)` is a run's steady level;
-    `regresses(item, tag)`: whether a CrossCheck of `item` on `tag` finds a regression."""
+    `regresses(item, tag)`: whether a CrossCheck of `item` on `tag` finds a regression;
+    `report(state)`: what the report's verdicts say (SweepState.report; None: nothing said)."""
     state, now, seq = SweepState(the_plan), 0.0, 0
     result = Drive(state)
     for _ in range(limit):
+        if report is not None:
+            state = replace(state, report=report(state))
         actions = decide(state, now)
         result.actions += [(now, a) for a in actions]
         running = [r for r in state.runs if r.state.active]

@@ -12,15 +12,17 @@ would have. What it works through:
    the noise's few degrees of freedom left short) its repeat (rules.promising); a first run's
    second run is the recipe's evidence run (the candidate with the profiler, measured over the
    steps after the profiler's window) while none has run;
-4. the next candidate in list order, unless a stop condition holds — a confirmed win that does
+4. a confirmed win runs again while the report's lock would hold no recipe (state.report), up
+   to one run beyond the repeat cap; the search never ends before the lock would hold one;
+5. the next candidate in list order, unless a stop condition holds — a confirmed win that does
    not regress the other config tags (plan.other_tags: each is checked with a CrossCheck run
    first; a win that regresses one is no stop), then only the recipe's variants, items setting
    the same names, still run — or thresholds.bounded_profiles
    tested with none above thresholds.bounded_pct; an item with the effective settings of an
    earlier one is shared (Share), never run;
-5. then undecided keys are repeated (rules.undecided) and the leader and runner-up raced
+6. then undecided keys are repeated (rules.undecided) and the leader and runner-up raced
    (rules.race), each up to its cap;
-6. a control goes first whenever one is due (every `control_every` candidate runs, or when the
+7. a control goes first whenever one is due (every `control_every` candidate runs, or when the
    last is older than `control_max_age_s`); at the end a closing control brackets the last runs
    if the controls drifted or the last is that old, the recipe (else the best run) gets its
    evidence run unless one of its settings ran (a second one when the first went to a win that
@@ -103,6 +105,8 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
         return [control or _confirming(state, board, repeat)]
     if searching and (repeat := _repeat(state, board, rules.promising)) is not None:
         return [control or _confirming(state, board, repeat)]
+    if (repeat := _report_unconfirmed(state, board)) is not None:
+        return [control or repeat]
     if (
         searching
         and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))), None)) is not None
@@ -152,8 +156,36 @@ def _wins(board: Board, state: SweepState) -> list[tuple[Estimate, PlanItem]]:
         if rules.confirmed_win(e, board)
         and (item := item_of(board.plan, e.key)) is not None
         and item.name not in state.regressing
+        and (state.report is None or state.report.locked)
     ]
     return sorted(found, key=lambda w: -w[0].log_delta)
+
+
+def _report_unconfirmed(state: SweepState, board: Board) -> Repeat | None:
+    """The fastest win the board confirms while the report's lock would hold no recipe
+    (state.report: the verdicts judge the runs after a win's first on their own, against the
+    baselines' mean), when the report names it or nothing: its next run, up to one beyond the
+    repeat cap (a run costs less than the rest of a search that a win which ends nothing goes
+    on to). The search never ends before the lock would hold a recipe."""
+    report = state.report
+    if report is None or report.locked:
+        return None
+    cap = state.plan.rules.repeat_cap + 1
+    wins = [
+        (e, item)
+        for e in sorted(board.estimates, key=lambda e: -e.log_delta)
+        if rules.confirmed_win(e, board)
+        and (item := item_of(board.plan, e.key)) is not None
+        and item.name not in state.regressing
+    ]
+    if not wins or report.recipe not in ("", wins[0][1].name) or wins[0][0].m >= cap:
+        return None
+    est, item = wins[0]
+    return Repeat(
+        item.name,
+        f"a win the report does not lock yet: {est.text()}; the runs after its first must show it "
+        f"on their own (run {est.m + 1} of at most {cap})",
+    )
 
 
 def _cross_check(state: SweepState, board: Board) -> CrossCheck | None:

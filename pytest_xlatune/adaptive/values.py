@@ -215,6 +215,16 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class ReportView:
+    """What the report's verdicts say of a sweep now (the engine reads them from the store): the
+    candidate they name the recipe of ("" none) and whether the lock would hold it
+    (verdict.lock.build_lock: confirmed by the runs after its first, on their own)."""
+
+    recipe: str = ""
+    locked: bool = False
+
+
+@dataclass(frozen=True)
 class SweepState:
     """Everything a policy decides from: the plan, every run so far, the shares it acknowledged."""
 
@@ -226,6 +236,9 @@ class SweepState:
     # that regressed a tag beyond thresholds.regression_pct there (or failed on it).
     checked: frozenset[tuple[str, str]] = frozenset()
     regressing: frozenset[str] = frozenset()
+    # What the report's verdicts say now (None: the caller does not say): a win the board confirms
+    # ends the search only once the lock would hold a recipe (planner._report_unconfirmed).
+    report: ReportView | None = None
 
     def with_run(self, run: Observation) -> SweepState:
         """A new run, or a newer view of one already known (same run id)."""

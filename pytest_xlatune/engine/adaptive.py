@@ -25,6 +25,7 @@ from ..adaptive.values import (
     Plan,
     PlanItem,
     Repeat,
+    ReportView,
     Role,
     RunState,
     Share,
@@ -36,7 +37,8 @@ from ..launch.base import SubmittedJob
 from ..plan.catalog import EvidenceFacts
 from ..plan.expand import RunKind, RunSpec
 from ..results import JobResult, Verdict
-from ..verdict import choice, numerics, stats, verdicts
+from ..verdict import numerics, verdicts
+from . import report_view
 from .early_stop import stop_judge
 from .prior import record_order, with_evidence
 from .watch import Judge
@@ -89,6 +91,7 @@ class Driver:
     _cross_keys: dict[tuple[str, str], str] = field(default_factory=dict)
     _ordered: tuple[str, Plan] | None = None  # (evidence job id, the plan with its hints)
     _skipped_here: set[str] = field(default_factory=set)  # skipped items: final, never run later
+    _report_seen: tuple[tuple[object, ...], ReportView] | None = None  # (the stored results, what the report said)
 
     @classmethod
     def plan_for(cls, sweep: SweepView, upcoming: Sequence[RunSpec], prior: Prior | None = None) -> Driver | None:
@@ -154,6 +157,7 @@ class Driver:
             shared=frozenset(excluded),
             checked=checked,
             regressing=regressing,
+            report=self._report(stored),
         )
 
     def ordered(self) -> Plan:
@@ -172,36 +176,31 @@ class Driver:
     def _cross_checks(
         self, latest: Mapping[str, JobResult], stored: Sequence[JobResult]
     ) -> tuple[frozenset[tuple[str, str]], frozenset[str]]:
-        """The candidates' ended checks on the other config tags (their wave-6 runs, stored under
-        the keys the wave-6 items use), and the candidates that regressed a tag there beyond
-        thresholds.regression_pct or failed on it. A tag without a measured baseline cannot be
-        checked: it counts as checked (its wave-6 item says what it needs)."""
-        checked, regressing = set[tuple[str, str]](), set[str]()
-        tolerance = self.sweep.cell.thresholds.regression_pct
-        for tag in self.cross:
-            unmeasured = not verdicts.baseline_values(stored, tag)
-            for name in self.specs:
-                if self.plan.item(name).role is not Role.PROFILE:
-                    continue
-                if unmeasured:
-                    checked.add((name, tag))
-                    continue
-                if (name, tag) not in self._cross_keys:
-                    self._cross_keys[name, tag] = self.sweep.key(self._cross_check_run(name, tag))
-                result = latest.get(self._cross_keys[name, tag])
-                if result is None or result.verdict in RERUN:
-                    continue
-                checked.add((name, tag))
-                gate = (
-                    choice.regression_gate(
-                        [result.tgs] if result.tgs is not None else [], stored, tag, tolerance, final=True
-                    )
-                    if result.measured
-                    else None
-                )
-                if not result.measured or (gate is not None and gate.decision is stats.GateDecision.FAIL):
-                    regressing.add(name)
-        return frozenset(checked), frozenset(regressing)
+        """The candidates' ended checks on the other config tags and those that regressed one
+        (report_view.cross_checks), their wave-6 runs found under the keys the wave-6 items use."""
+        candidates = [name for name in self.specs if self.plan.item(name).role is Role.PROFILE]
+        return report_view.cross_checks(
+            latest, stored, tuple(self.cross), candidates, self._cross_key, self.sweep.cell.thresholds.regression_pct
+        )
+
+    def _cross_key(self, name: str, tag: str) -> str:
+        if (name, tag) not in self._cross_keys:
+            self._cross_keys[name, tag] = self.sweep.key(self._cross_check_run(name, tag))
+        return self._cross_keys[name, tag]
+
+    def _report(self, stored: Sequence[JobResult]) -> ReportView:
+        """The report's recipe (the planner's name) and whether the lock holds it; cached by results."""
+        seen = tuple((r.key, r.verdict, r.tgs, r.runs) for r in stored)
+        if self._report_seen is not None and self._report_seen[0] == seen:
+            return self._report_seen[1]
+        found = report_view.recipe_view(stored, self.sweep.cell.primary_config.name, self.sweep.numerics)
+        view = ReportView()
+        if found is not None:
+            best, locked = found
+            role = self.roles.get(best.key)  # its store key: the planner's item
+            view = ReportView(role[0] if role is not None and role[1] is Role.PROFILE else best.item, locked)
+        self._report_seen = (seen, view)
+        return view
 
     def _never_the_recipe(self, result: JobResult, stored: Sequence[JobResult]) -> bool:
         """A measured candidate whose loss left the baseline's (fail mode): no repeat, no

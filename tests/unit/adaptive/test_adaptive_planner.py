@@ -11,6 +11,7 @@ from pytest_xlatune.adaptive import (
     Control,
     CrossCheck,
     Repeat,
+    ReportView,
     Role,
     RunState,
     Share,
@@ -258,3 +259,40 @@ def test_the_engine_queues_by_the_same_list_order_the_simulator_submits_by() -> 
     specs = ["a", "b", "c"]  # PlanOrder reads only equality and order
     assert fixed.PlanOrder().next_runs("a", specs, list) == ("b", "c")  # type: ignore[arg-type]
     assert fixed.PlanOrder().next_runs("z", specs, list) == ()  # type: ignore[arg-type]
+
+
+def _plain_runs(state: SweepState, item: str) -> int:
+    return sum(r.item == item and r.role is Role.PROFILE and not r.state.active for r in state.runs)
+
+
+def test_a_win_the_report_would_not_lock_runs_again_and_ends_the_search_once_the_lock_holds_it() -> None:
+    # The board confirms `good` on two runs; the report's verdicts (the runs after its first on
+    # their own, against the baselines' mean) lock it only from its third plain run.
+    def report(state: SweepState) -> ReportView:
+        return ReportView("good", locked=_plain_runs(state, "good") >= 3)
+
+    result = drive(plan("p1", "good", "p3", "p4"), planner.decide, effects(good=20.0), report=report)
+    waits = [a for a in result.of(Repeat) if "a win the report does not lock yet" in a.reason]
+    assert waits and all(a.item == "good" for a in waits)
+    assert result.conclusion.why is Conclusion.WIN and set(result.conclusion.skipped) == {"p3", "p4"}
+    assert _plain_runs(result.state, "good") == 3
+
+
+def test_a_win_the_report_never_locks_gets_one_run_beyond_the_cap_and_never_ends_the_search() -> None:
+    cap = AdaptiveRules().repeat_cap
+    result = drive(
+        plan("p1", "good", "p3", "p4"), planner.decide, effects(good=20.0), report=lambda state: ReportView("good")
+    )
+    runs = [r for r in result.state.runs if r.key == "good"]  # its plain runs and its profiled run
+    assert len(runs) == cap + 1
+    assert {"p3", "p4"} <= {r.item for r in result.state.runs}  # the search went on
+    assert result.conclusion.why is not Conclusion.WIN
+
+
+def test_a_board_win_the_report_does_not_name_gets_no_extra_run() -> None:
+    # The report names another recipe (unlocked): more runs of `good` would not lock it.
+    result = drive(
+        plan("p1", "good", "p3"), planner.decide, effects(good=20.0), report=lambda state: ReportView("p1")
+    )
+    assert not [a for a in result.of(Repeat) if "the report does not lock" in a.reason]
+
