@@ -291,8 +291,5 @@ def test_a_win_the_report_never_locks_gets_one_run_beyond_the_cap_and_never_ends
 
 def test_a_board_win_the_report_does_not_name_gets_no_extra_run() -> None:
     # The report names another recipe (unlocked): more runs of `good` would not lock it.
-    result = drive(
-        plan("p1", "good", "p3"), planner.decide, effects(good=20.0), report=lambda state: ReportView("p1")
-    )
+    result = drive(plan("p1", "good", "p3"), planner.decide, effects(good=20.0), report=lambda state: ReportView("p1"))
     assert not [a for a in result.of(Repeat) if "the report does not lock" in a.reason]
-
