@@ -156,7 +156,7 @@ def _wins(board: Board, state: SweepState) -> list[tuple[Estimate, PlanItem]]:
         if rules.confirmed_win(e, board)
         and (item := item_of(board.plan, e.key)) is not None
         and item.name not in state.regressing
-        and (state.report is None or state.report.locked)
+        and (state.report is None or state.report.locked or not state.report.decides(item.name))
     ]
     return sorted(found, key=lambda w: -w[0].log_delta)
 
@@ -177,6 +177,7 @@ def _report_unconfirmed(state: SweepState, board: Board) -> Repeat | None:
         if rules.confirmed_win(e, board)
         and (item := item_of(board.plan, e.key)) is not None
         and item.name not in state.regressing
+        and report.decides(item.name)
     ]
     if not wins or report.recipe not in ("", wins[0][1].name) or wins[0][0].m >= cap:
         return None

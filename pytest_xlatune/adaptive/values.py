@@ -222,6 +222,14 @@ class ReportView:
 
     recipe: str = ""
     locked: bool = False
+    # The candidates the report may name the recipe of (its profiles; not restore_default or a
+    # pipeline shape, which it reports apart); None: every candidate. A win of another candidate
+    # ends the search as the board says.
+    named: frozenset[str] | None = None
+
+    def decides(self, item: str) -> bool:
+        """Whether the lock's word on `item` holds back the search (the report may name it)."""
+        return self.named is None or item in self.named
 
 
 @dataclass(frozen=True)

@@ -194,11 +194,12 @@ class Driver:
         if self._report_seen is not None and self._report_seen[0] == seen:
             return self._report_seen[1]
         found = report_view.recipe_view(stored, self.sweep.cell.primary_config.name, self.sweep.numerics)
-        view = ReportView()
+        named = frozenset(name for name, spec in self.specs.items() if spec.kind is RunKind.PROFILE)
+        view = ReportView(named=named)
         if found is not None:
             best, locked = found
             role = self.roles.get(best.key)  # its store key: the planner's item
-            view = ReportView(role[0] if role is not None and role[1] is Role.PROFILE else best.item, locked)
+            view = ReportView(role[0] if role is not None and role[1] is Role.PROFILE else best.item, locked, named)
         self._report_seen = (seen, view)
         return view
 

@@ -293,3 +293,16 @@ def test_a_board_win_the_report_does_not_name_gets_no_extra_run() -> None:
     # The report names another recipe (unlocked): more runs of `good` would not lock it.
     result = drive(plan("p1", "good", "p3"), planner.decide, effects(good=20.0), report=lambda state: ReportView("p1"))
     assert not [a for a in result.of(Repeat) if "the report does not lock" in a.reason]
+
+
+def test_a_win_the_report_never_names_ends_the_search_as_the_board_says() -> None:
+    # restore_default and pipeline shapes are reported apart, never the lock's recipe: the
+    # lock's silence on them holds nothing back.
+    result = drive(
+        plan("p1", "good", "p3"),
+        planner.decide,
+        effects(good=20.0),
+        report=lambda state: ReportView(named=frozenset({"p1", "p3"})),
+    )
+    assert result.conclusion.why is Conclusion.WIN and "p3" in result.conclusion.skipped
+    assert not [a for a in result.of(Repeat) if "does not lock" in a.reason]
