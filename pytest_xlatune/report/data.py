@@ -43,6 +43,20 @@ class Row:
     runs: str = ""  # the runs behind tgs: `600.5 = mean of 700.5, 500.6; jobs 6, 7` (figures.py)
     unstable: bool = False  # its runs disagree beyond the noise: never the recipe
 
+    def job_text(self) -> str:
+        """The leaderboard's job cell, the same in the markdown and the HTML report: the runs
+        behind the figure when there are several (`600.5 = mean of 700.5, 500.6; jobs 6, 7`),
+        else the job id."""
+        return self.runs if " = mean of " in self.runs else self.job_ids
+
+    def numerics_text(self) -> str:
+        """The leaderboard's numerics cell: same | changed | — (not known) | reference (a baseline row)."""
+        return NUMERICS_WORDS.get(self.numerics, self.numerics)
+
+
+# The words of the leaderboard's numerics column, by Row.numerics.
+NUMERICS_WORDS = {"same": "same", "changed": "changed", "unknown": "—", "": "reference"}
+
 
 @dataclass(frozen=True)
 class Tie:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 
 from . import chart
-from .data import ReportData
+from .data import ReportData, Row
 from .html_top import top_html
 
 STYLE = """<style>
@@ -34,24 +34,37 @@ def cell_html(data: ReportData) -> str:
 
 
 def leaderboard_html(data: ReportData) -> str:
+    """The leaderboard as the markdown report has it (every row, not only the top and bottom):
+    the same cells, the job cell the runs behind the figure, and the same note under it."""
+
     def num(value: float | None, fmt: str) -> str:
-        return "" if value is None else fmt.format(value)
+        return "—" if value is None else fmt.format(value)
+
+    def numerics(r: Row) -> str:
+        return ("changed: " + r.departed) if r.numerics == "changed" and r.departed else r.numerics_text()
 
     # ★ (U+2605) rather than the markdown's ⭐ emoji, which browsers without an emoji font draw as a box.
     rows = "".join(
         f"<tr><td>{escape(r.profile)}{' ★' if r.winner else ''}</td>"
         f"<td><code>{escape(r.flags)}</code></td>"
-        f'<td class="num">{r.tgs:,.1f}</td><td class="num">{num(r.step_seconds, "{:.3f}")}</td>'
+        f'<td class="num">{r.tgs:,.1f}{" (derived)" if r.derived else ""}</td>'
+        f'<td class="num">{num(r.step_seconds, "{:.3f}")}</td>'
         f'<td class="num">{num(r.delta_pct, "{:+.2f} %")}</td>'
-        f"<td>{'' if r.ci_low is None or r.ci_high is None else f'[{r.ci_low:+.2f}, {r.ci_high:+.2f}] %'}</td>"
+        f"<td>{'—' if r.ci_low is None or r.ci_high is None else f'[{r.ci_low:+.2f}, {r.ci_high:+.2f}] %'}</td>"
         f'<td class="num">{num(r.detectable_pct, "≥ +{:.1f} %")}</td>'
         f"<td>{escape(r.direction.replace('_', ' '))}</td>"
-        f"<td>{escape(('changed: ' + r.departed) if r.numerics == 'changed' else r.numerics)}</td>"
-        f"<td>{escape(r.job_ids)}</td></tr>"
+        f"<td>{escape(numerics(r))}</td>"
+        f"<td>{escape(r.job_text())}</td></tr>"
         for r in data.leaderboard
+    )
+    note = (
+        '<p class="xlatune-note"><em>Detectable</em>: the smallest true Δ% one run of a profile is called '
+        f"<em>better</em> with 80 % odds at this noise and {data.cell.baseline_repeats} baseline repeats. "
+        "<em>Numerics</em>: whether the run's loss followed the baseline's step by step. "
+        "<em>Job</em>: the runs behind the TGS figure (their mean), or the one job.</p>"
     )
     return (
         '<table class="xlatune-leaderboard"><tr><th>Profile</th><th>Flags</th><th>TGS</th>'
         "<th>Step (s)</th><th>Δ% vs baseline-deployed</th><th>95 % interval</th>"
-        f"<th>Detectable</th><th>Verdict</th><th>Numerics</th><th>Job</th></tr>{rows}</table>"
+        f"<th>Detectable</th><th>Verdict</th><th>Numerics</th><th>Job</th></tr>{rows}</table>{note}"
     )

@@ -105,3 +105,34 @@ def test_inline_reads_the_md_filters_escapes_as_a_markdown_viewer_does() -> None
     # still no link, no element: the text as written
     assert html_top.inline(r"&lt;b&gt;x \[y\](http://evil)") == "&lt;b&gt;x [y](http://evil)"
     assert html_top.inline("**`o1`** at **1 TGS**") == "<strong><code>o1</code></strong> at <strong>1 TGS</strong>"
+
+
+def _markdown_board(markdown: str) -> dict[str, list[str]]:
+    """The markdown leaderboard's cells by profile (the ⭐ dropped)."""
+    board = markdown.split("## Tuning leaderboard", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split(" | ") for line in board.splitlines() if line.startswith("| ") and "---" not in line]
+    return {cells[0].replace(" ⭐", "").strip(): [c.strip() for c in cells] for cells in rows[1:]}
+
+
+def test_the_html_leaderboard_shows_the_runs_and_the_words_the_markdown_shows() -> None:
+    # The HTML job column used to show bare job ids (`1 2 7 10`) where the markdown shows the runs
+    # behind the figure (`… = mean of …; jobs 1, 2, 7, 10`), and left out the markdown's note.
+    from html import unescape
+    from re import findall
+
+    from pytest_xlatune.report.markdown import render_tuning_md
+
+    data = cases.winner()
+    pooled = [r for r in data.leaderboard if " = mean of " in r.runs]
+    assert pooled  # the case has a figure of several runs (the baseline repeats)
+    markdown = _markdown_board(render_tuning_md(data))
+    table = html.cell_html(data).split('<table class="xlatune-leaderboard">', 1)[1]
+    for row in findall(r"<tr><td>(.*?)</tr>", table):
+        cells = [unescape(c) for c in findall(r"(?:^|<td[^>]*>)(.*?)</td>", row)]
+        profile = cells[0].replace(" ★", "")
+        assert cells[-1] == markdown[profile][-1]  # the job column
+        assert cells[-2].split(":")[0] == markdown[profile][-2].strip("*")  # numerics: same | changed | reference
+        assert cells[5] == markdown[profile][5]  # the interval, — when there is none
+    for r in pooled:
+        assert f"<td>{html.escape(r.runs)}</td>" in table
+    assert "Detectable</em>: the smallest true Δ%" in table
