@@ -8,12 +8,13 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pytest
 
 from .adaptive.values import Budget
+from .triage.hang import HangSettings
 from .verdict.numerics import Mode
 
 POLL_RANGE = (0.01, 300.0)  # below: a busy loop on the scheduler; above: verdicts minutes late
@@ -92,6 +93,14 @@ class Option:
     parse: Callable[[str], Any] | None = None
     metavar: str = "VALUE"
     const: str | None = None  # the value of a bare `--xlatune-<name>` (the option's value is optional)
+    empty_means: str = ""  # what an empty default does ("" = nothing: `none`), as --help and the docs say
+
+    @property
+    def default_text(self) -> str:
+        """The default as `--help` states it: the value, or what an empty one means."""
+        if self.default == "":
+            return self.empty_means or "none"
+        return str(self.default)
 
     @property
     def flag(self) -> str:
@@ -122,7 +131,13 @@ OPTIONS = (
         "",
         metavar="HOST",
     ),
-    Option("ssh-config", "ssh config file to read instead of ~/.ssh/config", "", metavar="PATH"),
+    Option(
+        "ssh-config",
+        "ssh config file to read instead of ~/.ssh/config",
+        "",
+        metavar="PATH",
+        empty_means="~/.ssh/config",
+    ),
     Option(
         "host-cmd",
         "run Slurm commands, submit.sh and notifications on the host through the "
@@ -169,6 +184,7 @@ OPTIONS = (
         "interpreter (a venv with its JAX/XLA build) for the local and sbatch backends",
         "",
         metavar="IMAGE",
+        empty_means="the cell's `image`",
     ),
     Option(
         "notify",
@@ -191,6 +207,7 @@ OPTIONS = (
         "compile_allowance_s before step 0, e.g. 'k=5,floor_s=120,cap_s=1800'",
         "",
         metavar="K=V,...",
+        empty_means=", ".join(f"{f.name}={f.default:g}" for f in fields(HangSettings)),
     ),
     Option(
         "fresh-baseline",
@@ -249,7 +266,7 @@ OPTIONS = (
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("xlatune", "xlatune (XLA/NCCL flag tuning cells)")
     for option in OPTIONS:
-        help_text = f"{option.help} (default: {option.default})"
+        help_text = f"{option.help} (default: {option.default_text})"
         if option.const is not None:
             group.addoption(
                 option.flag, nargs="?", const=option.const, default=None, metavar=option.metavar, help=help_text

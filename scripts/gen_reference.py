@@ -22,7 +22,6 @@ import argparse
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, cast
@@ -30,7 +29,6 @@ from typing import Any, cast
 from pytest_xlatune.cell.schema import KEYS
 from pytest_xlatune.options import OPTIONS
 from pytest_xlatune.results import FailureClass, Verdict
-from pytest_xlatune.triage.hang import HangSettings
 from pytest_xlatune.triage.playbook import DEFAULT_PLAYBOOK
 from pytest_xlatune.triage.signatures import SIGNATURES
 
@@ -75,12 +73,6 @@ def cell_keys() -> str:
     return "\n".join(rows)
 
 
-# What an empty default means, as the option's code resolves it (the help text says "(default: )").
-EMPTY_MEANS = {
-    "ssh-config": "`~/.ssh/config`",
-    "image": "the cell's `image`",
-    "hang": "`" + ",".join(f"{f.name}={f.default:g}" for f in fields(HangSettings)) + "`",
-}
 # The ini-only setting plugin.py registers beside the options (no command-line flag).
 INI_ONLY = (
     "| — | `xlatune_cells` | `cells/*.yml cells/*.yaml` | cell files collected without naming them; "
@@ -99,7 +91,9 @@ def options() -> str:
         elif option.name == "python":
             default = "this Python"
         elif option.default == "":
-            default = EMPTY_MEANS.get(option.name, "(none)")
+            # what an empty value does, as --help says it (a value in backticks, a phrase as it is)
+            meaning = option.empty_means
+            default = "(none)" if not meaning else meaning if "`" in meaning else f"`{meaning}`"
         else:
             default = f"`{option.default:g}`" if isinstance(option.default, float) else f"`{option.default}`"
         rows.append(f"| `{_cell(flag)}` | `{option.ini}` | {default} | {_cell(option.help)} |")
