@@ -50,6 +50,22 @@ class Grammar:
 _VALUE_CHARS = r"A-Za-z0-9_.,:+/=@%-"
 _FLAG_VALUE_CHARS = r"A-Za-z0-9_.,:+/-"
 
+
+def suggestion(grammar: Grammar, text: str) -> str | None:
+    """What the text most likely meant, when one common slip made it miss its grammar: spaces
+    around it, an XLA flag without its `--` (or with a space for `=`), an environment variable
+    name in lower case, a model tag or override key in upper case, a name with spaces; None
+    when no such edit makes it match."""
+    plain = text.strip()
+    candidates = [plain, plain.upper(), plain.lower(), re.sub(r"\s+", "_", plain)]
+    if grammar.name == XLA_FLAG.name:
+        body = plain.lstrip("-")
+        if "=" not in body:
+            body = re.sub(r"\s+", "=", body, count=1)
+        candidates.insert(0, "--" + re.sub(r"\s*=\s*", "=", body, count=1))
+    return next((c for c in candidates if c != text and grammar.matches(c)), None)
+
+
 NAME = Grammar("a name", r"[A-Za-z0-9][A-Za-z0-9_.+-]*", max_len=48)
 MODEL_TAG = Grammar("a model tag", r"[a-z0-9][a-z0-9._-]*")
 XLA_FLAG = Grammar("an XLA flag", rf"--xla_[a-z0-9_]+=[{_FLAG_VALUE_CHARS}]+")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,15 +199,25 @@ def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None, expec
     text = str(node.value)
     if not (grammar.matches(text) if grammar else text and _one_line(text)):
         too_long = grammar is not None and grammar.max_len is not None and len(text) > grammar.max_len
-        r.fail(node, key, expected, f"{show(text)} ({len(text)} characters)" if too_long else None)
+        found = f"{show(text)} ({len(text)} characters)" if too_long else None
+        r.fail(node, key, expected, found, G.suggestion(grammar, text) if grammar else None)
     return text
+
+
+def _quoted_number(node: Node) -> str | None:
+    """The found text of a number written in quotes (`steps: "10"`), saying what to do."""
+    if kind_of(node) == "str" and (m := re.fullmatch(r"([+-]?[0-9]+(\.[0-9]*)?)\s*(%?)", str(node.value).strip())):
+        if m.group(3):
+            return f"{show(node.value)} (text: write the number alone, {m.group(1)}, without %)"
+        return f"{show(node.value)} (text, in quotes: write the number without them)"
+    return None
 
 
 def integer(r: Ctx, node: Node, key: str, low: int, high: int | None = None, expected: str | None = None) -> int:
     if expected is None:
         expected = f"an integer from {low} to {high}" if high else f"an integer >= {low}"
     if kind_of(node) != "int":
-        r.fail(node, key, expected)
+        r.fail(node, key, expected, _quoted_number(node))
     value = int(construct(r, node, key, expected))
     if value < low or (high is not None and value > high):
         r.fail(node, key, expected)
@@ -216,7 +227,7 @@ def integer(r: Ctx, node: Node, key: str, low: int, high: int | None = None, exp
 def number(r: Ctx, node: Node, key: str) -> float:
     expected = "a number > 0"
     if kind_of(node) not in ("int", "float"):
-        r.fail(node, key, expected)
+        r.fail(node, key, expected, _quoted_number(node))
     value = float(construct(r, node, key, expected))
     if not (value > 0 and math.isfinite(value)):
         r.fail(node, key, expected)
@@ -234,5 +245,5 @@ def render(r: Ctx, node: Node, key: str, grammar: G.Grammar) -> str:
     else:
         r.fail(node, key, expected)
     if not grammar.matches(text):
-        r.fail(node, key, grammar.expected)
+        r.fail(node, key, grammar.expected, suggestion=G.suggestion(grammar, text))
     return text

@@ -98,7 +98,7 @@ def _pairs(
     for name, (knode, vnode) in N.mapping(r, node, key).items():
         sub = sub_key(key, name)
         if not names.matches(name):
-            r.fail(knode, sub, names.expected, show(name))
+            r.fail(knode, sub, names.expected, show(name), G.suggestion(names, name))
         if name in owned:
             r.fail(knode, sub, f"{what} xlatune does not own ({owned[name]})", show(name))
         if refused_prefix and name.startswith(refused_prefix):
@@ -223,6 +223,8 @@ def thresholds(r: N.Ctx, node: Node, key: str) -> Thresholds:
 
 
 def backend(r: N.Ctx, node: Node, key: str) -> Backend:
+    if N.kind_of(node) == "str" and str(node.value) in (*BACKEND_KINDS, *r.kinds):
+        r.fail(node, key, "a mapping such as {kind: local}", suggestion=f"{{kind: {node.value}}}")
     fields = N.mapping(r, node, key)
     kind = "local"
     if "kind" in fields:
@@ -290,7 +292,12 @@ def parallelism(r: N.Ctx, node: Node, key: str) -> Parallelism:
     try:
         return Parallelism(parse_parallelism(text))
     except ValueError as exc:
-        r.fail(node, key, PARALLELISM_EXPECTED, str(exc))
+        meant = re.sub(r"\s+", "", text).upper().replace(":", "=")
+        try:
+            parse_parallelism(meant)
+        except ValueError:
+            meant = ""
+        r.fail(node, key, PARALLELISM_EXPECTED, str(exc), meant or None)
 
 
 def policy(r: N.Ctx, node: Node, key: str) -> str:

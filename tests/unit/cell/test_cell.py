@@ -412,6 +412,63 @@ MALFORMED = [
         "true or false, found 'on'",
     ),
     ("image-newline", HEAD + 'image: "rocm/jax\\nlatest"\n', "image", 4, "text on one line"),
+    # A newcomer's slips: the message says what they most likely meant.
+    (
+        "flag-without-dashes",
+        _wave2("- name: a\n  xla_flags: [xla_backend_optimization_level=1]\n"),
+        "waves.2[0].xla_flags[0]",
+        7,
+        "found 'xla_backend_optimization_level=1' (did you mean '--xla_backend_optimization_level=1'?)",
+    ),
+    (
+        "flag-with-a-space-for-equals",
+        _wave2("- name: a\n  xla_flags: ['--xla_backend_optimization_level 1']\n"),
+        "waves.2[0].xla_flags[0]",
+        7,
+        "(did you mean '--xla_backend_optimization_level=1'?)",
+    ),
+    (
+        "steps-in-quotes",
+        HEAD + 'steps: "12"\n',
+        "steps",
+        4,
+        "found '12' (text, in quotes: write the number without them)",
+    ),
+    (
+        "percent-sign",
+        HEAD + "thresholds: {win_pct: 5%}\n",
+        "thresholds.win_pct",
+        4,
+        "(text: write the number alone, 5, without %)",
+    ),
+    (
+        "parallelism-lower-case",
+        "model_tag: demo\nnodes: 1\nparallelism: fsdp=8\n",
+        "parallelism",
+        3,
+        "(did you mean 'FSDP=8'?)",
+    ),
+    (
+        "model-tag-upper-case",
+        "model_tag: Demo\nnodes: 1\nparallelism: FSDP=8\n",
+        "model_tag",
+        1,
+        "(did you mean 'demo'?)",
+    ),
+    (
+        "env-name-lower-case",
+        _wave2("- name: a\n  env: {nccl_buffsize: '1'}\n"),
+        "waves.2[0].env.nccl_buffsize",
+        7,
+        "(did you mean 'NCCL_BUFFSIZE'?)",
+    ),
+    (
+        "backend-a-bare-kind",
+        HEAD + "backend: local\n",
+        "backend",
+        4,
+        "a mapping such as {kind: local}, found 'local' (did you mean '{kind: local}'?)",
+    ),
 ]
 
 
