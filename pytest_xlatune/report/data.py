@@ -115,6 +115,12 @@ class ReportData:
     spent: Spent | None = None  # the sweep's node-hours (every job of the store, attempts too)
     adaptive: tuple[str, ...] = ()  # what the adaptive sweep saved, the drift its controls saw
     unconfirmed: str = ""  # why the recipe's win is not confirmed (then there is no lock)
+    baseline_runs: int = 0  # the primary tag's measured baseline runs: repeats, then controls
+
+    @property
+    def baseline_controls(self) -> int:
+        """Baseline runs beyond the cell's repeats (the adaptive sweep's controls, a re-run)."""
+        return max(0, self.baseline_runs - self.cell.baseline_repeats)
 
     @property
     def primary(self) -> str:
@@ -298,6 +304,7 @@ def build(
         backend=backend,
         baseline_tgs=baseline_tgs,
         noise_pct=noise,
+        baseline_runs=len(primary_values),
         pooled_noise_pct=pooled,
         restore_default_delta=restore,
         leaderboard=rows,

@@ -119,3 +119,20 @@ def test_render_document_uses_summaries_of_a_sibling_file() -> None:
         None, [("cells/fsdp8.yml", cases.winner())], "zh", known=sections.parse(english).summaries()
     )
     assert "## 与其他并行方式的符号翻转" in chinese and "<!-- xlatune:cell PP=8" not in chinese
+
+
+def test_the_header_counts_the_baseline_runs_its_mean_is_taken_over() -> None:
+    # The header said "mean of 2 repeats" while baseline-deployed was the mean of every baseline
+    # run (the repeats and the adaptive sweep's later controls): 3 or 10 runs in these cases.
+    import re
+
+    from pytest_xlatune.report.markdown import render_tuning_md
+
+    for data in (cases.winner(), cases.well_powered()):
+        base = next(r for r in data.leaderboard if r.profile == "baseline-deployed")
+        runs = len(base.runs.split(" = mean of ", 1)[1].split(";", 1)[0].split(", "))
+        assert runs > data.cell.baseline_repeats  # the case the header miscounted
+        text = render_tuning_md(data)
+        header = next(line for line in text.splitlines() if line.startswith("- **Steps:**"))
+        assert f"(mean of {runs} runs: the {data.cell.baseline_repeats} repeats and" in header, header
+        assert re.search(rf"std/mean of the {runs} baseline-deployed runs", text)
