@@ -52,6 +52,8 @@ def parse_probe(python: str, module: str, returncode: int, stdout: str, stderr: 
     line = next((ln.split() for ln in stdout.splitlines() if ln.startswith(MARK + " ")), None)
     if returncode != 0 or line is None or len(line) != 4:
         tail = (stderr.strip().splitlines() or [f"exit code {returncode}"])[-1]
+        if "/" not in python:  # `slow-python`: the shell looked for it in PATH, not here
+            tail += f"; a name without a '/' is looked up in PATH: write ./{python} for a file in this directory"
         return Interpreter(python, problem=f"{python} does not start ({tail})")
     _, version, jax, found = line
     jax = "" if jax == "-" else jax

@@ -80,3 +80,8 @@ def test_the_probe_answer_parses_into_one_line_problems() -> None:
     assert parse_probe("/p", "my_trainer", 0, "xlatune-probe 3.11.2 - ok\n", "").problem == ""  # not ours to judge
     gone = parse_probe("/gone/python", "m", 127, "", "bash: /gone/python: No such file or directory\n")
     assert gone.problem == "/gone/python does not start (bash: /gone/python: No such file or directory)"
+    # A bare name is looked up in PATH: a file of that name in the directory pytest runs in is not
+    # found (`--xlatune-image=slow-python`), and the line says how to name it.
+    bare = parse_probe("slow-python", "m", 127, "", "bash: line 1: slow-python: command not found\n")
+    assert bare.problem.startswith("slow-python does not start (bash: line 1: slow-python: command not found; ")
+    assert "write ./slow-python for a file in this directory)" in bare.problem
