@@ -95,3 +95,32 @@ def test_the_readme_is_a_front_door() -> None:
     links = re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", text)
     assert links
     assert [link for link in links if not (REPO / link).exists()] == []
+
+
+def test_the_ci_gates_slower_image_stand_in_works_as_written(tmp_path: Path) -> None:
+    """docs/how-to/ci-gate.md's wrapper: its printf line, run as written, makes an executable that
+    runs this Python with XLA held at -O0 after every flag the job set (XLA is last-wins), and the
+    gate command names it with a path (a bare name is looked up in PATH)."""
+    import os
+    import subprocess
+    import sys
+
+    text = (REPO / "docs" / "how-to" / "ci-gate.md").read_text(encoding="utf-8")
+    section = text.split("## Try it on this machine", 1)[1]
+    make = next(line for line in section.splitlines() if line.startswith("printf "))
+    gate = next(line for line in section.splitlines() if "--xlatune-image=" in line and "slow-python" in line)
+    assert "--xlatune-image=./slow-python" in gate
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(["bash", "-c", f"{make} && chmod +x slow-python"], cwd=tmp_path, env=env, check=True)
+    env["XLA_FLAGS"] = "--xla_backend_optimization_level=2"
+    done = subprocess.run(
+        ["./slow-python", "-c", "import os, sys; print(sys.prefix, os.environ['XLA_FLAGS'])"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    prefix, flags = done.stdout.split(" ", 1)
+    assert prefix == sys.prefix  # the same venv (its JAX): only the XLA flags differ
+    assert flags.split() == ["--xla_backend_optimization_level=2", "--xla_backend_optimization_level=0"]
