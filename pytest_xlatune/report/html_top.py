@@ -94,8 +94,9 @@ def warnings(data: ReportData) -> list[str]:
         )
     if data.noise is not None and data.noise.prior_rejected:
         found.append(
-            f"Run-to-run noise is {data.noise.cv_pct:.2f} %, beyond the "
-            f"{data.noise.prior_cv_pct:.2f} % prior: intervals are wide."
+            f"Run-to-run noise is {data.noise.cv_pct:.2f} % (measured: no prior), beyond the "
+            f"{data.noise.prior_cv_pct:.2f} % of a quiet machine: intervals are wide, check the "
+            "nodes and the machine's load before trusting small effects."
         )
     for row in data.leaderboard:
         if row.unstable:

@@ -136,3 +136,17 @@ def test_the_html_leaderboard_shows_the_runs_and_the_words_the_markdown_shows() 
     for r in pooled:
         assert f"<td>{html.escape(r.runs)}</td>" in table
     assert "Detectable</em>: the smallest true Δ%" in table
+
+
+def test_the_noise_warning_does_not_say_a_prior_was_used_when_the_report_says_none_was() -> None:
+    # The markdown header says the intervals use the measured noise ("no prior"); the HTML
+    # warning said the noise was "beyond the 0.80 % prior", as if a prior were in the figure.
+    from pytest_xlatune.verdict.stats import Noise
+
+    data = cases.winner()
+    assert data.noise is not None
+    noisy = dataclasses.replace(data, noise=dataclasses.replace(data.noise, cv_pct=27.0, prior_rejected=True))
+    assert isinstance(noisy.noise, Noise) and not noisy.noise.assumed
+    line = next(w for w in html_top.warnings(noisy) if w.startswith("Run-to-run noise"))
+    assert "27.00 % (measured: no prior)" in line and "% prior" not in line
+    assert "of a quiet machine" in line
