@@ -49,6 +49,11 @@ class Row:
         else the job id."""
         return self.runs if " = mean of " in self.runs else self.job_ids
 
+    def jobs_text(self) -> str:
+        """`job 5` or `jobs 5, 6`: its jobs in a sentence, listed as the runs text lists them."""
+        ids = self.job_ids.split()
+        return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)
+
     def numerics_text(self) -> str:
         """The leaderboard's numerics cell: same | changed | — (not known) | reference (a baseline row)."""
         return NUMERICS_WORDS.get(self.numerics, self.numerics)

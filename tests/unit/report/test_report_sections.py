@@ -136,3 +136,18 @@ def test_the_header_counts_the_baseline_runs_its_mean_is_taken_over() -> None:
         header = next(line for line in text.splitlines() if line.startswith("- **Steps:**"))
         assert f"(mean of {runs} runs: the {data.cell.baseline_repeats} repeats and" in header, header
         assert re.search(rf"std/mean of the {runs} baseline-deployed runs", text)
+
+
+def test_why_the_winner_wins_lists_its_jobs_as_the_runs_text_does() -> None:
+    # It read `opt_o2` (job 3 5 7); the runs text elsewhere reads `jobs 3, 5, 7`.
+    import dataclasses
+
+    from pytest_xlatune.report.markdown import render_tuning_md
+
+    data = cases.winner()
+    assert data.winner is not None
+    several = dataclasses.replace(data, winner=dataclasses.replace(data.winner, job_ids="3 5 7"))
+    why = render_tuning_md(several).split("## Why the winning flag wins", 1)[1]
+    assert f"`{data.winner.profile}` (jobs 3, 5, 7) changes" in why
+    one = dataclasses.replace(data, winner=dataclasses.replace(data.winner, job_ids="3"))
+    assert f"`{data.winner.profile}` (job 3) changes" in render_tuning_md(one)
