@@ -61,15 +61,13 @@ class Prior:
         gains = []
         for name in sorted({*same, *other}):
             pct, whys = 0.0, []
-            for values, weight, label in (
-                (same.get(name, []), 1.0, family),
-                (other.get(name, []), OTHER_WEIGHT, "other families"),
-            ):
+            for values, weight, own in ((same.get(name, []), 1.0, True), (other.get(name, []), OTHER_WEIGHT, False)):
                 if values:
                     mean = sum(values) / len(values)
                     part = weight * mean * len(values) / (len(values) + SHRINK)
                     pct += part
-                    whys.append(f"{mean:+.1f} % in {len(values)} {label} sweep(s) → {part:+.2f}")
+                    where = f"{family} sweep(s)" if own else "sweep(s) of other parallelism families"
+                    whys.append(f"{mean:+.1f} % in {len(values)} {where} → {part:+.2f}")
             gains.append(Gain(name, pct, "; ".join(whys)))
         return cls(tuple(gains))
 

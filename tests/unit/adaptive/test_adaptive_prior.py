@@ -84,3 +84,12 @@ def test_prior_for_reads_the_other_stores_in_the_store_directory(tmp_path: Path)
     same = prior_for(make_cell(parallelism=Parallelism((("TP", 4), ("FSDP", 2)))), specs, tmp_path, own)
     assert same.gain("wave3::w3[sparse]").pct > prior.gain("wave3::w3[sparse]").pct  # its own family counts whole
     assert prior.gain("wave2::w2[sparse]").why == "no prior"
+
+
+def test_a_prior_from_another_family_reads_as_a_sentence() -> None:
+    # It read "+84.6 % in 1 other families sweep(s)"; the same family's reads "in 1 FSDP sweep(s)".
+    from pytest_xlatune.adaptive.order import Prior
+
+    prior = Prior.of([("a", "FSDP", 20.0), ("b", "TP", 20.0)], "FSDP")
+    assert prior.gain("a").why == "+20.0 % in 1 FSDP sweep(s) → +10.00"
+    assert prior.gain("b").why.startswith("+20.0 % in 1 sweep(s) of other parallelism families → +")
