@@ -64,6 +64,20 @@ NUMERICS_WORDS = {"same": "same", "changed": "changed", "unknown": "—", "": "r
 
 
 @dataclass(frozen=True)
+class CrossRow:
+    """One wave-6 check: the profile's settings re-run on another config tag, as one figure (the
+    mean of its runs, as the item's failure line and the junit file give it)."""
+
+    config_tag: str
+    profile: str
+    tgs: float
+    delta_pct: float | None  # vs that tag's baseline-deployed
+    ci_low: float | None
+    ci_high: float | None
+    runs: str  # `9112.9 = mean of …; jobs 14, 15, 16`, or the one job id
+
+
+@dataclass(frozen=True)
 class Tie:
     """The recipe and the winners within the noise of the fastest."""
 
@@ -102,7 +116,7 @@ class ReportData:
     winner: Row | None
     negative: list[Row]
     failures: list[JobResult]
-    cross_config: list[tuple[JobResult, float | None]]
+    cross_config: list[CrossRow]
     evidence: JobResult | None
     appendix: list[JobResult]
     profiles_tested: int
@@ -281,7 +295,7 @@ def build(
     bottom = rows[TOP_ROWS:][-BOTTOM_ROWS:]
     negative = [row for row in rows if row.direction == "worse"]
 
-    cross = [(r, delta_pct(r.tgs, baseline_tgs.get(r.config_tag))) for r in measured if r.kind is RunKind.CROSS_CONFIG]
+    cross = _cross_rows(measured, baseline_tgs)
     evidence = next((r for r in results if r.kind is RunKind.EVIDENCE), None)
     profiles_tested = len({r.profile for r in results if r.kind is RunKind.PROFILE})
     views = evidence_views(results, loaded, jobs, chosen.profile if chosen else None)
@@ -377,3 +391,27 @@ def _mean_step(measured: list[JobResult], config_tag: str) -> float | None:
         if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.step_seconds is not None
     ]
     return statistics.fmean(values) if values else None
+
+
+def _cross_rows(measured: Sequence[JobResult], baseline_tgs: Mapping[str, float]) -> list[CrossRow]:
+    """The wave-6 checks, one row per config tag and settings: a check measured again before it
+    decided is one figure, not a row per job."""
+    rows: dict[tuple[str, tuple[str, ...]], CrossRow] = {}
+    for r in measured:
+        if r.kind is not RunKind.CROSS_CONFIG or (fig := figures.figure(r, measured)) is None:
+            continue
+        c = fig.comparison
+        runs = fig.runs_text() if len(fig.runs) > 1 else r.job_id
+        rows.setdefault(
+            (r.config_tag, fig.job_ids),
+            CrossRow(
+                r.config_tag,
+                r.resolved_from or r.profile,
+                fig.tgs,
+                delta_pct(fig.tgs, baseline_tgs.get(r.config_tag)),
+                c.ci_low_pct if c else None,
+                c.ci_high_pct if c else None,
+                runs,
+            ),
+        )
+    return list(rows.values())

@@ -151,3 +151,28 @@ def test_why_the_winner_wins_lists_its_jobs_as_the_runs_text_does() -> None:
     assert f"`{data.winner.profile}` (jobs 3, 5, 7) changes" in why
     one = dataclasses.replace(data, winner=dataclasses.replace(data.winner, job_ids="3"))
     assert f"`{data.winner.profile}` (job 3) changes" in render_tuning_md(one)
+
+
+def test_a_wave6_check_measured_again_is_one_row_with_the_figure_the_terminal_prints() -> None:
+    # A cross-config check re-run before it decided (thresholds.remeasure) showed one row per job,
+    # each with its own Δ %, where the item's failure line gives one figure: their mean, jobs 14 15 16.
+    from pytest_xlatune.report.markdown import render_tuning_md
+    from pytest_xlatune.results import delta_pct
+
+    jobs = cases.Jobs()
+    jobs.wave1()
+    jobs.profile("ag256m", 1080.0, "--xla_gpu_all_gather_combine_threshold_bytes=268435456")
+    jobs.wave1(baselines=(900.0, 905.0), restore=None, config_tag="dense")
+    flags = ("--xla_gpu_all_gather_combine_threshold_bytes=268435456",)
+    runs = [
+        jobs.add("wave6::best", "cross_config", "ag256m", tgs, config_tag="dense", flags=flags, resolved_from="ag256m")
+        for tgs in (880.0, 860.0, 870.0)
+    ]
+    data = cases.data(cases.cell(), jobs)
+    assert len(data.cross_config) == 1
+    row = data.cross_config[0]
+    assert row.tgs == 870.0 and row.delta_pct == delta_pct(870.0, 902.5)
+    assert row.runs == f"870.0 = mean of 880.0, 860.0, 870.0; jobs {', '.join(r.job_id for r in runs)}"
+    section = render_tuning_md(data).split("## Cross-config confirmation (Wave 6)", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| `dense`")]
+    assert len(lines) == 1 and "870.0 = mean of" in lines[0] and "| 95 % interval |" in section
