@@ -27,3 +27,23 @@ def test_an_inert_candidates_verdict_cell_names_the_run_it_compiled_to() -> None
         ">success within noise (inert here: compiles to `wave1::baseline[default]`&#x27;s program)</td>"
     )
     assert verdict_cell(verdict="success", direction="better", inert="").endswith(">success better</td>")
+
+
+def job_cell(**props: object) -> str:
+    cells = ["<td>passed</td>", "<td>cell.yml::wave1::baseline-r2[default]</td>"]
+    report = SimpleNamespace(
+        user_properties=[(f"xlatune_{k}", v) for k, v in props.items()],
+        nodeid="cell.yml::wave1::baseline-r2[default]",
+        when="call",
+    )
+    pytest_html_results_table_row(report, cells)  # type: ignore[arg-type]
+    return cells[FIRST_EXTRA_COLUMN + [title for title, _ in COLUMNS].index("Job")]
+
+
+def test_the_job_cell_names_the_runs_behind_the_tgs_cell() -> None:
+    # The TGS cell shows the figure (the mean of its settings' runs); the Job cell showed the item's
+    # own job only (`2` beside 11936.4 = mean of jobs 1 and 2), as the leaderboard no longer does.
+    runs = "11936.4 = mean of 11379.9, 12493.0; jobs 1, 2"
+    cell = job_cell(tgs=11936.4, job_id="2", runs=runs)
+    assert cell.endswith(f">{runs}</td>") and "xlatune-fig-job" in cell
+    assert job_cell(tgs=11379.9, job_id="1", runs="11379.9 (job 1)").endswith(">1</td>")
