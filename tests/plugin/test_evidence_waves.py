@@ -62,7 +62,7 @@ def test_stack_and_winner_evidence_run_and_the_report_explains_the_winner(
 
     report = (pytester.path / "ev-tuning.md").read_text()
     why = report.split("## Why the winning flag wins")[1].split("## Negative findings")[0]
-    assert "`stack_top2` (job " in why  # the winner: both flags
+    assert re.search(r"`stack_top2` \(jobs? [0-9]", why)  # the winner: both flags
     jobs = re.search(r"Evidence: baseline job (\d+) against job (\d+) \(`stack_top2`", why)
     assert jobs, why
     base_job, winner_job = jobs.groups()
