@@ -46,5 +46,5 @@ def decide(state: SweepState, now: float) -> tuple[Action, ...]:
         (r for r in state.runs if r.role is Role.PROFILE and r.measured), key=lambda r: r.value or 0.0, default=None
     )
     if evidence is not None and best is not None:  # the winner, else the best run: its cost is the same
-        return (Submit(evidence.name, "fixed protocol: the best run with the profiler", source=best.item),)
+        return (Submit(evidence.name, "fixed protocol: the best run", source=best.item),)
     return (Conclude(Conclusion.EXHAUSTED, "fixed protocol: every item ran"),)

@@ -334,7 +334,7 @@ def _confirming(state: SweepState, board: Board, repeat: Repeat) -> Submit | Rep
         return repeat
     return Submit(
         evidence.name,
-        f"{repeat.reason}; its second run is the recipe's evidence run: {item.name} with the profiler "
+        f"{repeat.reason}; its second run is the recipe's evidence run "
         "(measured over the steps after the profiler's window)",
         source=item.name,
     )
@@ -351,7 +351,7 @@ def _winner_evidence(state: SweepState, board: Board) -> Submit | None:
     source = item_of(state.plan, best.key) if best is not None else None
     if source is None or any(r.key == source.key for r in profiled):
         return None
-    return Submit(item.name, f"the recipe's evidence run: {source.name} with the profiler", source=source.name)
+    return Submit(item.name, "the recipe's evidence run", source=source.name)
 
 
 def _conclude(state: SweepState, why: Conclusion, reason: str) -> list[Action]:
