@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..adaptive.keys import ROLES
 from ..adaptive.order import UNKNOWN, Prior, Seen, effects, family, order_line, prior_settings
 from ..adaptive.values import Plan, Role
 from ..cell.catalog import mechanisms_of
@@ -109,7 +110,8 @@ def planned_orders(runtime: Session) -> list[tuple[Cell, str]]:
         candidates = {
             s.name: s
             for s in runtime.upcoming.get(cell.path, [])
-            if s.kind is RunKind.PROFILE and s.config_tag == cell.primary_config.name
+            # the planner's candidates (restore_default and pipeline shapes too), as the session orders them
+            if ROLES.get(s.kind) is Role.PROFILE and s.config_tag == cell.primary_config.name
         }
         if not (settings.fixed_protocol or settings.gate):
             facts = stored_evidence_facts(cell, runtime.store_for(cell), runtime.cell_settings(cell).image)

@@ -44,7 +44,7 @@ def test_a_second_cell_runs_the_first_sweeps_winner_first(pytester: pytest.Pytes
     planned.stdout.fnmatch_lines(
         [
             "xlatune: two.yml: candidates in planned order wave2::fast[[]default[]], "
-            "wave2::slow[[]default[]]; ahead of list order: wave2::fast[[]default[]] "
+            "wave1::restore_default[[]default[]], wave2::slow[[]default[]]; ahead of list order: wave2::fast[[]default[]] "
             "+10.00 % (+20.0 % in 1 FSDP sweep(s) → +10.00)"
         ]
     )
@@ -56,3 +56,20 @@ def test_a_second_cell_runs_the_first_sweeps_winner_first(pytester: pytest.Pytes
     # Its summary says the order once, from the store (the report's line too).
     assert ran.stdout.str().count("xlatune: two.yml: candidates in planned order wave2::fast[default]") == 1
     assert order_of(pytester, "one")[0] == "wave2::win[default]"  # the first sweep: list order
+
+
+def test_collect_only_plans_the_same_order_the_session_runs(pytester: pytest.Pytester, fake_trainer_env: None) -> None:
+    # restore_default (the image default of an env-file flag) is one of the planner's candidates:
+    # --collect-only names it where the session does.
+    first = pytester.makefile(".yml", one=CELL.format(tag="one", profiles=f"{WIN}\n{SLOW}"))
+    restoring = CELL.replace('image_default: "1000"', 'image_default: "1010"')
+    second = pytester.makefile(".yml", two=restoring.format(tag="two", profiles=f"{SLOW}\n{SOON}"))
+    assert pytester.runpytest(str(first), *FAKE).ret == 0
+
+    def planned(output: str) -> list[str]:
+        return [line for line in output.splitlines() if "xlatune: two.yml: candidates in planned order" in line]
+
+    collected = planned(pytester.runpytest(str(second), "--collect-only", "-q", *FAKE).stdout.str())
+    ran = planned(pytester.runpytest(str(second), "-v", *FAKE).stdout.str())
+    assert collected and "wave1::restore_default[default]" in collected[0]
+    assert collected == ran[:1]
