@@ -150,7 +150,8 @@ class DriftReport:
         return (
             f"drift: the controls moved {self.range_pct:.2f} % over the sweep ({levels} TGS, each point "
             "the geometric mean of its runs), "
-            f"{verdict} the run-to-run noise of {self.cv_pct:.2f} % (p = {self.p_value:.3g})"
+            f"{verdict} the noise of back-to-back baseline runs, {self.cv_pct:.2f} % (p = {self.p_value:.3g}; "
+            "the verdicts' intervals use the noise pooled over every group of identical settings)"
         )
 
 

@@ -78,7 +78,11 @@ def test_the_report_says_whether_the_drift_is_beyond_the_noise() -> None:
     assert not report(still, 0.8).significant
     drifted = report(moved, 0.8)
     assert drifted.significant and drifted.range_pct == pytest.approx(5.0)
-    assert "moved 5.00 %" in drifted.text() and "beyond the run-to-run noise" in drifted.text()
+    assert (
+        "moved 5.00 %" in drifted.text() and "beyond the noise of back-to-back baseline runs, 0.80 %" in drifted.text()
+    )
+    # it names which noise it is tested against: not the verdicts' pooled one (a newcomer saw three)
+    assert "the verdicts' intervals use the noise pooled over every group of identical settings" in drifted.text()
     assert "not measured" in report(moved[:1], 0.8).text()
     # The wave-1 pair's point is its runs' geometric mean, not the baseline's (arithmetic) figure:
     # 900 and 1100 are 994.99 → 1050; the line says which mean it shows.
