@@ -93,7 +93,9 @@ def run(
     candidate's job and after every job's end. `cache`: runs of settings already run load their
     compiled executable (the tool's compilation cache; off under the fixed protocol). `inert`
     (default: as `cache`): a candidate's first run that compiles to a measured run's program is
-    cut at its compile and shares that result (engine/inert.py; the engine's own rule)."""
+    cut at its compile and shares that result (engine/inert.py; the engine's own rule). After
+    every ended run the state carries what the report's verdicts say (report_view), as the
+    engine's driver gives it: a win the lock would not hold ends no search."""
     inert = cache if inert is None else inert
     plan, out = sweep.plan, Outcome()
     state, now, seq = SweepState(plan), 0.0, 0
