@@ -1,177 +1,31 @@
-"""Noise-aware judgements over stored results (pure): groups of identical settings, their noise,
-Δ% intervals, confirmation, the numerics guard and power. Which settings win (the recipe, the
-cross-config regression check) is verdict/choice.py."""
+"""Noise-aware judgements over stored results (pure): Δ% intervals, instability, confirmation,
+the numerics guard and power, over the tag's groups of identical settings (verdict/groups.py).
+Which settings win (the recipe, the cross-config regression check) is verdict/choice.py."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ..results import JobResult, RunKind
 from . import numerics, stats
+
+# Re-exported: callers read the groups as verdicts.X, with the judgements made on them.
+from .groups import Table as Table
+from .groups import baseline_values as baseline_values
+from .groups import ident
+from .groups import identical_groups as identical_groups
+from .groups import settings_key as settings_key
+from .groups import table as table
 from .numerics import Numerics
 from .one_run import (
     POOLED_MIN_STEPS,
-    disagreeing_baseline_evidence,
     off_baseline,
     own_se,
-    partial_var,
     profiled,
-    profiled_run_of,
     run_values,
     steady_steps,
-    step_error,
-    stopped_as_no_win,
 )
-
-
-def baseline_values(results: Sequence[JobResult], config_tag: str) -> list[float]:
-    """Steady TGS of every measured baseline-deployed repeat of a config tag."""
-    return [
-        r.tgs
-        for r in results
-        if r.kind is RunKind.BASELINE and r.config_tag == config_tag and r.measured and r.tgs is not None
-    ]
-
-
-def settings_key(result: JobResult) -> tuple[object, ...]:
-    """What a run effectively ran: XLA flags resolved last-wins, env, overrides, unset env, tag, image.
-    A run that records no settings of its own but is not a baseline (e.g. a restore_default
-    that only unsets env vars) is identical only to runs of its own name."""
-    if (
-        not (result.xla_flags or result.env or result.overrides or result.unset_env)
-        and result.kind is not RunKind.BASELINE
-    ):
-        return (result.config_tag, result.image, result.kind, result.profile)
-    flags: dict[str, str] = {}
-    for flag in result.xla_flags:
-        name, _, value = flag.partition("=")
-        flags[name] = value
-    return (
-        result.config_tag,
-        result.image,
-        tuple(sorted(flags.items())),
-        tuple(sorted(result.env)),
-        tuple(sorted(result.overrides)),
-        tuple(sorted(result.unset_env)),
-    )
-
-
-def identical_groups(results: Sequence[JobResult], config_tag: str) -> list[list[JobResult]]:
-    """Measured runs of a tag grouped by identical effective settings (repeats, duplicates,
-    controls, re-measurements), the baseline's group first."""
-    groups: dict[tuple[object, ...], list[JobResult]] = {}
-    for r in results:
-        # A shared duplicate's record is its source's job again: no second measurement.
-        if r.config_tag == config_tag and r.measured and r.tgs is not None and not profiled(r) and not r.shared_from:
-            groups.setdefault(settings_key(r), []).append(r)
-    return sorted(groups.values(), key=lambda g: all(r.kind is not RunKind.BASELINE for r in g))
-
-
-@dataclass(frozen=True)
-class Table:
-    """One config tag's noise and its groups of identical settings (built once per results list)."""
-
-    noise: stats.Noise  # pooled over the groups that agree with the others
-    groups: Mapping[tuple[object, ...], tuple[float, ...]]  # settings → every run's steady TGS
-    baseline: tuple[float, ...]  # the baseline-deployed repeats (and controls)
-    unstable: frozenset[tuple[object, ...]] = frozenset()  # groups beyond the others' noise
-    pooled: frozenset[tuple[str, str]] = (
-        frozenset()
-    )  # (key, job id) of the profiled runs that joined their group (pooled_evidence)
-    partial: Mapping[tuple[object, ...], float] = field(
-        default_factory=dict
-    )  # settings → the missing steps' variance of their one run, stopped early (partial_var)
-    held: frozenset[tuple[object, ...]] = frozenset()  # settings whose one run stopped as no win
-    # The baseline's profiled evidence runs outside its runs' 99 % prediction interval: its
-    # settings measured again disagree with it, so its side of every Δ carries that spread.
-    witnesses: tuple[float, ...] = ()
-    # settings → the error of one run's mean that their runs' own steps show (step_error), and
-    # the baseline repeats': no interval is narrower than that (stats.Spread.step_var)
-    floors: Mapping[tuple[object, ...], float] = field(default_factory=dict)
-    baseline_floor: float = 0.0
-
-
-@dataclass(frozen=True, eq=False)
-class _Results:
-    """A results list as a cache key: equal only to the same results objects, in the same order
-    (the key holds them alive, so their ids stay theirs)."""
-
-    config_tag: str
-    results: tuple[JobResult, ...]
-
-    def _ids(self) -> tuple[object, ...]:
-        return (self.config_tag, *map(id, self.results))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Results) and self._ids() == other._ids()
-
-    def __hash__(self) -> int:
-        return hash(self._ids())
-
-
-def table(results: Sequence[JobResult], config_tag: str) -> Table:
-    """The tag's `Table`, cached per results list: O(groups) for every comparison after the first."""
-    return _table(_Results(config_tag, tuple(results)))
-
-
-@functools.lru_cache(maxsize=16)
-def _table(key: _Results) -> Table:
-    results, config_tag = key.results, key.config_tag
-    found = identical_groups(results, config_tag)
-    plain = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
-    joined = _joining_evidence(results, config_tag, plain, stats.pooled_noise(list(plain.values())))
-    found = [[*g, *(r for r in joined if settings_key(r) == settings_key(g[0]))] for g in found]
-    groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
-    floors = {settings_key(g[0]): step_error(g) for g in found}
-    everything = stats.pooled_noise(list(groups.values()))
-    # A group whose runs disagree beyond all the others (F test at 99 %) is unstable: its spread
-    # widens its own interval (stats.compare) but not everyone's.
-    unstable = frozenset(
-        k
-        for k, v in groups.items()
-        if len(v) >= 2 and stats.disagree(v, stats.without(everything, v), floor_se=floors[k])
-    )
-    steady = [v for k, v in groups.items() if k not in unstable]
-    noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
-    partial = partial_var([r for g in found for r in g])
-    baseline = tuple(baseline_values(results, config_tag))
-    return Table(
-        noise,
-        groups,
-        baseline,
-        unstable,
-        frozenset(_ident(r) for r in joined),
-        {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
-        frozenset(settings_key(g[0]) for g in found if len(g) == 1 and stopped_as_no_win(g[0])),
-        disagreeing_baseline_evidence(results, config_tag, baseline, noise),
-        floors,
-        step_error([r for g in found for r in g if r.kind is RunKind.BASELINE]),
-    )
-
-
-def _joining_evidence(
-    results: Sequence[JobResult],
-    config_tag: str,
-    plain: Mapping[tuple[object, ...], tuple[float, ...]],
-    noise: stats.Noise,
-) -> list[JobResult]:
-    """The winner's profiled re-runs that join their settings' group of plain runs: measured on
-    POOLED_MIN_STEPS steady steps or more, and inside the plain runs' 99 % prediction interval."""
-    return [
-        r
-        for r in results
-        if r.tgs is not None
-        and profiled_run_of(r, RunKind.WINNER_EVIDENCE, config_tag)
-        and steady_steps(r) >= POOLED_MIN_STEPS
-        and (group := plain.get(settings_key(r)))
-        and not stats.outlier(r.tgs, group, noise, own_se=own_se(r))
-    ]
-
-
-def _ident(result: JobResult) -> tuple[str, str]:
-    return (result.key, result.job_id)
 
 
 def pooled_evidence(result: JobResult, results: Sequence[JobResult]) -> bool:
@@ -180,7 +34,7 @@ def pooled_evidence(result: JobResult, results: Sequence[JobResult]) -> bool:
     return (
         result.kind is RunKind.WINNER_EVIDENCE
         and profiled(result)
-        and _ident(result) in table(results, result.config_tag).pooled
+        and ident(result) in table(results, result.config_tag).pooled
     )
 
 
@@ -223,7 +77,7 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     tab = table(results, result.config_tag)
     if profiled(result) and result.kind is RunKind.EVIDENCE:
         return off_baseline(result, tab.baseline, tab.noise)
-    if profiled(result) and _ident(result) not in tab.pooled:
+    if profiled(result) and ident(result) not in tab.pooled:
         reference = tab.groups.get(settings_key(result), ())
         return (
             bool(reference)
@@ -243,7 +97,7 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
     tab = table(results, result.config_tag)
     if not tab.baseline or result.tgs is None:
         return None
-    if profiled(result) and _ident(result) not in tab.pooled:
+    if profiled(result) and ident(result) not in tab.pooled:
         cmp = stats.compare([result.tgs], tab.baseline, tab.noise, unstable=unstable(result, results))
         return (
             not_applied_marked(cmp, result, results)
@@ -345,7 +199,7 @@ def _in_order(result: JobResult, results: Sequence[JobResult]) -> list[tuple[str
     """(job id, TGS) of every run in the result's group (`group_of`), in job order."""
     key, tab = settings_key(result), table(results, result.config_tag)
     members = [r for g in identical_groups(results, result.config_tag) if settings_key(g[0]) == key for r in g]
-    members += [r for r in results if _ident(r) in tab.pooled and settings_key(r) == key]
+    members += [r for r in results if ident(r) in tab.pooled and settings_key(r) == key]
     runs = {job: tgs for r in members for job, tgs in (r.runs or ((r.job_id, r.tgs or 0.0),))}
     return sorted(runs.items(), key=lambda run: (len(run[0]), run[0]))
 
