@@ -119,7 +119,8 @@ def _table(key: _Results) -> Table:
     results, config_tag = key.results, key.config_tag
     found = identical_groups(results, config_tag)
     plain = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
-    joined = _joining_evidence(results, config_tag, plain, stats.pooled_noise(list(plain.values())))
+    plain_floors = {settings_key(g[0]): step_error(g) for g in found}
+    joined = _joining_evidence(results, config_tag, plain, stats.pooled_noise(list(plain.values())), plain_floors)
     found = [[*g, *(r for r in joined if settings_key(r) == settings_key(g[0]))] for g in found]
     groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
     floors = {settings_key(g[0]): step_error(g) for g in found}
@@ -135,6 +136,7 @@ def _table(key: _Results) -> Table:
     noise = stats.pooled_noise(steady) if unstable and any(len(v) >= 2 for v in steady) else everything
     partial = partial_var([r for g in found for r in g])
     baseline = tuple(baseline_values(results, config_tag))
+    baseline_floor = step_error([r for g in found for r in g if r.kind is RunKind.BASELINE])
     return Table(
         noise,
         groups,
@@ -143,9 +145,9 @@ def _table(key: _Results) -> Table:
         frozenset(ident(r) for r in joined),
         {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
         frozenset(settings_key(g[0]) for g in found if len(g) == 1 and stopped_as_no_win(g[0])),
-        disagreeing_baseline_evidence(results, config_tag, baseline, noise),
+        disagreeing_baseline_evidence(results, config_tag, baseline, noise, baseline_floor),
         floors,
-        step_error([r for g in found for r in g if r.kind is RunKind.BASELINE]),
+        baseline_floor,
     )
 
 
@@ -154,9 +156,11 @@ def _joining_evidence(
     config_tag: str,
     plain: Mapping[tuple[object, ...], tuple[float, ...]],
     noise: stats.Noise,
+    floors: Mapping[tuple[object, ...], float],
 ) -> list[JobResult]:
     """The winner's profiled re-runs that join their settings' group of plain runs: measured on
-    POOLED_MIN_STEPS steady steps or more, and inside the plain runs' 99 % prediction interval."""
+    POOLED_MIN_STEPS steady steps or more, and inside the plain runs' 99 % prediction interval
+    (the plain runs' own step floor counted)."""
     return [
         r
         for r in results
@@ -164,7 +168,7 @@ def _joining_evidence(
         and profiled_run_of(r, RunKind.WINNER_EVIDENCE, config_tag)
         and steady_steps(r) >= POOLED_MIN_STEPS
         and (group := plain.get(settings_key(r)))
-        and not stats.outlier(r.tgs, group, noise, own_se=own_se(r))
+        and not stats.outlier(r.tgs, group, noise, own_se=own_se(r), floor_se=floors[settings_key(r)])
     ]
 
 

@@ -167,12 +167,18 @@ def disagree(
 
 
 def outlier(
-    value: float, group: Sequence[float], noise: Noise, confidence: float = PRIOR_REJECT_CONFIDENCE, own_se: float = 0.0
+    value: float,
+    group: Sequence[float],
+    noise: Noise,
+    confidence: float = PRIOR_REJECT_CONFIDENCE,
+    own_se: float = 0.0,
+    floor_se: float = 0.0,
 ) -> bool:
     """One run outside the `confidence` prediction interval of a group of identical settings;
-    `own_se`: the run's own relative standard error (its steps), e.g. a profiled run's fewer steps."""
+    `own_se`: the run's own relative standard error (its steps), e.g. a profiled run's fewer steps;
+    `floor_se`: the group's runs' own (verdicts' step floor): their spread is never below it."""
     x = finite_positive(group, "outlier")
-    cv = max(noise.cv_pct, x.std(ddof=1) / x.mean() * 100 if x.size >= 2 else 0.0) / 100
+    cv = max(noise.cv_pct / 100, x.std(ddof=1) / x.mean() if x.size >= 2 else 0.0, floor_se)
     se = math.sqrt(cv**2 * (1 + 1 / x.size) + own_se**2)
     if not math.isfinite(se):
         return False  # one step says nothing about where the run's mean could be

@@ -108,7 +108,11 @@ def step_cv_pct(runs: Sequence[JobResult]) -> float:
 
 
 def disagreeing_baseline_evidence(
-    results: Sequence[JobResult], config_tag: str, baseline: Sequence[float], noise: stats.Noise
+    results: Sequence[JobResult],
+    config_tag: str,
+    baseline: Sequence[float],
+    noise: stats.Noise,
+    baseline_floor: float,
 ) -> tuple[float, ...]:
     """The baseline's profiled evidence runs, measured on POOLED_MIN_STEPS steady steps or more,
     that disagree with the baseline's runs (`off_baseline`; listed under "Identical settings
@@ -120,7 +124,7 @@ def disagreeing_baseline_evidence(
         if r.tgs is not None
         and profiled_run_of(r, RunKind.EVIDENCE, config_tag)
         and not 0 < steady_steps(r) < POOLED_MIN_STEPS  # 0: not recorded
-        and off_baseline(r, baseline, noise)
+        and off_baseline(r, baseline, noise, baseline_floor)
     )
 
 
@@ -136,12 +140,29 @@ def profiled_run_of(result: JobResult, kind: RunKind, config_tag: str) -> bool:
     )
 
 
-def off_baseline(result: JobResult, baseline: Sequence[float], noise: stats.Noise) -> bool:
+def against_baseline(
+    result: JobResult, baseline: Sequence[float], noise: stats.Noise, baseline_floor: float
+) -> stats.Comparison:
+    """One profiled run vs the baseline's runs, each side's interval no narrower than its own steps
+    allow (stats.Spread.step_var: the run's `own_se`, the baseline runs' `step_error`), as every
+    other Δ is: identical runs that happen to agree exactly make no zero-width interval."""
+    return stats.compare(
+        [result.tgs or 0.0],
+        baseline,
+        noise,
+        spread_c=stats.Spread(step_var=own_se(result) ** 2),
+        spread_b=stats.Spread(step_var=baseline_floor**2),
+    )
+
+
+def off_baseline(result: JobResult, baseline: Sequence[float], noise: stats.Noise, baseline_floor: float) -> bool:
     """The baseline's profiled evidence run disagrees with the baseline's runs: outside their 99 %
-    prediction interval (its own steps' error counted), or its Δ's 95 % interval clear of 0."""
+    prediction interval (its own steps' error and the baseline runs' step floor counted), or its
+    Δ's 95 % interval (`against_baseline`) clear of 0."""
     if not baseline or result.tgs is None:
         return False
-    cmp = stats.compare([result.tgs], baseline, noise)
+    cmp = against_baseline(result, baseline, noise, baseline_floor)
     return (
-        stats.outlier(result.tgs, baseline, noise, own_se=own_se(result)) or not cmp.ci_low_pct <= 0 <= cmp.ci_high_pct
+        stats.outlier(result.tgs, baseline, noise, own_se=own_se(result), floor_se=baseline_floor)
+        or not cmp.ci_low_pct <= 0 <= cmp.ci_high_pct
     )

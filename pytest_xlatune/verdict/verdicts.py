@@ -20,6 +20,7 @@ from .groups import table as table
 from .numerics import Numerics
 from .one_run import (
     POOLED_MIN_STEPS,
+    against_baseline,
     off_baseline,
     own_se,
     profiled,
@@ -76,13 +77,16 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     interval; a pooled one (`pooled_evidence`) is its group's."""
     tab = table(results, result.config_tag)
     if profiled(result) and result.kind is RunKind.EVIDENCE:
-        return off_baseline(result, tab.baseline, tab.noise)
+        return off_baseline(result, tab.baseline, tab.noise, tab.baseline_floor)
     if profiled(result) and ident(result) not in tab.pooled:
-        reference = tab.groups.get(settings_key(result), ())
+        key = settings_key(result)
+        reference = tab.groups.get(key, ())
         return (
             bool(reference)
             and result.tgs is not None
-            and stats.outlier(result.tgs, reference, tab.noise, own_se=own_se(result))
+            and stats.outlier(
+                result.tgs, reference, tab.noise, own_se=own_se(result), floor_se=tab.floors.get(key, 0.0)
+            )
         )
     return settings_key(result) in tab.unstable
 
@@ -97,15 +101,22 @@ def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Com
     tab = table(results, result.config_tag)
     if not tab.baseline or result.tgs is None:
         return None
+    if profiled(result) and ident(result) not in tab.pooled and result.kind is RunKind.EVIDENCE:
+        # The baseline's own settings with the profiler: never better or worse, but a measurement
+        # off the baseline beyond its interval is no agreement (`off_baseline`, on this interval).
+        cmp = against_baseline(result, tab.baseline, tab.noise, tab.baseline_floor)
+        return replace(cmp, verdict=stats.Direction.WITHIN_NOISE, unstable=unstable(result, results))
     if profiled(result) and ident(result) not in tab.pooled:
-        cmp = stats.compare([result.tgs], tab.baseline, tab.noise, unstable=unstable(result, results))
-        return (
-            not_applied_marked(cmp, result, results)
-            if result.kind is RunKind.WINNER_EVIDENCE
-            # The baseline's own settings with the profiler: never better or worse, but a
-            # measurement off the baseline beyond its interval is no agreement (`off_baseline`).
-            else replace(cmp, verdict=stats.Direction.WITHIN_NOISE)
+        _, spread_b = _spreads(tab, settings_key(result))
+        cmp = stats.compare(
+            [result.tgs],
+            tab.baseline,
+            tab.noise,
+            unstable=unstable(result, results),
+            spread_c=stats.Spread(step_var=own_se(result) ** 2),
+            spread_b=spread_b,
         )
+        return not_applied_marked(cmp, result, results)
     spread_c, spread_b = _spreads(tab, settings_key(result))
     cmp = stats.compare(
         group_of(result, results),
@@ -167,10 +178,12 @@ def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
     shown = ", ".join(f"{v:.1f}" for v in values)
     evidence = winner_evidence(result, results)
     mean = sum(values) / len(values)
+    floor = tab.floors.get(settings_key(result), 0.0)
     for e in evidence:
         tgs = e.tgs or 0.0
         # Contradicts: no win at all, or beyond the runs' noise and under half the win.
-        if tgs <= base or (stats.outlier(tgs, values, tab.noise, own_se=own_se(e)) and tgs - base < (mean - base) / 2):
+        off = stats.outlier(tgs, values, tab.noise, own_se=own_se(e), floor_se=floor)
+        if tgs <= base or (off and tgs - base < (mean - base) / 2):
             return (
                 f"the winner's re-run {e.item} (job {e.job_id}) measured {tgs:.1f} TGS "
                 f"({(tgs / base - 1) * 100 if base else 0.0:+.2f} % vs the baseline), which "

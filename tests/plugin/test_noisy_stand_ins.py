@@ -54,3 +54,16 @@ def test_a_run_whose_steps_slowed_mid_run_is_no_more_certain_than_its_steps_say(
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*wave2::noop_a* PASSED * TGS -20.* within noise*"])
     assert not [line for line in result.stdout.lines if " PASSED " in line and (" worse" in line or " better" in line)]
+
+
+def test_a_deterministic_sweep_reads_the_baselines_evidence_run_within_noise(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    # No noise at all: the baseline pair agrees exactly, and the baseline's profiled evidence run
+    # (steps 9-14) is 0.01 % off it from which steps it averages. The steps' own error bounds it.
+    cell = pytester.makefile(".yml", det=LOADED_BASELINE.replace('overrides: {fake_load: "1:0.77,2:0.77"}\n', ""))
+    result = pytester.runpytest(str(cell), "-v", *FIXED)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*wave1.5::evidence* PASSED * TGS -0.01 % * within noise*"])
+    assert "unstable" not in result.stdout.str()
+    assert "Identical settings disagree" not in (pytester.path / "loaded-tuning.md").read_text()

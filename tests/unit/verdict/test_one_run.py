@@ -116,3 +116,37 @@ def test_a_profiled_baseline_run_off_the_baseline_beyond_its_interval_reads_unst
         cmp = verdicts.compare_result(run, [*results, run] if run is far else results)
         assert cmp is not None and stats.direction(cmp) == shown, (run.tgs, cmp)
         assert cmp.verdict is stats.Direction.WITHIN_NOISE
+
+
+def test_identical_baselines_give_the_baseline_evidence_run_the_step_floor_not_a_zero_width_interval() -> None:
+    """A deterministic stand-in: the baseline pair agrees exactly (run-to-run CV 0), so only the
+    runs' own steps say how certain a mean is. The profiled evidence run's value is the mean of
+    other steps (9-14), 0.01 % off: that is no disagreement, as for every other Δ (the step floor,
+    stats.Spread.step_var), and its interval is never narrower than that floor allows."""
+    scatter = (0.999, 1.0, 1.001)
+    plain = tuple(1000.0 * scatter[(s % 3)] for s in range(5, 15))  # steps 5-14
+    profiled_steps = tuple(1000.0 * scatter[(s % 3)] for s in range(9, 15))  # steps 9-14
+    jobs = cases.Jobs(1)
+    jobs.wave1(baselines=(1000.0, 1000.0), restore=None, config_tag="default")
+    mean = sum(plain) / len(plain)
+    jobs.results[:] = [
+        dataclasses.replace(r, tgs=mean, tgs_values=plain, steps_used=tuple(range(5, 15))) for r in jobs.results
+    ]
+    evidence = jobs.add("wave1.5::evidence", "evidence", "evidence", 1000.0, config_tag="default")
+    evidence = dataclasses.replace(
+        evidence, tgs=sum(profiled_steps) / 6, tgs_values=profiled_steps, steps_used=tuple(range(9, 15))
+    )
+    results = [*jobs.results[:-1], evidence]
+    tab = verdicts.table(results, "default")
+    assert tab.noise.cv_pct == 0 and tab.baseline_floor > 0
+    cmp = verdicts.compare_result(evidence, results)
+    assert cmp is not None and -0.02 < cmp.delta_pct < 0
+    assert stats.direction(cmp) == "within_noise", cmp
+    assert not verdicts.unstable(evidence, results) and tab.witnesses == ()
+    # the interval shown is the one judged: as wide as the two sides' own steps allow
+    own = one_run.own_se(evidence)
+    assert cmp.ci_high_pct - cmp.ci_low_pct > 2 * 100 * (own**2 + tab.baseline_floor**2 / 2) ** 0.5
+    # a run far off the pair still is: the floor widens the interval, it does not hide a disagreement
+    far_steps = tuple(v * 0.97 for v in profiled_steps)
+    far = dataclasses.replace(evidence, tgs=sum(far_steps) / 6, tgs_values=far_steps)
+    assert stats.direction(verdicts.compare_result(far, [*results[:-1], far])) == "unstable"  # type: ignore[arg-type]
