@@ -27,6 +27,7 @@ COLORS = {
     "better": "#2e7d32",
     "worse": "#c62828",
     "within_noise": "#9e9e9e",
+    "too_noisy": "#cfd8dc",  # within noise, the interval spanning a halving and a doubling
     "baseline": "#37474f",
     # Never a green bar: a profile whose runs disagree, or whose loss left the baseline's.
     "unstable": "#ef6c00",
@@ -37,6 +38,7 @@ LEGEND = (
     ("better", "better"),
     ("worse", "worse"),
     ("within_noise", "within noise"),
+    ("too_noisy", "noise too large to judge"),
     ("unstable", "unstable"),
     ("numerics_changed", "numerics changed"),
     ("not_applied", "not applied"),

@@ -32,7 +32,8 @@ class Row:
     winner: bool = False
     ci_low: float | None = None
     ci_high: float | None = None
-    direction: str = ""  # better | worse | within_noise (stats.Direction values)
+    direction: str = ""  # better | worse | within_noise | unstable | … (stats.direction)
+    judged: str = ""  # the direction in the words every output prints (stats.words)
     kind: RunKind | None = None  # the run's kind (baseline rows: RunKind.BASELINE)
     derived: bool = False  # TGS derived from the step time (the log printed no Tokens/s/device)
     numerics: str = ""  # same | changed | unknown | "" (baseline rows)
@@ -250,6 +251,7 @@ def build(
                 ci_low=cmp.ci_low_pct if cmp else None,
                 ci_high=cmp.ci_high_pct if cmp else None,
                 direction=stats.direction(cmp) if cmp else "",
+                judged=stats.words(cmp) if cmp else "",
                 kind=r.kind,
                 derived=r.tgs_derived,
                 numerics=check.verdict.value,

@@ -26,6 +26,7 @@ FIGURE_KEYS = (
     "xlatune_delta_pct",
     "xlatune_delta_ci",
     "xlatune_direction",
+    "xlatune_judged",
     "xlatune_unstable",
     "xlatune_step_seconds",
 )
@@ -43,6 +44,7 @@ def figure_properties(found: figures.Figure | None) -> list[tuple[str, object]]:
                 c.delta_pct if c else None,
                 (c.ci_low_pct, c.ci_high_pct) if c else None,
                 stats.direction(c) if c else None,
+                stats.words(c) if c else None,
                 bool(found and found.unstable),
                 found.step_seconds if found else None,
             ),
@@ -64,14 +66,20 @@ def status_text(props: Mapping[str, object]) -> str:
     elif props.get("xlatune_needs"):
         text += " (no baseline: see the end)"
     if isinstance(interval, (tuple, list)) and len(interval) == 2:
-        words = (
-            "unstable" if props.get("xlatune_unstable") else str(props.get("xlatune_direction") or "").replace("_", " ")
-        )
+        words = judged(props)
         text += f" [{interval[0]:+.1f}, {interval[1]:+.1f}] {words}"
     runs = str(props.get("xlatune_runs") or "")
     if " = mean of " in runs:
         text += f" ({runs})"
     return text
+
+
+def judged(props: Mapping[str, object]) -> str:
+    """The verdict's words (stats.words, the `xlatune_judged` property) of a figure's properties."""
+    said = props.get("xlatune_judged")
+    if isinstance(said, str) and said:
+        return said
+    return "unstable" if props.get("xlatune_unstable") else str(props.get("xlatune_direction") or "").replace("_", " ")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from .final import judged
 from .html_cell import STYLE, cell_html, leaderboard_html  # noqa: F401  (the blocks, engine-free)
 
 FIRST_EXTRA_COLUMN = 2  # after Result and Test
@@ -31,8 +32,8 @@ def _delta(props: dict[str, Any]) -> str:
 
 
 def _verdict(props: dict[str, Any]) -> str:
-    verdict, direction = props.get("xlatune_verdict"), props.get("xlatune_direction")
-    text = " ".join(str(v).replace("_", " ") for v in (verdict, direction) if v)
+    verdict = props.get("xlatune_verdict")
+    text = " ".join(v for v in (str(verdict or "").replace("_", " "), judged(props)) if v)
     # An inert candidate, in the words of its terminal line and junit property.
     return text + (f" ({props['xlatune_inert']})" if props.get("xlatune_inert") else "")
 

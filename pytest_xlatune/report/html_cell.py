@@ -52,7 +52,7 @@ def leaderboard_html(data: ReportData) -> str:
         f'<td class="num">{num(r.delta_pct, "{:+.2f} %")}</td>'
         f"<td>{'—' if r.ci_low is None or r.ci_high is None else f'[{r.ci_low:+.2f}, {r.ci_high:+.2f}] %'}</td>"
         f'<td class="num">{num(r.detectable_pct, "≥ +{:.1f} %")}</td>'
-        f"<td>{escape(r.direction.replace('_', ' '))}</td>"
+        f"<td>{escape(r.judged or r.direction.replace('_', ' '))}</td>"
         f"<td>{escape(numerics(r))}</td>"
         f"<td>{escape(r.job_text())}</td></tr>"
         for r in data.leaderboard

@@ -35,6 +35,11 @@ def _ci(row: object) -> str:
     return "—" if low is None or high is None else f"[{low:+.2f}, {high:+.2f}] %"
 
 
+def _words(direction: str) -> str:
+    """A stats.direction value in words, where only the value is kept (the sign-flip table)."""
+    return "noise too large to judge" if direction == "too_noisy" else direction.replace("_", " ")
+
+
 def _plus(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:+,.{digits}f}"
 
@@ -57,6 +62,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         num=_num,
         signed=_signed,
+        words=_words,
         pct=_pct,
         pairs=_pairs,
         oneline=markdown_text,

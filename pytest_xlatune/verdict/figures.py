@@ -52,7 +52,7 @@ class Figure:
 
     @property
     def direction(self) -> str:
-        """better | worse | within_noise | unstable (stats.direction), "" when not compared."""
+        """better | worse | within_noise | unstable | … (stats.direction), "" when not compared."""
         return stats.direction(self.comparison) if self.comparison else ""
 
     @property
@@ -72,9 +72,7 @@ class Figure:
         line = f"{self.tgs:.1f} TGS"
         if self.comparison is not None:
             c = self.comparison
-            line += f" {c.delta_pct:+.2f} % [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}] " + stats.direction(c).replace(
-                "_", " "
-            )
+            line += f" {c.delta_pct:+.2f} % [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}] {stats.words(c)}"
         if len(self.runs) > 1:
             line += f" ({self.runs_text()})"
         return line

@@ -70,8 +70,10 @@ __all__ = [
     "regression_probability",
     "run_noise",
     "runs_to_detect",
+    "too_noisy",
     "welch",
     "without",
+    "words",
 ]
 
 DEFAULT_FAIL_PROBABILITY = 0.8  # still ambiguous after re-measuring: FAIL at ≥ 80 % odds
@@ -124,6 +126,8 @@ class Comparison:
     higher_is_better: bool
     unstable: bool = False  # the candidate's runs disagree beyond the noise: never a win
     not_applied: bool = False  # a requested library setting left no trace: never a win, never "within noise"
+    # what widens the interval most, in words (`baselines differ by 150 %`): a `too_noisy` one's why
+    noise_note: str = ""
 
 
 def job_estimate(tgs_values: Sequence[float], confidence: float = 0.95) -> JobEstimate:
@@ -143,16 +147,29 @@ def job_estimate(tgs_values: Sequence[float], confidence: float = 0.95) -> JobEs
     return JobEstimate(mean, stderr, n, r, mean - half, mean + half, confidence)
 
 
-def _side(values: npt.NDArray[np.float64], noise: Noise, spread: Spread) -> tuple[float, float]:
-    """One side's variance of log(mean) and its degrees of freedom: the pooled CV², or the
-    side's own when its runs spread more (then with n − 1 degrees of freedom; `Spread.witnesses`
-    count in that spread), and never below `Spread.step_var`, what their own steps show."""
+# How each side's variance is worded when it is the one that widens an interval most.
+_SIDE_WORDS = {
+    "candidate": ("its runs differ by {:.0f} %", "its steps shifted within its run (±{:.1f} % on its mean)"),
+    "baseline": ("baselines differ by {:.0f} %", "the baselines' steps shifted within their runs (±{:.1f} %)"),
+}
+
+
+def _side(values: npt.NDArray[np.float64], noise: Noise, spread: Spread, side: str) -> tuple[float, float, str]:
+    """One side's variance of log(mean), its degrees of freedom and what sets it, in words ("": the
+    pooled noise of other runs): the pooled CV², or the side's own when its runs spread more (then
+    with n − 1 degrees of freedom; `Spread.witnesses` count in that spread), and never below
+    `Spread.step_var`, what their own steps show."""
     both = np.concatenate([values, finite_positive(spread.witnesses, "witnesses")]) if spread.witnesses else values
     own = float(both.std(ddof=1) / both.mean()) if both.size >= 2 else 0.0
     pooled = noise.cv_pct / 100
+    runs, steps = _SIDE_WORDS[side]
+    differ = runs.format(float(both.max() / both.min() - 1) * 100)
     if own > pooled and own**2 >= spread.step_var:
-        return own**2 / values.size, float(both.size - 1)
-    return max(pooled**2, spread.step_var) / values.size, noise.df
+        return own**2 / values.size, float(both.size - 1), differ
+    if spread.step_var > pooled**2:
+        return spread.step_var / values.size, noise.df, steps.format(math.sqrt(spread.step_var) * 100)
+    # the pooled noise: named by this side's runs when they are what it is made of (a baseline pair alone)
+    return pooled**2 / values.size, noise.df, differ if own > 0 and math.isclose(own, pooled) else ""
 
 
 def welch(var_c: float, df_c: float, var_b: float, df_b: float) -> float:
@@ -183,15 +200,22 @@ def _log_ratio(
     noise: Noise,
     spread_c: Spread = NO_SPREAD,
     spread_b: Spread = NO_SPREAD,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float, float, float]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float, tuple[float, float], float, str]:
+    """The two sides' values, log(ratio of their means), each side's variance of log(mean), the
+    interval's degrees of freedom and what widens it most (`Comparison.noise_note`)."""
     c, b = finite_positive(candidate, "candidate"), finite_positive(baseline, "baseline")
     if noise.cv_pct < 0 or noise.df <= 0:
         raise ValueError(f"noise needs cv_pct >= 0 and df > 0, got {noise!r}")
     log_ratio = math.log(float(c.mean()) / float(b.mean()))
-    (var_c, df_c), (var_b, df_b) = _side(c, noise, spread_c), _side(b, noise, spread_b)
+    (var_c, df_c, note_c), (var_b, df_b, note_b) = (
+        _side(c, noise, spread_c, "candidate"),
+        _side(b, noise, spread_b, "baseline"),
+    )
+    # the wider side's reason; else the other side's (the pooled noise is then mostly its runs)
+    note = (note_c or note_b if var_c > var_b else note_b or note_c) or f"run-to-run noise {noise.cv_pct:.1f} %"
     if df_c == df_b == noise.df:  # one pooled estimate on both sides: its own df, not twice it
-        return c, b, log_ratio, math.sqrt(var_c + var_b), noise.df
-    return c, b, log_ratio, math.sqrt(var_c + var_b), welch(var_c, df_c, var_b, df_b)
+        return c, b, log_ratio, (var_c, var_b), noise.df, note
+    return c, b, log_ratio, (var_c, var_b), welch(var_c, df_c, var_b, df_b), note
 
 
 def compare(
@@ -213,8 +237,8 @@ def compare(
     check_confidence(confidence)
     if not extra_var >= 0.0:
         raise ValueError(f"extra_var must be >= 0, got {extra_var!r}")
-    c, b, log_ratio, se, df = _log_ratio(candidate, baseline, noise, spread_c, spread_b)
-    se = math.sqrt(se**2 + extra_var)
+    c, b, log_ratio, (var_c, var_b), df, note = _log_ratio(candidate, baseline, noise, spread_c, spread_b)
+    se = math.sqrt(math.sqrt(var_c + var_b) ** 2 + extra_var)
     half = float(_st.t.ppf((1 + confidence) / 2, df)) * se
     low, high = math.expm1(log_ratio - half) * 100, math.expm1(log_ratio + half) * 100
     if unstable:
@@ -237,14 +261,43 @@ def compare(
         n_baseline=b.size,
         higher_is_better=higher_is_better,
         unstable=unstable,
+        noise_note="its run stopped early" if extra_var > max(var_c, var_b) else note,
+    )
+
+
+# A 95 % interval that holds both a halving and a doubling (e.g. [-100.0, +1143449.3] from two
+# baselines 150 % apart under load) says nothing a tuning decision could use: every output words
+# it "noise too large to judge" and says why (`noise_note`); the figure itself stays as it is.
+TOO_NOISY_LOW_PCT, TOO_NOISY_HIGH_PCT = -50.0, 100.0
+
+
+def too_noisy(comparison: Comparison) -> bool:
+    """Within noise only because the interval spans a halving and a doubling: nothing to judge."""
+    c = comparison
+    return (
+        c.verdict is Direction.WITHIN_NOISE
+        and not (c.unstable or c.not_applied)
+        and c.ci_low_pct <= TOO_NOISY_LOW_PCT
+        and c.ci_high_pct >= TOO_NOISY_HIGH_PCT
     )
 
 
 def direction(comparison: Comparison) -> str:
-    """The verdict as every output spells it: better | worse | within_noise | unstable | not_applied."""
+    """The verdict as every output spells it: better | worse | within_noise | unstable | not_applied
+    | too_noisy (`too_noisy`: within noise, but the interval spans a halving and a doubling)."""
     if comparison.not_applied:
         return "not_applied"
-    return "unstable" if comparison.unstable else comparison.verdict.value
+    if comparison.unstable:
+        return "unstable"
+    return "too_noisy" if too_noisy(comparison) else comparison.verdict.value
+
+
+def words(comparison: Comparison) -> str:
+    """The verdict in the words every output prints: `within noise`, `unstable`, …, and for a
+    `too_noisy` one `noise too large to judge: baselines differ by 150 %`."""
+    if too_noisy(comparison):
+        return "noise too large to judge" + (f": {comparison.noise_note}" if comparison.noise_note else "")
+    return direction(comparison).replace("_", " ")
 
 
 def regression_check(
@@ -282,7 +335,8 @@ def regression_probability(
     higher_is_better: bool = True,
 ) -> float:
     """Return P(true regression beyond the tolerance), Student-t on the log ratio."""
-    _, _, log_ratio, se, df = _log_ratio(candidate, baseline, noise)
+    _, _, log_ratio, (var_c, var_b), df, _ = _log_ratio(candidate, baseline, noise)
+    se = math.sqrt(var_c + var_b)
     line = math.log1p(-tolerance_pct / 100) if higher_is_better else math.log1p(tolerance_pct / 100)
     beyond = log_ratio - line if not higher_is_better else line - log_ratio  # > 0: past the line
     if se == 0.0:

@@ -3,6 +3,8 @@ verdicts never claim more than the runs hold, and every output says the same."""
 
 from __future__ import annotations
 
+import html
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -52,7 +54,10 @@ def test_a_run_whose_steps_slowed_mid_run_is_no_more_certain_than_its_steps_say(
     cell = pytester.makefile(".yml", tail=LOADED_BASELINE.replace('"1:0.77,2:0.77"', '"4:0.6:10"'))
     result = pytester.runpytest(str(cell), "-v", *FIXED)
     result.assert_outcomes(passed=6)
-    result.stdout.fnmatch_lines(["*wave2::noop_a* PASSED * TGS -20.* within noise*"])
+    # Its own steps leave ±20 % on its mean: at run time nothing to judge, and the words say why.
+    result.stdout.fnmatch_lines(
+        ["*wave2::noop_a* PASSED * TGS -20.* noise too large to judge: its steps shifted within its run*"]
+    )
     assert not [line for line in result.stdout.lines if " PASSED " in line and (" worse" in line or " better" in line)]
 
 
@@ -67,3 +72,38 @@ def test_a_deterministic_sweep_reads_the_baselines_evidence_run_within_noise(
     result.stdout.fnmatch_lines(["*wave1.5::evidence* PASSED * TGS -0.01 % * within noise*"])
     assert "unstable" not in result.stdout.str()
     assert "Identical settings disagree" not in (pytester.path / "loaded-tuning.md").read_text()
+
+
+def test_an_interval_no_run_could_judge_says_so_with_the_same_figure_in_every_output(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    # Heavy load on the second baseline run (0.4 of its speed): baselines 1000 and 400, 150 %
+    # apart, 1 df. The honest interval spans [-100, +1.8 million] %: no output calls that "within
+    # noise" as if it had looked; each says the noise is too large to judge, and why.
+    cell = pytester.makefile(".yml", heavy=LOADED_BASELINE.replace('"1:0.77,2:0.77"', '"2:0.4"'))
+    result = pytester.runpytest(str(cell), "-v", "--junitxml=junit.xml", "--html=report.html", *FIXED)
+    result.assert_outcomes(passed=6)
+    words = "noise too large to judge: baselines differ by 150 %"
+    lines = [ln for ln in result.stdout.lines if "wave2::noop_b" in ln and " TGS " in ln]
+    assert all(words in ln and "within noise" not in ln for ln in lines), lines
+    line = lines[-1]  # the final figure (the summary's correction, when later runs moved it)
+    shown = re.search(r"TGS ([-+]\d+\.\d\d) % \[([-+][\d.]+), ([-+][\d.]+)\]", line)
+    assert shown is not None and float(shown.group(2)) <= -50 and float(shown.group(3)) >= 100
+    cases = {
+        p.get("value"): {q.get("name"): q.get("value") for q in case.iter("property")}
+        for case in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+        for p in case.iter("property")
+        if p.get("name") == "xlatune_item"
+    }
+    noop_b = cases["wave2::noop_b[default]"]
+    assert noop_b["xlatune_direction"] == "too_noisy" and noop_b["xlatune_judged"] == words
+    # the figure itself: the same Δ and interval as the terminal line
+    low, high = (float(v) for v in (noop_b["xlatune_delta_ci"] or "").strip("()").split(", "))
+    assert f"{float(noop_b['xlatune_delta_pct'] or 0):+.2f}" == shown.group(1)
+    assert (f"{low:+.1f}", f"{high:+.1f}") == (shown.group(2), shown.group(3))
+    report = (pytester.path / "loaded-tuning.md").read_text()
+    row = next(ln for ln in report.splitlines() if ln.startswith("| noop_b |"))
+    assert words in row and f"[{low:+.2f}, {high:+.2f}] %" in row, row
+    assert "within noise" not in report.split("## TL;DR", 1)[1].split("\n## ", 1)[0]
+    page = html.unescape((pytester.path / "report.html").read_text())
+    assert f"success {words}" in page and f"<td>{words}</td>" in page

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,14 +13,18 @@ from pytest_xlatune.verdict.stats import (
     Direction,
     GateDecision,
     Noise,
+    Spread,
     compare,
     decide_after_remeasure,
+    direction,
     disagree,
     job_estimate,
     pooled_noise,
     regression_check,
     regression_probability,
     run_noise,
+    too_noisy,
+    words,
 )
 
 NO_NOISE = Noise(cv_pct=0.0, df=5.0)
@@ -289,3 +294,28 @@ def test_a_3pct_regression_fails_the_1pct_gate() -> None:
     # baseline repeats (48 while a 0.8 % prior lent it 4 pseudo-degrees of freedom).
     fails = sum(gate(seed, -3.0) is GateDecision.FAIL for seed in range(50, 100))
     assert fails >= 44
+
+
+def test_an_interval_spanning_a_halving_and_a_doubling_is_worded_too_noisy_and_says_why() -> None:
+    # The first interval under heavy load: baselines 6943.5 and 2779.0, one candidate run.
+    cmp = compare([4477.0], [6943.5, 2779.0], pooled_noise([[6943.5, 2779.0]]))
+    assert cmp.ci_low_pct <= -50 and cmp.ci_high_pct >= 100 and cmp.verdict is Direction.WITHIN_NOISE
+    assert direction(cmp) == "too_noisy" and too_noisy(cmp)
+    assert words(cmp) == "noise too large to judge: baselines differ by 150 %"
+    # the wording never moves the figure
+    assert dataclasses.replace(cmp, noise_note="") == dataclasses.replace(
+        compare([4477.0], [6943.5, 2779.0], pooled_noise([[6943.5, 2779.0]])), noise_note=""
+    )
+    # the candidate's own runs, when they are what widens it
+    wild = compare([3000.0, 9000.0], [1000.0, 1001.0, 999.0], pooled_noise([[1000.0, 1001.0, 999.0]]))
+    assert words(wild) == "noise too large to judge: its runs differ by 200 %"
+    # its own steps (a run that lost 40 % mid-run, one run each side)
+    steps = compare([800.0], [1000.0, 1001.0], pooled_noise([[1000.0, 1001.0]]), spread_c=Spread(step_var=0.2**2))
+    assert words(steps) == "noise too large to judge: its steps shifted within its run (±20.0 % on its mean)"
+    # an ordinary interval, a win, an unstable or not-applied one keep their words
+    plain = compare([1010.0], [1000.0, 1004.0], pooled_noise([[1000.0, 1004.0]]))
+    assert not too_noisy(plain) and direction(plain) == "within_noise" and words(plain) == "within noise"
+    assert words(dataclasses.replace(cmp, unstable=True)) == "unstable"
+    assert words(dataclasses.replace(cmp, not_applied=True)) == "not applied"
+    win = compare([1500.0], [1000.0, 1001.0], pooled_noise([[1000.0, 1001.0]]))
+    assert words(win) == "better" and not too_noisy(win)
