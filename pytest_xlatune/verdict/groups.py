@@ -12,7 +12,7 @@ from ..results import JobResult, RunKind
 from . import stats
 from .one_run import (
     POOLED_MIN_STEPS,
-    disagreeing_baseline_evidence,
+    baseline_evidence,
     own_se,
     partial_var,
     profiled,
@@ -82,8 +82,9 @@ class Table:
         default_factory=dict
     )  # settings → the missing steps' variance of their one run, stopped early (partial_var)
     held: frozenset[tuple[object, ...]] = frozenset()  # settings whose one run stopped as no win
-    # The baseline's profiled evidence runs outside its runs' 99 % prediction interval: its
-    # settings measured again disagree with it, so its side of every Δ carries that spread.
+    # The baseline's profiled evidence runs (one_run.baseline_evidence): its settings measured
+    # again, agreeing or not, so its side of every Δ carries their spread with its repeats'
+    # (counted only when they disagree, a lucky pair's agreement would stand unchecked).
     witnesses: tuple[float, ...] = ()
     # settings → the error of one run's mean that their runs' own steps show (step_error), and
     # the baseline repeats': no interval is narrower than that (stats.Spread.step_var)
@@ -145,7 +146,7 @@ def _table(key: _Results) -> Table:
         frozenset(ident(r) for r in joined),
         {settings_key(g[0]): partial[g[0].job_id] for g in found if len(g) == 1 and g[0].job_id in partial},
         frozenset(settings_key(g[0]) for g in found if len(g) == 1 and stopped_as_no_win(g[0])),
-        disagreeing_baseline_evidence(results, config_tag, baseline, noise, baseline_floor),
+        baseline_evidence(results, config_tag),
         floors,
         baseline_floor,
     )

@@ -107,24 +107,17 @@ def step_cv_pct(runs: Sequence[JobResult]) -> float:
     return 100 * step_error([r for r in runs if r.measured and len(r.tgs_values) >= 2])
 
 
-def disagreeing_baseline_evidence(
-    results: Sequence[JobResult],
-    config_tag: str,
-    baseline: Sequence[float],
-    noise: stats.Noise,
-    baseline_floor: float,
-) -> tuple[float, ...]:
-    """The baseline's profiled evidence runs, measured on POOLED_MIN_STEPS steady steps or more,
-    that disagree with the baseline's runs (`off_baseline`; listed under "Identical settings
-    disagree"): the baseline's own settings measured again, so the baseline is no steadier than
-    they show (a loaded pair, a lucky agreement), whatever its repeats say."""
+def baseline_evidence(results: Sequence[JobResult], config_tag: str) -> tuple[float, ...]:
+    """The baseline's profiled evidence runs measured on POOLED_MIN_STEPS steady steps or more:
+    the baseline's own settings measured again (steps after the profiler's window), so the
+    baseline is no steadier than they show with its repeats (a loaded pair, a lucky agreement),
+    whatever its repeats alone say. They count in the baseline's spread, not in its mean."""
     return tuple(
         r.tgs
         for r in results
         if r.tgs is not None
         and profiled_run_of(r, RunKind.EVIDENCE, config_tag)
         and not 0 < steady_steps(r) < POOLED_MIN_STEPS  # 0: not recorded
-        and off_baseline(r, baseline, noise, baseline_floor)
     )
 
 

@@ -218,8 +218,8 @@ def _in_order(result: JobResult, results: Sequence[JobResult]) -> list[tuple[str
 
 
 def baseline_spread(results: Sequence[JobResult], config_tag: str) -> stats.Noise | None:
-    """The spread of the tag's baseline runs with its disagreeing evidence runs (`Table.witnesses`)
-    when wider than the pooled noise: the baseline side of every Δ carries it; None otherwise."""
+    """The spread of the tag's baseline runs with its evidence runs (`Table.witnesses`) when wider
+    than the pooled noise: the baseline side of every Δ carries it; None otherwise."""
     tab = table(results, config_tag)
     if not tab.witnesses or not tab.baseline:
         return None

@@ -251,3 +251,43 @@ def test_a_win_is_locked_only_when_the_runs_after_its_first_show_it_on_their_own
     # the same first run followed by runs that win on their own is locked
     strong = dataclasses.replace(noop, runs=(("8", 1125.0), ("9", 1115.0), ("10", 1120.0)), tgs=1120.0)
     assert stand_in(tmp_path, [*baselines, other, strong])[0] is not None
+
+
+def _stepped(result: JobResult, profiled: bool = False) -> JobResult:
+    """The run with steady steps around its value: 5-14, or 9-14 after the profiler's window."""
+    first, n = (9, 6) if profiled else (5, 10)
+    level = result.tgs or 0.0
+    values = tuple(level * (1 + 0.002 * ((i % 3) - 1)) for i in range(n))
+    return dataclasses.replace(result, tgs_values=values, steps_used=tuple(range(first, first + n)))
+
+
+def test_a_lucky_baseline_pair_its_evidence_run_widens_locks_no_noop(tmp_path: Path) -> None:
+    # True run-to-run noise ~4 %: the baseline pair happened to agree to 2.05 %; its evidence run
+    # (the same settings, steps 9-14) landed 4 % off their mean, inside their one-df prediction
+    # interval (no disagreement), and a no-op's run and its profiled re-run landed at +6.7 %.
+    baselines = [
+        _stepped(run("baseline", 1000.0, "baseline", "1", wave="wave1")),
+        _stepped(run("baseline-r2", 1020.5, "baseline", "2", wave="wave1")),
+    ]
+    evidence = _stepped(run("evidence", 1050.0, "evidence", "3", wave="wave1.5"), profiled=True)
+    other = _stepped(run("other", 1001.0, job="4", flags=("--xla_b=1",)))
+    noop = _stepped(run("at_default", 1077.5, job="5", flags=("--xla_cpu_enable_fast_math=false",)))
+    rerun = dataclasses.replace(
+        _stepped(run("winner", 1077.5, "winner_evidence", "6", wave="evidence2"), profiled=True),
+        xla_flags=noop.xla_flags,
+        resolved_from="at_default",
+    )
+    results = [*baselines, evidence, other, noop, rerun]
+    assert not verdicts.unstable(evidence, results)  # no disagreement on its own
+    cmp = verdicts.compare_result(noop, results)
+    assert cmp is not None and cmp.verdict is stats.Direction.WITHIN_NOISE and cmp.ci_low_pct < 0, cmp
+    assert stand_in(tmp_path, results)[0] is None
+    # the baseline's spread counts it (its power too), the baseline's mean does not
+    assert verdicts.table(results, "default").baseline == (1000.0, 1020.5)
+    spread = verdicts.baseline_spread(results, "default")
+    assert spread is not None and spread.df == 2
+    # a real win beyond that spread still wins and is locked
+    fast = [dataclasses.replace(r, tgs=(r.tgs or 0.0) * 1.2) for r in (noop, rerun)]
+    won = [*baselines, evidence, other, *(_stepped(r, r is fast[1]) for r in fast)]
+    assert verdicts.compare_result(fast[0], won).verdict is stats.Direction.BETTER  # type: ignore[union-attr]
+    assert stand_in(tmp_path, won)[0] is not None

@@ -142,7 +142,7 @@ def test_identical_baselines_give_the_baseline_evidence_run_the_step_floor_not_a
     cmp = verdicts.compare_result(evidence, results)
     assert cmp is not None and -0.02 < cmp.delta_pct < 0
     assert stats.direction(cmp) == "within_noise", cmp
-    assert not verdicts.unstable(evidence, results) and tab.witnesses == ()
+    assert not verdicts.unstable(evidence, results) and tab.witnesses == (evidence.tgs,)
     # the interval shown is the one judged: as wide as the two sides' own steps allow
     own = one_run.own_se(evidence)
     assert cmp.ci_high_pct - cmp.ci_low_pct > 2 * 100 * (own**2 + tab.baseline_floor**2 / 2) ** 0.5
