@@ -152,6 +152,11 @@ class Jobs:
                 flags=restore_flags,
             )
 
+    def control(self, tgs: float = 1003.0, config_tag: str = "sparse") -> JobResult:
+        """The baseline measured again after the runs so far (a control: without one after a
+        win's first run, the win is never locked)."""
+        return self.add("wave1::baseline-control", "baseline", "baseline", tgs, config_tag=config_tag)
+
     def profile(self, name: str, tgs: float | None, *flags: str, wave: int = 2, **kwargs: object) -> JobResult:
         return self.add(f"wave{wave}::{name}", "profile", name, tgs, flags=flags, **kwargs)  # type: ignore[arg-type]
 

@@ -165,8 +165,16 @@ def repair_of(runtime: Session, cell: Cell, lock: Lock, measured_on: str) -> Rep
         None,
     )
     info = store.sweep_info() or {}
+    # No control runs after the repair's candidates: the proposal is a proposal, which the next
+    # gate run measures against its own same-window controls before anyone commits it.
     built = build_lock(
-        cell, new, str(info.get("nodelist", "")), image, mode=runtime.settings.numerics, measured_on=measured_on
+        cell,
+        new,
+        str(info.get("nodelist", "")),
+        image,
+        mode=runtime.settings.numerics,
+        measured_on=measured_on,
+        require_control=False,
     )
     proposed = built.recipe(primary) if built is not None else None
     if proposed is not None and (proposed.xla_flags, proposed.env) == (locked.xla_flags, locked.env):

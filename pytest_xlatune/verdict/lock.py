@@ -69,14 +69,17 @@ def build_lock(
     today: dt.date | None = None,
     mode: Mode = Mode.FAIL,
     measured_on: str = "",
+    require_control: bool = True,
 ) -> Lock | None:
     """The recipe of the primary tag (better beyond noise, the simplest of the tied winners,
     never one whose loss left the baseline's unless `mode` is WARN), and its re-run on each
-    other tag that it did not regress; None when nothing beat the baseline."""
+    other tag that it did not regress; None when nothing beat the baseline. `require_control`:
+    only a win a control brackets (verdicts.unbracketed; the gate repair's proposal, which the
+    next gate run measures against its own controls, goes without)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
     best = choice.recipe(measured, cell.primary_config.name, mode)  # a profile or a stack
-    if best is None or verdicts.confirmation(best, measured):
-        return None  # no win, or one no second run agrees with: never locked
+    if best is None or verdicts.confirmation(best, measured, require_control):
+        return None  # no win, or one no second run agrees with (or no control brackets): never locked
     # A stack's overrides are those of the profiles it combined.
     sources = best.resolved_from.split("+") if best.kind is RunKind.STACK else [best.profile]
     profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)

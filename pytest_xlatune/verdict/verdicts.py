@@ -167,11 +167,11 @@ def winner_evidence(result: JobResult, results: Sequence[JobResult]) -> list[Job
     ]
 
 
-def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
+def confirmation(result: JobResult, results: Sequence[JobResult], require_control: bool = True) -> str:
     """Why a win is not confirmed ("" when it is): a win needs a second run that agrees with it,
     a repeat (the runs agree) or the winner's evidence run; that re-run contradicts the win when
     it is not above the baseline, or outside the runs' 99 % prediction interval and under half
-    their gain."""
+    their gain; and, with `require_control`, a control after its first run (`unbracketed`)."""
     tab = table(results, result.config_tag)
     values = group_of(result, results)
     base = sum(tab.baseline) / len(tab.baseline) if tab.baseline else 0.0
@@ -199,13 +199,44 @@ def confirmation(result: JobResult, results: Sequence[JobResult]) -> str:
     alone = [e.tgs or 0.0 for e in evidence if not pooled_evidence(e, results)]
     spread_c, spread_b = _spreads(tab, settings_key(result))
     again = stats.compare([*after, *alone], tab.baseline, tab.noise, spread_c=spread_c, spread_b=spread_b)
-    if again.verdict is stats.Direction.BETTER:
+    if again.verdict is not stats.Direction.BETTER:
+        return (
+            f"{result.profile}'s runs after its first ({', '.join(f'{v:.1f}' for v in [*after, *alone])}) "
+            f"do not show the win on their own: {again.delta_pct:+.2f} % [{again.ci_low_pct:+.2f}, "
+            f"{again.ci_high_pct:+.2f}] vs the baseline (the first, {first:.1f}, is why they ran)"
+        )
+    return unbracketed(result, results) if require_control else ""
+
+
+def unbracketed(result: JobResult, results: Sequence[JobResult]) -> str:
+    """Why a win no control brackets is not confirmed ("" when a baseline run, a control, ran after
+    its first run): without one, a drift since the baseline's runs (load that left, a node that
+    warmed up) reads as the win, as the adaptive planner counts it (adaptive.rules.confirmed_win).
+    The fixed protocol runs none: its wins are reported, never locked."""
+    runs = _in_order(result, results)
+    if not runs:
+        return ""
+    first = _job_order(runs[0][0])
+    baselines = sorted(
+        {
+            job
+            for r in results
+            if r.kind is RunKind.BASELINE and r.config_tag == result.config_tag and r.measured
+            for job, _ in (r.runs or ((r.job_id, r.tgs or 0.0),))
+        },
+        key=_job_order,
+    )
+    if any(_job_order(job) > first for job in baselines):
         return ""
     return (
-        f"{result.profile}'s runs after its first ({', '.join(f'{v:.1f}' for v in [*after, *alone])}) "
-        f"do not show the win on their own: {again.delta_pct:+.2f} % [{again.ci_low_pct:+.2f}, "
-        f"{again.ci_high_pct:+.2f}] vs the baseline (the first, {first:.1f}, is why they ran)"
+        f"no control (a baseline run) ran after {result.profile}'s first run (job {runs[0][0]}): a drift "
+        f"since the baseline's runs (job{'s' if len(baselines) != 1 else ''} {', '.join(baselines)}) would read "
+        "as this win"
     )
+
+
+def _job_order(job: str) -> tuple[int, str]:
+    return (len(job), job)
 
 
 def _in_order(result: JobResult, results: Sequence[JobResult]) -> list[tuple[str, float]]:
@@ -214,7 +245,7 @@ def _in_order(result: JobResult, results: Sequence[JobResult]) -> list[tuple[str
     members = [r for g in identical_groups(results, result.config_tag) if settings_key(g[0]) == key for r in g]
     members += [r for r in results if ident(r) in tab.pooled and settings_key(r) == key]
     runs = {job: tgs for r in members for job, tgs in (r.runs or ((r.job_id, r.tgs or 0.0),))}
-    return sorted(runs.items(), key=lambda run: (len(run[0]), run[0]))
+    return sorted(runs.items(), key=lambda run: _job_order(run[0]))
 
 
 def baseline_spread(results: Sequence[JobResult], config_tag: str) -> stats.Noise | None:

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.cells import cell_yaml
-from tests.conftest import FIXED
+from tests.conftest import FAKE
 
-CELL = cell_yaml("hf", ("a", "--xla_fake_tgs=1100"))
+# Adaptive: the win `a` is locked once a control ran after its first run (before `b`).
+CELL = cell_yaml("hf", ("a", "--xla_fake_tgs=1100"), ("b", "--xla_fake_tgs=900"))
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("cells/hf.yml", *FIXED, *args, timeout=120)
+    return pytester.runpytest_subprocess("cells/hf.yml", *FAKE, *args, timeout=120)
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_a_report_path_that_holds_no_text_file_is_one_line_and_the_lock_and_hist
     else:
         report.write_bytes(b"# hf\n\xff\xfe\n")
     result = _run(pytester)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     found = {
         "fifo": ": expected a regular file, found a FIFO (named pipe)",
         "directory": ": expected a regular file, found a directory",
@@ -58,7 +59,7 @@ def test_a_lock_path_that_holds_no_file(pytester: pytest.Pytester, cell: Path, p
     else:
         lock.mkdir()
     result = _run(pytester)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     if planted == "fifo":  # unreadable, so the whole sweep replaces it
         result.stdout.fnmatch_lines(["xlatune: recipe lock written to cells/hf.lock.json*"])
         assert lock.is_file()
@@ -84,7 +85,7 @@ def test_a_gate_against_a_fifo_lock_is_one_line(pytester: pytest.Pytester, cell:
 def test_a_gate_against_a_hand_edited_lock_is_one_line_naming_the_key(pytester: pytest.Pytester, cell: Path) -> None:
     # The sweep writes a lock; an image that is a list, not a string, was a traceback at the end
     # of the gate (every item failed first).
-    _run(pytester).assert_outcomes(passed=4)
+    _run(pytester).assert_outcomes(passed=5)
     lock = cell.parent / "hf.lock.json"
     lock.write_text(lock.read_text().replace('"image": ""', '"image": ["a"]'))
     result = _run(pytester, "--xlatune-gate")
@@ -101,7 +102,7 @@ def test_junit_and_html_through_a_symbolic_link_are_not_rewritten_by_us(
     for name in ("junit.xml", "report.html"):
         (outside / name).write_text("")
         (pytester.path / name).symlink_to(outside / name)
-    result = pytester.runpytest("cells/hf.yml", *FIXED, "--junitxml=junit.xml", "--html=report.html")
+    result = pytester.runpytest("cells/hf.yml", *FAKE, "--junitxml=junit.xml", "--html=report.html")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [

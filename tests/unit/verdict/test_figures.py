@@ -48,6 +48,8 @@ def test_leaderboard_and_lock_show_the_pooled_figure_and_every_job() -> None:
     data = cases.data(cases.cell(), jobs)
     [row] = [r for r in data.leaderboard if r.profile == "lhs"]  # one row for both runs
     assert row.tgs == pytest.approx(1090.0) and row.job_ids.split() == ids and row.winner
+    assert build_lock(data.cell, jobs.results, "n", "") is None  # no control after its first run
+    jobs.control()
     lock = build_lock(data.cell, jobs.results, "n", "")
     assert lock is not None
     [recipe] = lock.recipes
@@ -100,7 +102,9 @@ def test_the_winners_profiled_rerun_confirms_its_win_and_is_one_of_the_figures_r
     assert found.comparison is not None and found.comparison.candidate_mean == pytest.approx(1095.0)
     assert found.profiles == ("lhs",)
     assert verdicts.group_of(first, jobs.results) == (1100.0, 1090.0)
-    assert verdicts.confirmation(first, jobs.results) == ""  # two runs agree: the win is confirmed
+    # two runs agree: the win is confirmed once a control ran after its first run
+    assert "no control (a baseline run) ran after lhs's first run" in verdicts.confirmation(first, jobs.results)
+    assert verdicts.confirmation(first, [*jobs.results, jobs.control()]) == ""
     assert not verdicts.unstable(profiled, jobs.results)
     by_item = figures.by_item(jobs.results)
     assert by_item[profiled.item] is by_item[first.item]

@@ -82,10 +82,14 @@ def run(
     )
 
 
-def stand_in(tmp_path: Path, results: list[JobResult]) -> tuple[object, str]:
+def stand_in(tmp_path: Path, results: list[JobResult], control: bool = False) -> tuple[object, str]:
+    """The lock built from the results, and why (not); `control`: with the baseline measured again
+    after them at its mean (a win no control brackets is never locked: verdicts.unbracketed)."""
     path = tmp_path / "st.yml"
     path.write_text(CELL)
     cell = load_cell(path)
+    if control and (base := verdicts.baseline_values(results, "default")):
+        results = [*results, run("baseline", sum(base) / len(base), "baseline", "999", wave="wave1")]
     built = build_lock(cell, results, "localhost", "")
     why_not = unconfirmed(cell, results)
     return built, lock_change(None, built, [], False, why_not)[1]
@@ -129,7 +133,7 @@ def test_a_win_its_evidence_rerun_contradicts_is_not_locked_and_says_why(tmp_pat
     assert built is None
     assert why.startswith("no lock: the win is not confirmed: the winner's re-run") and "job 9" in why
     agreeing = dataclasses.replace(rerun, tgs=1097.0)
-    built, why = stand_in(tmp_path, [*baselines, win, agreeing])
+    built, why = stand_in(tmp_path, [*baselines, win, agreeing], control=True)
     assert built is not None and why.startswith("new lock: other")
 
 
@@ -250,7 +254,7 @@ def test_a_win_is_locked_only_when_the_runs_after_its_first_show_it_on_their_own
     assert built is None and "runs after its first (1055.0, 1065.0) do not show the win on their own" in why
     # the same first run followed by runs that win on their own is locked
     strong = dataclasses.replace(noop, runs=(("8", 1125.0), ("9", 1115.0), ("10", 1120.0)), tgs=1120.0)
-    assert stand_in(tmp_path, [*baselines, other, strong])[0] is not None
+    assert stand_in(tmp_path, [*baselines, other, strong], control=True)[0] is not None
 
 
 def _stepped(result: JobResult, profiled: bool = False) -> JobResult:
@@ -290,4 +294,31 @@ def test_a_lucky_baseline_pair_its_evidence_run_widens_locks_no_noop(tmp_path: P
     fast = [dataclasses.replace(r, tgs=(r.tgs or 0.0) * 1.2) for r in (noop, rerun)]
     won = [*baselines, evidence, other, *(_stepped(r, r is fast[1]) for r in fast)]
     assert verdicts.compare_result(fast[0], won).verdict is stats.Direction.BETTER  # type: ignore[union-attr]
-    assert stand_in(tmp_path, won)[0] is not None
+    assert stand_in(tmp_path, won, control=True)[0] is not None
+
+
+def test_a_win_no_control_brackets_is_never_locked(tmp_path: Path) -> None:
+    # Drift: the baselines ran under load; the machine is 12 % faster for everything after them.
+    # A no-op's run and its agreeing re-run read +12 %, confirmed by each other: no control ran
+    # after its first run (the fixed protocol runs none), so nothing tells drift from a win.
+    baselines = [
+        run("baseline", 1000.0, "baseline", "1", wave="wave1"),
+        run("baseline-r2", 1004.0, "baseline", "2", wave="wave1"),
+        run("baseline-r3", 998.0, "baseline", "3", wave="wave1"),
+    ]
+    noop = run("other", 1121.0, job="5", flags=("--xla_b=1",), runs=(("5", 1120.0), ("6", 1122.0)))
+    results = [*baselines, noop]
+    assert verdicts.compare_result(noop, results).verdict is stats.Direction.BETTER  # type: ignore[union-attr]
+    built, why = stand_in(tmp_path, results)
+    assert built is None
+    assert "no control (a baseline run) ran after other's first run (job 5)" in why and "jobs 1, 2, 3" in why
+    # a control after it that sees the drift: no win at all
+    drifted = run("baseline", 1119.0, "baseline", "7", wave="wave1")
+    assert choice.winners([*results, drifted], "default", 4) == []
+    # a control that sees none: the win stands, bracketed, and is locked
+    steady = run("baseline", 1001.0, "baseline", "7", wave="wave1")
+    built, why = stand_in(tmp_path, [*results, steady])
+    assert built is not None and why.startswith("new lock: other"), why
+    # a control before the win's first run brackets nothing
+    early = run("baseline", 1001.0, "baseline", "4", wave="wave1")
+    assert stand_in(tmp_path, [*results, early])[0] is None

@@ -66,6 +66,9 @@ BASELINES = [
     run("baseline", 1000.0, kind="baseline", wave="wave1", job="1"),
     run("baseline-r2", 1004.0, kind="baseline", wave="wave1", job="2"),
 ]
+# A control: the baseline measured again after the candidates (job ids sort by length, then text),
+# at the baselines' mean; a win no control brackets is never locked (verdicts.unbracketed).
+CONTROL = run("baseline", 1002.0, kind="baseline", wave="wave1", job="z-control-after-the-candidates")
 
 
 def test_a_stack_beating_the_best_single_winner_beyond_noise_is_the_recipe() -> None:
@@ -98,6 +101,7 @@ def test_the_lock_holds_a_winning_stack_with_the_overrides_of_its_profiles(tmp_p
         run("b", 1060.0, flags=("--xla_b=1",)),
         run("stack_top2", 1180.0, kind="stack", wave="wave3", resolved_from="a+b", flags=("--xla_a=1", "--xla_b=1")),
         confirmed("stack_top2", 1178.0, flags=("--xla_a=1", "--xla_b=1")),
+        CONTROL,
     ]
     lock = build_lock(load_cell(path), results, "localhost", "")
     assert lock is not None
@@ -115,7 +119,7 @@ def _lock(tmp_path: Path, results: list[JobResult], day: int = 1):
 
     path = tmp_path / "rc.yml"
     path.write_text(CELL)
-    return build_lock(load_cell(path), results, "localhost", "", today=dt.date(2026, 12, day))
+    return build_lock(load_cell(path), [*results, CONTROL], "localhost", "", today=dt.date(2026, 12, day))
 
 
 def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path) -> None:
@@ -210,6 +214,7 @@ def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp
         lossy(run("b", 1080.0, flags=("--xla_b=1",))),
         confirmed("a", 1149.0, ("--xla_a=1",)),
         confirmed("b", 1081.0, ("--xla_b=1",)),
+        CONTROL,
     ]
     assert recipe(results, "default").profile == "b"
     assert [r.profile for r in winners(results, "default", 4)] == ["b"]  # what a stack takes
@@ -272,7 +277,7 @@ def test_a_profiled_re_run_on_fewer_than_three_steady_steps_neither_confirms_nor
     its reading (here far below) does not contradict two agreeing runs, nor confirm one run alone."""
     two = [run("fast", 1100.0, job="3", flags=("--xla_f=1",)), run("fast", 1104.0, job="4", flags=("--xla_f=1",))]
     short = dataclasses.replace(confirmed("fast", 700.0, flags=("--xla_f=1",)), steps_used=(9,), tgs_values=(700.0,))
-    assert verdicts.confirmation(two[0], [*BASELINES, *two, short]) == ""
+    assert verdicts.confirmation(two[0], [*BASELINES, *two, short, CONTROL]) == ""
     assert "rests on one run" in verdicts.confirmation(two[0], [*BASELINES, two[0], short])
     longer = dataclasses.replace(short, steps_used=(9, 10, 11), tgs_values=(700.0, 700.0, 700.0))
     assert "contradicts" in verdicts.confirmation(two[0], [*BASELINES, *two, longer])
