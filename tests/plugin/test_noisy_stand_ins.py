@@ -108,3 +108,24 @@ def test_an_interval_no_run_could_judge_says_so_with_the_same_figure_in_every_ou
     assert "within noise" not in report.split("## TL;DR", 1)[1].split("\n## ", 1)[0]
     page = html.unescape((pytester.path / "report.html").read_text())
     assert f"success {words}" in page and f"<td>{words}</td>" in page
+
+
+def test_drift_after_the_baselines_locks_no_noop_under_the_fixed_protocol(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    # The machine got 12 % faster after the baseline's runs (jobs 1-3 at 0.89 of the speed of
+    # everything after): every no-op reads +12 %, its evidence re-run agrees. The fixed protocol
+    # ran no control after the win's first run, so nothing tells the drift from a win.
+    text = LOADED_BASELINE.replace('"1:0.77,2:0.77"', '"1:0.89,2:0.89,3:0.89"')
+    cell = pytester.makefile(".yml", drift=text.replace("    - {name: noop_b, xla_flags: [--xla_noop_b=1]}\n", ""))
+    result = pytester.runpytest(str(cell), "-v", *FIXED)
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        [
+            "*recipe lock drift.lock.json not written: no lock: the win is not confirmed: no control (a baseline run) "
+            "ran after noop_*'s first run (job *): a drift since the baseline's runs (jobs 1, 2) would read as this win"
+        ]
+    )
+    assert not (pytester.path / "drift.lock.json").exists()
+    report = (pytester.path / "loaded-tuning.md").read_text()
+    assert "**Not confirmed, no lock:** no control (a baseline run) ran after" in report
