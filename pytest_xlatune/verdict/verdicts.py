@@ -249,12 +249,15 @@ def _in_order(result: JobResult, results: Sequence[JobResult]) -> list[tuple[str
 
 
 def baseline_spread(results: Sequence[JobResult], config_tag: str) -> stats.Noise | None:
-    """The spread of the tag's baseline runs with its evidence runs (`Table.witnesses`) when wider
+    """The spread of the tag's baseline runs with its evidence runs (`Table.witnesses`), when wider
     than the pooled noise: the baseline side of every Δ carries it; None otherwise."""
     tab = table(results, config_tag)
-    if not tab.witnesses or not tab.baseline:
+    runs = [*tab.baseline, *tab.witnesses]
+    if len(runs) < 2:
         return None
-    spread = stats.pooled_noise([[*tab.baseline, *tab.witnesses]])
+    # its repeats alone too: a baseline group the noise leaves out as unstable (a pair 150 % apart
+    # under load) still widens every Δ (stats._side), and so the smallest one it can show
+    spread = stats.pooled_noise([runs])
     return spread if spread.cv_pct > tab.noise.cv_pct else None
 
 

@@ -322,3 +322,23 @@ def test_a_win_no_control_brackets_is_never_locked(tmp_path: Path) -> None:
     # a control before the win's first run brackets nothing
     early = run("baseline", 1001.0, "baseline", "4", wave="wave1")
     assert stand_in(tmp_path, [*results, early])[0] is None
+
+
+def test_the_detectable_effect_carries_a_baseline_pair_the_noise_leaves_out() -> None:
+    # A pair 150 % apart under load, no evidence run of the baseline; two no-ops ran twice each,
+    # tight: the pooled noise leaves the baseline's group out (unstable), but every Δ carries its
+    # spread (stats._side), and so must the smallest effect the report says it could show.
+    baselines = [
+        run("baseline", 1000.0, "baseline", "1", wave="wave1"),
+        run("baseline-r2", 400.0, "baseline", "2", wave="wave1"),
+    ]
+    noops = [
+        run("other", 1000.5, job="3", flags=("--xla_b=1",), runs=(("3", 1000.0), ("4", 1001.0))),
+        run("at_default", 999.5, job="5", flags=("--xla_c=1",), runs=(("5", 999.0), ("6", 1000.0))),
+    ]
+    results = [*baselines, *noops]
+    assert verdicts.noise(results, "default").cv_pct < 1  # the no-ops' repeats alone
+    cmp = verdicts.compare_result(noops[0], results)
+    assert cmp is not None and stats.too_noisy(cmp)
+    detectable = verdicts.detectable_effect(results, "default")
+    assert detectable is not None and detectable > 100, detectable
