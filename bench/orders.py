@@ -295,7 +295,7 @@ def planner_arm(
         # What the report and the lock say of the same runs (the verdicts, as the fixed arms are
         # judged): the recipe a user deploys and the words each item's line shows.
         report = Outcome(stop_reasons=out.stop_reasons)
-        judge_fixed(sw, state, report)
+        judge_fixed(sw, state, report, require_control=True)
         judge_adaptive(state, now, out)
     nulls = [
         i.name

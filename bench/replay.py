@@ -291,9 +291,12 @@ def judge_adaptive(state: SweepState, now: float, out: Outcome) -> None:
     out.drift_flagged = board.drift_report().significant
 
 
-def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
-    """The tool's verdicts today: each run vs the wave-1 baselines (verdicts.compare), the recipe
-    by choice.choose, the noise pooled over identical settings (verdicts.noise)."""
+def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome, require_control: bool = False) -> None:
+    """The tool's verdicts: each run vs the wave-1 baselines (verdicts.compare), the recipe by
+    choice.choose, the noise pooled over identical settings (verdicts.noise). `require_control`:
+    the lock's rule (a control after the win's first run), for what an adaptive sweep's lock
+    holds; without it, the recipe a human reads off the table (the fixed protocol runs no
+    control, so its lock would hold none)."""
     results = results_of(sweep, state, out.stop_reasons)
     for r in results:
         if r.kind == "profile" and r.measured:
@@ -303,7 +306,7 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome) -> None:
                 out.better.add(r.item)
     chosen = choice.choose(results, "default")
     # What the lock would hold: the recipe only when a run agrees with its win (lock.build_lock).
-    confirmed = chosen is not None and not verdicts.confirmation(chosen.recipe, results)
+    confirmed = chosen is not None and not verdicts.confirmation(chosen.recipe, results, require_control)
     out.recipe = chosen.recipe.item if chosen and confirmed else None
 
 
@@ -312,7 +315,10 @@ def report_view(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -
     engine/adaptive.Driver._report)."""
     results = [r for r in results_of(sweep, state, stop_reasons) if r.measured and r.tgs is not None]
     best = choice.recipe(results, "default")
-    return ReportView(best.item, not verdicts.confirmation(best, results)) if best is not None else ReportView()
+    if best is None:
+        return ReportView()
+    why = verdicts.confirmation(best, results)
+    return ReportView(best.item, not why, bool(why) and not verdicts.confirmation(best, results, False))
 
 
 def results_of(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -> list[JobResult]:

@@ -107,6 +107,8 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
         return [control or _confirming(state, board, repeat)]
     if (repeat := _report_unconfirmed(state, board)) is not None:
         return [control or repeat]
+    if state.report is not None and state.report.unbracketed and not state.active:
+        return [control or Control(f"the lock holds {state.report.recipe} only once a control ran after its first run")]
     if (
         searching
         and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))), None)) is not None

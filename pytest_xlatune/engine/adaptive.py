@@ -197,9 +197,10 @@ class Driver:
         named = frozenset(name for name, spec in self.specs.items() if spec.kind is RunKind.PROFILE)
         view = ReportView(named=named)
         if found is not None:
-            best, locked = found
+            best, why, unbracketed = found
             role = self.roles.get(best.key)  # its store key: the planner's item
-            view = ReportView(role[0] if role is not None and role[1] is Role.PROFILE else best.item, locked, named)
+            name = role[0] if role is not None and role[1] is Role.PROFILE else best.item
+            view = ReportView(name, not why, unbracketed, named)
         self._report_seen = (seen, view)
         return view
 
@@ -241,8 +242,12 @@ class Driver:
         return self._drive(spec.name)
 
     def after(self, spec: RunSpec) -> None:
-        """After the last planned item: the repeats, races and closing control still due."""
-        if spec.name == self.last and self.plan.item(spec.name).role is not Role.WINNER_EVIDENCE:
+        """After the last planned item: the repeats, races and closing control still due (after
+        the winner's evidence run only the control the lock still needs)."""
+        if spec.name != self.last:
+            return
+        report = self.state(self.sweep.clock()).report
+        if self.plan.item(spec.name).role is not Role.WINNER_EVIDENCE or (report is not None and report.unbracketed):
             self._drive(None)
 
     def _drive(self, current: str | None) -> str:

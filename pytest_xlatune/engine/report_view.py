@@ -48,10 +48,16 @@ def cross_checks(
     return frozenset(checked), frozenset(regressing)
 
 
-def recipe_view(stored: Sequence[JobResult], config_tag: str, mode: numerics.Mode) -> tuple[JobResult, bool] | None:
-    """The run whose settings the report names the recipe of `config_tag` (choice.recipe) and
-    whether the lock would hold it (verdict.lock.build_lock's rule: no `verdicts.confirmation`
-    objection); None when the report names none."""
+def recipe_view(
+    stored: Sequence[JobResult], config_tag: str, mode: numerics.Mode
+) -> tuple[JobResult, str, bool] | None:
+    """The run whose settings the report names the recipe of `config_tag` (choice.recipe), why
+    the lock would not hold it ("" when it would: verdict.lock.build_lock's rule,
+    `verdicts.confirmation`), and whether a control after its first run is all it lacks; None
+    when the report names none."""
     measured = [r for r in stored if r.measured and r.tgs is not None]
     best = choice.recipe(measured, config_tag, mode)
-    return (best, not verdicts.confirmation(best, measured)) if best is not None else None
+    if best is None:
+        return None
+    why = verdicts.confirmation(best, measured)
+    return best, why, bool(why) and not verdicts.confirmation(best, measured, require_control=False)

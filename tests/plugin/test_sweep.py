@@ -224,3 +224,22 @@ def test_a_recipe_check_without_its_tags_baseline_says_what_to_run_and_runs_noth
     )
     logs = sorted(p.name for p in (pytester.path / ".xlatune").rglob("*.log"))
     assert len(logs) == 1 and "-fast-" in logs[0], logs  # fast's job only: the check submitted none
+
+
+def test_a_win_that_is_the_last_candidate_gets_the_control_its_lock_needs(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    # One baseline, one +10 % candidate: no control is due during the search, and the lock holds
+    # a win only once a control (the baseline again) ran after its first run.
+    from tests.cells import cell_yaml
+
+    cell = pytester.makefile(".yml", last=cell_yaml("last", ("a", "--xla_fake_tgs=1100")))
+    result = pytester.runpytest(str(cell), "-v", *FAKE)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*wave1::baseline[[]default[]]: control 1 after the last item: the lock holds wave2::a[[]default[]] "
+            "only once a control ran after its first run*",
+            "*recipe lock written to last.lock.json: new lock: a [[]default[]] +*",
+        ]
+    )

@@ -306,3 +306,16 @@ def test_a_win_the_report_never_names_ends_the_search_as_the_board_says() -> Non
     )
     assert result.conclusion.why is Conclusion.WIN and "p3" in result.conclusion.skipped
     assert not [a for a in result.of(Repeat) if "does not lock" in a.reason]
+
+
+def test_a_recipe_the_lock_lacks_only_a_control_for_gets_one() -> None:
+    # The report names `good` and would lock it but for a control after its first run.
+    def report(state: SweepState) -> ReportView:
+        first = min(r.submitted_at for r in state.runs if r.item == "good") if _plain_runs(state, "good") else None
+        bracketed = first is not None and any(
+            r.role is Role.CONTROL and r.submitted_at > first and not r.state.active for r in state.runs
+        )
+        return ReportView("good", bracketed, unbracketed=first is not None and not bracketed)
+
+    result = drive(plan("p1", "good", winner=False), planner.decide, effects(good=20.0), report=report)
+    assert any("only once a control ran after its first run" in c.reason for c in result.of(Control))

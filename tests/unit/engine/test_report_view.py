@@ -27,14 +27,21 @@ def test_a_recipe_whose_runs_after_its_first_do_not_win_alone_is_named_but_not_l
     results = _sweep((1055.0, 1065.0))
     found = recipe_view(results, "default", Mode.FAIL)
     assert found is not None
-    best, locked = found
-    assert best.profile == "win" and not locked
-    assert "do not show the win on their own" in verdicts.confirmation(best, results)
+    best, why, unbracketed = found
+    assert best.profile == "win" and "do not show the win on their own" in why and not unbracketed
+    assert why == verdicts.confirmation(best, results)
 
 
-def test_a_recipe_replicated_on_its_own_is_named_and_locked() -> None:
+def test_a_recipe_replicated_on_its_own_lacks_only_a_control_after_its_first_run() -> None:
     found = recipe_view(_sweep((1115.0, 1120.0)), "default", Mode.FAIL)
-    assert found is not None and found[0].profile == "win" and found[1]
+    assert found is not None and found[0].profile == "win"
+    assert found[1].startswith("no control (a baseline run) ran after win's first run") and found[2]
+
+
+def test_a_replicated_recipe_a_control_brackets_is_locked() -> None:
+    control = run("baseline", 1005.0, "baseline", "11", wave="wave1")  # the baseline again, after job 8
+    found = recipe_view([*_sweep((1115.0, 1120.0)), control], "default", Mode.FAIL)
+    assert found is not None and found[0].profile == "win" and found[1] == "" and not found[2]
 
 
 def test_no_recipe_without_a_win() -> None:
