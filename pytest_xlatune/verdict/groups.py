@@ -37,9 +37,9 @@ def settings_key(result: JobResult) -> tuple[object, ...]:
     """What a run effectively ran: XLA flags resolved last-wins, env, overrides, unset env, tag, image.
     A run that records no settings of its own but is not a baseline (e.g. a restore_default
     that only unsets env vars) is identical only to runs of its own name."""
-    if (
-        not (result.xla_flags or result.env or result.overrides or result.unset_env)
-        and result.kind is not RunKind.BASELINE
+    if not (result.xla_flags or result.env or result.overrides or result.unset_env) and result.kind not in (
+        RunKind.BASELINE,
+        RunKind.GATE_OLD_BASELINE,
     ):
         return (result.config_tag, result.image, result.kind, result.profile)
     flags: dict[str, str] = {}

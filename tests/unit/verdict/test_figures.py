@@ -180,3 +180,19 @@ def test_a_shared_duplicate_of_the_baseline_shows_the_baselines_figure_not_its_c
     assert (dup.tgs, dup.job_ids) == (base.tgs, base.job_ids) and dup.tgs == pytest.approx(1020.0)
     assert dup.comparison is not None and dup.comparison.delta_pct == pytest.approx(0.0)
     assert dup.comparison.verdict.value == "within_noise"
+
+
+def test_the_gate_old_image_baseline_repeats_are_one_figure() -> None:
+    """`baseline-oldimage` and `baseline-r2-oldimage` run the same (no) settings on the lock's
+    image: one figure with every job, as the gate judges them, not one figure per repeat's name."""
+    jobs = cases.Jobs()
+    jobs.wave1()
+    old = [
+        dataclasses.replace(jobs.add(f"gate::{name}", "gate_old_baseline", name, tgs), image="old-image")
+        for name, tgs in (("baseline-oldimage", 1000.0), ("baseline-r2-oldimage", 1010.0))
+    ]
+    jobs.results[-2:] = old
+    found = figures.by_item(jobs.results)
+    first, second = (found[r.item] for r in old)
+    assert first is second and first.job_ids == tuple(r.job_id for r in old)
+    assert first.tgs == pytest.approx(1005.0)
