@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..results import JobResult, RunKind
-from . import stats
+from . import figures, stats
 from .numerics import Mode
 from .verdicts import baseline_values, compare_result, group_of, noise, numerics_changed, settings_key
 
@@ -28,7 +28,7 @@ class CrossConfigGate:
             f"recipe {recipe!r} regresses config tag {config_tag!r}: TGS {c.candidate_mean:.1f}"
             f" vs baseline {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, 95 % interval "
             f"[{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance -{self.tolerance_pct:g} %),"
-            f" jobs {' '.join(job_ids)}"
+            f" {figures.jobs_text(job_ids)}"
         )
 
 

@@ -63,9 +63,9 @@ class Figure:
         """`600.5 = mean of 700.5, 500.6; jobs 6, 7`, or `700.5 (job 6)` for one run; a profiled
         run's value is marked: `500.6 (profiled)`."""
         if len(self.runs) == 1:
-            return f"{self.tgs:.1f} (job {self.runs[0][0]})"
+            return f"{self.tgs:.1f} ({jobs_text(self.job_ids)})"
         values = ", ".join(f"{tgs:.1f}{' (profiled)' if job in self.profiled else ''}" for job, tgs in self.runs)
-        return f"{self.tgs:.1f} = mean of {values}; jobs {', '.join(self.job_ids)}"
+        return f"{self.tgs:.1f} = mean of {values}; {jobs_text(self.job_ids)}"
 
     def text(self) -> str:
         """The whole figure on one line: TGS, Δ % and interval, direction, and the runs."""
@@ -80,6 +80,12 @@ class Figure:
 
 def _order(job: str) -> tuple[int, str]:
     return (int(job), "") if job.isdigit() else (0, job)
+
+
+def jobs_text(job_ids: Sequence[str]) -> str:
+    """`job 5` or `jobs 3, 5, 20`: jobs in a sentence, in job order, as every output lists them."""
+    ids = sorted(dict.fromkeys(job_ids), key=_order)
+    return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)
 
 
 def group_key(result: JobResult) -> tuple[object, ...]:
@@ -123,7 +129,10 @@ def figure(result: JobResult, results: Sequence[JobResult]) -> Figure | None:
         return None
     # Every run behind each result (a pooled adaptive result holds its repeats): the values the
     # comparison's candidate mean is taken over, so the TGS shown and its Δ % agree.
-    each = list({job: (job, tgs) for r in runs for job, tgs in (r.runs or ((r.job_id, r.tgs or 0.0),))}.values())
+    each = sorted(
+        {job: (job, tgs) for r in runs for job, tgs in (r.runs or ((r.job_id, r.tgs or 0.0),))}.values(),
+        key=lambda run: _order(run[0]),
+    )
     steps = [r.step_seconds for r in runs if r.step_seconds is not None]
     comparison = None if result.kind in UNCOMPARED else verdicts.compare_result(result, results)
     return Figure(

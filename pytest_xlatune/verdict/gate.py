@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..results import JobResult
-from . import numerics, stats
+from . import figures, numerics, stats
 from .lock import Lock
 from .numerics import Mode, Numerics
 from .one_run import step_cv_pct
@@ -63,8 +63,8 @@ def image_gate(
     # inside two runs of one image is no regression, however well those two agree).
     runs = [*recipe_runs, *baseline_runs, *old_recipe_runs, *old_baseline_runs]
     tag_noise = stats.floored(stats.pooled_noise([baseline, old_baseline, recipe, old_recipe]), step_cv_pct(runs))
-    recipe_ids = " ".join(r.job_id for r in recipe_runs)
-    base_ids = " ".join(r.job_id for r in baseline_runs)
+    recipe_ids = figures.jobs_text([r.job_id for r in recipe_runs])
+    base_ids = figures.jobs_text([r.job_id for r in baseline_runs])
     problems: list[str] = []
     warnings: list[str] = []
     ambiguous = False
@@ -111,7 +111,7 @@ def image_gate(
     for what, values, controls, ids, control_runs, stored in checks:
         decision = _confirmed(values, controls, tag_noise, tolerance_pct, final)
         if decision is stats.GateDecision.FAIL:
-            control_ids = " ".join(r.job_id for r in control_runs)
+            control_ids = figures.jobs_text([r.job_id for r in control_runs])
             problems.append(
                 _line(
                     what,
@@ -164,5 +164,5 @@ def _line(what: str, c: stats.Comparison, tolerance_pct: float, jobs: str) -> st
     return (
         f"{what}: TGS {c.candidate_mean:.1f} vs {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, "
         f"95 % interval [{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance "
-        f"-{tolerance_pct:g} %), jobs {jobs}"
+        f"-{tolerance_pct:g} %), {jobs}"
     )

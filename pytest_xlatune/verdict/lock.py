@@ -177,7 +177,7 @@ def _same(a: Lock, b: Lock) -> bool:
 
 def _recipes(lock: Lock) -> str:
     return "; ".join(
-        f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % (job {' '.join(r.job_ids)})" for r in lock.recipes
+        f"{r.profile} [{r.config_tag}] {r.delta_pct:+.2f} % ({figures.jobs_text(r.job_ids)})" for r in lock.recipes
     )
 
 

@@ -191,7 +191,7 @@ case "$XLA_FLAGS" in *--xla_fake_tgs=1100*) export XLA_FLAGS="$XLA_FLAGS --xla_f
     result.stdout.fnmatch_lines(
         [
             "*recipe 'fast' [[]sparse[]] regressed vs the lock*"
-            "TGS 1072.* vs 1100.* (-2.50 %*jobs * * vs * * on the lock's image"
+            "TGS 1072.* vs 1100.* (-2.50 %*jobs *, * vs jobs *, * on the lock's image"
             " (default) in this session (locked 1100.*, for context)"
         ]
     )

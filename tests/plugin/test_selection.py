@@ -210,7 +210,7 @@ def test_report_and_lock_are_rewritten_only_when_their_content_changes(failed_on
             "xlatune: tuning report sel-tuning.md not changed",
             "xlatune: recipe lock cell.lock.json not changed: the sweep "
             # the recipe's figure pools the winner's profiled re-run (job 6) with its run
-            "found the recipe on file (good [[]default[]] +*.* % (job 4 6))",
+            "found the recipe on file (good [[]default[]] +*.* % (jobs 4, 6))",
         ]
     )
     after = files(root)

@@ -89,7 +89,8 @@ def test_a_clear_regression_in_one_pair_is_measured_again_then_fails_naming_jobs
         "recipe 'fast' [default] regressed vs the lock (2026-11-30): TGS 1030.5 vs 1099.5 (-6.28 %"
     )
     assert problem.endswith(
-        "tolerance -1 %), jobs 100 101 vs 300 301 on the lock's image old in this session (locked 1100.0, for context)"
+        "tolerance -1 %), jobs 100, 101 vs jobs 300, 301 on the lock's image old in this session "
+        "(locked 1100.0, for context)"
     )
 
 

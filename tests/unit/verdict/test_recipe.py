@@ -281,3 +281,21 @@ def test_a_profiled_re_run_on_fewer_than_three_steady_steps_neither_confirms_nor
     assert "rests on one run" in verdicts.confirmation(two[0], [*BASELINES, two[0], short])
     longer = dataclasses.replace(short, steps_used=(9, 10, 11), tgs_values=(700.0, 700.0, 700.0))
     assert "contradicts" in verdicts.confirmation(two[0], [*BASELINES, *two, longer])
+
+
+def test_the_lock_message_lists_its_jobs_as_the_runs_text_does(tmp_path: Path) -> None:
+    """A figure pooled from runs stored out of job order (an adaptive result holding its repeats):
+    the lock, its message and the runs text list them `jobs 3, 5, 20`, never `job 3 20 5`."""
+    from pytest_xlatune.verdict import figures
+    from pytest_xlatune.verdict.lock import lock_change
+
+    pooled = dataclasses.replace(run("a", 1100.0, job="3"), runs=(("3", 1100.0), ("20", 1102.0)))
+    results = BASELINES + [pooled, run("a", 1098.0, job="5"), run("b", 1060.0), confirmed("a", 1099.0)]
+    lock = _lock(tmp_path, results)
+    assert lock is not None
+    [locked] = lock.recipes
+    assert locked.job_ids == ("3", "5", "20")
+    fig = figures.figure(pooled, results)
+    assert fig is not None and fig.runs_text().endswith("; jobs 3, 5, 20")
+    changed, why = lock_change(None, lock, [])
+    assert changed and why.endswith("(jobs 3, 5, 20)")
