@@ -253,7 +253,8 @@ class Sweep:
             if gate is None or gate.decision is stats.GateDecision.PASS:
                 return
             if gate.decision is stats.GateDecision.FAIL:
-                raise Regression(gate.message(spec.resolved_from, spec.config_tag, [r.job_id for r in runs]))
+                recipe = choice.recipe(self.results(), self.cell.primary_config.name, self.numerics) is not None
+                raise Regression(gate.message(spec.resolved_from, spec.config_tag, [r.job_id for r in runs], recipe))
             again = self.run(spec.remeasured(len(runs))).result
             if not again.measured:
                 raise RunFailed(again)

@@ -21,28 +21,47 @@ class CrossConfigGate:
     decision: stats.GateDecision
     comparison: stats.Comparison
     tolerance_pct: float
+    # The odds that the regression is past the tolerance, when a final check decided on them
+    # (its 95 % interval reached across the tolerance line); None when the interval decided.
+    odds: float | None = None
 
-    def message(self, recipe: str, config_tag: str, job_ids: Sequence[str]) -> str:
+    def message(self, name: str, config_tag: str, job_ids: Sequence[str], recipe: bool = True) -> str:
+        """The failure line; `recipe` False: `name` is the best profile, re-run without a recipe."""
         c = self.comparison
-        return (
-            f"recipe {recipe!r} regresses config tag {config_tag!r}: TGS {c.candidate_mean:.1f}"
+        who = f"recipe {name!r}" if recipe else f"the best profile {name!r} (no recipe)"
+        line = (
+            f"{who} regresses config tag {config_tag!r}: TGS {c.candidate_mean:.1f}"
             f" vs baseline {c.baseline_mean:.1f} ({c.delta_pct:+.2f} %, 95 % interval "
             f"[{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance -{self.tolerance_pct:g} %),"
             f" {figures.jobs_text(job_ids)}"
         )
+        if self.odds is not None:
+            line += (
+                f"; the interval reaches across the tolerance line: decided on the odds after "
+                f"{c.n_candidate} run(s), {self.odds:.0%} that it regresses beyond the tolerance"
+            )
+        return line
 
 
 def regression_gate(
     candidate: Sequence[float], results: Sequence[JobResult], config_tag: str, tolerance_pct: float, final: bool
 ) -> CrossConfigGate | None:
-    """PASS/FAIL/AMBIGUOUS for candidate runs of a recipe on a tag; `final` decides ambiguity."""
+    """PASS/FAIL/AMBIGUOUS for candidate runs of a recipe on a tag; `final` decides ambiguity,
+    on the odds, yet never FAILs runs whose interval includes no change (their figure reads
+    `within noise` wherever it is shown: no regression the data supports)."""
     baseline = baseline_values(results, config_tag)
     if not candidate or not baseline:
         return None
     tag_noise = noise(results, config_tag)
-    check = stats.decide_after_remeasure if final else stats.regression_check
-    decision = check(candidate, baseline, tag_noise, tolerance_pct)
-    return CrossConfigGate(decision, stats.compare(candidate, baseline, tag_noise), tolerance_pct)
+    comparison = stats.compare(candidate, baseline, tag_noise)
+    decision = stats.regression_check(candidate, baseline, tag_noise, tolerance_pct)
+    odds = None
+    if final and decision is stats.GateDecision.AMBIGUOUS:
+        odds = stats.regression_probability(candidate, baseline, tag_noise, tolerance_pct)
+        decision = stats.decide_after_remeasure(candidate, baseline, tag_noise, tolerance_pct)
+        if comparison.verdict is not stats.Direction.WORSE:
+            decision = stats.GateDecision.PASS
+    return CrossConfigGate(decision, comparison, tolerance_pct, odds)
 
 
 def winners(

@@ -243,3 +243,18 @@ def test_a_win_that_is_the_last_candidate_gets_the_control_its_lock_needs(
             "*recipe lock written to last.lock.json: new lock: a [[]default[]] +*",
         ]
     )
+
+
+def test_wave6_without_a_recipe_names_the_best_profile_not_a_recipe(
+    pytester: pytest.Pytester, fake_trainer_env: None
+) -> None:
+    """No profile beats the baseline (1000 vs 1000): wave 6 re-runs the best profile, and its
+    failure says so; it never calls that profile the recipe (no lock names it either)."""
+    cell = pytester.makefile(
+        ".yml",
+        demo_cell=CELL.replace("--xla_fake_tgs=1100]", "--xla_fake_tgs=1000]").split("  3:\n")[0],
+    )
+    result = pytester.runpytest(str(cell), "-v", *FIXED)
+    result.stdout.fnmatch_lines(["*the best profile 'fast' (no recipe) regresses config tag 'dense'*-20.00 %*"])
+    assert "recipe 'fast' regresses" not in result.stdout.str()
+    assert not (pytester.path / "demo_cell.lock.json").exists()

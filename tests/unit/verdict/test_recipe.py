@@ -299,3 +299,27 @@ def test_the_lock_message_lists_its_jobs_as_the_runs_text_does(tmp_path: Path) -
     assert fig is not None and fig.runs_text().endswith("; jobs 3, 5, 20")
     changed, why = lock_change(None, lock, [])
     assert changed and why.endswith("(jobs 3, 5, 20)")
+
+
+def test_wave6_never_fails_runs_whose_interval_includes_no_change_and_names_what_it_re_ran() -> None:
+    """Two baselines 2x apart (a loaded machine): three runs at 650 TGS are -57 % with 85 % odds of a
+    regression, yet their 95 % interval includes no change (the figure reads `within noise`): the
+    final check passes rather than fail on a regression the data does not show. A clear one fails,
+    naming the best profile as such when there is no recipe."""
+    from pytest_xlatune.verdict import choice, stats
+
+    loose = [
+        run("baseline", 1000.0, kind="baseline", wave="wave1", job="1"),
+        run("baseline-r2", 2000.0, kind="baseline", wave="wave1", job="2"),
+    ]
+    unsure = choice.regression_gate([700.0, 650.0, 600.0], loose, "default", 1.0, final=True)
+    assert unsure is not None and unsure.comparison.ci_low_pct < 0 < unsure.comparison.ci_high_pct
+    assert unsure.odds is not None and unsure.odds >= stats.DEFAULT_FAIL_PROBABILITY
+    assert unsure.decision is stats.GateDecision.PASS
+    clear = choice.regression_gate([700.0, 650.0, 600.0], BASELINES, "default", 1.0, final=True)
+    assert clear is not None and clear.decision is stats.GateDecision.FAIL
+    assert clear.message("a", "long", ["10", "9"], recipe=False).startswith(
+        "the best profile 'a' (no recipe) regresses config tag 'long': TGS 650.0"
+    )
+    assert clear.message("a", "long", ["10", "9"]).startswith("recipe 'a' regresses config tag 'long'")
+    assert clear.message("a", "long", ["10", "9"]).endswith("jobs 9, 10")
