@@ -265,10 +265,10 @@ def build(
         )
     rows.sort(key=lambda row: row.tgs, reverse=True)
 
-    # ⭐ marks the recipe (what the lock and wave 6 use: a stack only when it beats the best
-    # single winner beyond noise); without one, the fastest better row (a pipeline shape).
+    # ⭐ marks the recipe the lock holds (choice.deployable: a stack only when it beats the best
+    # single winner beyond noise; without a profile or stack, a winning pipeline shape).
     picked = choice.choose(measured, primary, mode)
-    chosen = picked.recipe if picked else None
+    chosen = choice.deployable(measured, primary, mode)
     winner = next(
         (
             row
@@ -276,15 +276,6 @@ def build(
             if chosen is not None
             and chosen.job_id in row.job_ids.split()
             and row.profile == chosen.profile
-            and row.direction == "better"
-            and not row.unstable
-        ),
-        None,
-    ) or next(
-        (
-            row
-            for row in rows
-            if row.profile not in ("baseline-deployed", "baseline-no-env")
             and row.direction == "better"
             and not row.unstable
         ),

@@ -151,3 +151,15 @@ def recipe(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL
     """The run whose settings are the deployable recipe (see `choose`); None: no winner."""
     chosen = choose(results, config_tag, mode)
     return chosen.recipe if chosen else None
+
+
+def deployable(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> JobResult | None:
+    """What the report stars and the lock holds: the recipe (`recipe`); without one, the fastest
+    pipeline shape (wave 5) better than the baseline beyond noise, whose microbatch / virtual-stage
+    overrides deploy as they are. Wave 6 and the stacks read `recipe`: a shape runs on the primary
+    config tag alone, without the profiles' flags."""
+    found = recipe(results, config_tag, mode)
+    if found is not None:
+        return found
+    shapes = winners(results, config_tag, 5, kinds=(RunKind.PIPELINE_SHAPE,), mode=mode)
+    return shapes[0] if shapes else None

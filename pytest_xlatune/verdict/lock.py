@@ -77,14 +77,19 @@ def build_lock(
     only a win a control brackets (verdicts.unbracketed; the gate repair's proposal, which the
     next gate run measures against its own controls, goes without)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
-    best = choice.recipe(measured, cell.primary_config.name, mode)  # a profile or a stack
+    best = choice.deployable(measured, cell.primary_config.name, mode)  # a profile, a stack or a shape
     if best is None or verdicts.confirmation(best, measured, require_control):
         return None  # no win, or one no second run agrees with (or no control brackets): never locked
-    # A stack's overrides are those of the profiles it combined.
+    # A stack's overrides are those of the profiles it combined; a pipeline shape's, its own.
     sources = best.resolved_from.split("+") if best.kind is RunKind.STACK else [best.profile]
     profile_overrides = tuple(o for name in sources if (p := cell.profile(name)) for o in p.overrides)
+    shape = best.kind is RunKind.PIPELINE_SHAPE
+    if shape:
+        base = [r for r in measured if r.kind is RunKind.BASELINE and r.config_tag == best.config_tag]
+        profile_overrides = tuple(o for o in best.overrides if not any(o in r.overrides for r in base))
     recipes = []
-    candidates = [best] + [r for r in measured if r.kind is RunKind.CROSS_CONFIG]
+    # Wave 6 re-ran the profile recipe (or the best profile), never a shape: not this recipe's runs.
+    candidates = [best] + ([] if shape else [r for r in measured if r.kind is RunKind.CROSS_CONFIG])
     for run in candidates:
         # The figure every output shows: the mean of the runs of these settings (figures.py).
         fig = figures.figure(run, measured)
@@ -125,7 +130,7 @@ def build_lock(
 def unconfirmed(cell: Cell, results: list[JobResult], mode: Mode = Mode.FAIL) -> str:
     """Why the primary tag's recipe is not locked although it beat the baseline ("" otherwise)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
-    best = choice.recipe(measured, cell.primary_config.name, mode)
+    best = choice.deployable(measured, cell.primary_config.name, mode)
     return verdicts.confirmation(best, measured) if best is not None else ""
 
 

@@ -323,3 +323,53 @@ def test_wave6_never_fails_runs_whose_interval_includes_no_change_and_names_what
     )
     assert clear.message("a", "long", ["10", "9"]).startswith("recipe 'a' regresses config tag 'long'")
     assert clear.message("a", "long", ["10", "9"]).endswith("jobs 9, 10")
+
+
+PP_CELL = """\
+model_tag: pp
+nodes: 1
+parallelism: PP=2
+overrides: {num_decoder_layers: 4}
+waves:
+  2:
+    - {name: a, xla_flags: [--xla_a=1]}
+pipeline_shapes:
+  - {microbatches: 4}
+  - {microbatches: 8, virtual_stages: 2}
+"""
+
+
+def shape(name: str, tgs: float, job: str, overrides: tuple[tuple[str, str], ...]) -> JobResult:
+    return dataclasses.replace(run(name, tgs, kind="pipeline_shape", wave="wave5", job=job), overrides=overrides)
+
+
+def test_a_winning_pipeline_shape_is_the_recipe_the_report_stars_and_the_lock_holds(tmp_path: Path) -> None:
+    """No profile wins; the shape mb4_v1 does (+9 %): the report's star, its 'not confirmed' line,
+    the terminal's lock line and the lock agree on it, its overrides the recipe's."""
+    from pytest_xlatune.report.data import build
+    from pytest_xlatune.verdict.lock import lock_change, unconfirmed
+
+    path = tmp_path / "pp.yml"
+    path.write_text(PP_CELL)
+    cell = load_cell(path)
+    mb4 = (("num_pipeline_microbatches", "4"),)
+    once = BASELINES + [
+        run("a", 1002.0, flags=("--xla_a=1",), job="3"),
+        shape("mb4_v1", 1090.0, "4", mb4),
+        shape("mb8_v2", 1001.0, "5", (("num_pipeline_microbatches", "8"), ("num_layers_per_pipeline_stage", "1"))),
+    ]
+    data = build(cell, once, "localhost", "local")
+    assert data.winner is not None and data.winner.profile == "mb4_v1"
+    # One run: the report says it is not confirmed, and the terminal gives the same reason.
+    assert build_lock(cell, once, "n", "") is None
+    why = unconfirmed(cell, once)
+    assert why and data.unconfirmed == why and "mb4_v1" in why
+    assert lock_change(None, None, [], why_not=why)[1] == f"no lock: the win is not confirmed: {why}"
+    # Measured again and agreeing: locked, with the shape's overrides.
+    again = once + [shape("mb4_v1", 1088.0, "6", mb4)]
+    assert build(cell, again, "localhost", "local").winner.profile == "mb4_v1"
+    lock = build_lock(cell, again, "n", "")
+    assert lock is not None
+    [locked] = lock.recipes
+    assert (locked.profile, locked.xla_flags, locked.overrides, locked.job_ids) == ("mb4_v1", (), mb4, ("4", "6"))
+    assert locked.delta_pct > 0 and locked.ci_low_pct > 0
