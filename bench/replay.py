@@ -314,7 +314,7 @@ def report_view(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -
     """What the report's verdicts say now (what the engine tells the planner:
     engine/adaptive.Driver._report)."""
     results = [r for r in results_of(sweep, state, stop_reasons) if r.measured and r.tgs is not None]
-    best = choice.recipe(results, "default")
+    best = choice.deployable(results, "default")
     if best is None:
         return ReportView()
     why = verdicts.confirmation(best, results)

@@ -223,8 +223,8 @@ class ReportView:
     recipe: str = ""
     locked: bool = False
     unbracketed: bool = False  # all the lock lacks is a control (the baseline again) after its first run
-    # The candidates the report may name the recipe of (its profiles; not restore_default or a
-    # pipeline shape, which it reports apart); None: every candidate. A win of another candidate
+    # The candidates the report may name the recipe of (profiles and pipeline shapes; not
+    # restore_default, which it reports apart); None: every candidate. A win of another candidate
     # ends the search as the board says.
     named: frozenset[str] | None = None
 

@@ -189,20 +189,13 @@ class Driver:
         return self._cross_keys[name, tag]
 
     def _report(self, stored: Sequence[JobResult]) -> ReportView:
-        """The report's recipe (the planner's name) and whether the lock holds it; cached by results."""
+        """What the report says now (report_view.view), judged again only when a result changed."""
         seen = tuple((r.key, r.verdict, r.tgs, r.runs) for r in stored)
-        if self._report_seen is not None and self._report_seen[0] == seen:
-            return self._report_seen[1]
-        found = report_view.recipe_view(stored, self.sweep.cell.primary_config.name, self.sweep.numerics)
-        named = frozenset(name for name, spec in self.specs.items() if spec.kind is RunKind.PROFILE)
-        view = ReportView(named=named)
-        if found is not None:
-            best, why, unbracketed = found
-            role = self.roles.get(best.key)  # its store key: the planner's item
-            name = role[0] if role is not None and role[1] is Role.PROFILE else best.item
-            view = ReportView(name, not why, unbracketed, named)
-        self._report_seen = (seen, view)
-        return view
+        if self._report_seen is None or self._report_seen[0] != seen:
+            named = {name: spec.kind for name, spec in self.specs.items()}
+            view = report_view.view(stored, self.sweep.cell.primary_config.name, self.sweep.numerics, self.roles, named)
+            self._report_seen = (seen, view)
+        return self._report_seen[1]
 
     def _never_the_recipe(self, result: JobResult, stored: Sequence[JobResult]) -> bool:
         """A measured candidate whose loss left the baseline's (fail mode): no repeat, no

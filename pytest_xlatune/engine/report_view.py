@@ -9,8 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from ..adaptive.stored import RERUN
+from ..adaptive.values import ReportView, Role
+from ..plan.expand import RunKind
 from ..results import JobResult
 from ..verdict import choice, numerics, stats, verdicts
+
+# The candidates the report may name the recipe of (choice.deployable): not restore_default.
+NAMED_BY_THE_REPORT = (RunKind.PROFILE, RunKind.PIPELINE_SHAPE)
 
 
 def cross_checks(
@@ -51,13 +56,33 @@ def cross_checks(
 def recipe_view(
     stored: Sequence[JobResult], config_tag: str, mode: numerics.Mode
 ) -> tuple[JobResult, str, bool] | None:
-    """The run whose settings the report names the recipe of `config_tag` (choice.recipe), why
+    """The run whose settings the report names the recipe of `config_tag` (choice.deployable), why
     the lock would not hold it ("" when it would: verdict.lock.build_lock's rule,
     `verdicts.confirmation`), and whether a control after its first run is all it lacks; None
     when the report names none."""
     measured = [r for r in stored if r.measured and r.tgs is not None]
-    best = choice.recipe(measured, config_tag, mode)
+    best = choice.deployable(measured, config_tag, mode)
     if best is None:
         return None
     why = verdicts.confirmation(best, measured)
     return best, why, bool(why) and not verdicts.confirmation(best, measured, require_control=False)
+
+
+def view(
+    stored: Sequence[JobResult],
+    config_tag: str,
+    mode: numerics.Mode,
+    roles: Mapping[str, tuple[str, Role]],
+    kinds: Mapping[str, RunKind],
+) -> ReportView:
+    """The report's recipe as the planner names it (`roles`: a run's store key → its plan item
+    and role), whether the lock holds it or lacks only a control, and the candidates the report
+    may name (`kinds`: each plan item's run kind)."""
+    named = frozenset(name for name, kind in kinds.items() if kind in NAMED_BY_THE_REPORT)
+    found = recipe_view(stored, config_tag, mode)
+    if found is None:
+        return ReportView(named=named)
+    best, why, unbracketed = found
+    role = roles.get(best.key)
+    name = role[0] if role is not None and role[1] is Role.PROFILE else best.item
+    return ReportView(name, not why, unbracketed, named)

@@ -296,7 +296,7 @@ def test_a_board_win_the_report_does_not_name_gets_no_extra_run() -> None:
 
 
 def test_a_win_the_report_never_names_ends_the_search_as_the_board_says() -> None:
-    # restore_default and pipeline shapes are reported apart, never the lock's recipe: the
+    # restore_default is reported apart, never the lock's recipe: the
     # lock's silence on them holds nothing back.
     result = drive(
         plan("p1", "good", "p3"),
