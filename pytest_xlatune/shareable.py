@@ -19,14 +19,21 @@ from typing import Any
 
 MASK = "[masked]"
 
-# Environment variable names that hold secrets (case-insensitive, anywhere in the name).
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# Environment variable names that hold secrets (case-insensitive, anywhere in the name; PASS and
+# PWD only as a name's last word after another: DB_PASS, not PWD, the working directory).
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|[_-](?:PASS|PWD)$", re.IGNORECASE)
 # Values shorter than this are not masked: FOO_KEY=1 would mask every "1" of a report.
 MIN_SECRET_LENGTH = 6
 _NOT_SECRET = frozenset({"true", "false", "none", "null", "unset", "enabled", "disabled"})
 
 # The words of a secret's name, as a name or an option holds them (API_KEY, api-key, apikey).
 _SECRET_WORDS = r"(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API[_-]?KEY|ACCESS[_-]?KEY|PRIVATE[_-]?KEY|CREDENTIALS?)"
+
+# The words before a final KEY that name no secret: a cache's, a sort's, a PRNG's or a public key.
+_ORDINARY_KEYS = (
+    r"(?:cache|compilation|sort|lookup|hash|dict|map|primary|foreign|public|pub|host|rng|prng|random|seed"
+    r"|group|partition|shard|index|row|column|sequence|metric|config|cfg|jit|name|sharding)"
+)
 
 # Well-known token shapes, wherever they appear (a job that printed its environment, a URL).
 TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
@@ -55,6 +62,15 @@ TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
         "secret-named assignment",
         rf"(?i:\b[A-Za-z0-9_-]*(?:{_SECRET_WORDS}(?:[_-][A-Za-z0-9_-]*)?|[_-]PASS)\b)[\"']?\s*[=:]\s*[\"']?"
         rf"(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})",
+    ),
+    # A name whose last word is KEY or PWD (WANDB_KEY, HF_KEY, DB_PWD, an exported bare KEY): the
+    # words above catch these words anywhere in a name; KEY and PWD only end one, after a word that
+    # is no data structure's (cache_key, sort_key, rng_key, public_key) and not PWD alone (the
+    # working directory an environment dump prints).
+    (
+        "secret-named variable",
+        rf"(?:(?<!\w)(?:(?i:(?:[A-Za-z0-9]+[_-])*(?!{_ORDINARY_KEYS}[_-])[A-Za-z0-9]+[_-](?:KEY|PWD))|KEY)"
+        rf"[\"']?\s*[=:]\s*[\"']?)(?P<secret>[^\s\"'`,;|<>]{{{MIN_SECRET_LENGTH},}})",
     ),
     # A command-line option with its value after a space (--password hunter2, --api-key …); the
     # value is no other option.

@@ -367,3 +367,26 @@ def test_an_env_file_secrets_image_default_is_masked_where_it_stands_apart_from_
     assert default not in text and "abcdef0123456789" not in text
     assert text.count("`[masked]`") == 2  # the env file's list and the restore list
     assert "`4`" in text and "`false`" in text  # other image defaults as they are
+
+
+def test_names_whose_last_word_is_key_or_pwd_are_masked_but_not_ordinary_keys() -> None:
+    """A job's environment dump or shell trace: `WANDB_KEY=…`, `export HF_KEY=…`, `DB_PWD=…`."""
+    masker = shareable.Masker.build({})
+    for name in ("WANDB_KEY", "HF_KEY", "export MY_API_KEY", "export KEY", "SSH_KEY", "wandb_key", "DB_PWD"):
+        for sep in ("=", ": ", " = ", '="'):
+            shown = masker.mask(f"{name}{sep}abc123def456xyz ok")
+            assert "abc123def456xyz" not in shown and name in shown and shown.endswith(" ok"), shown
+    assert masker.mask('{"WANDB_KEY": "abc123def456"}') == '{"WANDB_KEY": "[masked]"}'
+    # Not secrets: the working directory, a cache's, a sort's or a PRNG's key, a word that ends in key.
+    for text in (
+        "PWD=/home/user/project OLDPWD=/home/user",
+        "cache_key=jit_train_step-0123abcd sort_key=abcdefgh",
+        "rng_key=PRNGKeyArray123 public_key=ssh-ed25519",
+        "MONKEY=bananasplit hotkey=ctrlaltdel KEYS=abcdefgh KEY_PATH=/tmp/key.pem",
+        "the key=lookup-value Persistent cache key: jit_f-abc123",
+        "NCCL_IB_PKEY=0x8001",
+    ):
+        assert masker.mask(text) == text
+    # The environment's own DB_PASS / DB_PWD values are masked wherever they appear, not PWD's.
+    env = shareable.Masker.build({"DB_PASS": "hunter2x", "REDIS_PWD": "letmein9", "PWD": "/home/user"})
+    assert env.mask("hunter2x letmein9 /home/user") == "[masked] [masked] /home/user"
