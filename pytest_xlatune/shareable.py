@@ -35,6 +35,18 @@ _ORDINARY_KEYS = (
     r"|group|partition|shard|index|row|column|sequence|metric|config|cfg|jit|name|sharding)"
 )
 
+# One line of a PEM or OpenSSH key's base64 body: 60 to 76 characters, capitals, small letters
+# and digits all present (a hex hash has no capitals and small letters both). Alone, it neither
+# starts with nor holds five `/` (a path; a random body line holds one on average); beside such
+# a line, any goes. Nothing of a name or a path touches it.
+_KEY_MIX = r"(?=[A-Za-z0-9+/]{0,75}[A-Z])(?=[A-Za-z0-9+/]{0,75}[a-z])(?=[A-Za-z0-9+/]{0,75}[0-9])"
+_KEY_BODY = rf"(?!/)(?![A-Za-z0-9+=]*(?:/[A-Za-z0-9+=]*){{5}}){_KEY_MIX}[A-Za-z0-9+/]{{60,76}}={{0,2}}"
+_KEY_NEXT = rf"{_KEY_MIX}[A-Za-z0-9+/]{{60,76}}={{0,2}}"
+_KEY_LINE = rf"(?<![A-Za-z0-9+/=_.-]){_KEY_BODY}(?![A-Za-z0-9+/=_.-])"
+_KEY_LINE_NEXT = rf"(?<![A-Za-z0-9+/=_.-]){_KEY_NEXT}(?![A-Za-z0-9+/=_.-])"
+# What may stand before a log line: indentation, srun --label's task number.
+_LINE_START = r"^[ \t]*(?:\d{1,6}:[ \t]*)?"
+
 # Well-known token shapes, wherever they appear (a job that printed its environment, a URL).
 TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
     ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
@@ -81,6 +93,22 @@ TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
     ),
     # A PEM private key (a job that printed a key file), from its BEGIN line to its END line.
     ("PEM private key", r"(?s:-----BEGIN ([A-Z ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z))"),
+    # A PEM key's body whose BEGIN line the excerpt cut off (a log tail, a failure's excerpt): whole
+    # lines of 60 to 76 base64 characters (PEM's 64, OpenSSH's 70) mixing capitals, small letters
+    # and digits, with the short last line and an END line after them; or such 64-character runs
+    # joined by escaped newlines (a JSON string). A hash (hex), a path or a module name is no such line.
+    (
+        "PEM key body",
+        rf"(?m:(?:{_LINE_START}{_KEY_LINE_NEXT}[ \t]*\r?\n)*{_LINE_START}{_KEY_LINE}"
+        rf"(?:[ \t]*\r?\n{_LINE_START}{_KEY_LINE_NEXT})*"
+        rf"(?:[ \t]*\r?\n{_LINE_START}[A-Za-z0-9+/]{{1,76}}={{0,2}}(?=[ \t]*\r?$))?"
+        rf"(?:[ \t]*\r?\n{_LINE_START}-----END [A-Z ]*PRIVATE KEY-----)?[ \t]*(?=\r?$))",
+    ),
+    (
+        "PEM key body, escaped newlines",
+        rf"(?:(?<=\\n)|(?<![A-Za-z0-9+/=_.-])){_KEY_NEXT}(?:\\r)?\\n(?:{_KEY_NEXT}(?:\\r)?\\n)+"
+        r"(?:[A-Za-z0-9+/]{1,76}={0,2}(?![A-Za-z0-9+/=_.-]))?",
+    ),
     # The password of a URL's user info (https://user:password@host/…), the user name kept.
     ("URL password", r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/?#@:\"'<>]*:)(?P<secret>[^\s/?#@\"'<>]+)(?=@)"),
 )

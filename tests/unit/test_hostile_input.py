@@ -390,3 +390,49 @@ def test_names_whose_last_word_is_key_or_pwd_are_masked_but_not_ordinary_keys() 
     # The environment's own DB_PASS / DB_PWD values are masked wherever they appear, not PWD's.
     env = shareable.Masker.build({"DB_PASS": "hunter2x", "REDIS_PWD": "letmein9", "PWD": "/home/user"})
     assert env.mask("hunter2x letmein9 /home/user") == "[masked] [masked] /home/user"
+
+
+def _key_body(width: int, size: int = 1190) -> list[str]:
+    """A private key's base64 body as PEM (64) or OpenSSH (70) wraps it."""
+    import base64
+    import random
+    import textwrap
+
+    return textwrap.wrap(base64.b64encode(random.Random(7).randbytes(size)).decode(), width)
+
+
+@pytest.mark.parametrize("width", [64, 70])
+@pytest.mark.parametrize("prefix", ["", "    ", "0: "])
+def test_a_private_keys_body_is_masked_when_the_excerpt_cut_its_begin_line(width: int, prefix: str) -> None:
+    """A log excerpt (the tail, a failure's lines) starts inside a printed key: no BEGIN line."""
+    masker = shareable.Masker.build({})
+    body = _key_body(width)
+    for start in (1, 5, len(body) - 3):
+        lines = [prefix + line for line in body[start:]]
+        for end in ("\n-----END RSA PRIVATE KEY-----\n", "\n"):
+            text = "step 12, loss 3.20\n" + "\n".join(lines) + end + "Traceback (most recent call last):\n"
+            shown = masker.mask(text)
+            assert not any(line.strip()[-16:] in shown for line in body), shown
+            assert shown.startswith("step 12, loss 3.20\n") and "Traceback (most recent call last):" in shown
+    escaped = "\\n".join(body[3:9]) + "\\n"
+    assert masker.mask(f'{{"key": "{escaped}"}}') == '{"key": "[masked]"}'
+    assert masker.mask(f'{{"key": "{escaped[10:]}"}}').count(body[5]) == 0  # cut inside a line
+
+
+def test_hashes_paths_and_module_names_are_not_taken_for_key_lines() -> None:
+    masker = shareable.Masker.build({})
+    text = "\n".join(
+        [
+            "I1205 03:22:17.123456 140234 gpu_compiler.cc:1234] module_0042.jit_train_step.sm_9.0_gpu_after_opt.txt",
+            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08",
+            "/mnt/Data/Models/Llama3/Checkpoints/Run42/Final/items/0/params/layers/x",
+            "Data/Models/Llama3/Checkpoints/Run42/Final/items/0/params/layers/x/y",
+            "gs://MyBucket/Runs/2024/Llama3-70B/checkpoints/0001200/items/abcdefgh",
+            "jit_train_step-5f0c3a9be1d24e7f8a6b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f",
+            "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08AbC",
+            "ThisIsAVeryLongCamelCaseIdentifierWithoutDigitsThatGoesOnAndOnForever",
+            "Tokens/s/device: 1234.5, total_weights: 1024",
+        ]
+    )
+    assert masker.mask(text) == text
