@@ -66,14 +66,18 @@ def suggestion(grammar: Grammar, text: str) -> str | None:
     return next((c for c in candidates if c != text and grammar.matches(c)), None)
 
 
+# Bounds on what reaches a command line: a name, a value (XLA's longest flag is ~70 characters).
+NAME_MAX = 128
+VALUE_MAX = 1024
+
 NAME = Grammar("a name", r"[A-Za-z0-9][A-Za-z0-9_.+-]*", max_len=48)
 MODEL_TAG = Grammar("a model tag", r"[a-z0-9][a-z0-9._-]*")
-XLA_FLAG = Grammar("an XLA flag", rf"--xla_[a-z0-9_]+=[{_FLAG_VALUE_CHARS}]+")
-XLA_FLAG_VALUE = Grammar("an XLA flag value", rf"[{_FLAG_VALUE_CHARS}]+")
-ENV_NAME = Grammar("an environment variable name", r"[A-Z_][A-Z0-9_]*")
-ENV_VALUE = Grammar("an environment value", rf"[{_VALUE_CHARS}]*")
-OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*")
-OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*")
+XLA_FLAG = Grammar("an XLA flag", rf"--xla_[a-z0-9_]+=[{_FLAG_VALUE_CHARS}]+", max_len=VALUE_MAX)
+XLA_FLAG_VALUE = Grammar("an XLA flag value", rf"[{_FLAG_VALUE_CHARS}]+", max_len=VALUE_MAX)
+ENV_NAME = Grammar("an environment variable name", r"[A-Z_][A-Z0-9_]*", max_len=NAME_MAX)
+ENV_VALUE = Grammar("an environment value", rf"[{_VALUE_CHARS}]*", max_len=VALUE_MAX)
+OVERRIDE_KEY = Grammar("a MaxText override key", r"[a-z_][a-z0-9_]*", max_len=NAME_MAX)
+OVERRIDE_VALUE = Grammar("a MaxText override value", rf"[{_VALUE_CHARS}]*", max_len=VALUE_MAX)
 # A Slurm hostlist: hosts separated by commas, each a name with bracketed numbers or ranges
 # (node01, node[01-04,07], rack[1-2]-gpu[1-8]); brackets balanced, nothing a shell would notice.
 _RANGES = r"\[[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*\]"
@@ -81,7 +85,7 @@ _HOST = rf"[A-Za-z0-9][A-Za-z0-9._-]*(?:{_RANGES}[A-Za-z0-9._-]*)*"
 NODELIST = Grammar(
     "a Slurm nodelist", rf"{_HOST}(?:,{_HOST})*", shown="such as node01,node02 or node[01-04,07] (no spaces)"
 )
-PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+")
+PARTITION = Grammar("a Slurm partition", r"[A-Za-z0-9_.-]+", max_len=NAME_MAX)
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours",
 # "days-hours:minutes", "days-hours:minutes:seconds" (man sbatch); minutes and seconds after a
 # colon are two digits 00-59. Launchers pass the text through as written.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,8 +95,14 @@ def describe(node: Node) -> str:
     return f"{text} ({_KIND_NAMES.get(kind, kind)})"
 
 
+# The longest free text a cell key takes (a label, a path, a plugin's option) unless it says less.
+TEXT_MAX = 1024
+
+
 def _one_line(text: str) -> bool:
-    return all(ch >= " " and ch != "\x7f" for ch in text)
+    """No control character (C0, DEL, C1), line or paragraph separator, nor an invisible format
+    character (bidi overrides, zero-width): what a terminal, a report or a diff would hide."""
+    return all(unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp") for ch in text)
 
 
 # A plugin backend kind's check of one of its keys: (key, value as written) → None, or what was expected.
@@ -192,13 +199,25 @@ def construct(r: Ctx, node: Node, key: str, expected: str) -> Any:
         r.fail(node, key, expected)
 
 
-def string(r: Ctx, node: Node, key: str, grammar: G.Grammar | None = None, expected: str = "text on one line") -> str:
+def string(
+    r: Ctx,
+    node: Node,
+    key: str,
+    grammar: G.Grammar | None = None,
+    expected: str = "text on one line",
+    max_len: int | None = TEXT_MAX,
+) -> str:
+    """A string node's text: matching `grammar`, else non-empty, on one line, at most `max_len`
+    (None: the caller's own grammar check bounds it)."""
+    if grammar is None and max_len:
+        expected = f"{expected}, at most {max_len} characters"
     expected = grammar.expected if grammar else expected
     if kind_of(node) != "str":
         r.fail(node, key, expected)
     text = str(node.value)
-    if not (grammar.matches(text) if grammar else text and _one_line(text)):
-        too_long = grammar is not None and grammar.max_len is not None and len(text) > grammar.max_len
+    if not (grammar.matches(text) if grammar else text and _one_line(text) and len(text) <= (max_len or len(text))):
+        limit = grammar.max_len if grammar else max_len
+        too_long = limit is not None and len(text) > limit
         found = f"{show(text)} ({len(text)} characters)" if too_long else None
         r.fail(node, key, expected, found, G.suggestion(grammar, text) if grammar else None)
     return text
@@ -245,5 +264,7 @@ def render(r: Ctx, node: Node, key: str, grammar: G.Grammar) -> str:
     else:
         r.fail(node, key, expected)
     if not grammar.matches(text):
-        r.fail(node, key, grammar.expected, suggestion=G.suggestion(grammar, text))
+        too_long = grammar.max_len is not None and len(text) > grammar.max_len
+        found = f"{show(text)} ({len(text)} characters)" if too_long else None
+        r.fail(node, key, grammar.expected, found, suggestion=G.suggestion(grammar, text))
     return text

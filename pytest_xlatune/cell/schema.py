@@ -15,8 +15,13 @@ from pytest_xlatune.cell.nodes import kind_of
 
 SCHEMA_VERSION = 1
 MIN_STEPS = 10
-STEPS_EXPECTED = f"an integer >= {MIN_STEPS} (the steady state is taken from steps 5-14)"
+STEPS_EXPECTED = f"an integer from {MIN_STEPS} to 10000000 (the steady state is taken from steps 5-14)"
 MAX_BASELINE_REPEATS = 5
+# Upper bounds no real cell reaches; past them a number is a typo, not a run to plan.
+MAX_NODES = 100_000
+MAX_PDBS = 65_536
+MAX_STEPS = 10_000_000
+LABEL_MAX = 200
 
 Read = Callable[[N.Ctx, Node, str], Any]
 
@@ -50,8 +55,12 @@ def _nodelist(r: N.Ctx, node: Node, key: str) -> str:
     return text
 
 
-def _or_empty(r: N.Ctx, node: Node, key: str) -> str:
-    return "" if kind_of(node) == "null" else N.string(r, node, key)
+def _image(r: N.Ctx, node: Node, key: str) -> str:
+    return "" if kind_of(node) == "null" else N.string(r, node, key, G.CONTAINER_IMAGE)
+
+
+def _label(r: N.Ctx, node: Node, key: str) -> str:
+    return "" if kind_of(node) == "null" else N.string(r, node, key, max_len=LABEL_MAX)
 
 
 KEYS: tuple[Key, ...] = (
@@ -59,10 +68,14 @@ KEYS: tuple[Key, ...] = (
     Key("model_tag", _text(G.MODEL_TAG), "configs/<model_tag>.gpu.yml", required=G.MODEL_TAG.expected),
     Key("nodelist", _nodelist, "cluster slot: fixed nodes"),
     Key("partition", _text(G.PARTITION), "cluster slot: partition (with nodes)"),
-    Key("nodes", lambda r, n, k: N.integer(r, n, k, 1), "cluster slot: node count"),
+    Key("nodes", lambda r, n, k: N.integer(r, n, k, 1, MAX_NODES), "cluster slot: node count"),
     Key("parallelism", sections.parallelism, "mesh axes, e.g. FSDP=8", required=sections.PARALLELISM_EXPECTED),
-    Key("pdbs", lambda r, n, k: None if kind_of(n) == "null" else N.integer(r, n, k, 1), "per_device_batch_size"),
-    Key("steps", lambda r, n, k: N.integer(r, n, k, MIN_STEPS, expected=STEPS_EXPECTED), "training steps per run"),
+    Key(
+        "pdbs",
+        lambda r, n, k: None if kind_of(n) == "null" else N.integer(r, n, k, 1, MAX_PDBS),
+        "per_device_batch_size",
+    ),
+    Key("steps", lambda r, n, k: N.integer(r, n, k, MIN_STEPS, MAX_STEPS, STEPS_EXPECTED), "training steps per run"),
     Key(
         "baseline_repeats", lambda r, n, k: N.integer(r, n, k, 1, MAX_BASELINE_REPEATS), "baseline runs per config tag"
     ),
@@ -73,8 +86,8 @@ KEYS: tuple[Key, ...] = (
     Key("pipeline_shapes", sections.pipeline_shapes, "wave 5: microbatches x virtual stages"),
     Key("thresholds", sections.thresholds, "win / regression / bounded percentages"),
     Key("backend", sections.backend, "local | maxtext-slurm | sbatch and its options"),
-    Key("image", _or_empty, "container image"),
-    Key("hardware", _or_empty, "hardware label for the report"),
+    Key("image", _image, "container image (maxtext-slurm) or Python interpreter (local, sbatch)"),
+    Key("hardware", _label, "hardware label for the report"),
     Key("policy", sections.policy, "playbook overrides, e.g. {rccl_init_flake: {retries: 3}}"),
 )
 TOP_KEYS = tuple(key.name for key in KEYS)

@@ -165,7 +165,7 @@ def env_file(r: N.Ctx, node: Node, key: str) -> tuple[EnvFileEntry, ...]:
             default = N.render(r, default_node, default_key, G.XLA_FLAG_VALUE)
         else:
             expected = f"NAME=value ({G.ENV_NAME.expected}; value {G.ENV_VALUE.expected})"
-            text = N.string(r, text_node, text_key, expected=expected)
+            text = N.string(r, text_node, text_key, expected=expected, max_len=None)  # bounded by the grammars
             name, eq, value = text.partition("=")
             if not (eq and G.ENV_NAME.matches(name) and G.ENV_VALUE.matches(value)):
                 r.fail(text_node, text_key, expected)

@@ -61,7 +61,10 @@ def test_a_run_between_two_controls_is_judged_against_the_drift_not_the_start() 
     assert estimate is not None and abs(estimate.delta_pct) < 0.5 and not estimate.better
     fixed = stats.compare([1030.0], [BASE, BASE], stats.run_noise([BASE, BASE]))
     assert fixed.verdict is stats.Direction.BETTER
-    assert board.drift_report().significant and "beyond the noise of back-to-back baseline runs" in board.drift_report().text()
+    assert (
+        board.drift_report().significant
+        and "beyond the noise of back-to-back baseline runs" in board.drift_report().text()
+    )
 
 
 def test_undecided_asks_for_a_repeat_only_while_the_interest_threshold_is_in_reach() -> None:

@@ -100,7 +100,13 @@ MALFORMED = [
         2,
         "nodes alongside partition",
     ),
-    ("nodes-zero", "model_tag: demo\nnodes: 0\nparallelism: FSDP=8\n", "nodes", 2, "an integer >= 1, found 0"),
+    (
+        "nodes-zero",
+        "model_tag: demo\nnodes: 0\nparallelism: FSDP=8\n",
+        "nodes",
+        2,
+        "an integer from 1 to 100000, found 0",
+    ),
     (
         "nodelist-shell",
         "model_tag: demo\nnodelist: 'n1;reboot'\nparallelism: FSDP=8\n",
@@ -150,7 +156,7 @@ MALFORMED = [
     ("parallelism-empty", "model_tag: demo\nnodes: 1\nparallelism: ''\n", "parallelism", 3, "found ''"),
     ("parallelism-no-equals", "model_tag: demo\nnodes: 1\nparallelism: FSDP8\n", "parallelism", 3, "found 'FSDP8'"),
     ("steps-text", HEAD + "steps: x\n", "steps", 4, "the steady state is taken from steps 5-14"),
-    ("steps-too-few", HEAD + "steps: 5\n", "steps", 4, "an integer >= 10"),
+    ("steps-too-few", HEAD + "steps: 5\n", "steps", 4, "an integer from 10 to 10000000"),
     ("baseline-repeats-6", HEAD + "baseline_repeats: 6\n", "baseline_repeats", 4, "from 1 to 5"),
     ("pdbs-boolean", HEAD + "pdbs: yes\n", "pdbs", 4, "found yes (a boolean)"),
     ("overrides-list", HEAD + "overrides: [emb_dim]\n", "overrides", 4, "a mapping, found a list"),
@@ -411,7 +417,7 @@ MALFORMED = [
         6,
         "true or false, found 'on'",
     ),
-    ("image-newline", HEAD + 'image: "rocm/jax\\nlatest"\n', "image", 4, "text on one line"),
+    ("image-newline", HEAD + 'image: "rocm/jax\\nlatest"\n', "image", 4, "a container image"),
     # A newcomer's slips: the message says what they most likely meant.
     (
         "flag-without-dashes",
@@ -530,7 +536,7 @@ def test_error_message_escapes_a_key_name_and_shortens_a_long_key_or_number(tmp_
         load_cell(path)
     assert (
         str(info.value)
-        == f"{path}:2: nodes: expected an integer >= 1, found -{'9' * 56}... (4001 characters) (an integer)"
+        == f"{path}:2: nodes: expected an integer from 1 to 100000, found -{'9' * 56}... (4001 characters) (an integer)"
     )
     path = _cell(tmp_path, HEAD + 'overrides: {"\\e]0;x\\a\\u202e": 1}\n')
     with pytest.raises(CellError) as info:
@@ -852,8 +858,8 @@ def test_a_long_parallelism_or_policy_key_is_shortened_in_its_one_line(tmp_path:
     """A 5,000-character axis was printed whole; 5,000 digits were Python's own 'Exceeds the
     limit (4300 digits)'; a 5,000-character policy key made a 5,500-character line."""
     for parallelism, found in (
-        ("a" * 5000, "'" + "a" * 57 + "...'"),
-        ("FSDP=" + "9" * 5000, "'FSDP=" + "9" * 52 + "...'"),
+        ("a" * 5000, "'" + "a" * 57 + "...' (5000 characters)"),
+        ("FSDP=" + "9" * 5000, "'FSDP=" + "9" * 52 + "...' (5005 characters)"),
     ):
         path = _cell(tmp_path, HEAD.replace("parallelism: FSDP=8", f"parallelism: {parallelism}"))
         with pytest.raises(CellError) as info:
@@ -900,3 +906,52 @@ def test_a_fifo_named_as_a_cell_is_one_line_not_a_wait_for_a_writer(tmp_path: Pa
         done.stderr.strip()
         == f"error: {tmp_path / 'c.yml'}:0: file: expected a readable cell file, found a FIFO (named pipe)"
     )
+
+
+UNBOUNDED = [
+    ("image-5000", f"image: {'a' * 5000}\n", "image", "a container image", "(5000 characters)"),
+    ("image-space", "image: 'rocm/jax latest'\n", "image", "a container image", "'rocm/jax latest'"),
+    ("image-shell", "image: 'x;reboot'\n", "image", "a container image", "'x;reboot'"),
+    ("image-bidi", 'image: "rocm/jax\\u202e"\n', "image", "a container image", "'rocm/jax\\u202e'"),
+    ("hardware-5000", f"hardware: {'h' * 5000}\n", "hardware", "at most 200 characters", "(5000 characters)"),
+    ("hardware-bidi", 'hardware: "8x MI355\\u202egpj.exe"\n', "hardware", "text on one line", "\\u202e"),
+    ("hardware-zero-width", 'hardware: "MI\\u200b355"\n', "hardware", "text on one line", "\\u200b"),
+    ("hardware-c1", 'hardware: "MI\\x9b31m"\n', "hardware", "text on one line", "\\x9b"),
+    (
+        "override-5000",
+        f"overrides: {{emb_dim: {'1' * 5000}}}\n",
+        "overrides.emb_dim",
+        "at most 1024",
+        "(5000 characters)",
+    ),
+    ("override-key-200", f"overrides: {{{'k' * 200}: 1}}\n", "overrides.kkk", "at most 128", "k" * 40),
+    (
+        "env-name-200",
+        f"env_file:\n  - env: {'A' * 200}=1\n    image_default: null\n",
+        "env_file[0].env",
+        "at most 128",
+        "A",
+    ),
+    ("backend-path-5000", f"backend:\n  kind: local\n  python: {'p' * 5000}\n", "backend.python", "1024", "(5000"),
+    ("nodes-googol", f"nodes: {'9' * 100}\n", "nodes", "an integer from 1 to 100000", "(100 characters)"),
+    ("pdbs-huge", "pdbs: 99999999999\n", "pdbs", "an integer from 1 to 65536", "99999999999"),
+    ("steps-huge", "steps: 99999999999\n", "steps", "an integer from 10 to 10000000", "99999999999"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "expected", "found"), [u[1:] for u in UNBOUNDED], ids=[u[0] for u in UNBOUNDED]
+)
+def test_every_string_and_number_key_is_bounded_with_one_line(
+    tmp_path: Path, text: str, key: str, expected: str, found: str
+) -> None:
+    """A 5,000-character image or label, a bidi override, a googol of nodes: one line naming the
+    file, the key, what was expected and what was found, never accepted."""
+    head = HEAD.replace("nodes: 1\n", "") if text.startswith("nodes:") else HEAD
+    path = _cell(tmp_path, head + text)
+    with pytest.raises(CellError) as info:
+        load_cell(path)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 600, message
+    assert message.startswith(f"{path}:") and f" {key}" in message.split(": expected ")[0], message
+    assert expected in message.split(", found ")[0] and found in message.split(", found ", 1)[1], message

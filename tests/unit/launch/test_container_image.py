@@ -52,6 +52,8 @@ def test_the_option_wins_over_the_cell_and_both_are_checked(tmp_path: Path) -> N
 
 
 def test_a_bad_image_in_the_cell_names_the_cell_key(tmp_path: Path) -> None:
-    c = cell(tmp_path, "'--privileged'")
-    with pytest.raises(PreflightError, match=r"m.yml: image: expected a container image .* found '--privileged'"):
-        container_image(c, settings())
+    """The cell loader refuses it at its line, before any pre-flight."""
+    from pytest_xlatune.cell.nodes import CellError
+
+    with pytest.raises(CellError, match=r"m.yml:4: image: expected a container image .* found '--privileged'"):
+        cell(tmp_path, "'--privileged'")
