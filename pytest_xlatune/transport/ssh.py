@@ -12,56 +12,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import paramiko
 
-from ..errors import XlatuneError
 from .base import CommandResult, TransportError, TransportTimeout, _text, _tmp_name, check_argv, command_line
+from .hostkeys import AcceptNewHostKey as AcceptNewHostKey  # re-exported for the tests
+from .hostkeys import _RefuseUnknownHostKey, _UnknownHostKey
+from .hostkeys import known_hosts_file as known_hosts_file
 
 __all__ = ["ACCEPT_NEW_HOST_KEY_OPTION", "SSHTransport"]
 
 ACCEPT_NEW_HOST_KEY_OPTION = "--xlatune-ssh-accept-new-host-key"
 _T = TypeVar("_T")
-
-
-class _UnknownHostKey(paramiko.SSHException, XlatuneError):
-    pass
-
-
-class _RefuseUnknownHostKey(paramiko.RejectPolicy):
-    """RejectPolicy raising a type we turn into the one-line, actionable error."""
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
-        raise _UnknownHostKey(hostname)
-
-
-class AcceptNewHostKey(paramiko.MissingHostKeyPolicy):
-    """`accept-new`: trust an unknown key and append it to `path`, creating the file (and its
-    folder, 0700) when missing, as OpenSSH does; never through a link."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
-        client.get_host_keys().add(hostname, key.get_name(), key)
-        entry = paramiko.hostkeys.HostKeyEntry([hostname], key).to_line() or ""
-        try:
-            os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            with os.fdopen(fd, "a", encoding="utf-8") as handle:
-                handle.write(entry)
-        except OSError as error:
-            raise TransportError(
-                f"{self.path}: cannot save the new host key of {hostname}: {error.strerror or error}"
-            ) from None
-
-
-def known_hosts_file(candidates: Sequence[str]) -> str:
-    """Where a new host key is saved: the first known_hosts file that exists, else the first
-    one configured, else ~/.ssh/known_hosts."""
-    existing = [p for p in candidates if os.path.exists(p)]
-    return (existing or list(candidates) or [os.path.expanduser("~/.ssh/known_hosts")])[0]
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ import functools
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
 
 import ahocorasick_rs
 
 from ..shareable import LAST_WORD, WORD_ENDS, cut_at_word
 from .lines import NOISE_BYTES_RE, NOISE_RE, STEP_MARK_RE, STEP_MARKS, STEP_RE, StepRecord, parse_step_line, strip_ansi
+from .signals import Signal as Signal  # re-exported: the words triage and the tests use
+from .signals import SignalKind as SignalKind
 from .signatures import EVIDENCE_NEEDLES, STUCK_RE, UNKNOWN_FLAG_RE, is_evidence, rejected_flag
 
 TAIL_LINES = 60
@@ -92,26 +92,6 @@ def _automaton(needles: tuple[bytes, ...]) -> ahocorasick_rs.BytesAhoCorasick:
     prefilter reads a GB log faster than `grep -c` reads one pattern; the matches are only where
     to look, so which needle matched does not matter)."""
     return ahocorasick_rs.BytesAhoCorasick(needles, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
-
-
-class SignalKind(Enum):
-    """What a failure-relevant line says."""
-
-    UNKNOWN_FLAG = "unknown-flag"
-    OOM = "oom"
-    MEMSTATS = "memstats"
-    JOB_SUMMARY = "job-summary"
-    EVIDENCE = "evidence"  # a line a failure signature matches (signatures.is_evidence)
-    LIBRARY_INFO = "library-info"  # an NCCL/RCCL INFO line (evidence/nccl_applied.py reads them)
-
-
-@dataclass(frozen=True)
-class Signal:
-    """A signal line (ANSI removed) and the highest step printed before it."""
-
-    kind: SignalKind
-    line: str
-    after_step: int | None
 
 
 _Needles = list[tuple[bytes, SignalKind | None]]  # kind None: a step line
