@@ -284,6 +284,9 @@ _REASONS: dict[FailureClass | str, str] = {  # by label first, then by class
     "nic-port-down": "NIC fault (an RDMA port went down: cable, transceiver or switch port)",
     "nic-adapter-fatal": "NIC fault (the RDMA adapter reported a fatal error)",
     "tpu-device-fault": "TPU device fault (a chip, its driver or the slice)",
+    "gpu-unavailable": "no usable GPU on the node (its driver or a device failed to initialise)",
+    "cudnn-init": "cuDNN could not start on the GPU (its memory held by another process, or a driver "
+    "older than the cuDNN)",
     "no-binary-for-gpu": "the GPU cannot load the code built for it (another GPU, CUDA or ROCm version)",
     "coordination-death": "the JAX distributed service stopped this task (another task died, or the "
     "coordinator is gone: the earliest error in any task's log is the cause)",

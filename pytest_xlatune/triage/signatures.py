@@ -172,6 +172,22 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\buncorrectable (?:ECC|hardware|NVLink) error\b|NVRM: Xid \(|\bfallen off the bus\b"
         r"|\bamdgpu: GPU reset begin\b",
     ),
+    # No usable GPU: the backend JAX was told to use found none (`XlaRuntimeError: FAILED_PRECONDITION:
+    # No visible GPU devices.`, after cuInit failed: a driver not loaded, a kernel/driver mismatch, a
+    # GPU fallen off the bus). The fallback warning of a job allowed to run on CPU is no failure.
+    _sig(
+        F.GPU_RUNTIME_ERROR,
+        "gpu-unavailable",
+        r"^(?!.*(?:backend failed to initialize|\] Unable to initialize backend)).*\bNo visible GPU devices\b",
+    ),
+    # cuDNN cannot start on the GPU (`Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR`, then
+    # XLA's `DNN library initialization failed`): its memory held by another process, or a driver
+    # older than the cuDNN.
+    _sig(
+        F.GPU_RUNTIME_ERROR,
+        "cudnn-init",
+        r"\bCould not create cudnn handle: CUDNN_STATUS_\w+|\bDNN library initialization failed\b",
+    ),
     # A TPU slice's fault report (tpunetd; the runtime's `*** A program or fatal error occurred`): a bad
     # chip or, rarely, a compiler bug (MaxText's maxtest guide: retry to confirm).
     _sig(

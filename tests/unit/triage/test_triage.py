@@ -596,3 +596,22 @@ def test_a_long_line_is_quoted_from_the_clause_that_holds_the_evidence() -> None
     got = diagnose(Evidence(None, 10, exit_code=1, log_text=line))
     assert got.failure is FailureClass.RCCL_INIT_FLAKE
     assert got.reason.endswith("…NCCL operation ncclGroupEnd() failed: unhandled cuda error.")
+
+
+@pytest.mark.parametrize(
+    "warning",
+    [
+        "WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: FAILED_PRECONDITION: No visible GPU devices."
+        " (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)",
+        "I0923 21:58:25.539228 139973430083584 xla_bridge.py:513] Unable to initialize backend 'cuda':"
+        " FAILED_PRECONDITION: No visible GPU devices.",
+    ],
+)
+def test_jax_falling_back_to_cpu_is_no_gpu_fault(warning: str) -> None:
+    """A job allowed to run on CPU says no GPU was found and carries on: what ends it decides."""
+    text = f"{warning}\nTraceback (most recent call last):\nValueError: bad mesh\n"
+    d = diagnose(Evidence(last_step=None, expected_steps=15, exit_code=1, log_text=text))
+    assert (d.failure, d.label) == (F.PYTHON_EXCEPTION, "python-exception-line"), d.reason
+    fatal = "jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: No visible GPU devices."
+    d = diagnose(Evidence(last_step=None, expected_steps=15, exit_code=1, log_text=f"{warning}\n{fatal}\n"))
+    assert (d.failure, d.label) == (F.GPU_RUNTIME_ERROR, "gpu-unavailable"), d.reason
