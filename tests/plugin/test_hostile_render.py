@@ -15,8 +15,9 @@ from tests.conftest import FIXED
 
 SECRET = "s3cr3t-Value-0042"  # an environment variable with a secret-looking name holds it
 GITHUB = "ghp_" + "A1b2C3d4E5" * 4  # a token shape, known to nobody's environment
+KEYED = "wandbK3yValue42"  # a `*_KEY=` assignment's value, known to nobody's environment
 OSC = "\x1b]0;pwned-title\x07\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\\x1b]52;c;Y2xpcA==\x07"
-SAY = f"{OSC} token={SECRET} gh {GITHUB} <script>alert(1)</script> [click](http://evil.example/) | cell break"
+SAY = f"{OSC} token={SECRET} gh {GITHUB} WANDB_KEY={KEYED} <script>alert(1)</script> [click](http://evil.example/) | cell break"
 
 CELL = """\
 model_tag: fake
@@ -81,7 +82,7 @@ def test_hostile_text_is_masked_escaped_and_stripped_everywhere(
     failing = next(t for t in _html_rows(files["report.html"]) if t["result"] == "Failed")
     assert "boom" in str(failing["log"])  # the job's error line reached the report, cleaned
     for name, text in {"terminal": terminal, **files}.items():
-        assert SECRET not in text and GITHUB not in text and "cell break" not in text, name
+        assert SECRET not in text and GITHUB not in text and KEYED not in text and "cell break" not in text, name
         assert "pwned-title" not in text and "Y2xpcA" not in text and "\x1b]" not in text, name
         assert "#x1B" not in text and "\\u001b" not in text, name
     assert "[masked]" in files["fake-tuning.md"] and "[masked]" in files["junit.xml"]
