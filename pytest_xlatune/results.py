@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -182,8 +183,18 @@ class JobResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobResult:
+        """Read a stored result; a field of the wrong type or out of range raises ValueError
+        naming it (the store refuses the line: a traceback later is no place to find out)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
+        if type(values.get("job_id")) is int:  # stores before job ids were strings
+            values["job_id"] = str(values["job_id"])
+        for name, value in values.items():
+            if (expected := _misfit(name, value)) is not None:
+                shown = repr(value)
+                raise ValueError(
+                    f"{name}: expected {expected}, found {shown if len(shown) <= 60 else shown[:57] + '...'}"
+                )
         values["verdict"] = Verdict(values["verdict"])
         for name in ("xla_flags", "unset_env", "tgs_values", "steps_used", "retries"):
             values[name] = tuple(values.get(name) or ())
@@ -194,6 +205,79 @@ class JobResult:
             (str(name), _trajectory(steps)) for name, steps in values.get("extra_losses") or ()
         )
         return cls(**values)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _amount(value: object) -> bool:
+    """A measured amount: a finite number >= 0 (TGS, seconds, node-minutes)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _time(value: object) -> bool:
+    """Seconds since 1970, up to the year 2286 (dates render it)."""
+    return _amount(value) and float(value) <= 1e10  # type: ignore[arg-type]
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(map(_text, value))
+
+
+def _pairs(value: object, first: Callable[[object], bool], second: Callable[[object], bool]) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(p, list) and len(p) == 2 and first(p[0]) and second(p[1]) for p in value
+    )
+
+
+def _trajectory_ok(value: object) -> bool:
+    return _pairs(value, _count, _number)
+
+
+_TEXT_FIELDS = (
+    "key", "item", "wave", "profile", "config_tag", "job_id", "nodelist", "image", "backend", "reason",
+    "log_path", "log_tail", "resolved_from", "shared_from", "compile_cache", "not_applied",
+)  # fmt: skip
+# What each stored field must hold (lists where the record holds tuples), and its words.
+_FIELD_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
+    **dict.fromkeys(_TEXT_FIELDS, (_text, "a string")),
+    "kind": (lambda v: v in {k.value for k in RunKind}, "a run kind"),
+    "verdict": (lambda v: v in {k.value for k in Verdict}, "a verdict"),
+    **dict.fromkeys(("xla_flags", "unset_env", "retries"), (_texts, "a list of strings")),
+    **dict.fromkeys(("env", "overrides", "artifacts"), (lambda v: _pairs(v, _text, _text), "a list of string pairs")),
+    "runs": (lambda v: _pairs(v, _text, _amount), "a list of [job id, TGS] pairs"),
+    **dict.fromkeys(
+        ("tgs", "step_seconds", "node_minutes"), (lambda v: v is None or _amount(v), "a finite number >= 0 or null")
+    ),
+    "last_loss": (lambda v: v is None or _number(v), "a number or null"),
+    "losses": (_trajectory_ok, "a list of [step, loss] pairs"),
+    "extra_losses": (lambda v: _pairs(v, _text, _trajectory_ok), "a list of [name, [[step, loss], ...]] pairs"),
+    "tgs_values": (lambda v: isinstance(v, list) and all(map(_amount, v)), "a list of finite numbers >= 0"),
+    "steps_used": (lambda v: isinstance(v, list) and all(map(_count, v)), "a list of step numbers"),
+    **dict.fromkeys(("step_count", "nodes"), (_count, "an integer >= 0")),
+    "exit_code": (lambda v: v is None or type(v) is int, "an integer or null"),
+    **dict.fromkeys(("submitted_at", "finished_at", "started_at", "ended_at"), (_time, "a time in seconds since 1970")),
+    **dict.fromkeys(("tgs_derived", "inert"), (lambda v: type(v) is bool, "true or false")),
+}
+
+
+def _misfit(name: str, value: object) -> str | None:
+    """What a stored field should have held, or None when it fits (a tuple counts as its list)."""
+    check = _FIELD_CHECKS.get(name)
+    return None if check is None or check[0](_as_lists(value)) else check[1]
+
+
+def _as_lists(value: object) -> object:
+    return [_as_lists(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def _trajectory(pairs: Any) -> tuple[tuple[int, float], ...]:

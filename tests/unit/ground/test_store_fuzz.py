@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +116,52 @@ def test_reading_and_healing_any_store_never_raises(body: list[bytes], tail: byt
         assert all(line.endswith(b"\n") for line in kept)
         owner.release()
         assert ResultStore(path).acquire() == []  # healed once, then quiet
+
+
+# A result's field set to a value of the wrong type or out of range: each one reached a traceback
+# when the report was rendered (Spent.of summed a dict, pandas dated 1e308 s, `0.isdigit()`...).
+HOSTILE_FIELDS = [
+    ("node_minutes", {"a": [1]}),
+    ("node_minutes", "12"),
+    ("finished_at", -1e308),
+    ("submitted_at", "1e999"),
+    ("submitted_at", [[None, None]]),
+    ("step_seconds", "<script>"),
+    ("step_seconds", []),
+    ("steps_used", "x"),
+    ("backend", []),
+    ("env", "WANDB_KEY=abcdef123456"),
+    ("unset_env", [[None, None]]),
+    ("losses", [[0, "x"]]),
+    ("extra_losses", [["mtp", [[None, 1.0]]]]),
+    ("nodes", -1),
+    ("exit_code", "1"),
+    ("inert", "yes"),
+    ("node_minutes", float("nan")),
+    ("runs", [["1", "fast"]]),
+    ("kind", "nonsense"),
+    ("xla_flags", [1]),
+]
+
+
+def _result(**change: object) -> dict[str, object]:
+    record = json.loads(GOOD[0])
+    del record["sum"]
+    record.update(change)
+    return record
+
+
+@pytest.mark.parametrize(("field", "value"), HOSTILE_FIELDS, ids=[f"{f}-{type(v).__name__}" for f, v in HOSTILE_FIELDS])
+def test_a_result_field_of_the_wrong_type_is_refused_naming_it(tmp_path: Path, field: str, value: object) -> None:
+    """The line is set aside with one line naming the field; the other results stay readable."""
+    with pytest.raises(ValueError, match=rf"^{field}: expected .+, found "):
+        JobResult.from_dict(_result(**{field: value}))
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(encode(_result(**{field: value})) + GOOD[1])
+    assert [r.key for r in ResultStore(path).results()] == ["k1"]
+    notes = ResultStore(path).acquire()
+    assert any(f"{field}: expected" in note and "\n" not in note for note in notes), notes
+
+
+def test_a_job_id_stored_as_a_number_reads_as_its_text() -> None:
+    assert JobResult.from_dict(_result(job_id=42)).job_id == "42"
