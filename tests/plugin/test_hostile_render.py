@@ -18,6 +18,13 @@ GITHUB = "ghp_" + "A1b2C3d4E5" * 4  # a token shape, known to nobody's environme
 KEYED = "wandbK3yValue42"  # a `*_KEY=` assignment's value, known to nobody's environment
 OSC = "\x1b]0;pwned-title\x07\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\\x1b]52;c;Y2xpcA==\x07"
 SAY = f"{OSC} token={SECRET} gh {GITHUB} WANDB_KEY={KEYED} <script>alert(1)</script> [click](http://evil.example/) | cell break"
+# A private key's body the job printed, its BEGIN line not in the excerpt (the END line is).
+KEY_BODY = (
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK",
+    "LxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo",
+)
+SAY_KEY = SAY + "\n" + "\n".join(KEY_BODY) + "\n-----END RSA PRIVATE KEY-----"
 
 CELL = """\
 model_tag: fake
@@ -63,7 +70,7 @@ def test_hostile_text_is_masked_escaped_and_stripped_everywhere(
     pytester: pytest.Pytester, fake_trainer_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XLATUNE_TEST_API_TOKEN", SECRET)
-    monkeypatch.setenv("FAKE_TRAINER_SAY", SAY)
+    monkeypatch.setenv("FAKE_TRAINER_SAY", SAY_KEY)
     cell = pytester.mkdir("cells") / f"{HOSTILE_NAME}.yml"
     cell.write_text(CELL)
     result = pytester.runpytest(
@@ -83,6 +90,7 @@ def test_hostile_text_is_masked_escaped_and_stripped_everywhere(
     assert "boom" in str(failing["log"])  # the job's error line reached the report, cleaned
     for name, text in {"terminal": terminal, **files}.items():
         assert SECRET not in text and GITHUB not in text and KEYED not in text and "cell break" not in text, name
+        assert not any(line[20:] in text for line in KEY_BODY), name
         assert "pwned-title" not in text and "Y2xpcA" not in text and "\x1b]" not in text, name
         assert "#x1B" not in text and "\\u001b" not in text, name
     assert "[masked]" in files["fake-tuning.md"] and "[masked]" in files["junit.xml"]
