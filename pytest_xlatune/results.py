@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
@@ -243,13 +244,17 @@ def _trajectory_ok(value: object) -> bool:
     return _pairs(value, _count, _number)
 
 
+# A scheduler's job id as the lock holds it too (verdict/lock.JOB_ID): no space, quote or control.
+JOB_ID_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
+JOB_ID_EXPECTED = "a job id ([A-Za-z0-9_.:+-], at most 64 characters)"
 _TEXT_FIELDS = (
-    "key", "item", "wave", "profile", "config_tag", "job_id", "nodelist", "image", "backend", "reason",
+    "key", "item", "wave", "profile", "config_tag", "nodelist", "image", "backend", "reason",
     "log_path", "log_tail", "resolved_from", "shared_from", "compile_cache", "not_applied",
 )  # fmt: skip
 # What each stored field must hold (lists where the record holds tuples), and its words.
 _FIELD_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     **dict.fromkeys(_TEXT_FIELDS, (_text, "a string")),
+    "job_id": (lambda v: isinstance(v, str) and JOB_ID_RE.fullmatch(v) is not None, JOB_ID_EXPECTED),
     "kind": (lambda v: v in {k.value for k in RunKind}, "a run kind"),
     "verdict": (lambda v: v in {k.value for k in Verdict}, "a verdict"),
     **dict.fromkeys(("xla_flags", "unset_env", "retries"), (_texts, "a list of strings")),

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .results import JobResult
+from .results import JOB_ID_EXPECTED, JOB_ID_RE, JobResult
 
 SCHEMA_VERSION = 1
 SUM_KEY = "sum"
@@ -86,6 +86,9 @@ def parse(raw: bytes, *, summed_before: bool = False) -> Line:
     ]
     if wrong:
         return Line(None, f"{wrong[0]}: expected a string, found {record[wrong[0]]!r}"[:200], summed)
+    job_id = record.get("job_id")
+    if isinstance(job_id, str) and not JOB_ID_RE.fullmatch(job_id):  # it reaches the terminal, junit, HTML
+        return Line(None, f"job_id: expected {JOB_ID_EXPECTED}, found {job_id!r}"[:200], summed)
     if record["event"] in ("result", "attempt"):
         problem = _contradiction(record)
         if not problem:

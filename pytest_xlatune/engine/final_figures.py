@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..report.final import Final, corrections, finals, rewrite_html, rewrite_junit
+from ..shareable import clean
 
 if TYPE_CHECKING:
     from .session import Session
@@ -78,4 +79,4 @@ class FinalFigures:
         if lines := corrections(self.printed, self.final):
             terminalreporter.write_sep("-", "xlatune: final figures (later runs of the same settings joined them)")
             for line in lines:
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(clean(line, terminal=True))  # it names stored job ids

@@ -165,3 +165,17 @@ def test_a_result_field_of_the_wrong_type_is_refused_naming_it(tmp_path: Path, f
 
 def test_a_job_id_stored_as_a_number_reads_as_its_text() -> None:
     assert JobResult.from_dict(_result(job_id=42)).job_id == "42"
+
+
+@pytest.mark.parametrize("job_id", ["\x1b]0;title\x07", "12 34", "a" * 65, "1;reboot", ""])
+def test_a_job_id_no_scheduler_writes_is_refused(tmp_path: Path, job_id: str) -> None:
+    """A stored job id reaches the terminal's final-figures lines, junit and HTML: an escape code or
+    a space there is no scheduler's id, and the line is set aside naming it."""
+    path = tmp_path / "s.jsonl"
+    submitted = {"schema": 1, "event": "submitted", "time": 1.0, "key": "k8", "job_id": job_id}
+    path.write_bytes(encode(_result(job_id=job_id)) + encode(submitted) + GOOD[1])
+    store = ResultStore(path)
+    assert [r.key for r in store.results()] == ["k1"] and "k8" not in store.pending_submissions()
+    notes = ResultStore(path).acquire()
+    assert sum("job_id: expected a job id" in note for note in notes) >= 1, notes
+    assert all("\x1b" not in note for note in notes)
