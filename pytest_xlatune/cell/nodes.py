@@ -243,12 +243,12 @@ def integer(r: Ctx, node: Node, key: str, low: int, high: int | None = None, exp
     return value
 
 
-def number(r: Ctx, node: Node, key: str) -> float:
-    expected = "a number > 0"
+def number(r: Ctx, node: Node, key: str, high: float | None = None) -> float:
+    expected = f"a number > 0 and at most {high:g}" if high is not None else "a number > 0"
     if kind_of(node) not in ("int", "float"):
         r.fail(node, key, expected, _quoted_number(node))
     value = float(construct(r, node, key, expected))
-    if not (value > 0 and math.isfinite(value)):
+    if not (value > 0 and math.isfinite(value)) or (high is not None and value > high):
         r.fail(node, key, expected)
     return value
 

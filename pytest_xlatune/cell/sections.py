@@ -33,6 +33,8 @@ SHAPE_KEYS = ("microbatches", "virtual_stages")
 SHAPE_MAX = 65536
 THRESHOLD_KEYS = ("regression_pct", "win_pct", "bounded_pct", "bounded_profiles", "remeasure")
 THRESHOLD_COUNTS = {"bounded_profiles": 1, "remeasure": 0}  # integer keys and their minimum
+THRESHOLD_COUNT_MAX = 1000  # more profiles or remeasures than any sweep runs: a typo
+THRESHOLD_PCT_MAX = 100.0  # a percentage of TGS: a regression past 100 % cannot happen
 
 # Passthrough keys every job already sets (submission template, evidence run, launcher).
 # A cell may not override them; the value says where the setting belongs instead.
@@ -216,9 +218,9 @@ def thresholds(r: N.Ctx, node: Node, key: str) -> Thresholds:
     for name, (_, vnode) in N.mapping(r, node, key, THRESHOLD_KEYS).items():
         sub = sub_key(key, name)
         if name in THRESHOLD_COUNTS:
-            values[name] = N.integer(r, vnode, sub, THRESHOLD_COUNTS[name])
+            values[name] = N.integer(r, vnode, sub, THRESHOLD_COUNTS[name], THRESHOLD_COUNT_MAX)
         else:
-            values[name] = N.number(r, vnode, sub)
+            values[name] = N.number(r, vnode, sub, THRESHOLD_PCT_MAX)
     return Thresholds(**values)
 
 

@@ -936,6 +936,9 @@ UNBOUNDED = [
     ("nodes-googol", f"nodes: {'9' * 100}\n", "nodes", "an integer from 1 to 100000", "(100 characters)"),
     ("pdbs-huge", "pdbs: 99999999999\n", "pdbs", "an integer from 1 to 65536", "99999999999"),
     ("steps-huge", "steps: 99999999999\n", "steps", "an integer from 10 to 10000000", "99999999999"),
+    ("win-pct-huge", "thresholds: {win_pct: 1.0e+308}\n", "thresholds.win_pct", "at most 100", "1.0e+308"),
+    ("regression-pct-101", "thresholds: {regression_pct: 101}\n", "thresholds.regression_pct", "at most 100", "101"),
+    ("remeasure-googol", f"thresholds: {{remeasure: {'9' * 100}}}\n", "thresholds.remeasure", "0 to 1000", "(100"),
 ]
 
 
