@@ -366,7 +366,7 @@ def test_a_winning_pipeline_shape_is_the_recipe_the_report_stars_and_the_lock_ho
     assert why and data.unconfirmed == why and "mb4_v1" in why
     assert lock_change(None, None, [], why_not=why)[1] == f"no lock: the win is not confirmed: {why}"
     # Measured again and agreeing: locked, with the shape's overrides.
-    again = once + [shape("mb4_v1", 1088.0, "6", mb4)]
+    again = once + [shape("mb4_v1", 1088.0, "6", mb4), CONTROL]
     assert build(cell, again, "localhost", "local").winner.profile == "mb4_v1"
     lock = build_lock(cell, again, "n", "")
     assert lock is not None
