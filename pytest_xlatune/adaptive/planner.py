@@ -107,8 +107,8 @@ def _next(state: SweepState, board: Board, now: float) -> list[Action]:
         return [control or _confirming(state, board, repeat)]
     if (repeat := _report_unconfirmed(state, board)) is not None:
         return [control or repeat]
-    if state.report is not None and state.report.unbracketed and not state.active:
-        return [control or Control(f"the lock holds {state.report.recipe} only once a control ran after its first run")]
+    if (lock_control := _lock_control(state)) is not None:
+        return [control or lock_control]
     if (
         searching
         and (why := next((w for e in board.estimates if (w := rules.awaiting_control(e, board))), None)) is not None
@@ -184,11 +184,22 @@ def _report_unconfirmed(state: SweepState, board: Board) -> Repeat | None:
     if not wins or report.recipe not in ("", wins[0][1].name) or wins[0][0].m >= cap:
         return None
     est, item = wins[0]
+    if any(r.key == item.key for r in state.active):
+        return None  # its next run is in flight
     return Repeat(
         item.name,
         f"a win the report does not lock yet: {est.text()}; the runs after its first must show it "
         f"on their own (run {est.m + 1} of at most {cap})",
     )
+
+
+def _lock_control(state: SweepState) -> Control | None:
+    """A control when all the report's lock lacks is one after its recipe's first run — once:
+    never right after a control (one that failed is not asked for again and again)."""
+    report, last = state.report, state.runs[-1] if state.runs else None
+    if report is None or not report.unbracketed or state.active or (last is not None and last.role.is_control):
+        return None
+    return Control(f"the lock holds {report.recipe} only once a control ran after its first run")
 
 
 def _cross_check(state: SweepState, board: Board) -> CrossCheck | None:

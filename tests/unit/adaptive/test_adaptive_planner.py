@@ -319,3 +319,17 @@ def test_a_recipe_the_lock_lacks_only_a_control_for_gets_one() -> None:
 
     result = drive(plan("p1", "good", winner=False), planner.decide, effects(good=20.0), report=report)
     assert any("only once a control ran after its first run" in c.reason for c in result.of(Control))
+
+
+def test_the_lock_s_control_is_never_asked_for_twice_in_a_row() -> None:
+    # A report that stays unbracketed whatever runs (a control that fails, a store the report
+    # cannot read): one control, then the sweep goes on and concludes.
+    result = drive(
+        plan("p1", "good", "p3"),
+        planner.decide,
+        effects(good=20.0),
+        report=lambda state: ReportView("good", unbracketed=_plain_runs(state, "good") > 0),
+    )
+    assert [c for c in result.of(Control) if "only once a control ran" in c.reason]
+    assert "control,control" not in ",".join(result.submitted())
+    assert result.conclusion.why is not None
