@@ -197,9 +197,9 @@ def load_lock(path: Path) -> Lock:
     recipes = r.field(data, "recipes", "", r.items)
     return Lock(
         model_tag=r.field(data, "model_tag", "", lambda v, k: r.checked(v, k, grammar.MODEL_TAG)),
-        parallelism=r.field(data, "parallelism", "", r.text),
-        image=r.field(data, "image", "", r.text),
-        nodelist=r.field(data, "nodelist", "", r.text),
+        parallelism=r.field(data, "parallelism", "", r.parallelism),
+        image=r.field(data, "image", "", lambda v, k: r.optional(v, k, grammar.CONTAINER_IMAGE)),
+        nodelist=r.field(data, "nodelist", "", lambda v, k: r.optional(v, k, grammar.NODELIST)),
         date=r.field(data, "date", "", r.date),
         recipes=tuple(_recipe(r, item, f"recipes[{i}]") for i, item in enumerate(recipes)),
         measured_on=r.field(data, "measured_on", "", r.text, default=""),
@@ -217,11 +217,11 @@ def _recipe(r: Reader, item: object, at: str) -> LockedRecipe:
         overrides=r.field(
             item, "overrides", at, lambda v, k: r.pairs(v, k, grammar.OVERRIDE_KEY, grammar.OVERRIDE_VALUE)
         ),
-        tgs=r.field(item, "tgs", at, r.number),
-        ci_low_pct=r.field(item, "ci_low_pct", at, r.number),
-        ci_high_pct=r.field(item, "ci_high_pct", at, r.number),
-        baseline_tgs=r.field(item, "baseline_tgs", at, r.number),
-        delta_pct=r.field(item, "delta_pct", at, r.number),
+        tgs=r.field(item, "tgs", at, r.tgs),
+        ci_low_pct=r.field(item, "ci_low_pct", at, r.pct),
+        ci_high_pct=r.field(item, "ci_high_pct", at, r.pct),
+        baseline_tgs=r.field(item, "baseline_tgs", at, r.tgs),
+        delta_pct=r.field(item, "delta_pct", at, r.pct),
         job_ids=r.field(item, "job_ids", at, lambda v, k: r.texts(v, k, JOB_ID)),
         unset_env=r.field(item, "unset_env", at, lambda v, k: r.texts(v or [], k, grammar.ENV_NAME), default=[]),
     )

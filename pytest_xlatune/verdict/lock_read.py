@@ -16,13 +16,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..cell import grammar
+from ..cell.sections import PARALLELISM_EXPECTED, parse_parallelism
 from ..errors import XlatuneError
 from ..safefs import FileRefused, decode_utf8, read_bytes_regular
 
 T = TypeVar("T")
 Pair = tuple[str, str]
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-TEXT_MAX = 4096  # a lock's free text (image, measured_on): one option value's limit
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # a newline, a terminal escape
+TEXT_MAX = 4096  # a lock's free text (measured_on): one option value's limit
+TGS_MAX = 1e9  # tokens/s/device: far above any accelerator; a lock's TGS is above 0 and below it
+PCT_MAX = 1e6  # a percentage (a delta, an interval bound): within ±PCT_MAX
 
 
 class LockError(XlatuneError):
@@ -77,8 +81,8 @@ class Reader:
     def text(self, value: object, key: str) -> str:
         if not isinstance(value, str):
             raise self.fail(key, "a string", _kind(value))
-        if len(value) > TEXT_MAX or "\n" in value or "\r" in value:
-            raise self.fail(key, f"one line of at most {TEXT_MAX} characters", _shown(value))
+        if len(value) > TEXT_MAX or _CONTROL.search(value):
+            raise self.fail(key, f"one line of at most {TEXT_MAX} characters, no control characters", _shown(value))
         return value
 
     def date(self, value: object, key: str) -> str:
@@ -93,6 +97,31 @@ class Reader:
         if not math.isfinite(value):
             raise self.fail(key, "a finite number", _shown(value))
         return float(value)
+
+    def tgs(self, value: object, key: str) -> float:
+        """A throughput: above 0 and below TGS_MAX (the gate divides by it and prints it)."""
+        number = self.number(value, key)
+        if not 0 < number < TGS_MAX:
+            raise self.fail(key, f"tokens/s/device above 0 and below {TGS_MAX:.0e}", _shown(value))
+        return number
+
+    def pct(self, value: object, key: str) -> float:
+        number = self.number(value, key)
+        if not -PCT_MAX <= number <= PCT_MAX:
+            raise self.fail(key, f"a percentage within ±{PCT_MAX:.0e}", _shown(value))
+        return number
+
+    def optional(self, value: object, key: str, check: grammar.Grammar) -> str:
+        """ "" (the backend did not say) or a text of `check`'s grammar (the cell's own)."""
+        return "" if value == "" else self.checked(value, key, check)
+
+    def parallelism(self, value: object, key: str) -> str:
+        text = self.text(value, key)
+        try:
+            parse_parallelism(text)
+        except ValueError:
+            raise self.fail(key, PARALLELISM_EXPECTED, _shown(text)) from None
+        return text
 
     def items(self, value: object, key: str) -> list[object]:
         if not isinstance(value, list):
