@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .adaptive.values import Budget
+from .cell.grammar import IMAGE_OPTION
 from .options import OPTIONS, budget_value, check_lengths, mask_patterns, numerics_mode, option_value
 from .safefs import file_kind, read_bytes_regular
 from .triage.hang import HangSettings
@@ -44,6 +45,13 @@ def check_ssh_host(host: str) -> None:
             f"--xlatune-ssh-host: expected [user@]host[:port] (an ssh_config alias or a host name, "
             f"port 1-65535), found {host[:80]!r}"
         )
+
+
+def check_image(image: str) -> None:
+    """--xlatune-image is a container image or an interpreter path (IMAGE_OPTION), whatever the
+    backend: it reaches a command line, a job script and the lock; else a usage error naming it."""
+    if image and not IMAGE_OPTION.matches(image):
+        raise pytest.UsageError(f"--xlatune-image: expected {IMAGE_OPTION.expected}, found {image[:80]!r}")
 
 
 POLICY_MAX_BYTES = 256 * 1024  # as a cell file (cell/load.py): YAML is parsed in pure Python
@@ -100,6 +108,7 @@ class Settings:
                 "--xlatune-host-cmd and --xlatune-ssh-host: expected one way to reach Slurm, found both"
             )
         check_ssh_host(str(values["ssh-host"]))
+        check_image(str(values["image"]))
         if values["gate-advisory"] and not values["gate"]:
             raise pytest.UsageError("--xlatune-gate-advisory: expected with --xlatune-gate, found it alone")
         if values["gate-repair"] and not values["gate"]:

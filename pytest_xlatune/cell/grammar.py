@@ -97,6 +97,15 @@ CONTAINER_IMAGE = Grammar(
     r"[A-Za-z0-9_./@+][A-Za-z0-9_./:@+-]*",
     max_len=512,
 )
+# --xlatune-image: a CONTAINER_IMAGE for maxtext-slurm, the interpreter's path for local and sbatch
+# (./slow-python, venv/bin/python, /venvs/new/bin/python); the same characters either way.
+IMAGE_OPTION = Grammar(
+    "a container image (maxtext-slurm) or a Python interpreter path (local, sbatch)",
+    CONTAINER_IMAGE.regex,
+    max_len=CONTAINER_IMAGE.max_len,
+    shown="such as rocm/jax:latest, docker://rocm/jax:latest, /images/maxtext.sqsh or ./venv/bin/python "
+    "(no spaces, quotes or shell characters)",
+)
 
 
 def backwards_range(nodelist: str) -> str | None:

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from pytest_xlatune.settings import check_image
 from tests.conftest import FAKE
 
 CELL = "model_tag: fake\nnodes: 1\nparallelism: FSDP=8\nconfig_tags:\n  sparse: {}\n"
@@ -60,6 +61,17 @@ CASES = [
         "ssh-host-port-too-big",
         "--xlatune-ssh-host=u@h:99999",
         "--xlatune-ssh-host: expected * found 'u@h:99999'",
+    ),
+    (
+        "image-with-shell-characters",  # the local and sbatch backends took it as the interpreter
+        "--xlatune-image=a b;c",
+        "--xlatune-image: expected a container image (maxtext-slurm) or a Python interpreter path "
+        "(local, sbatch) such as * found 'a b;c'",
+    ),
+    (
+        "image-markup",
+        "--xlatune-image=<script>",
+        "--xlatune-image: expected * found '<script>'",
     ),
     (
         "store-a-dangling-link",  # mkdir through it failed later with a bare "File exists"
@@ -119,3 +131,21 @@ def test_cell_file_name_with_an_escape_code_is_refused(pytester: pytest.Pytester
         ["ERROR: '\\x1b]0;owned\\x07.yml': expected a cell file name without control characters"]
     )
     assert "\x1b" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "rocm/jax:latest",
+        "docker://rocm/jax-training:maxtext-v26.3",
+        "registry.example.com:5000/team/jax@sha256:0123abcd",
+        "/images/maxtext-v26.3.tar",
+        "/mnt/vast/images/maxtext.sqsh",
+        "./slow-python",
+        "slow-python",
+        "venv/bin/python",
+        "/venvs/new/bin/python3.12",
+    ],
+)
+def test_an_image_or_interpreter_path_the_docs_use_is_accepted(image: str) -> None:
+    check_image(image)  # the option's grammar is the cell's `image` grammar, for every backend
