@@ -8,6 +8,7 @@ figure of every item whose line said otherwise, and the junit file gets the fina
 
 from __future__ import annotations
 
+import io
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ..safefs import read_bytes_regular, read_text_nofollow, write_atomic
 from ..verdict import figures, stats
 from .build import CellReport
 
@@ -124,15 +126,17 @@ def corrections(
 def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
     """Give each testcase of a junit file its item's final figure properties (as pytest writes
     them: str() of the value); True when the file changed. A symbolic link there is left as
-    pytest wrote through it: nothing of ours is written through a link."""
-    if path.is_symlink():
-        return False
+    pytest wrote through it: nothing of ours is written through a link (read without following
+    one, replaced in one rename: a link put there meanwhile is replaced, never followed)."""
     try:
-        tree = ET.parse(path)
+        raw = read_bytes_regular(path, follow=False, what="a junit file")
+        root = ET.fromstring(raw) if raw is not None else None
     except (OSError, ET.ParseError):
         return False
+    if root is None:
+        return False
     changed = False
-    for case in tree.getroot().iter("testcase"):
+    for case in root.iter("testcase"):
         holder = case.find("properties")
         if holder is None:
             continue
@@ -151,7 +155,12 @@ def rewrite_junit(path: Path, final: Mapping[tuple[str, str], Final]) -> bool:
                 element.set("value", str(value))
                 changed = True
     if changed:
-        tree.write(path, encoding="utf-8", xml_declaration=True)
+        out = io.BytesIO()
+        ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+        try:
+            write_atomic(path, out.getvalue().decode("utf-8"))
+        except OSError:
+            return False
     return changed
 
 
@@ -181,12 +190,13 @@ def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool
     place the node id appears, when it still holds the run-time text. pytest-html keeps its rows
     in an escaped JSON blob; figures are plain ASCII, the same in every escaping. The page's
     Environment block goes below the results (environment_last). True: changed. A symbolic
-    link there is left as pytest wrote through it."""
-    if path.is_symlink():
-        return False
+    link there is left as pytest wrote through it: read without following one, replaced in one
+    rename (safefs.write_atomic), so a link put there meanwhile is replaced, never followed."""
     try:
-        before = path.read_text(encoding="utf-8")
+        before = read_text_nofollow(path)
     except OSError:
+        return False
+    if before is None:
         return False
     text = environment_last(before)
     for nodeid, marker, old, new in cells:
@@ -202,7 +212,10 @@ def rewrite_html(path: Path, cells: Sequence[tuple[str, str, str, str]]) -> bool
             at = text.find(nodeid, at + len(nodeid))
     if text == before:
         return False
-    path.write_text(text, encoding="utf-8")
+    try:
+        write_atomic(path, text)
+    except OSError:
+        return False
     return True
 
 
