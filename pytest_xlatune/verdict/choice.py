@@ -35,12 +35,7 @@ class CrossConfigGate:
             f"[{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance -{self.tolerance_pct:g} %),"
             f" {figures.jobs_text(job_ids)}"
         )
-        if self.odds is not None:
-            line += (
-                f"; the interval reaches across the tolerance line: decided on the odds after "
-                f"{c.n_candidate} run(s), {self.odds:.0%} that it regresses beyond the tolerance"
-            )
-        return line
+        return line + figures.odds_text(c, self.odds)
 
 
 def regression_gate(
@@ -54,13 +49,11 @@ def regression_gate(
         return None
     tag_noise = noise(results, config_tag)
     comparison = stats.compare(candidate, baseline, tag_noise)
-    decision = stats.regression_check(candidate, baseline, tag_noise, tolerance_pct)
-    odds = None
-    if final and decision is stats.GateDecision.AMBIGUOUS:
-        odds = stats.regression_probability(candidate, baseline, tag_noise, tolerance_pct)
-        decision = stats.decide_after_remeasure(candidate, baseline, tag_noise, tolerance_pct)
-        if comparison.verdict is not stats.Direction.WORSE:
-            decision = stats.GateDecision.PASS
+    if not final:
+        return CrossConfigGate(
+            stats.regression_check(candidate, baseline, tag_noise, tolerance_pct), comparison, tolerance_pct
+        )
+    decision, odds = stats.decide_final(candidate, baseline, tag_noise, tolerance_pct)
     return CrossConfigGate(decision, comparison, tolerance_pct, odds)
 
 

@@ -88,6 +88,17 @@ def jobs_text(job_ids: Sequence[str]) -> str:
     return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)
 
 
+def odds_text(comparison: stats.Comparison, odds: float | None) -> str:
+    """What a regression gate's failure line adds when the odds decided it (`stats.decide_final`:
+    its interval excluded no change but reached across the tolerance line); "" otherwise."""
+    if odds is None:
+        return ""
+    return (
+        f"; the interval reaches across the tolerance line: decided on the odds after "
+        f"{comparison.n_candidate} run(s), {odds * 100:.0f} % that it regresses beyond the tolerance"
+    )
+
+
 def group_key(result: JobResult) -> tuple[object, ...]:
     """What makes two runs one measurement: identical effective settings, profiled or not."""
     return (one_run.profiled(result), verdicts.settings_key(result))

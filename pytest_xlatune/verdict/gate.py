@@ -20,7 +20,9 @@ class ImageGate:
 
     problems: tuple[str, ...]
     ambiguous: bool
-    warnings: tuple[str, ...] = ()  # numerics changed under --xlatune-numerics=warn
+    # Numerics changed under --xlatune-numerics=warn; a final check that passed a likely
+    # regression because its 95 % interval includes no change (no regression the data show).
+    warnings: tuple[str, ...] = ()
 
 
 def image_gate(
@@ -109,16 +111,17 @@ def image_gate(
         ),
     )
     for what, values, controls, ids, control_runs, stored in checks:
-        decision = _confirmed(values, controls, tag_noise, tolerance_pct, final)
+        decision, odds = _confirmed(values, controls, tag_noise, tolerance_pct, final)
+        control_ids = figures.jobs_text([r.job_id for r in control_runs])
+        jobs = f"{ids} vs {control_ids} on {old} in this session (locked {stored:.1f}, for context)"
+        c = stats.compare(values, controls, tag_noise)
         if decision is stats.GateDecision.FAIL:
-            control_ids = figures.jobs_text([r.job_id for r in control_runs])
-            problems.append(
-                _line(
-                    what,
-                    stats.compare(values, controls, tag_noise),
-                    tolerance_pct,
-                    f"{ids} vs {control_ids} on {old} in this session (locked {stored:.1f}, for context)",
-                )
+            problems.append(_line(what, c, tolerance_pct, jobs) + figures.odds_text(c, odds))
+        elif odds is not None and odds >= stats.DEFAULT_FAIL_PROBABILITY:  # passed: no change is inside
+            warnings.append(
+                _line(what.replace(" regressed vs ", " vs ", 1), c, tolerance_pct, jobs)
+                + f"; passed: {odds * 100:.0f} % odds that it regresses beyond the tolerance after {c.n_candidate}"
+                " run(s), yet its 95 % interval includes no change (no regression the data show)"
             )
         ambiguous |= decision is stats.GateDecision.AMBIGUOUS
     return ImageGate(tuple(problems), ambiguous and not problems, tuple(warnings))
@@ -130,7 +133,7 @@ def _tgs(runs: Sequence[JobResult]) -> list[float]:
 
 def _confirmed(
     values: Sequence[float], controls: Sequence[float], noise: stats.Noise, tolerance_pct: float, final: bool
-) -> stats.GateDecision:
+) -> tuple[stats.GateDecision, float | None]:
     """A regression vs the same-window controls: FAIL before `final` only when the whole interval
     is past the tolerance and both sides were measured at least twice; a likely but unconfirmed
     one is AMBIGUOUS (measure again). One run against one control says nothing about the noise
@@ -138,21 +141,21 @@ def _confirmed(
     one of them would read as a regression: that pair is measured again first. A gate that
     looks fine (its point estimate inside the tolerance) passes without extra jobs; one whose
     point estimate is past it is measured again even when the noise is too large to fail it
-    (a -53 % recipe on a loaded machine passed on its first pair)."""
-    decision = stats.decide_after_remeasure(values, controls, noise, tolerance_pct)
+    (a -53 % recipe on a loaded machine passed on its first pair). When `final`, the odds decide
+    what the interval left open (`stats.decide_final`, returned with the decision), yet never FAIL
+    runs whose interval includes no change."""
     if final:
-        return decision
+        return stats.decide_final(values, controls, noise, tolerance_pct)
+    decision = stats.decide_after_remeasure(values, controls, noise, tolerance_pct)
     if decision is stats.GateDecision.PASS and (
         stats.regression_check(values, controls, noise, tolerance_pct) is stats.GateDecision.PASS
         or stats.regression_probability(values, controls, noise, tolerance_pct) < 0.5
     ):
-        return decision  # it looks fine: its point estimate is inside the tolerance
+        return decision, None  # it looks fine: its point estimate is inside the tolerance
     clear = stats.regression_check(values, controls, noise, tolerance_pct)
-    return (
-        stats.GateDecision.FAIL
-        if clear is stats.GateDecision.FAIL and _repeated(values, controls)
-        else stats.GateDecision.AMBIGUOUS
-    )
+    if clear is stats.GateDecision.FAIL and _repeated(values, controls):
+        return stats.GateDecision.FAIL, None
+    return stats.GateDecision.AMBIGUOUS, None
 
 
 def _repeated(values: Sequence[float], controls: Sequence[float]) -> bool:

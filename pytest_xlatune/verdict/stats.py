@@ -59,6 +59,7 @@ __all__ = [
     "Spread",
     "compare",
     "decide_after_remeasure",
+    "decide_final",
     "detectable_effect",
     "direction",
     "disagree",
@@ -366,3 +367,21 @@ def decide_after_remeasure(
         return decision
     p = regression_probability(candidate, baseline, noise, tolerance_pct, higher_is_better)
     return GateDecision.FAIL if p >= fail_probability else GateDecision.PASS
+
+
+def decide_final(
+    candidate: Sequence[float], baseline: Sequence[float], noise: Noise, tolerance_pct: float
+) -> tuple[GateDecision, float | None]:
+    """The last word of a regression gate (TGS, higher is better): `decide_after_remeasure`, yet
+    never FAIL for runs whose 95 % interval includes no change (their figure reads `within noise`
+    wherever it is shown: no regression the data supports, whatever the odds). Also returns the
+    odds of a regression beyond the tolerance when they decided (the interval reached across the
+    tolerance line), None when the interval alone decided."""
+    decision = regression_check(candidate, baseline, noise, tolerance_pct)
+    if decision is not GateDecision.AMBIGUOUS:
+        return decision, None
+    odds = regression_probability(candidate, baseline, noise, tolerance_pct)
+    decision = decide_after_remeasure(candidate, baseline, noise, tolerance_pct)
+    if compare(candidate, baseline, noise).verdict is not Direction.WORSE:
+        decision = GateDecision.PASS
+    return decision, odds

@@ -239,3 +239,23 @@ def test_a_recipe_far_below_its_control_on_a_noisy_machine_is_measured_again_not
     # One that looks fine (its point estimate inside the tolerance) still passes at once.
     fine = gate([24500.0], [9893.0, 3330.0], old_recipe=[24660.7], old_baseline=[9500.0, 3500.0])
     assert not fine.ambiguous and fine.problems == ()
+
+
+def test_a_final_gate_never_fails_on_the_odds_when_the_interval_includes_no_change() -> None:
+    """Old-image baselines 2x apart (a loaded machine): the new baseline at -50 % has >= 80 % odds
+    of a regression, yet its 95 % interval includes no change; the last check passes it with a
+    warning that says so, rather than fail on a regression the data do not show. A likely
+    regression whose interval excludes no change but reaches inside the tolerance still fails on
+    the odds, and its line says so."""
+    loose = gate([1100.0] * 3, [750.0] * 3, final=True, old_recipe=(1100.0,) * 3, old_baseline=(1000.0, 2000.0))
+    assert loose.problems == () and not loose.ambiguous
+    (warning,) = loose.warnings
+    assert warning.startswith("baseline [default] vs the lock (2026-11-30): TGS 750.0 vs 1500.0 (-50.00 %")
+    assert "yet its 95 % interval includes no change" in warning
+    before = gate([1100.0] * 3, [750.0] * 3, old_recipe=(1100.0,) * 3, old_baseline=(1000.0, 2000.0))
+    assert before.ambiguous and before.problems == ()  # not final: measured again first
+    recipe = (1100.0, 1101.0, 1100.0)
+    odds = gate(recipe, [978.0, 982.0], final=True, old_recipe=recipe, old_baseline=(1000.0, 1002.0, 1001.0))
+    (problem,) = odds.problems
+    assert problem.startswith("baseline [default] regressed vs the lock (2026-11-30): TGS 980.0 vs 1001.0 (-2.10 %")
+    assert "reaches across the tolerance line: decided on the odds after 2 run(s)" in problem
