@@ -82,9 +82,14 @@ def _order(job: str) -> tuple[int, str]:
     return (int(job), "") if job.isdigit() else (0, job)
 
 
+def in_job_order(job_ids: Sequence[str]) -> tuple[str, ...]:
+    """The job ids once each, in job order (`3, 5, 20`, never `3, 20, 5`)."""
+    return tuple(sorted(dict.fromkeys(job_ids), key=_order))
+
+
 def jobs_text(job_ids: Sequence[str]) -> str:
     """`job 5` or `jobs 3, 5, 20`: jobs in a sentence, in job order, as every output lists them."""
-    ids = sorted(dict.fromkeys(job_ids), key=_order)
+    ids = in_job_order(job_ids)
     return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)
 
 

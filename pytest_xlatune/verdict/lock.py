@@ -169,15 +169,20 @@ def lock_change(
 
 
 def _same(a: Lock, b: Lock) -> bool:
-    """Equal but for the date (a rerun reusing every stored result measures nothing new)."""
-    return (a.model_tag, a.parallelism, a.image, a.nodelist, a.recipes, a.measured_on) == (
+    """Equal but for the date (a rerun reusing every stored result measures nothing new) and the
+    order of each recipe's job ids (older locks stored them in pooling order: `3, 20, 5`)."""
+    return (a.model_tag, a.parallelism, a.image, a.nodelist, _in_job_order(a), a.measured_on) == (
         b.model_tag,
         b.parallelism,
         b.image,
         b.nodelist,
-        b.recipes,
+        _in_job_order(b),
         b.measured_on,
     )
+
+
+def _in_job_order(lock: Lock) -> tuple[LockedRecipe, ...]:
+    return tuple(replace(r, job_ids=figures.in_job_order(r.job_ids)) for r in lock.recipes)
 
 
 def _recipes(lock: Lock) -> str:

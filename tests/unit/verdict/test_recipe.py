@@ -373,3 +373,30 @@ def test_a_winning_pipeline_shape_is_the_recipe_the_report_stars_and_the_lock_ho
     [locked] = lock.recipes
     assert (locked.profile, locked.xla_flags, locked.overrides, locked.job_ids) == ("mb4_v1", (), mb4, ("4", "6"))
     assert locked.delta_pct > 0 and locked.ci_low_pct > 0
+
+
+def test_a_lock_on_file_with_its_jobs_in_pooling_order_is_the_same_recipe(tmp_path: Path) -> None:
+    """Older versions stored a recipe's job ids in pooling order (`3, 20, 5`); the lock built from
+    the same stored results lists them in job order. A whole sweep that reuses every result finds
+    the recipe on file (it said `recipe changed: X → X` and rewrote the lock); other jobs are a change."""
+    from pytest_xlatune.verdict.lock import lock_change
+
+    pooled = dataclasses.replace(run("a", 1100.0, job="3"), runs=(("3", 1100.0), ("20", 1102.0)))
+    results = BASELINES + [pooled, run("a", 1098.0, job="5"), run("b", 1060.0), confirmed("a", 1099.0)]
+    built = _lock(tmp_path, results)
+    assert built is not None and built.recipes[0].job_ids == ("3", "5", "20")
+    on_file = dataclasses.replace(
+        built, recipes=tuple(dataclasses.replace(r, job_ids=("3", "20", "5")) for r in built.recipes)
+    )
+    changed, why = lock_change(on_file, built, [])
+    assert (
+        not changed
+        and why
+        == f"the sweep found the recipe on file (a [default] {built.recipes[0].delta_pct:+.2f} % (jobs 3, 5, 20))"
+    )
+    changed, why = lock_change(on_file, dataclasses.replace(built, measured_on="jax 9"), [])
+    assert changed and why.startswith("the recipe on file (") and why.endswith("now measured on jax 9")
+    other = dataclasses.replace(
+        built, recipes=tuple(dataclasses.replace(r, job_ids=("3", "5", "21")) for r in built.recipes)
+    )
+    assert lock_change(on_file, other, [])[1].startswith("recipe changed: ")
