@@ -251,6 +251,10 @@ class Sweep:
                 final=final,
             )
             if gate is None or gate.decision is stats.GateDecision.PASS:
+                if gate is not None and (
+                    why := gate.passed_on_the_interval(spec.resolved_from, spec.config_tag, [r.job_id for r in runs])
+                ):
+                    (self.warn or self.report)(f"{spec.name}: {why}")
                 return
             if gate.decision is stats.GateDecision.FAIL:
                 recipe = choice.recipe(self.results(), self.cell.primary_config.name, self.numerics) is not None

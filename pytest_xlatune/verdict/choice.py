@@ -37,6 +37,24 @@ class CrossConfigGate:
         )
         return line + figures.odds_text(c, self.odds)
 
+    def passed_on_the_interval(self, name: str, config_tag: str, job_ids: Sequence[str]) -> str:
+        """Why a final check passed although its odds of a regression said otherwise ("" when
+        they did not): its 95 % interval includes no change (as the image gate's warning)."""
+        c = self.comparison
+        if (
+            self.decision is not stats.GateDecision.PASS
+            or self.odds is None
+            or self.odds < stats.DEFAULT_FAIL_PROBABILITY
+        ):
+            return ""
+        return (
+            f"{name!r} on config tag {config_tag!r}: TGS {c.candidate_mean:.1f} vs baseline {c.baseline_mean:.1f}"
+            f" ({c.delta_pct:+.2f} %, 95 % interval [{c.ci_low_pct:+.2f}, {c.ci_high_pct:+.2f}] %, tolerance"
+            f" -{self.tolerance_pct:g} %), {figures.jobs_text(job_ids)}; passed: {self.odds * 100:.0f} % odds that it"
+            f" regresses beyond the tolerance after {c.n_candidate} run(s), yet its 95 % interval includes no"
+            " change (no regression the data show)"
+        )
+
 
 def regression_gate(
     candidate: Sequence[float], results: Sequence[JobResult], config_tag: str, tolerance_pct: float, final: bool

@@ -316,6 +316,10 @@ def test_wave6_never_fails_runs_whose_interval_includes_no_change_and_names_what
     assert unsure is not None and unsure.comparison.ci_low_pct < 0 < unsure.comparison.ci_high_pct
     assert unsure.odds is not None and unsure.odds >= stats.DEFAULT_FAIL_PROBABILITY
     assert unsure.decision is stats.GateDecision.PASS
+    # the pass says why, as the image gate's warning does (wave 6 passed silently)
+    said = unsure.passed_on_the_interval("a", "long", ["12", "10", "11"])
+    assert said.startswith("'a' on config tag 'long': TGS 650.0") and "jobs 10, 11, 12; passed: " in said
+    assert f"passed: {unsure.odds * 100:.0f} % odds" in said and "its 95 % interval includes no change" in said
     clear = choice.regression_gate([700.0, 650.0, 600.0], BASELINES, "default", 1.0, final=True)
     assert clear is not None and clear.decision is stats.GateDecision.FAIL
     assert clear.message("a", "long", ["10", "9"], recipe=False).startswith(
@@ -323,6 +327,7 @@ def test_wave6_never_fails_runs_whose_interval_includes_no_change_and_names_what
     )
     assert clear.message("a", "long", ["10", "9"]).startswith("recipe 'a' regresses config tag 'long'")
     assert clear.message("a", "long", ["10", "9"]).endswith("jobs 9, 10")
+    assert clear.passed_on_the_interval("a", "long", ["10", "9"]) == ""
 
 
 PP_CELL = """\
