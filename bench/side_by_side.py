@@ -1,7 +1,8 @@
 """The same cell run adaptively and under --xlatune-fixed-protocol, back to back in one time
 window, on the local backend with the scripted noisy trainer (tests/fake_trainer.py) whose true
 effects are known: job time (node-minutes of every job, attempts included) of each, the ratio,
-the recipe each locked, and the null profiles each called better.
+the recipe each names (its report's) and the one each locked (the fixed protocol runs no
+control after a win, so it locks none), and the null profiles each called better.
 
     python bench/side_by_side.py [--json OUT] [--seed N]
 
@@ -22,6 +23,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pytest_xlatune.store import ResultStore  # noqa: E402
+from pytest_xlatune.verdict import choice  # noqa: E402
+
 NULLS = ("null_a", "null_b", "null_c", "null_d", "null_e", "null_f", "null_g", "null_h", "null_i")
 WIN_FLAGS = ["--xla_fake_tgs=1080"]
 
@@ -72,7 +78,11 @@ def run_one(where: Path, seed: int, fixed: bool, place: str = "") -> dict[str, A
     jobs = {e["job_id"]: e for e in events if e["event"] in ("result", "attempt") and not e.get("shared_from")}
     lock_path = where / "side.lock.json"
     lock = json.loads(lock_path.read_text()) if lock_path.exists() else {}
-    recipe = [r.get("xla_flags") for r in lock.get("recipes", [])]
+    locked = [r.get("xla_flags") for r in lock.get("recipes", [])]
+    # The recipe the report names (its TL;DR, choice.deployable), locked or not.
+    stored = [r for r in ResultStore(where / ".xlatune" / "side.jsonl").latest_by_key().values() if r.measured]
+    named = choice.deployable(stored, "default")
+    recipe = [list(named.xla_flags)] if named is not None else []
     better = sorted(
         {
             line.split("::")[2].split("[")[0]
@@ -85,6 +95,7 @@ def run_one(where: Path, seed: int, fixed: bool, place: str = "") -> dict[str, A
         "job_seconds": sum(j.get("node_minutes") or 0.0 for j in jobs.values()) * 60,
         "jobs": len(jobs),
         "recipe": recipe,
+        "locked": locked,
         "nulls_called_better": better,
         "stopped_early": sum(1 for j in jobs.values() if j["verdict"] == "stopped_early"),
         "shared": sum(1 for e in events if e["event"] == "result" and e.get("shared_from")),
@@ -145,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ):
         a, f = data["adaptive"][key], data["fixed"][key]
         print(f"| {label} | {a:.1f} | {f:.1f} |" if isinstance(a, float) else f"| {label} | {a} | {f} |")
-    print(f"| recipe | {data['adaptive']['recipe']} | {data['fixed']['recipe']} |")
+    print(f"| recipe (the report's) | {data['adaptive']['recipe']} | {data['fixed']['recipe']} |")
+    print(f"| recipe locked | {data['adaptive']['locked']} | {data['fixed']['locked']} |")
     print(
         f"| null profiles called better | {data['adaptive']['nulls_called_better'] or 'none'} | "
         f"{data['fixed']['nulls_called_better'] or 'none'} |"

@@ -30,6 +30,8 @@ def test_the_adaptive_sweep_finds_the_same_recipe_for_at_most_0_7x_the_job_time(
     # adaptive sweep measured 0.77 (18 jobs vs 16, 2026-12-03, loaded 2-core machine).
     assert data["job_time_ratio"] <= 0.8, done.stdout
     assert adaptive["recipe"] == fixed["recipe"] == [["--xla_fake_tgs=1080"]], done.stdout  # the true +8 %
+    # the adaptive sweep locks it; the fixed protocol runs no control after a win: it locks none
+    assert adaptive["locked"] == [["--xla_fake_tgs=1080"]] and fixed["locked"] == [], done.stdout
     assert adaptive["nulls_called_better"] == [], done.stdout
     # What the saving is made of: the -30 % profile stopped early, the win's duplicate shared,
     # the no-ops after the confirmed win skipped; the fixed protocol runs every item to its end.
