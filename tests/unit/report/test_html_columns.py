@@ -9,15 +9,18 @@ from pytest_xlatune.evidence.inert import inert_text
 from pytest_xlatune.report.html import COLUMNS, FIRST_EXTRA_COLUMN, pytest_html_results_table_row
 
 
-def verdict_cell(**props: object) -> str:
-    cells = ["<td>passed</td>", "<td>cell.yml::wave2::vec256[default]</td>"]
+def column_cell(column: str, nodeid: str, **props: object) -> str:
+    """The HTML results table's `column` cell of an item with these xlatune_* properties."""
+    cells = ["<td>passed</td>", f"<td>{nodeid}</td>"]
     report = SimpleNamespace(
-        user_properties=[(f"xlatune_{k}", v) for k, v in props.items()],
-        nodeid="cell.yml::wave2::vec256[default]",
-        when="call",
+        user_properties=[(f"xlatune_{k}", v) for k, v in props.items()], nodeid=nodeid, when="call"
     )
     pytest_html_results_table_row(report, cells)  # type: ignore[arg-type]
-    return cells[FIRST_EXTRA_COLUMN + [title for title, _ in COLUMNS].index("Verdict")]
+    return cells[FIRST_EXTRA_COLUMN + [title for title, _ in COLUMNS].index(column)]
+
+
+def verdict_cell(**props: object) -> str:
+    return column_cell("Verdict", "cell.yml::wave2::vec256[default]", **props)
 
 
 def test_an_inert_candidates_verdict_cell_names_the_run_it_compiled_to() -> None:
@@ -30,14 +33,7 @@ def test_an_inert_candidates_verdict_cell_names_the_run_it_compiled_to() -> None
 
 
 def job_cell(**props: object) -> str:
-    cells = ["<td>passed</td>", "<td>cell.yml::wave1::baseline-r2[default]</td>"]
-    report = SimpleNamespace(
-        user_properties=[(f"xlatune_{k}", v) for k, v in props.items()],
-        nodeid="cell.yml::wave1::baseline-r2[default]",
-        when="call",
-    )
-    pytest_html_results_table_row(report, cells)  # type: ignore[arg-type]
-    return cells[FIRST_EXTRA_COLUMN + [title for title, _ in COLUMNS].index("Job")]
+    return column_cell("Job", "cell.yml::wave1::baseline-r2[default]", **props)
 
 
 def test_the_job_cell_names_the_runs_behind_the_tgs_cell() -> None:
