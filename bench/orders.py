@@ -454,6 +454,10 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
             ratios = by_place.setdefault(f"{arm} / fixed+stop, winner {where}", {"sum": 0.0, "n": 0.0})
             ratios["sum"] += found[arm]["seconds"] / found["fixed+stop"]["seconds"]
             ratios["n"] += 1
+            for pruner in ("optuna-sh", "optuna-hb", "optuna-median"):
+                ratios = by_place.setdefault(f"{arm} / {pruner}, winner {where}", {"sum": 0.0, "n": 0.0})
+                ratios["sum"] += found[arm]["seconds"] / found[pruner]["seconds"]
+                ratios["n"] += 1
     data: dict[str, Any] = {
         "meta": {"orders": orders, "seed": seed, "profiles": PROFILES, "win_pct": WIN, "inert_share": world.inert_share}
     }
@@ -497,7 +501,10 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
         "prior (adaptive+prior / adaptive)": js["adaptive+prior"] / js["adaptive"],
         "evidence order (adaptive+evidence / adaptive)": js["adaptive+evidence"] / js["adaptive"],
     }
-    data["by_place"] = {k: v["sum"] / v["n"] for k, v in sorted(by_place.items())}
+    # by place against the fixed protocol with its stop rule and the best stock pruner only
+    data["by_place"] = {
+        k: v["sum"] / v["n"] for k, v in sorted(by_place.items()) if "/ optuna" not in k or f"/ {best_optuna}," in k
+    }
     # Issue 27's acceptance, for the adaptive sweep without a prior (a store's first sweep) against
     # fixed+stop, and with its evidence run's order against the human reading the same evidence.
     data["targets"] = {
