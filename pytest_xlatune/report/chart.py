@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from .data import ReportData, Row
+from .data import ReportData
+from .leaderboard import Row
 
 WIDTH = 820
 LABEL_WIDTH = 210

@@ -7,8 +7,9 @@ from __future__ import annotations
 from html import escape
 
 from . import chart
-from .data import ReportData, Row
+from .data import ReportData
 from .html_top import top_html
+from .leaderboard import Row
 
 STYLE = """<style>
 .xlatune-cell{margin:1em 0 2em}
