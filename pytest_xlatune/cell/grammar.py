@@ -108,9 +108,13 @@ IMAGE_OPTION = Grammar(
 )
 
 
+# What a cell's and a lock's `nodelist` must be: the grammar allows node[04-01], Slurm does not.
+NODELIST_LOW_HIGH = f"{NODELIST.expected}, each range low-high"
+
+
 def backwards_range(nodelist: str) -> str | None:
     """The first range of a NODELIST-checked hostlist that runs backwards ('04-01'), else None:
-    Slurm refuses it, so the cell loader does."""
+    Slurm refuses it, so the cell loader and the lock reader do (NODELIST_LOW_HIGH)."""
     for body in re.findall(r"\[([^\]]*)\]", nodelist):
         for low, high in re.findall(r"([0-9]+)-([0-9]+)", body):
             if int(low) > int(high):

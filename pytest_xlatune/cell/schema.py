@@ -49,9 +49,7 @@ def _text(grammar: G.Grammar) -> Read:
 def _nodelist(r: N.Ctx, node: Node, key: str) -> str:
     text = N.string(r, node, key, G.NODELIST)
     if backwards := G.backwards_range(text):
-        r.fail(
-            node, key, f"{G.NODELIST.expected}, each range low-high", f"{text!r} (the range {backwards} runs backwards)"
-        )
+        r.fail(node, key, G.NODELIST_LOW_HIGH, f"{text!r} (the range {backwards} runs backwards)")
     return text
 
 

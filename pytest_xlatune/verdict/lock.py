@@ -204,7 +204,7 @@ def load_lock(path: Path) -> Lock:
         model_tag=r.field(data, "model_tag", "", lambda v, k: r.checked(v, k, grammar.MODEL_TAG)),
         parallelism=r.field(data, "parallelism", "", r.parallelism),
         image=r.field(data, "image", "", lambda v, k: r.optional(v, k, grammar.CONTAINER_IMAGE)),
-        nodelist=r.field(data, "nodelist", "", lambda v, k: r.optional(v, k, grammar.NODELIST)),
+        nodelist=r.field(data, "nodelist", "", r.nodelist),
         date=r.field(data, "date", "", r.date),
         recipes=tuple(_recipe(r, item, f"recipes[{i}]") for i, item in enumerate(recipes)),
         measured_on=r.field(data, "measured_on", "", r.text, default=""),

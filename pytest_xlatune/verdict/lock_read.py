@@ -115,6 +115,13 @@ class Reader:
         """ "" (the backend did not say) or a text of `check`'s grammar (the cell's own)."""
         return "" if value == "" else self.checked(value, key, check)
 
+    def nodelist(self, value: object, key: str) -> str:
+        """ "" or a Slurm hostlist whose ranges run low-high, as the cell loader holds it."""
+        text = self.optional(value, key, grammar.NODELIST)
+        if backwards := grammar.backwards_range(text):
+            raise self.fail(key, grammar.NODELIST_LOW_HIGH, f"{_shown(text)} (the range {backwards} runs backwards)")
+        return text
+
     def parallelism(self, value: object, key: str) -> str:
         text = self.text(value, key)
         try:

@@ -64,6 +64,10 @@ def _drop(key: str) -> Callable[[Any], None]:
         (_set("image", to="a b;c"), "image: expected a container image *, found 'a b;c'"),
         (_set("nodelist", to="\u001b]0;t\u0007"), "nodelist: expected * found '\\x1b]0;t\\x07'"),
         (_set("nodelist", to="node01;reboot"), "nodelist: expected a Slurm nodelist *, found 'node01;reboot'"),
+        (
+            _set("nodelist", to="node[04-01]"),
+            "nodelist: expected a Slurm nodelist *, each range low-high, found 'node[04-01]' (the range 04-01 runs backwards)",
+        ),
         (_set("parallelism", to="<script>"), "parallelism: expected AXIS=N* found '<script>'"),
         (
             _set("recipes", 0, "tgs", to=1e308),
