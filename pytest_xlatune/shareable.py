@@ -104,6 +104,17 @@ TOKEN_SHAPES: tuple[tuple[str, str], ...] = (
         rf"(?:[ \t]*\r?\n{_LINE_START}[A-Za-z0-9+/]{{1,76}}={{0,2}}(?=[ \t]*\r?$))?"
         rf"(?:[ \t]*\r?\n{_LINE_START}-----END [A-Z ]*PRIVATE KEY-----)?[ \t]*(?=\r?$))",
     ),
+    # The last lines of a body right before its END line, the BEGIN line cut off: the END line
+    # vouches for them, so any key line goes (a lone one that starts with `/` or holds five reads
+    # as a path above). At most three lines before the short last one: a longer body holds a
+    # line the pattern above takes (but for odds of 1 in 64**4), and the bound keeps a run of
+    # path-like lines linear.
+    (
+        "PEM key body before its END line",
+        rf"(?m:{_LINE_START}{_KEY_LINE_NEXT}(?:[ \t]*\r?\n{_LINE_START}{_KEY_LINE_NEXT}){{0,2}}"
+        rf"(?:[ \t]*\r?\n{_LINE_START}[A-Za-z0-9+/]{{1,76}}={{0,2}})?"
+        rf"[ \t]*\r?\n{_LINE_START}-----END [A-Z ]*PRIVATE KEY-----[ \t]*(?=\r?$))",
+    ),
     (
         "PEM key body, escaped newlines",
         rf"(?:(?<=\\n)|(?<![A-Za-z0-9+/=_.-])){_KEY_NEXT}(?:\\r)?\\n(?:{_KEY_NEXT}(?:\\r)?\\n)+"

@@ -419,6 +419,37 @@ def test_a_private_keys_body_is_masked_when_the_excerpt_cut_its_begin_line(width
     assert masker.mask(f'{{"key": "{escaped[10:]}"}}').count(body[5]) == 0  # cut inside a line
 
 
+def _key_ending_in(lone: str) -> list[str]:
+    """A key body (PEM's 64 wrap) whose last full line is `lone`: the rest from _key_body."""
+    body = _key_body(64)
+    return [*body[:-2], lone, body[-1]]
+
+
+@pytest.mark.parametrize(
+    "lone",
+    [
+        "/ZrusApvH5bNMdG/7iVIqIlVdPEbh1rkmVyEhM7679z2pIp6qpcp1Uf77C2V1OX1",  # starts with `/`
+        "ZrusA/pvH5bNMdG/7iVIqI/lVdPEbh1rkm/VyEhM7679z2pIp6/qpcp1Uf77C2V1OX1",  # five `/`
+    ],
+)
+@pytest.mark.parametrize("prefix", ["", "0: "])
+def test_a_lone_key_line_that_reads_like_a_path_is_masked_before_its_end_line(lone: str, prefix: str) -> None:
+    """An excerpt cut from the BEGIN line down to the last full line: alone, a line that starts
+    with `/` or holds five reads as a path, but the END line after it says it is a key's."""
+    masker = shareable.Masker.build({})
+    body = _key_ending_in(lone[:64])
+    for tail in ([], [body[-1]]):  # the lone line with and without the short last line
+        lines = "\n".join(prefix + line for line in [body[-2], *tail])
+        text = (
+            f"step 12, loss 3.20\n{lines}\n{prefix}-----END RSA PRIVATE KEY-----\nTraceback (most recent call last):\n"
+        )
+        shown = masker.mask(text)
+        assert body[-2][-16:] not in shown and body[-1][-8:] not in shown, shown
+        assert shown.startswith("step 12, loss 3.20\n") and "Traceback (most recent call last):" in shown
+    whole = "\n".join(["-----BEGIN RSA PRIVATE KEY-----", *body, "-----END RSA PRIVATE KEY-----"])
+    assert masker.mask(whole) == "[masked]"
+
+
 def test_hashes_paths_and_module_names_are_not_taken_for_key_lines() -> None:
     masker = shareable.Masker.build({})
     text = "\n".join(
@@ -433,6 +464,15 @@ def test_hashes_paths_and_module_names_are_not_taken_for_key_lines() -> None:
             "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08AbC",
             "ThisIsAVeryLongCamelCaseIdentifierWithoutDigitsThatGoesOnAndOnForever",
             "Tokens/s/device: 1234.5, total_weights: 1024",
+            # Path lines of ordinary logs: an END line vouches for a path-like line only right before it.
+            "/usr/lib/x86_64-linux-gnu/libnccl.so.2: version `NCCL_2.18' not found",
+            "/opt/Rocm6/Lib/Llvm/Bin/Ld/Lld/Archive/Members/Obj42/Final/Linker/abc",
+            "node01:1234:1234 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+            "node01:1234:1234 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read",
+            "0: /Workspace/MaxText/Configs/Models/Llama3/Run7/Checkpoints/Items/00012",
+            "    /Home/User1/Jax/Cache/Compiled/Module0042/Train/Step/Sm90/Artifacts/x",
         ]
     )
     assert masker.mask(text) == text
+    many = "\n".join(f"/Home/User{i:04d}/Jax/Cache/Compiled/Module0042/Train/Step/Sm90/Artifactsx" for i in range(300))
+    assert masker.mask(many) == many
