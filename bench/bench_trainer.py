@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import fake_trainer  # noqa: E402
+import fake_trainer
 
 UNKNOWN_LINE = (
     "E1130 00:00:00.000000 1 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_bench_unknown_after={value}"

@@ -54,10 +54,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import optuna  # noqa: E402
-from _common import emit  # noqa: E402
-from replay import Outcome, judge_adaptive, judge_fixed, run  # noqa: E402
-from replay_world import Sweep, World, _cell, _drift, job, programs  # noqa: E402
+import optuna
+from _common import emit
+from replay import Outcome, judge_adaptive, judge_fixed, run
+from replay_world import Sweep, World, _cell, _drift, job, programs
 
 from pytest_xlatune.adaptive import (
     Action,
@@ -71,13 +71,13 @@ from pytest_xlatune.adaptive import (
     SweepState,
     fixed,
     planner,
-)  # noqa: E402
-from pytest_xlatune.adaptive.keys import plan_items  # noqa: E402
-from pytest_xlatune.adaptive.order import Prior  # noqa: E402
-from pytest_xlatune.adaptive.values import RunState  # noqa: E402
-from pytest_xlatune.engine.prior import with_evidence  # noqa: E402
-from pytest_xlatune.plan.catalog import EvidenceFacts  # noqa: E402
-from pytest_xlatune.plan.expand import RunKind, RunSpec  # noqa: E402
+)
+from pytest_xlatune.adaptive.keys import plan_items
+from pytest_xlatune.adaptive.order import Prior
+from pytest_xlatune.adaptive.values import RunState
+from pytest_xlatune.engine.prior import with_evidence
+from pytest_xlatune.plan.catalog import EvidenceFacts
+from pytest_xlatune.plan.expand import RunKind, RunSpec
 
 PROFILES, WIN = 13, 8.0
 WINNER = "wave2::winner[default]"
@@ -405,7 +405,7 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
         others = [p for p in cell if p[0] != "winner"]
         r.shuffle(others)
         place = (0, PROFILES // 2, PROFILES - 1)[index % 3] if index < 6 else r.randrange(PROFILES)
-        listed = others[:place] + [cell[0]] + others[place:]
+        listed = [*others[:place], cell[0], *others[place:]]
         world_rng = random.Random(f"{seed}:{index}:world")
         plain = sweep(world_rng, world, listed, None)
         ordered = replace(
@@ -448,7 +448,7 @@ def simulate(orders: int, seed: int, world: World) -> dict[str, Any]:
                     inert=arm not in TWIN,
                     means=arm == "fixed+stop (means)",
                 )
-            totals[arm].update({k: v for k, v in found[arm].items()})
+            totals[arm].update(dict(found[arm].items()))
         where = "first" if place == 0 else "last" if place == PROFILES - 1 else "middle"
         for arm in ("adaptive, no cut", "adaptive", "adaptive+prior", "adaptive+evidence"):
             ratios = by_place.setdefault(f"{arm} / fixed+stop, winner {where}", {"sum": 0.0, "n": 0.0})

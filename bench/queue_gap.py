@@ -8,6 +8,7 @@ gap. Other users' jobs that held the nodes inside the window are measured and su
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 import subprocess
@@ -199,7 +200,7 @@ def analyse(jobs: list[Job], recorder: SlurmRecorder) -> dict[str, Any]:
     def clock(name: str, spans: list[tuple[float, float]]) -> dict[str, Any]:
         spans.sort()
         first, last = spans[0][0], max(end for _, end in spans)
-        gaps = [b[0] - a[1] - foreign_in(a[1], b[0]) for a, b in zip(spans, spans[1:])]
+        gaps = [b[0] - a[1] - foreign_in(a[1], b[0]) for a, b in itertools.pairwise(spans)]
         return {
             f"{name}wall_s": last - first,
             f"{name}wall_adj_s": last - first - foreign_in(first, last),
@@ -227,7 +228,7 @@ def analyse(jobs: list[Job], recorder: SlurmRecorder) -> dict[str, Any]:
         result.update(clock("ctld_", list(ctld.values())))
     if all(j.submitted_at is not None for j in jobs):
         # Was each next job already in Slurm's queue when the previous one ended?
-        ahead = [b.submitted_at is not None and b.submitted_at < a.end for a, b in zip(jobs, jobs[1:])]
+        ahead = [b.submitted_at is not None and b.submitted_at < a.end for a, b in itertools.pairwise(jobs)]
         result["queued_ahead"] = sum(ahead)
         late = [g for g, ok in zip(result["gaps_s"], ahead) if not ok]
         result["queued_late_gap_mean_s"] = mean(late) if late else 0.0

@@ -24,17 +24,18 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import emit  # noqa: E402
-from replay_world import Job, Sweep, World, draw, job, program_of  # noqa: E402
+from _common import emit
+from replay_world import Job, Sweep, World, draw, job, program_of
 
-from pytest_xlatune.adaptive import (  # noqa: E402
+from pytest_xlatune.adaptive import (
     Action,
     AdaptiveRules,
     Conclude,
@@ -53,11 +54,11 @@ from pytest_xlatune.adaptive import (  # noqa: E402
     planner,
     rules,
 )
-from pytest_xlatune.engine.inert import CANDIDATES  # noqa: E402
-from pytest_xlatune.evidence.inert import Settings, inert_source  # noqa: E402
-from pytest_xlatune.plan.expand import RunKind  # noqa: E402
-from pytest_xlatune.results import JobResult, Verdict  # noqa: E402
-from pytest_xlatune.verdict import choice, stats, verdicts  # noqa: E402
+from pytest_xlatune.engine.inert import CANDIDATES
+from pytest_xlatune.evidence.inert import Settings, inert_source
+from pytest_xlatune.plan.expand import RunKind
+from pytest_xlatune.results import JobResult, Verdict
+from pytest_xlatune.verdict import choice, stats, verdicts
 
 Decide = Callable[[SweepState, float], tuple[Action, ...]]
 POLICIES: dict[str, Decide] = {"adaptive": planner.decide, "fixed": fixed.decide}

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from _common import POLL_INTERVAL, REPO, Section, slurm_answers, wait_for_slurm  # noqa: E402
+from _common import POLL_INTERVAL, REPO, Section, slurm_answers, wait_for_slurm
 
 # section -> the bench module whose run(scratch_dir, quick) measures it
 SECTIONS = {

@@ -73,7 +73,7 @@ def run_one(where: Path, seed: int, fixed: bool, place: str = "") -> dict[str, A
         "no:cacheprovider",
         *(["--xlatune-fixed-protocol"] if fixed else []),
     ]
-    done = subprocess.run(args, cwd=where, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(args, check=False, cwd=where, env=env, capture_output=True, text=True, timeout=900)
     events = [json.loads(line) for line in (where / ".xlatune" / "side.jsonl").read_text().splitlines()]
     jobs = {e["job_id"]: e for e in events if e["event"] in ("result", "attempt") and not e.get("shared_from")}
     lock_path = where / "side.lock.json"

@@ -33,7 +33,7 @@ def source_of(head: dict) -> str:
         return "maxtext-slurm snapshot f64d93f"
     if "search index" in text:
         return "GitHub file in the search index (repository not named)"
-    return "other: " + text.split(":")[0]
+    return "other: " + text.split(":", maxsplit=1)[0]
 
 
 def table(title: str, counts: dict[str, collections.Counter], new: collections.Counter | None) -> str:

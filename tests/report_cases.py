@@ -91,7 +91,7 @@ class Jobs:
     ) -> JobResult:
         job_id = str(self.next)
         self.next += 1
-        wave = item.split("::")[0]
+        wave = item.split("::", maxsplit=1)[0]
         values = (tgs * 0.998, tgs, tgs * 1.002) if tgs is not None else ()
         result = JobResult(
             key=f"{item}[{config_tag}]",

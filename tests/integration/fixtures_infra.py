@@ -134,12 +134,15 @@ def sshd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHServer]
 def placement(job_id: str) -> tuple[str, str, str]:
     """(nodelist, start, end) of a finished job: from slurmctld while it remembers the job
     (MinJobAge = 30 s after the end), then from accounting."""
-    info = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True).stdout
+    info = subprocess.run(["scontrol", "-o", "show", "job", job_id], check=False, capture_output=True, text=True).stdout
     found = [re.search(rf"\b{key}=(\S+)", info) for key in ("NodeList", "StartTime", "EndTime")]
     if all(found):
         return tuple(m.group(1) for m in found)  # type: ignore[return-value, union-attr]
     out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "NodeList,Start,End"], capture_output=True, text=True
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "NodeList,Start,End"],
+        check=False,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     assert out, f"job {job_id}: neither scontrol nor sacct knows it"
     nodes, start, end = out.splitlines()[0].split("|")

@@ -55,6 +55,7 @@ def events(store: Path) -> list[dict]:
 def run(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "cell.yml", "-v", *args],
+        check=False,
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -279,6 +280,7 @@ def test_jobs_the_session_cancels_on_a_full_disk_run_again_on_the_rerun(
     filler.unlink()  # space freed
     second = subprocess.run(
         [sys.executable, "-m", "pytest", "cell.yml", "-v", *FIXED, *args],
+        check=False,
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -304,7 +306,7 @@ def test_jobs_the_session_cancels_on_a_full_disk_run_again_on_the_rerun(
 def test_a_job_cancelled_by_hand_is_cancelled_and_not_retried(
     tmp_path: Path, fake_trainer_env: None, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    tag, args = cancels_cell(tmp_path, backend, request)
+    _tag, args = cancels_cell(tmp_path, backend, request)
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path, *args)
     wait_for(

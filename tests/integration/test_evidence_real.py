@@ -45,6 +45,7 @@ def test_cpu_catalog_flag_is_known_to_this_jax(candidate: catalog.Candidate, tmp
             "-c",
             "import jax, jax.numpy as j; print(float(jax.jit(lambda x: (x @ x).sum())(j.ones((8, 8)))))",
         ],
+        check=False,
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -164,7 +165,7 @@ baseline_repeats: 1
     wave5 = report.split("## Pipeline shapes (Wave 5)")[1].split("## ")[0]
     rows = re.findall(r"^\| (mb\d+_v1) \| (\d+) \| 1 \| ([\d.]+) % \| ([\d,.]+) \|", wave5, re.M)
     assert [r[0] for r in rows] == ["mb8_v1", "mb4_v1", "mb2_v1"]  # smallest predicted bubble first
-    for name, m, bubble, shown in rows:
+    for _name, m, bubble, shown in rows:
         assert float(bubble) == pytest.approx(100 * predicted_bubble(4, int(m)), abs=0.005)
         assert float(shown.replace(",", "")) == pytest.approx(tgs[int(m)], abs=0.05)
     predicted = [8, 4, 2]

@@ -11,6 +11,7 @@ the fault (drain, a killed slurmd, a stopped slurmctld) or the fake trainer acts
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -116,7 +117,9 @@ def start_slurmctld(cluster: LocalSlurm) -> None:
         subprocess.run(["slurmctld", "-f", cluster.conf, "-i"], check=True, timeout=60)
     wait_until(
         "slurmctld to answer",
-        lambda: subprocess.run(["squeue", "-h", "-j", "1,1"], capture_output=True, timeout=30).returncode == 0,
+        lambda: (
+            subprocess.run(["squeue", "-h", "-j", "1,1"], check=False, capture_output=True, timeout=30).returncode == 0
+        ),
         every=0.5,
     )
 
@@ -241,7 +244,7 @@ def check_bookkeeping(pytester: pytest.Pytester, cluster: LocalSlurm, foreign: s
                 spans.setdefault(e["key"], []).append((start, end))
         for key, runs in spans.items():
             runs.sort()
-            assert all(a[1] != "Unknown" and a[1] <= b[0] for a, b in zip(runs, runs[1:])), (key, runs)
+            assert all(a[1] != "Unknown" and a[1] <= b[0] for a, b in itertools.pairwise(runs)), (key, runs)
     assert not set(ids) & active(), "jobs of this session are still queued or running"
     assert foreign in active(), f"the foreign job {foreign} was touched"
 

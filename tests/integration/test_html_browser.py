@@ -82,7 +82,7 @@ class Element:
 class _Tree(HTMLParser):
     """The dumped DOM as Elements (it is HTML, not XML: void tags never close)."""
 
-    VOID = {"meta", "link", "br", "img", "input", "hr", "source", "col", "wbr"}
+    VOID = frozenset({"meta", "link", "br", "img", "input", "hr", "source", "col", "wbr"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -125,7 +125,11 @@ def chromium() -> Path:
 
 def run_chromium(binary: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [str(binary), *CHROMIUM_ARGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=180
+        [str(binary), *CHROMIUM_ARGS, f"--user-data-dir={profile}", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result

@@ -7,6 +7,7 @@ Each test copies tests/maxtext_slurm_standin to a temporary directory; its `cont
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import signal
@@ -141,7 +142,7 @@ def test_sweep_over_one_ssh_connection_is_pinned_serial_restored_and_reported(
         assert nodes == "node[01-02]", (job_id, nodes)
         spans.append((start, end))
     spans.sort()
-    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), spans
+    assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(spans)), spans
     assert not set(jobs) & active_ids()
     # The checkout is exactly as it was: both managed files, bytes and permission bits.
     assert snapshot(root) == before
@@ -311,7 +312,7 @@ def test_the_hostile_paths_do_inject_when_interpolated_naively(tmp_path: Path) -
     """Keeps the table honest: each payload fires unquoted, in '…' or in "…"."""
     for template in ("ls {p}/x", "ls '{p}/x'", 'ls "{p}/x"'):
         for path in hostile_paths(tmp_path):
-            subprocess.run(template.format(p=path), shell=True, capture_output=True, cwd=tmp_path)
+            subprocess.run(template.format(p=path), check=False, shell=True, capture_output=True, cwd=tmp_path)
     assert sorted(p.name for p in tmp_path.glob("pwned*")) == [f"pwned{n}" for n in range(1, 9)]
 
 

@@ -43,7 +43,9 @@ SUMMARY = "========================== JOB SUMMARY =========================="
 def slurm() -> None:
     """The local cluster answers `sinfo` (scripts/local-slurm.sh up)."""
     try:
-        proc = subprocess.run(["sinfo", "-h", "-p", "debug", "-o", "%D %T"], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["sinfo", "-h", "-p", "debug", "-o", "%D %T"], check=False, capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         unavailable(f"sinfo does not work: {exc}")
     if proc.returncode != 0 or not proc.stdout.strip():
@@ -64,7 +66,7 @@ class Checkout:
     def submit(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k not in ("JOB_WORKSPACE", "RAY", "XLA_FLAGS")}
         env["XLATUNE_PYTHON"] = sys.executable
-        proc = subprocess.run(["bash", "-c", '"$@" 2>&1', "_", *argv], cwd=self.root, env=env,
+        proc = subprocess.run(["bash", "-c", '"$@" 2>&1', "_", *argv], check=False, cwd=self.root, env=env,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         if "Submitted batch job" in proc.stdout:
             self.submitted.append(proc.stdout.split("Submitted batch job")[1].split()[0])
@@ -76,7 +78,7 @@ class Checkout:
         state = ""
         while time.monotonic() < end:
             proc = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"],
-                                  capture_output=True, text=True, timeout=30)  # fmt: skip
+                                  check=False, capture_output=True, text=True, timeout=30)  # fmt: skip
             state = proc.stdout.strip()
             if proc.returncode != 0 or not state or state in FINAL_STATES:  # gone after MinJobAge
                 break

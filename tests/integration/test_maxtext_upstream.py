@@ -65,7 +65,7 @@ def tree(root: Path) -> dict[str, tuple[bytes, int]]:
     return {
         str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode)
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.relative_to(root).parts[0] in ("outputs", ".git")
+        if p.is_file() and p.relative_to(root).parts[0] not in ("outputs", ".git")
     }
 
 

@@ -70,4 +70,4 @@ def test_bfloat16_is_caught_and_reordering_flags_are_not(pytester: pytest.Pytest
     assert "o1_bf16" not in {r.profile for r in winners(results, "default", 4)}
     report = (pytester.path / "numreal-tuning.md").read_text()
     assert "**Numerics changed:** `o1_bf16`" in report
-    assert f"| o1_bf16 | `--xla_backend_optimization_level=1` |" in report
+    assert "| o1_bf16 | `--xla_backend_optimization_level=1` |" in report

@@ -125,7 +125,7 @@ def test_a_second_session_refuses_at_once_and_nothing_runs_twice(tmp_path: Path,
     refused = (tmp_path / "second.txt").read_text()
     assert first.poll() is None  # refused while the first one runs
     assert first.wait(timeout=900) == 0, (tmp_path / "out.txt").read_text()
-    assert f"in use by another pytest session (host " in refused and f"pid {first.pid}" in refused
+    assert "in use by another pytest session (host " in refused and f"pid {first.pid}" in refused
     assert "Traceback" not in refused and "re-attached" not in refused
     assert count(store, "cancelled") == 0  # the first session's results are all kept
     assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
@@ -226,7 +226,7 @@ def test_preflight_names_other_jobs_on_the_pinned_nodes_without_v(tmp_path: Path
             "the foreign job to run",
             lambda: (
                 subprocess.run(
-                    ["squeue", "-h", "-j", foreign, "-o", "%T"], capture_output=True, text=True
+                    ["squeue", "-h", "-j", foreign, "-o", "%T"], check=False, capture_output=True, text=True
                 ).stdout.strip()
                 == "RUNNING"
             ),

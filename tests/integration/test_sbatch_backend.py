@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 
@@ -67,7 +68,7 @@ def test_sweep_through_sbatch_is_pinned_serial_and_reported(
         assert nodes == "node[01-02]", (job_id, nodes)
         spans.append((start, end))
     spans.sort()
-    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), spans
+    assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(spans)), spans
     # The NCCL env var reached the job through the rendered script.
     log = next((pytester.path / ".xlatune").rglob("*-sb-env8-default.log")).read_text()
     assert "0: completed step: 14" in log

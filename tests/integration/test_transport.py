@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,7 +127,7 @@ def test_local_run_unknown_program_is_127_like_a_shell() -> None:
 
 
 def test_local_run_timeout_raises() -> None:
-    with pytest.raises(TransportTimeout, match="sleep timed out after 0.3 s"):
+    with pytest.raises(TransportTimeout, match=re.escape("sleep timed out after 0.3 s")):
         LocalTransport().run(["sleep", "5"], timeout=0.3)
 
 

@@ -43,7 +43,7 @@ def workload(*args: str, xla_flags: str = "", cwd: Path, timeout: float = 120) -
         env["XLA_FLAGS"] = xla_flags
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_xlatune.workload", *args],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        check=False, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     return Run(proc.returncode, proc.stdout, proc.stderr)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def test_two_cells_on_disjoint_nodelists_run_in_parallel(
     assert all(len(w) == 1 for w in workers.values()), workers  # one worker per nodelist
     left, right = (spans(pytester.path / ".xlatune" / f"{n}.jsonl") for n in ("left", "right"))
     for cell in (left, right):
-        assert all(a[1] <= b[0] for a, b in zip(cell, cell[1:])), cell  # serial per nodelist
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(cell)), cell  # serial per nodelist
     assert left[0][0] < right[-1][1] and right[0][0] < left[-1][1]  # the two cells overlapped
     # Written once, by the controller, for each cell.
     assert (pytester.path / "left-tuning.md").exists() and (pytester.path / "right-tuning.md").exists()

@@ -4,7 +4,6 @@ in every output, never a recipe: the fake trainer prints recorded public NCCL de
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,6 @@ under --collect-only); without another sweep nothing is said and list order is k
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

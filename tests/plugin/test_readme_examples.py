@@ -192,7 +192,7 @@ def run_process(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "80",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests"), str(REPO), os.environ.get("PYTHONPATH")])),
     }
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(argv, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def run_inprocess(argv: list[str], cwd: Path) -> tuple[int, list[str]]:
@@ -324,7 +324,7 @@ def test_sweep_excerpt_is_consistent_and_printed_like_the_plugin(
     figures = [_figures(line) for line in lines]
     # The last repeat's line prints the baseline's pooled figure: the mean of the repeats.
     base = [n[0] for item, _, n, _ in figures if "::baseline" in item][-1]
-    for item, outcome, numbers, words in figures:
+    for item, _outcome, numbers, words in figures:
         if len(numbers) == 4:
             tgs, delta, low, high = numbers
             assert abs(100 * (tgs / base - 1) - delta) < 0.02, item

@@ -18,6 +18,7 @@ def test_the_adaptive_sweep_finds_the_same_recipe_for_at_most_0_7x_the_job_time(
     out = tmp_path / "side.json"
     done = subprocess.run(
         [sys.executable, str(REPO / "bench" / "side_by_side.py"), "--json", str(out)],
+        check=False,
         capture_output=True,
         text=True,
         timeout=900,

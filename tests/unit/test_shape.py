@@ -50,7 +50,7 @@ def _annotations(tree: ast.AST) -> list[ast.expr]:
 def _names_any(annotation: ast.expr) -> bool:
     text = ast.unparse(annotation)
     return any(
-        isinstance(n, ast.Name) and n.id == "Any" or isinstance(n, ast.Attribute) and n.attr == "Any"
+        (isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any")
         for n in ast.walk(ast.parse(text.strip("'\""), mode="eval"))
     )
 

@@ -78,9 +78,7 @@ def trim(raw: bytes) -> bytes:
     for event in trace["traceEvents"]:
         args = event.get("args") or {}
         if event.get("ph") == "M" or (event.get("ph") == "X" and "hlo_op" in args):
-            if "_src" in args:
-                event = {**event, "args": {k: v for k, v in args.items() if k != "_src"}}
-            kept.append(event)
+            kept.append({**event, "args": {k: v for k, v in args.items() if k != "_src"}} if "_src" in args else event)
     trace["traceEvents"] = kept
     return gzip.compress(json.dumps(trace, separators=(",", ":")).encode(), mtime=0)
 

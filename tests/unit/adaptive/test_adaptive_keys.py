@@ -63,7 +63,7 @@ def test_env_vars_resolve_env_file_then_profile_then_env_args(demo: Cell) -> Non
 def test_an_unset_env_var_is_gone_from_the_key(demo: Cell) -> None:
     from pytest_xlatune.cell.values import EnvFileEntry
 
-    cell = replace(demo, env_file=demo.env_file + (EnvFileEntry("env", "NCCL_Y", "8", None),))
+    cell = replace(demo, env_file=(*demo.env_file, EnvFileEntry("env", "NCCL_Y", "8", None)))
     plain = effective_key(cell, RunSpec("wave2", "a", "default", RunKind.PROFILE))
     unset = effective_key(cell, RunSpec("wave2", "b", "default", RunKind.PROFILE, unset_env=("NCCL_Y",)))
     assert ("NCCL_Y", "8") in plain.env and "NCCL_Y" not in dict(unset.env)

@@ -850,7 +850,7 @@ def test_every_key_of_the_schema_table_is_in_the_docs_cell() -> None:
 
     readme = (Path(__file__).parents[3] / "docs" / "reference" / "cell.md").read_text(encoding="utf-8")
     example = readme.split("## A cell", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
-    assert TOP_KEYS == tuple(key.name for key in KEYS)
+    assert tuple(key.name for key in KEYS) == TOP_KEYS
     assert [k for k in TOP_KEYS if not re.search(rf"(^|[#|] *){k}:", example, re.M)] == []
 
 
@@ -895,6 +895,7 @@ def test_a_fifo_named_as_a_cell_is_one_line_not_a_wait_for_a_writer(tmp_path: Pa
     os.mkfifo(tmp_path / "c.yml")
     done = subprocess.run(
         [sys.executable, "-m", "pytest_xlatune.report", str(tmp_path / "c.yml"), "--store", str(tmp_path / "s")],
+        check=False,
         capture_output=True,
         text=True,
         timeout=120,
@@ -956,5 +957,5 @@ def test_every_string_and_number_key_is_bounded_with_one_line(
         load_cell(path)
     message = str(info.value)
     assert "\n" not in message and len(message) < 600, message
-    assert message.startswith(f"{path}:") and f" {key}" in message.split(": expected ")[0], message
-    assert expected in message.split(", found ")[0] and found in message.split(", found ", 1)[1], message
+    assert message.startswith(f"{path}:") and f" {key}" in message.split(": expected ", maxsplit=1)[0], message
+    assert expected in message.split(", found ", maxsplit=1)[0] and found in message.split(", found ", 1)[1], message

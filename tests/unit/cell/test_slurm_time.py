@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def test_other_text_is_refused_everywhere(text: str, tmp_path: Path) -> None:
     cell.write_text(
         f"model_tag: demo\nnodes: 1\nparallelism: FSDP=8\nbackend:\n  kind: sbatch\n  time: {json.dumps(text)}\n"
     )  # a JSON string is a YAML double-quoted one
-    with pytest.raises(CellError, match="backend.time: expected a Slurm time limit HH:MM:SS, MM:SS or"):
+    with pytest.raises(CellError, match=re.escape("backend.time: expected a Slurm time limit HH:MM:SS, MM:SS or")):
         load_cell(cell)
     with pytest.raises(ValueError, match="invalid time limit"):
         commands.sbatch(wrap="true", time_limit=text)

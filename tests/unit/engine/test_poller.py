@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -368,7 +369,7 @@ def test_a_sweep_stops_when_the_controller_stays_away_at_submission(tmp_path: Pa
         sleep=clock.sleep,
         clock=clock,
     )
-    with pytest.raises(SweepStopped, match="did not take wave1::baseline.default.'s job for 15 min"):
+    with pytest.raises(SweepStopped, match=r"did not take wave1::baseline.default.'s job for 15 min"):
         sweep.run(specs[0])
 
 
@@ -476,7 +477,7 @@ def test_a_job_that_trained_is_measured_when_only_the_final_read_finds_its_log(t
     ended=True (which such a launcher may not skip), and the result is measured, not no_steps."""
 
     class LateLog(ScriptedLauncher):
-        calls: list[bool] = []
+        calls: ClassVar[list[bool]] = []
 
         def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
             self.calls.append(ended)
@@ -506,7 +507,7 @@ def test_a_big_log_is_read_in_bounded_chunks_and_read_to_its_end(tmp_path: Path)
     from pytest_xlatune.engine.watch import READ_CHUNK
 
     class Chatty(ScriptedLauncher):
-        sizes: list[int] = []
+        sizes: ClassVar[list[int]] = []
 
         def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
             steps = super().read_log(job, 0)

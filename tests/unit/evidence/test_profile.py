@@ -121,7 +121,7 @@ def test_union_nesting_and_self_time() -> None:
 
 def test_partial_run_at_the_window_edge_is_left_out() -> None:
     full = [op(f"f.{i}", 100 + 10 * i, 5, run="2") for i in range(10)]
-    summary = summarize_events([op("f.0", 0, 5, run="1")] + full)
+    summary = summarize_events([op("f.0", 0, 5, run="1"), *full])
     assert summary.steps == 1 and summary.step_ms == pytest.approx(0.095)
 
 

@@ -122,7 +122,7 @@ def test_a_result_record_is_the_job_results_own_dict() -> None:
 
 def test_the_store_refuses_an_event_kind_records_does_not_know(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "c.jsonl")
-    with pytest.raises(RecordError, match="store event 'made_up': expected one of .*add its dataclass"):
+    with pytest.raises(RecordError, match=r"store event 'made_up': expected one of .*add its dataclass"):
         store.append("made_up", key="k")
     assert not store.path.exists()
 

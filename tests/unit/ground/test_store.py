@@ -100,7 +100,7 @@ def test_a_second_owner_is_refused_naming_the_holder(tmp_path: Path) -> None:
 
 def test_a_worker_of_the_same_session_is_told_to_use_loadgroup(tmp_path: Path) -> None:
     ResultStore(tmp_path / "s.jsonl").acquire("run-1")
-    with pytest.raises(StoreLocked, match="another xdist worker of this session.*--dist loadgroup"):
+    with pytest.raises(StoreLocked, match=r"another xdist worker of this session.*--dist loadgroup"):
         ResultStore(tmp_path / "s.jsonl").acquire("run-1")
 
 

@@ -17,10 +17,10 @@ from pytest_xlatune.launch.maxtext.launcher import MaxTextSlurmLauncher
 from pytest_xlatune.plan.expand import RunKind, expand
 from pytest_xlatune.plan.request import possible_specs
 from tests.unit.launch.test_maxtext_launcher import (
+    CELL,
     CK,
     STANDIN,
     FakeTransport,
-    cell_path,  # noqa: F401  (the fixture)
     checkout_files,
     submit_output,
 )
@@ -28,6 +28,14 @@ from tests.unit.launch.test_maxtext_launcher import make as make_launcher
 
 ARGS = ("steps=15", "dataset_type=synthetic")
 CACHED = Arm("baseline", args=ARGS, compile_cache="demo/0123456789ab")
+
+
+@pytest.fixture
+def cell_path(tmp_path: Path) -> Path:
+    """The demo cell of test_maxtext_launcher.py, in this test's directory."""
+    path = tmp_path / "demo.yml"
+    path.write_text(CELL)
+    return path
 
 
 def test_the_arm_exports_its_cache_and_passes_jax_cache_dir() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -65,7 +66,7 @@ class FakeTransport:
         self.files = dict(files)
         self.dirs: set[str] = {f"{CK}/.git"}
         self.no_rsync = False
-        self.modes = {path: "755" for path in self.files}
+        self.modes = dict.fromkeys(self.files, "755")
         self.calls: list[tuple[tuple[str, ...], str | None]] = []
         self.submit_replies: list[tuple[int, str, str]] = []
         self.connections_opened = 1
@@ -416,7 +417,7 @@ def test_missing_checkout_files_and_missing_image_fail_preflight(cell_path: Path
     ):
         make(FakeTransport(files), cell_path)
     image = b'DOCKER_IMAGE="${DOCKER_IMAGE:-/shared/images/jax.tar}"\n'
-    with pytest.raises(PreflightError, match="image: DOCKER_IMAGE /shared/images/jax.tar .* does not exist"):
+    with pytest.raises(PreflightError, match=r"image: DOCKER_IMAGE /shared/images/jax.tar .* does not exist"):
         make(FakeTransport(checkout_files(**{"container_env.sh": image})), cell_path)
     present = FakeTransport(checkout_files(**{"container_env.sh": image}))
     present.files["/shared/images/jax.tar"] = b"tar"
@@ -439,7 +440,7 @@ def test_an_image_asked_for_runs_submit_sh_under_docker_image(cell_path: Path) -
         "does not exist on the cluster",
     ):
         make(FakeTransport(checkout_files()), cell_path, image="/images/gone.tar")
-    with pytest.raises(ValueError, match="expected a container image .*found '-v /:/host'"):
+    with pytest.raises(ValueError, match=r"expected a container image .*found '-v /:/host'"):
         make(FakeTransport(checkout_files()), cell_path, image="-v /:/host")
 
 
@@ -637,7 +638,7 @@ def test_model_named_by_a_unique_substring_resolves_as_upstream(tmp_path: Path) 
 def test_preflight_checks_rsync_and_a_git_clone_directory(cell_path: Path) -> None:
     transport = FakeTransport(checkout_files())
     transport.no_rsync = True
-    with pytest.raises(PreflightError, match="submit.sh needs rsync on the cluster side"):
+    with pytest.raises(PreflightError, match=re.escape("submit.sh needs rsync on the cluster side")):
         make(transport, cell_path)
     transport = FakeTransport(checkout_files(**{".git": b"gitdir: /src/maxtext-slurm/.git/worktrees/x\n"}))
     transport.dirs.discard(f"{CK}/.git")
@@ -749,7 +750,7 @@ def test_hostile_checkout_paths_load_as_written_except_newlines(tmp_path: Path, 
     path = tmp_path / "hostile.yml"
     path.write_text(yaml.safe_dump(cell))
     if "\n" in value:
-        with pytest.raises(CellError, match="backend.checkout: expected a path on one line"):
+        with pytest.raises(CellError, match=re.escape("backend.checkout: expected a path on one line")):
             load_cell(path)
     else:
         assert load_cell(path).backend.option("checkout") == f"/srv/{value}"

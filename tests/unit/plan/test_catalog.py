@@ -131,17 +131,17 @@ def test_no_collectives_at_all_skips_any_collective_candidates() -> None:
 
 
 def make_cell(**changes: object) -> Cell:
-    base = dict(
-        path=Path("cells/x.yml"),
-        model_tag="m",
-        slot=ClusterSlot(nodes=1),
-        parallelism=Parallelism((("FSDP", 8),)),
-        baseline_repeats=1,
-        config_tags=(ConfigTag("default"),),
-        profiles=(Profile("mine", 2, ("--xla_a=1",)),),
-        catalog_waves=(CatalogWave(2, "pp", 3, line=7),),
-        stacks=(Stack(3, 2, line=9),),
-    )
+    base = {
+        "path": Path("cells/x.yml"),
+        "model_tag": "m",
+        "slot": ClusterSlot(nodes=1),
+        "parallelism": Parallelism((("FSDP", 8),)),
+        "baseline_repeats": 1,
+        "config_tags": (ConfigTag("default"),),
+        "profiles": (Profile("mine", 2, ("--xla_a=1",)),),
+        "catalog_waves": (CatalogWave(2, "pp", 3, line=7),),
+        "stacks": (Stack(3, 2, line=9),),
+    }
     base.update(changes)
     return Cell(**base)  # type: ignore[arg-type]
 

@@ -43,7 +43,7 @@ def test_each_gate_run_follows_its_control_on_the_old_image() -> None:
     assert old_recipe.xla_flags == ("--xla_a=1",)  # the same run, on the other image
     assert job_request(cell(), old_recipe).image == "/img/old.tar"
     assert job_request(cell(), specs[5]).image is None  # the session's image
-    assert [s.name for s in expand_gate(cell(), RECIPES)][0] == "gate::baseline[default]"  # no lock image: none
+    assert next(s.name for s in expand_gate(cell(), RECIPES)) == "gate::baseline[default]"  # no lock image: none
 
 
 def test_an_old_image_control_is_measured_again_for_each_new_image() -> None:

@@ -11,25 +11,25 @@ from pytest_xlatune.plan.expand import RunKind, expand, predicted_bubble, run_ke
 
 
 def make_cell(**changes: object) -> Cell:
-    base = dict(
-        path=Path("cells/x.yml"),
-        model_tag="m",
-        slot=ClusterSlot(nodes=1),
-        parallelism=Parallelism((("FSDP", 8),)),
-        config_tags=(
+    base = {
+        "path": Path("cells/x.yml"),
+        "model_tag": "m",
+        "slot": ClusterSlot(nodes=1),
+        "parallelism": Parallelism((("FSDP", 8),)),
+        "config_tags": (
             ConfigTag("sparse", (("sparse_matmul", "true"),)),
             ConfigTag("dense", (("sparse_matmul", "false"),)),
         ),
-        env_file=(
+        "env_file": (
             EnvFileEntry("xla", "--xla_a", "1", "8"),
             EnvFileEntry("env", "NCCL_X", "4", None),
             EnvFileEntry("env", "NCCL_Y", "2", "1"),
         ),
-        profiles=(
+        "profiles": (
             Profile("w3", 3, ("--xla_c=1",)),
             Profile("w2", 2, ("--xla_b=2",), (("NCCL_Z", "8"),), (("remat_policy", "full"),)),
         ),
-    )
+    }
     base.update(changes)
     return Cell(**base)  # type: ignore[arg-type]
 

@@ -68,7 +68,7 @@ def test_too_short_a_series_has_no_change_point() -> None:
 
 
 def test_interval_is_a_t_interval() -> None:
-    mean, low, high = interval([10.0, 12.0])
+    mean, _low, high = interval([10.0, 12.0])
     assert mean == 11.0 and high - mean == pytest.approx(12.706 * math.sqrt(2) / math.sqrt(2), rel=1e-3)
     assert math.isnan(interval([10.0])[1])
 

@@ -138,7 +138,7 @@ def test_parse_scontrol_show_jobs_with_no_jobs_is_empty() -> None:
 N = NodeState
 # (file, {node: (state, responding, reason)})
 SINFO_CASES = [
-    ("sinfo_nodes_idle.txt", {n: (N.IDLE, True, "") for n in ("node01", "node02", "node03", "node04")}),
+    ("sinfo_nodes_idle.txt", dict.fromkeys(("node01", "node02", "node03", "node04"), (N.IDLE, True, ""))),
     (
         "sinfo_nodes_busy.txt",
         {
@@ -515,7 +515,7 @@ def test_parse_marks_of_sacct_without_job_comment_finds_nothing_and_skips_steps(
 
 
 def test_parse_marks_quotes_a_line_it_does_not_understand() -> None:
-    with pytest.raises(SlurmParseError, match="want '%i|%k'.*squeue: error"):
+    with pytest.raises(SlurmParseError, match=r"want '%i\|%k'.*squeue: error"):
         parsers.parse_marks("squeue: error: Invalid user\n")
 
 

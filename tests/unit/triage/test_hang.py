@@ -84,7 +84,7 @@ def test_a_profiler_dump_outlier_does_not_move_the_median() -> None:
 
 
 def test_with_only_step0_its_own_time_sets_the_threshold() -> None:
-    det, last = trained(steps=1, compile_s=300.0)
+    det, _last = trained(steps=1, compile_s=300.0)
     assert det.threshold_s() == 1500.0  # 5 × 300, under the cap
 
 
@@ -106,7 +106,7 @@ def test_steps_without_their_seconds_use_the_arrival_gaps() -> None:
 
 def test_settings_are_configurable() -> None:
     settings = HangSettings(k=2.0, floor_s=10.0, cap_s=60.0, compile_allowance_s=30.0, init_allowance_s=20.0)
-    det, last = trained(steps=5, step_s=8.0, settings=settings)
+    det, _last = trained(steps=5, step_s=8.0, settings=settings)
     assert det.threshold_s() == 16.0
     fresh = HangDetector(settings)
     fresh.check(T0, scheduler_running=True)

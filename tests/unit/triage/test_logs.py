@@ -505,7 +505,7 @@ def test_steady_state_uses_steps_5_to_14_without_profiler() -> None:
     ss = steady_state(_steps("maxtext-slurm-mfu.log"), profiler_on=False)
     assert ss is not None
     assert ss.steps_used == tuple(range(5, 15))
-    assert ss.tgs_values == (1114.456, 1113.677, 1113.893, 698.957) + SLURM_9_14
+    assert ss.tgs_values == (1114.456, 1113.677, 1113.893, 698.957, *SLURM_9_14)
     assert ss.tgs == pytest.approx(sum(ss.tgs_values) / 10)
 
 

@@ -84,7 +84,7 @@ def test_the_corpus_is_large_and_covers_every_logged_class() -> None:
     real = [c for c in CASES if not c.header.get("synthetic")]
     assert len(real) >= 40
     classes = collections.Counter(c.expect["class"] for c in FAIL_CASES if not c.header.get("synthetic"))
-    logged = {F for F in FailureClass} - {
+    logged = set(FailureClass) - {
         FailureClass.SUCCESS,
         FailureClass.SOFT_SUCCESS,
         FailureClass.NODE_DOWN,

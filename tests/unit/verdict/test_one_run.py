@@ -4,6 +4,7 @@ steady steps it did not run, and every verdict on it shows it (verdicts.compare_
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_the_missing_steps_matter_most_for_a_run_stopped_earliest() -> None:
 
 def test_extra_variance_must_be_a_variance() -> None:
     noise = stats.pooled_noise([[1000.0, 1010.0]])
-    with pytest.raises(ValueError, match="extra_var must be >= 0, got -0.1"):
+    with pytest.raises(ValueError, match=re.escape("extra_var must be >= 0, got -0.1")):
         stats.compare([1000.0], [1000.0], noise, extra_var=-0.1)
     with pytest.raises(ValueError, match="extra_var must be >= 0, got nan"):
         stats.compare([1000.0], [1000.0], noise, extra_var=float("nan"))

@@ -72,7 +72,8 @@ CONTROL = run("baseline", 1002.0, kind="baseline", wave="wave1", job="z-control-
 
 
 def test_a_stack_beating_the_best_single_winner_beyond_noise_is_the_recipe() -> None:
-    results = BASELINES + [
+    results = [
+        *BASELINES,
         run("a", 1100.0),
         run("b", 1060.0),
         run("stack_top2", 1180.0, kind="stack", wave="wave3", resolved_from="a+b"),
@@ -81,7 +82,8 @@ def test_a_stack_beating_the_best_single_winner_beyond_noise_is_the_recipe() -> 
 
 
 def test_a_stack_within_noise_of_the_best_single_gives_way_to_the_simpler_recipe() -> None:
-    results = BASELINES + [
+    results = [
+        *BASELINES,
         run("a", 1100.0),
         run("b", 1060.0),
         run("stack_top2", 1104.0, kind="stack", wave="wave3", resolved_from="a+b"),
@@ -90,13 +92,14 @@ def test_a_stack_within_noise_of_the_best_single_gives_way_to_the_simpler_recipe
 
 
 def test_no_run_beyond_noise_means_no_recipe() -> None:
-    assert recipe(BASELINES + [run("a", 1008.0), run("b", 990.0)], "default") is None
+    assert recipe([*BASELINES, run("a", 1008.0), run("b", 990.0)], "default") is None
 
 
 def test_the_lock_holds_a_winning_stack_with_the_overrides_of_its_profiles(tmp_path: Path) -> None:
     path = tmp_path / "rc.yml"
     path.write_text(CELL)
-    results = BASELINES + [
+    results = [
+        *BASELINES,
         run("a", 1100.0, flags=("--xla_a=1",)),
         run("b", 1060.0, flags=("--xla_b=1",)),
         run("stack_top2", 1180.0, kind="stack", wave="wave3", resolved_from="a+b", flags=("--xla_a=1", "--xla_b=1")),
@@ -125,9 +128,9 @@ def _lock(tmp_path: Path, results: list[JobResult], day: int = 1):
 def test_lock_change_only_after_a_whole_sweep_with_another_recipe(tmp_path: Path) -> None:
     from pytest_xlatune.verdict.lock import lock_change
 
-    first = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)])
-    same_next_day = _lock(tmp_path, BASELINES + [run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)], day=2)
-    other = _lock(tmp_path, BASELINES + [run("a", 1010.0), run("b", 1160.0), confirmed("b", 1161.0)])
+    first = _lock(tmp_path, [*BASELINES, run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)])
+    same_next_day = _lock(tmp_path, [*BASELINES, run("a", 1100.0), run("b", 1060.0), confirmed("a", 1098.0)], day=2)
+    other = _lock(tmp_path, [*BASELINES, run("a", 1010.0), run("b", 1160.0), confirmed("b", 1161.0)])
     assert lock_change(None, first, []) == (True, "new lock: a [default] +9.78 % (job a)")
     assert lock_change(first, same_next_day, []) == (
         False,
@@ -164,7 +167,8 @@ BASE_LOSSY = [lossy(r) for r in BASELINES]
 
 def test_winners_within_the_noise_of_each_other_pick_the_one_with_fewer_settings() -> None:
     # The demo run of the issue: o2_no_fastmath (+108.9 %, two flags) over opt_o1 (+106.9 %, one).
-    results = BASELINES + [
+    results = [
+        *BASELINES,
         run("o2_no_fastmath", 1090.0, flags=("--xla_o=2", "--xla_fm=false")),
         run("opt_o1", 1080.0, flags=("--xla_o=1",)),
     ]
@@ -197,7 +201,8 @@ def test_ties_are_judged_on_every_run_of_the_settings_and_the_tags_overrides_are
 
 
 def test_a_winner_with_more_settings_beyond_the_noise_of_the_simpler_one_stays_the_recipe() -> None:
-    results = BASELINES + [
+    results = [
+        *BASELINES,
         run("two", 1200.0, flags=("--xla_o=2", "--xla_fm=false")),
         run("one", 1080.0, flags=("--xla_o=1",)),
     ]
@@ -209,7 +214,8 @@ def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp
     path = tmp_path / "rc.yml"
     path.write_text(CELL)
     fast = lossy(run("a", 1150.0, flags=("--xla_a=1",)), BF16)
-    results = BASE_LOSSY + [
+    results = [
+        *BASE_LOSSY,
         fast,
         lossy(run("b", 1080.0, flags=("--xla_b=1",))),
         confirmed("a", 1149.0, ("--xla_a=1",)),
@@ -230,7 +236,7 @@ def test_a_numerics_changed_winner_is_never_the_recipe_the_stack_or_the_lock(tmp
 def test_every_run_with_identical_settings_feeds_the_noise() -> None:
     # Three tight baselines alone: their own CV, 2 df (no prior). A duplicate pair measured 12 %
     # apart (identical effective flags: last-wins) counts as well and disagrees beyond the others.
-    base = BASELINES + [run("baseline-r3", 1002.0, kind="baseline", wave="wave1", job="3")]
+    base = [*BASELINES, run("baseline-r3", 1002.0, kind="baseline", wave="wave1", job="3")]
     dup = [
         run("opt_o2", 1000.0, flags=("--xla_o=2",), job="5"),
         run("restore_default", 1120.0, kind="restore_default", wave="wave1", flags=("--xla_o=0", "--xla_o=2"), job="6"),
@@ -248,7 +254,7 @@ def test_every_run_with_identical_settings_feeds_the_noise() -> None:
     assert {r.job_id for r in flagged.runs} == {"5", "6"} and flagged.spread_pct == pytest.approx(11.3, abs=0.1)
     # Evidence runs (profiled) never pool with plain runs.
     profiled = run("evidence", 1300.0, kind="evidence", wave="wave1.5", job="7")
-    assert noise(base + [profiled], "default") == tight
+    assert noise([*base, profiled], "default") == tight
 
 
 def test_an_under_powered_null_sweep_is_not_called_bounded_and_a_well_powered_one_is() -> None:
@@ -290,7 +296,7 @@ def test_the_lock_message_lists_its_jobs_as_the_runs_text_does(tmp_path: Path) -
     from pytest_xlatune.verdict.lock import lock_change
 
     pooled = dataclasses.replace(run("a", 1100.0, job="3"), runs=(("3", 1100.0), ("20", 1102.0)))
-    results = BASELINES + [pooled, run("a", 1098.0, job="5"), run("b", 1060.0), confirmed("a", 1099.0)]
+    results = [*BASELINES, pooled, run("a", 1098.0, job="5"), run("b", 1060.0), confirmed("a", 1099.0)]
     lock = _lock(tmp_path, results)
     assert lock is not None
     [locked] = lock.recipes
@@ -358,7 +364,8 @@ def test_a_winning_pipeline_shape_is_the_recipe_the_report_stars_and_the_lock_ho
     path.write_text(PP_CELL)
     cell = load_cell(path)
     mb4 = (("num_pipeline_microbatches", "4"),)
-    once = BASELINES + [
+    once = [
+        *BASELINES,
         run("a", 1002.0, flags=("--xla_a=1",), job="3"),
         shape("mb4_v1", 1090.0, "4", mb4),
         shape("mb8_v2", 1001.0, "5", (("num_pipeline_microbatches", "8"), ("num_layers_per_pipeline_stage", "1"))),
@@ -371,7 +378,7 @@ def test_a_winning_pipeline_shape_is_the_recipe_the_report_stars_and_the_lock_ho
     assert why and data.unconfirmed == why and "mb4_v1" in why
     assert lock_change(None, None, [], why_not=why)[1] == f"no lock: the win is not confirmed: {why}"
     # Measured again and agreeing: locked, with the shape's overrides.
-    again = once + [shape("mb4_v1", 1088.0, "6", mb4), CONTROL]
+    again = [*once, shape("mb4_v1", 1088.0, "6", mb4), CONTROL]
     assert build(cell, again, "localhost", "local").winner.profile == "mb4_v1"
     lock = build_lock(cell, again, "n", "")
     assert lock is not None
@@ -387,7 +394,7 @@ def test_a_lock_on_file_with_its_jobs_in_pooling_order_is_the_same_recipe(tmp_pa
     from pytest_xlatune.verdict.lock import lock_change
 
     pooled = dataclasses.replace(run("a", 1100.0, job="3"), runs=(("3", 1100.0), ("20", 1102.0)))
-    results = BASELINES + [pooled, run("a", 1098.0, job="5"), run("b", 1060.0), confirmed("a", 1099.0)]
+    results = [*BASELINES, pooled, run("a", 1098.0, job="5"), run("b", 1060.0), confirmed("a", 1099.0)]
     built = _lock(tmp_path, results)
     assert built is not None and built.recipes[0].job_ids == ("3", "5", "20")
     on_file = dataclasses.replace(

@@ -130,7 +130,7 @@ def test_compare_reports_delta_of_the_run_means() -> None:
     assert cmp.delta_pct == pytest.approx(2.0)
     assert (cmp.candidate_mean, cmp.baseline_mean, cmp.n_candidate, cmp.n_baseline) == (1020.0, 1000.0, 2, 1)
     # The candidate's own spread (1.4 %, 1 df) counts even when the pooled noise says 0.
-    assert cmp.ci_low_pct < 0.0 < 2.0 < cmp.ci_high_pct
+    assert cmp.ci_low_pct < 0.0 and cmp.ci_high_pct > 2.0
     assert compare([1020.0], [1000.0], NO_NOISE).ci_low_pct == pytest.approx(2.0)
 
 
