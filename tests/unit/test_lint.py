@@ -1,5 +1,5 @@
-"""The package type-checks (`mypy --strict`, settings in pyproject.toml) and lints (`ruff check`); the
-repository's Python is formatted (`ruff format --check`).
+"""The package type-checks (`mypy --strict`, settings in pyproject.toml); the repository's Python
+lints (`ruff check`) and is formatted (`ruff format --check`).
 
 Never skipped: scripts/venv.sh installs both through the `lint` extra. A failure prints the
 tool's own report, file:line first.
@@ -37,8 +37,9 @@ def test_mypy_strict_passes_on_the_package() -> None:
     _run("mypy")
 
 
-def test_ruff_check_passes_on_the_package() -> None:
-    _run("ruff", "check", "pytest_xlatune")
+def test_ruff_check_passes_on_the_repository() -> None:
+    # The package, the tests, the benches and the scripts (per-file exceptions in pyproject.toml).
+    _run("ruff", "check", "pytest_xlatune", "tests", "bench", "scripts", "conftest.py")
 
 
 def test_ruff_format_leaves_the_code_as_it_is() -> None:
