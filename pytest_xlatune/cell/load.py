@@ -30,6 +30,7 @@ from pytest_xlatune.safefs import FileRefused, read_bytes_regular
 from . import catalog as C
 from . import jobnames as J
 from .fit import dcn_misfit
+from .sections import BACKEND_OPTIONS, THRESHOLD_KEYS
 
 __all__ = ["CellError", "load_cell"]
 
@@ -91,13 +92,23 @@ def _compose(path: Path, text: str) -> Node | None:
         raise CellError(path, 0, "yaml", "valid YAML", type(exc).__name__) from None
 
 
+# Keys of a section written at the top of a cell (`win_pct: 5`): the error names the section.
+NESTED_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        **{name: "backend" for options in BACKEND_OPTIONS.values() for name in options},
+        "kind": "backend",
+        **dict.fromkeys(THRESHOLD_KEYS, "thresholds"),
+    }
+)
+
+
 def _cell(r: N.Ctx, root: Node | None) -> Cell:
     if root is None:
         r.fail(1, "cell", "a mapping of cell keys", "an empty document")
     if kind_of(root) != "map":
         r.fail(root, "cell", "a mapping of cell keys")
     N.check_tags(r, root, "", set())
-    top = N.mapping(r, root, "", TOP_KEYS)
+    top = N.mapping(r, root, "", TOP_KEYS, nested=NESTED_KEYS)
     if "schema" in top:  # a newer schema fails on its version, not on the first new key
         BY_NAME["schema"].read(r, top["schema"][1], "schema")
     values = {name: BY_NAME[name].read(r, vnode, name) for name, (_, vnode) in top.items()}

@@ -162,7 +162,11 @@ def mapping(
     key_kinds: tuple[str, ...] = ("str",),
     key_expected: str = "a string key",
     expected: str = "a mapping",
+    nested: Mapping[str, str] | None = None,
 ) -> Fields:
+    """The mapping's fields by name; an unknown key fails naming the closest allowed one, or
+    the section it belongs under (`nested`: a key of a section → that section, e.g.
+    win_pct → thresholds)."""
     if kind_of(node) != "map":
         r.fail(node, key, expected)
     fields: Fields = {}
@@ -172,18 +176,26 @@ def mapping(
         name = str(knode.value)
         if allowed is not None and name not in allowed:
             close = difflib.get_close_matches(name, allowed, n=1)
+            inner = [] if close else difflib.get_close_matches(name, list(nested or {}), n=1)
+            section = (nested or {}).get(inner[0]) if inner else None
             r.fail(
                 knode,
                 sub_key(key, name),
                 f"one of {', '.join(allowed)}",
-                f"unknown key {name!r}",
-                close[0] if close else None,
+                f"unknown key {name!r}" + (f" (a key of {section})" if inner and inner[0] == name else ""),
+                close[0] if close else f"{section}: {{{inner[0]}: {_flow(vnode)}}}" if section else None,
             )
         if name in fields:
             first = line_of(fields[name][0])
             r.fail(knode, sub_key(key, name), "each key once", f"{name!r} again (first on line {first})")
         fields[name] = (knode, vnode)
     return fields
+
+
+def _flow(node: Node) -> str:
+    """A scalar's text as a one-line YAML value for a suggestion (`...` for anything else)."""
+    text = str(node.value) if kind_of(node) in ("str", "int", "float", "bool") else ""
+    return text if re.fullmatch(r"[A-Za-z0-9._:/+-]{1,60}", text) else "..."
 
 
 def sequence(r: Ctx, node: Node, key: str, expected: str = "a list") -> list[Node]:
