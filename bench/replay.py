@@ -55,10 +55,11 @@ from pytest_xlatune.adaptive import (
     rules,
 )
 from pytest_xlatune.engine.inert import CANDIDATES
+from pytest_xlatune.engine.report_view import recipe_view
 from pytest_xlatune.evidence.inert import Settings, inert_source
 from pytest_xlatune.plan.expand import RunKind
 from pytest_xlatune.results import JobResult, Verdict
-from pytest_xlatune.verdict import choice, stats, verdicts
+from pytest_xlatune.verdict import choice, numerics, stats, verdicts
 
 Decide = Callable[[SweepState, float], tuple[Action, ...]]
 POLICIES: dict[str, Decide] = {"adaptive": planner.decide, "fixed": fixed.decide}
@@ -314,12 +315,11 @@ def judge_fixed(sweep: Sweep, state: SweepState, out: Outcome, require_control: 
 def report_view(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -> ReportView:
     """What the report's verdicts say now (what the engine tells the planner:
     engine/adaptive.Driver._report)."""
-    results = [r for r in results_of(sweep, state, stop_reasons) if r.measured and r.tgs is not None]
-    best = choice.deployable(results, "default")
-    if best is None:
+    found = recipe_view(results_of(sweep, state, stop_reasons), "default", numerics.Mode.FAIL)
+    if found is None:
         return ReportView()
-    why = verdicts.confirmation(best, results)
-    return ReportView(best.item, not why, bool(why) and not verdicts.confirmation(best, results, False))
+    best, why, unbracketed = found
+    return ReportView(best.item, not why, unbracketed)
 
 
 def results_of(sweep: Sweep, state: SweepState, stop_reasons: dict[str, str]) -> list[JobResult]:
