@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..results import JobResult, RunKind
 from . import figures, stats
 from .numerics import Mode
-from .verdicts import baseline_values, compare_result, group_of, noise, numerics_changed, settings_key
+from .verdicts import baseline_values, compare_result, group_of, noise, numerics_changed, settings_key, table
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,22 @@ def recipe(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL
     """The run whose settings are the deployable recipe (see `choose`); None: no winner."""
     chosen = choose(results, config_tag, mode)
     return chosen.recipe if chosen else None
+
+
+def contradicted(results: Sequence[JobResult], config_tag: str) -> JobResult | None:
+    """The fastest profile or stack whose win its profiled re-run contradicts (unstable, so no
+    recipe: verdicts.unstable), None when there is none: what a lock not written names."""
+    keys = table(results, config_tag).contradicted
+    found = [
+        r
+        for r in results
+        if r.kind in (RunKind.PROFILE, RunKind.STACK)
+        and r.config_tag == config_tag
+        and r.measured
+        and r.tgs is not None
+        and settings_key(r) in keys
+    ]
+    return max(found, key=lambda r: mean_tgs(r, results), default=None)
 
 
 def deployable(results: Sequence[JobResult], config_tag: str, mode: Mode = Mode.FAIL) -> JobResult | None:

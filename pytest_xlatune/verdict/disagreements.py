@@ -28,7 +28,8 @@ def disagreements(results: Sequence[JobResult], config_tag: str) -> list[Disagre
     and evidence runs outside their group's prediction interval."""
     found = []
     for group in identical_groups(results, config_tag):
-        if not unstable(group[0], results) or len(group_of(group[0], results)) < 2:
+        # the group's own runs disagree (a contradicting profiled re-run is listed below, alone)
+        if settings_key(group[0]) not in table(results, config_tag).unstable or len(group_of(group[0], results)) < 2:
             continue
         values = list(group_of(group[0], results))
         key = settings_key(group[0])

@@ -90,6 +90,9 @@ class Table:
     # the baseline repeats': no interval is narrower than that (stats.Spread.step_var)
     floors: Mapping[tuple[object, ...], float] = field(default_factory=dict)
     baseline_floor: float = 0.0
+    # settings whose win their profiled re-run contradicts (`_contradicted`): unstable, as the
+    # adaptive planner flags them (adaptive.judge._join_profiled), never better, never the recipe
+    contradicted: frozenset[tuple[object, ...]] = frozenset()
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +125,7 @@ def _table(key: _Results) -> Table:
     plain = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
     plain_floors = {settings_key(g[0]): step_error(g) for g in found}
     joined = _joining_evidence(results, config_tag, plain, stats.pooled_noise(list(plain.values())), plain_floors)
+    contradicted = _contradicted(results, config_tag, plain, {ident(r) for r in joined})
     found = [[*g, *(r for r in joined if settings_key(r) == settings_key(g[0]))] for g in found]
     groups = {settings_key(g[0]): tuple(v for r in g for v in run_values(r)) for g in found}
     floors = {settings_key(g[0]): step_error(g) for g in found}
@@ -149,6 +153,7 @@ def _table(key: _Results) -> Table:
         baseline_evidence(results, config_tag),
         floors,
         baseline_floor,
+        contradicted,
     )
 
 
@@ -171,6 +176,32 @@ def _joining_evidence(
         and (group := plain.get(settings_key(r)))
         and not stats.outlier(r.tgs, group, noise, own_se=own_se(r), floor_se=floors[settings_key(r)])
     ]
+
+
+def _contradicted(
+    results: Sequence[JobResult],
+    config_tag: str,
+    plain: Mapping[tuple[object, ...], tuple[float, ...]],
+    joined: set[tuple[str, str]],
+) -> frozenset[tuple[object, ...]]:
+    """Settings whose winner's profiled re-run (POOLED_MIN_STEPS steady steps or more) stayed out
+    of their group, outside its prediction interval (`_joining_evidence`), and below half the
+    plain runs' gain over the baseline: their runs disagree on the win itself (+12 % and −6 %),
+    as verdicts.confirmation reads such a re-run."""
+    base = baseline_values(results, config_tag)
+    if not base:
+        return frozenset()
+    level = sum(base) / len(base)
+    return frozenset(
+        settings_key(r)
+        for r in results
+        if r.tgs is not None
+        and profiled_run_of(r, RunKind.WINNER_EVIDENCE, config_tag)
+        and steady_steps(r) >= POOLED_MIN_STEPS
+        and ident(r) not in joined
+        and (group := plain.get(settings_key(r)))
+        and r.tgs - level < (sum(group) / len(group) - level) / 2
+    )
 
 
 def ident(result: JobResult) -> tuple[str, str]:

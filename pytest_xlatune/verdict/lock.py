@@ -128,9 +128,12 @@ def build_lock(
 
 
 def unconfirmed(cell: Cell, results: list[JobResult], mode: Mode = Mode.FAIL) -> str:
-    """Why the primary tag's recipe is not locked although it beat the baseline ("" otherwise)."""
+    """Why the primary tag's recipe is not locked although it beat the baseline, or although its
+    plain runs did and its re-run contradicts them ("" otherwise)."""
     measured = [r for r in results if r.measured and r.tgs is not None]
     best = choice.deployable(measured, cell.primary_config.name, mode)
+    # no recipe because the fastest win's re-run contradicts it: that is why there is no lock
+    best = best or choice.contradicted(measured, cell.primary_config.name)
     return verdicts.confirmation(best, measured) if best is not None else ""
 
 

@@ -74,7 +74,8 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
     """The runs of the result's settings disagree beyond what the other groups show (F test at
     99 %); the baseline's evidence run when it disagrees with the baseline's runs (`off_baseline`);
     a winner's evidence run that stands alone when it lies outside its group's 99 % prediction
-    interval; a pooled one (`pooled_evidence`) is its group's."""
+    interval; a pooled one (`pooled_evidence`) is its group's; the runs of settings whose win
+    that re-run contradicts (`Table.contradicted`: +12 % and −6 %) are unstable too."""
     tab = table(results, result.config_tag)
     if profiled(result) and result.kind is RunKind.EVIDENCE:
         return off_baseline(result, tab.baseline, tab.noise, tab.baseline_floor)
@@ -88,7 +89,7 @@ def unstable(result: JobResult, results: Sequence[JobResult]) -> bool:
                 result.tgs, reference, tab.noise, own_se=own_se(result), floor_se=tab.floors.get(key, 0.0)
             )
         )
-    return settings_key(result) in tab.unstable
+    return settings_key(result) in tab.unstable or settings_key(result) in tab.contradicted
 
 
 def compare_result(result: JobResult, results: Sequence[JobResult]) -> stats.Comparison | None:

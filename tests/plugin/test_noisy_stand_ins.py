@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import FIXED
+from tests.conftest import FAKE, FIXED
 
 # The baseline pair ran on a loaded machine (jobs 1 and 2 at 0.77 of their speed); the load was
 # gone for the baseline's evidence run (job 3) and every no-op profile after it.
@@ -129,3 +129,59 @@ def test_drift_after_the_baselines_locks_no_noop_under_the_fixed_protocol(
     assert not (pytester.path / "drift.lock.json").exists()
     report = (pytester.path / "loaded-tuning.md").read_text()
     assert "**Not confirmed, no lock:** no control (a baseline run) ran after" in report
+
+
+# A profile +12 % on its plain runs whose profiled re-run (the recipe's evidence run) measured
+# -6 % under a co-tenant: its settings' runs disagree on the win itself. The adaptive sweep's
+# re-run is job 5 (its first win's confirming run), the fixed protocol's job 6 (after noop_b).
+CONTRADICTED = """\
+model_tag: contra
+nodes: 1
+parallelism: FSDP=8
+baseline_repeats: 2
+overrides: {{fake_load: "{job}:0.84"}}
+waves:
+  2:
+    - {{name: unst, xla_flags: [--xla_unst=1, --xla_fake_tgs=1120]}}
+    - {{name: noop_b, xla_flags: [--xla_noop_b=1]}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("job", "protocol"), [("5", []), ("6", ["--xlatune-fixed-protocol"])], ids=["adaptive", "fixed"]
+)
+def test_a_win_its_profiled_rerun_contradicts_is_unstable_everywhere_and_no_recipe(
+    pytester: pytest.Pytester, fake_trainer_env: None, job: str, protocol: list[str]
+) -> None:
+    cell = pytester.makefile(".yml", contra=CONTRADICTED.format(job=job))
+    result = pytester.runpytest(str(cell), "-v", "--junitxml=junit.xml", "--html=report.html", *FAKE, *protocol)
+    result.assert_outcomes(passed=6)
+    final = result.stdout.str().split("xlatune: final figures", 1)[1]
+    # the plain runs' +12.00 % stays the figure; the verdict is the settings' runs: unstable
+    result.stdout.fnmatch_lines(
+        [
+            "*xlatune: final figures*",
+            "contra.yml::wave2::unst[[]default[]]: 1120.1 TGS +12.00 % * unstable*",
+            f"*recipe lock contra.lock.json not written: no lock: the win is not confirmed: the winner's re-run "
+            f"evidence2::winner[[]default[]] (job {job}) measured 940.8 TGS (-5.93 % vs the baseline), which "
+            "contradicts unst's *",
+        ]
+    )
+    assert " better" not in final, final
+    assert not (pytester.path / "contra.lock.json").exists()
+    cases = {
+        p.get("value"): {q.get("name"): q.get("value") for q in case.iter("property")}
+        for case in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+        for p in case.iter("property")
+        if p.get("name") == "xlatune_item"
+    }
+    assert cases["wave2::unst[default]"]["xlatune_direction"] == "unstable"
+    report = (pytester.path / "contra-tuning.md").read_text()
+    tldr = report.split("## TL;DR", 1)[1].split("\n## ", 1)[0]
+    assert "⭐" not in report and "Best recipe" not in tldr, tldr
+    assert "the fastest, `unst`, is +12.00 %" in tldr and ": unstable)" in tldr, tldr
+    assert "Keep `configs/contra.env.sh` as deployed." in report
+    row = next(ln for ln in report.splitlines() if ln.startswith("| unst |"))
+    assert "| unstable |" in row, row
+    page = html.unescape((pytester.path / "report.html").read_text())
+    assert "★" not in page and "Best recipe" not in page

@@ -82,6 +82,15 @@ def run(
     )
 
 
+def steady_baselines() -> list[JobResult]:
+    """Three baseline runs within 0.6 % of each other (jobs 1-3)."""
+    return [
+        run("baseline", 1000.0, "baseline", "1", wave="wave1"),
+        run("baseline-r2", 1004.0, "baseline", "2", wave="wave1"),
+        run("baseline-r3", 998.0, "baseline", "3", wave="wave1"),
+    ]
+
+
 def stand_in(tmp_path: Path, results: list[JobResult], control: bool = False) -> tuple[object, str]:
     """The lock built from the results, and why (not); `control`: with the baseline measured again
     after them at its mean (a win no control brackets is never locked: verdicts.unbracketed)."""
@@ -119,12 +128,7 @@ def test_a_flag_at_its_default_won_by_two_disagreeing_runs_is_unstable_and_never
 
 
 def test_a_win_its_evidence_rerun_contradicts_is_not_locked_and_says_why(tmp_path: Path) -> None:
-    baselines = [
-        run("baseline", 1000.0, "baseline", "1", wave="wave1"),
-        run("baseline-r2", 1004.0, "baseline", "2", wave="wave1"),
-        run("baseline-r3", 998.0, "baseline", "3", wave="wave1"),
-    ]
-    win = run("other", 1100.0, job="5", flags=("--xla_b=1",))
+    baselines, win = steady_baselines(), run("other", 1100.0, job="5", flags=("--xla_b=1",))
     rerun = dataclasses.replace(
         run("winner", 990.0, "winner_evidence", "9", ("--xla_b=1",), wave="evidence2"), resolved_from="other"
     )
@@ -342,3 +346,24 @@ def test_the_detectable_effect_carries_a_baseline_pair_the_noise_leaves_out() ->
     assert cmp is not None and stats.too_noisy(cmp)
     detectable = verdicts.detectable_effect(results, "default")
     assert detectable is not None and detectable > 100, detectable
+
+
+def test_a_win_its_profiled_rerun_contradicts_is_unstable_and_no_recipe() -> None:
+    # +10 % on its plain run, -1 % on its profiled re-run (steps 9-14, six of them): the settings'
+    # runs disagree on the win itself. Neither is the recipe; the re-run agreeing joins the win.
+    baselines, win = steady_baselines(), run("other", 1100.0, job="5", flags=("--xla_b=1",))
+    rerun = dataclasses.replace(
+        run("winner", 990.0, "winner_evidence", "9", ("--xla_b=1",), wave="evidence2"),
+        resolved_from="other",
+        steps_used=tuple(range(9, 15)),
+        tgs_values=(990.0,) * 6,
+    )
+    results = [*baselines, win, rerun]
+    cmp = verdicts.compare_result(win, results)
+    assert cmp is not None and stats.direction(cmp) == "unstable" and cmp.n_candidate == 1
+    assert choice.winners(results, "default", 4) == [] and choice.deployable(results, "default") is None
+    assert choice.contradicted(results, "default") is win
+    # only the re-run is listed as disagreeing, not the win's own (single) run
+    assert [d.runs[0].job_id for d in disagreements(results, "default")] == ["9"]
+    agreeing = dataclasses.replace(rerun, tgs=1097.0, tgs_values=(1097.0,) * 6)
+    assert choice.deployable([*baselines, win, agreeing], "default") is win
