@@ -105,6 +105,10 @@ class Board:
     failed: frozenset[Key] = frozenset()  # candidate keys whose every ended run failed
     flagged: frozenset[Key] = frozenset()  # keys whose profiled re-run disagrees with their runs: unstable
     tested: int = 0  # distinct candidate keys with an ended run
+    # key → the relative variance of one run's mean that its ended runs' own steps show (their
+    # mean square): a run with a stall or a co-tenant mid-run is no more certain than its steps
+    # say, as in the verdicts (verdict.stats.Spread.step_var)
+    floors: tuple[tuple[Key, float], ...] = ()
 
     def get(self, key: Key) -> Estimate | None:
         return next((e for e in self.estimates if e.key == key), None)
@@ -141,6 +145,8 @@ class Board:
         unit, df = (
             (own, stats.welch(own / m, float(m - 1), extra, self.noise.df)) if own > pooled else (pooled, self.noise.df)
         )
+        if (floor := dict(self.floors).get(key, 0.0)) > unit:
+            unit, df = floor, self.noise.df
         confidence = self.plan.rules.confidence
         # A repeat runs because the first run looked good: that run is a biased witness, so the
         # runs after it must show the win on their own (a replication), with the error rate
@@ -219,6 +225,7 @@ def build(state: SweepState, now: float) -> Board:
     ]
     step_var = sum(full) / len(full) if full else 0.0
     by_key: dict[Key, list[Sample]] = {}
+    own: dict[Key, list[float]] = {}  # each ended run's own error of its mean, squared
     ended: set[Key] = set()
     profiled: list[tuple[Key, Sample, float]] = []
     for run in runs:
@@ -236,6 +243,8 @@ def build(state: SweepState, now: float) -> Board:
                 _stopped_var(step_var, len(run.steady), plan.steady_steps) if run.state is RunState.STOPPED else 0.0
             )
             by_key.setdefault(run.key, []).append((run.run, run.value or 1.0, run.midpoint(now), in_job))
+            if len(run.steady) >= 2:
+                own.setdefault(run.key, []).append(step_variance(run.steady) / len(run.steady))
     clusters = [_values(runs, p) for p in pts if p.n >= 2]
     successive = [[math.exp(a.level), math.exp(b.level)] for a, b in itertools.pairwise(pts) if a.n == b.n == 1]
     flagged = _join_profiled(by_key, profiled, stats.pooled_noise(clusters + successive + _repeats(by_key)))
@@ -254,6 +263,7 @@ def build(state: SweepState, now: float) -> Board:
         frozenset(ended - set(by_key) - {baseline_key}),
         flagged,
         len(ended - {baseline_key}),
+        tuple((k, sum(v) / len(v)) for k, v in own.items()),
     )
     estimates = tuple(e for k, v in by_key.items() if (e := board.estimate(k, v)) is not None)
     return replace(board, estimates=estimates)

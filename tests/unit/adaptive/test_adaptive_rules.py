@@ -251,3 +251,24 @@ def test_the_planners_no_win_stops_read_as_such_in_the_verdicts() -> None:
         assert stop is not None
         as_stored = dataclasses.replace(stored, reason=f"stopped early: {stop.reason}")
         assert stopped_as_no_win(as_stored) is (stop.kind.value in NO_WIN_STOPS)
+
+
+def test_a_run_whose_own_steps_stalled_is_no_more_certain_than_its_steps_say() -> None:
+    # A +8 % flag with one steady step 10 times slower (a stall, a co-tenant for a moment): its
+    # mean reads -2 %, and its steps leave ±10 % on it. The planner, as the verdicts, sees that width:
+    # the run is undecided and worth a repeat, not a settled "no win" (a +8 % flag lost to one step).
+    the_plan = plan("stall", "null")
+    steps = list(flat(1080.0))
+    steps[3] = 108.0
+    obs = [
+        observation("b1", "baseline", "B", Role.BASELINE, 0.0, flat(BASE - 4)),
+        observation("b2", "baseline-r2", "B", Role.BASELINE, 600.0, flat(BASE + 4)),
+        observation("b3", "baseline-r3", "B", Role.BASELINE, 1200.0, flat(BASE)),
+        observation("r0", "stall", "stall", Role.PROFILE, 2 * H, steps),
+        observation("r1", "null", "null", Role.PROFILE, 3 * H, flat(1000.0)),
+    ]
+    board = judge.build(SweepState(the_plan, tuple(obs)), 10 * H)
+    stall, null = est(board, "stall"), est(board, "null")
+    assert stall.delta_pct < 0 and stall.high_pct > 8, stall.text()
+    assert rules.undecided(stall, board) is not None
+    assert null.high_pct < 3 and rules.undecided(null, board) is None, null.text()  # clean runs unchanged
