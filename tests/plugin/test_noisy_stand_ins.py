@@ -224,6 +224,6 @@ def test_a_locked_win_is_not_called_unconfirmed_in_the_reports(
     # holds it, so no report tells the reader to treat it as unconfirmed.
     report = (pytester.path / "adv-tuning.md").read_text()
     tldr = report.split("## TL;DR", 1)[1].split("\n## ", 1)[0]
-    assert f"**`win`** ⭐" in tldr and delta in tldr and "unconfirmed" not in tldr, tldr
+    assert "**`win`** ⭐" in tldr and delta in tldr and "unconfirmed" not in tldr, tldr
     page = html.unescape((pytester.path / "report.html").read_text())
     assert "Best recipe for" in page and "unconfirmed" not in page
