@@ -330,8 +330,9 @@ class JobRunner:
 
     def cancel_all(self) -> None:
         """Cancel exactly the jobs this session submitted or re-attached to and that have not
-        finished (never any other job). A job that ended on its own before the cancel reached it
-        (the last poll was older than its end) is left to the rerun, which judges its log."""
+        finished (never any other job). A job that ended on its own while the cancel was on its
+        way (its final state, waited for a few seconds at most, or its log's last step says so) is
+        left to the rerun, which re-attaches and judges its log."""
         with deferred():  # a second Ctrl-C waits: no job is left cancelled but unrecorded
             cancel_owned(self)
 

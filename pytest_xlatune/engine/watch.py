@@ -42,6 +42,19 @@ READ_CHUNK = 8 << 20
 LOOK_AHEAD = 64 << 10
 
 
+def log_end(launcher: Launcher, job: SubmittedJob, offset: int) -> int:
+    """Where the log ends now, within LOOK_AHEAD // 2 (it holds `offset` bytes at least), from
+    one-byte reads (a launcher has no size call): about 2 log2(backlog / READ_CHUNK) + 8 of them."""
+    low, step = offset, READ_CHUNK  # the log holds at least `low` bytes
+    while launcher.read_log(job, low + step - 1, 1):
+        low, step = low + step, step * 2
+    high = low + step  # it holds fewer than `high`
+    while high - low > LOOK_AHEAD // 2:
+        middle = (low + high) // 2
+        low, high = (middle, high) if launcher.read_log(job, middle - 1, 1) else (low, middle)
+    return low
+
+
 @dataclass
 class Watched:
     """What watching a job saw, for triage. Mutable on purpose: an accumulator with one owner,
@@ -227,7 +240,7 @@ class Watcher:
         the end again when it falls a READ_CHUNK behind). The job's StepLog still reads every
         byte in order, and triage reads that one."""
         if ahead is None or ahead.behind:
-            end = self._log_end(job, offset)  # the log ends before end + LOOK_AHEAD // 2
+            end = log_end(self.launcher, job, offset)  # the log ends before end + LOOK_AHEAD // 2
             if end - offset <= READ_CHUNK:
                 return None  # the next read gets there
             start = end - LOOK_AHEAD // 2
@@ -240,18 +253,6 @@ class Watcher:
         ahead.log.feed(chunk)
         self._cancel_on_sight(job, seen, ahead.log)
         return Ahead(ahead.log, ahead.offset + len(chunk), behind=len(chunk) == READ_CHUNK)
-
-    def _log_end(self, job: SubmittedJob, offset: int) -> int:
-        """Where the log ends now, within LOOK_AHEAD, from one-byte reads (a launcher has no size
-        call): about 2 log2(backlog / READ_CHUNK) + 8 of them, at a look ahead's start only."""
-        low, step = offset, READ_CHUNK  # the log holds at least `low` bytes
-        while self.launcher.read_log(job, low + step - 1, 1):
-            low, step = low + step, step * 2
-        high = low + step  # it holds fewer than `high`
-        while high - low > LOOK_AHEAD // 2:
-            middle = (low + high) // 2
-            low, high = (middle, high) if self.launcher.read_log(job, middle - 1, 1) else (low, middle)
-        return low
 
     def _cancel_on_sight(self, job: SubmittedJob, seen: Watched, log: StepLog | None = None) -> None:
         """Cancel at once on a line the playbook says the job cannot recover from (an unknown

@@ -12,7 +12,15 @@ from pytest_xlatune.cell.values import Cell, ClusterSlot, Parallelism, Profile
 from pytest_xlatune.engine.poller import ControllerDown, Poller, submit_through_outage
 from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.engine.watch import SweepStopped
-from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, JobState, LauncherError, SubmittedJob
+from pytest_xlatune.launch.base import (
+    JobPhase,
+    JobProgress,
+    JobRequest,
+    JobState,
+    Launcher,
+    LauncherError,
+    SubmittedJob,
+)
 from pytest_xlatune.plan.expand import expand, run_key
 from pytest_xlatune.plan.request import job_request
 from pytest_xlatune.store import ResultStore
@@ -157,7 +165,17 @@ def test_queue_is_kept_full_and_nothing_is_submitted_twice(tmp_path: Path) -> No
     assert launcher.cancelled == []
 
 
-class FirstJobOnly(ScriptedLauncher):
+class ShortLogs(ScriptedLauncher):
+    """The logs of jobs other than the first stop at step 10 of 15: they have not trained."""
+
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
+        text = super().read_log(job, 0)
+        if job.job_id != "101":
+            text = b"".join(text.splitlines(keepends=True)[:10])
+        return text[offset:]
+
+
+class FirstJobOnly(ShortLogs):
     """Only the first job ends; the queued ones stay running."""
 
     def poll(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
@@ -169,25 +187,32 @@ def interrupted_after_the_first_job(
     tmp_path: Path, launcher: ScriptedLauncher, store: ResultStore | None = None
 ) -> ResultStore:
     """A sweep that queued two jobs ahead ran its first item, then the session's end cancels."""
-    clock = Clock()
-    specs = expand(cell())
     store = store if store is not None else ResultStore(tmp_path / "s.jsonl")
+    sweep = fixed_sweep(store, launcher, Clock())
+    sweep.run(sweep.specs[0])
+    sweep.cancel_all()
+    return store
+
+
+def fixed_sweep(
+    store: ResultStore, launcher: Launcher, clock: Clock, nodelist: str = "n", queue_depth: int = 2
+) -> Sweep:
+    """The fixed protocol's sweep of cell() on `launcher` (two jobs queued ahead), its time `clock`'s."""
+    specs = expand(cell())
     sweep = Sweep(
         cell=cell(),
         specs=specs,
         store=store,
         launcher=launcher,
-        nodelist="n",
+        nodelist=nodelist,
         poll_interval=5,
-        queue_depth=2,
+        queue_depth=queue_depth,
         fixed_protocol=True,
         sleep=clock.sleep,
         clock=clock,
     )
     sweep.set_upcoming(specs)
-    sweep.run(specs[0])
-    sweep.cancel_all()
-    return store
+    return sweep
 
 
 def test_cancel_all_cancels_only_this_sessions_unfinished_jobs(tmp_path: Path) -> None:
@@ -232,8 +257,7 @@ def test_a_job_that_completed_before_the_cancel_reached_it_is_left_to_the_rerun(
 def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) -> None:
     """Jobs an earlier, killed session left queued are the sweep's own: an interrupt of the
     rerun cancels them too (never a job the store does not name)."""
-    clock = Clock()
-    launcher = ScriptedLauncher(polls_to_finish=99)
+    launcher = ShortLogs(polls_to_finish=99)
     specs = expand(cell())
     store = ResultStore(tmp_path / "s.jsonl")
     for number, spec in enumerate(specs[1:3], start=51):
@@ -241,19 +265,7 @@ def test_reattached_and_adopted_jobs_are_cancelled_on_interrupt(tmp_path: Path) 
         store.append(
             "submitted", key=key, item=spec.name, job_id=str(number), log_path=f"/logs/{number}.log", job_dir="/jobs"
         )
-    sweep = Sweep(
-        cell=cell(),
-        specs=specs,
-        store=store,
-        launcher=launcher,
-        nodelist="n",
-        poll_interval=5,
-        queue_depth=2,
-        fixed_protocol=True,
-        sleep=clock.sleep,
-        clock=clock,
-    )
-    sweep.set_upcoming(specs)
+    sweep = fixed_sweep(store, launcher, Clock())
     sweep.adopt_orphans()
     sweep.cancel_all()
     assert launcher.cancelled == ["51", "52"]

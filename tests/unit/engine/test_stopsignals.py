@@ -17,6 +17,7 @@ from pytest_xlatune.engine.sweep import Sweep
 from pytest_xlatune.launch.base import JobPhase, JobProgress, JobRequest, SubmittedJob
 from pytest_xlatune.plan.expand import expand
 from pytest_xlatune.store import ResultStore
+from tests.clock import Clock
 
 NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 
@@ -65,6 +66,9 @@ class Launcher:
     def find_submission(self, mark: str, job_name: str, since: float) -> SubmittedJob | None:
         return None  # the scheduler knows only the jobs `submit` returned
 
+    def read_log(self, job: SubmittedJob, offset: int, limit: int | None = None, *, ended: bool = False) -> bytes:
+        return b""  # none written yet (the cancel looks whether the job trained)
+
     def unusable_nodes(self) -> list[tuple[str, str]]:
         return []  # (the sweep stops before it watches, reads or re-attaches anything)
 
@@ -84,6 +88,7 @@ class SignalledStore(ResultStore):
 
 
 def sweep(tmp_path: Path, launcher: Launcher, store: ResultStore | None = None) -> Sweep:
+    clock = Clock()  # the cancel's wait for the jobs' final states takes no time
     cell = Cell(
         path=Path("c.yml"),
         model_tag="m",
@@ -99,7 +104,8 @@ def sweep(tmp_path: Path, launcher: Launcher, store: ResultStore | None = None) 
         launcher=launcher,
         nodelist="node01",
         poll_interval=0.01,
-        sleep=lambda s: None,
+        sleep=clock.sleep,
+        clock=clock,
     )
 
 
