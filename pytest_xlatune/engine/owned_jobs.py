@@ -34,7 +34,8 @@ def cancel_owned(runner: JobRunner) -> None:
     """Cancel this session's unfinished jobs and record each cancel (JobRunner.cancel_all holds
     signals off meanwhile)."""
     cancelled = []
-    for job_id in sorted(runner._submitted_here & runner.poller.tracked):
+    # In submission order (job 99 before job 100): the running job, the oldest, first.
+    for job_id in sorted(runner._submitted_here & runner.poller.tracked, key=lambda j: (len(j), j)):
         if runner.poller.finished(job_id):
             runner.poller.forget(job_id)
             continue  # it ended on its own: a rerun re-attaches and judges its log

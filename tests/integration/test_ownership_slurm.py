@@ -1,15 +1,17 @@
-"""Nothing lost, nothing twice on the real local Slurm (sbatch backend, scripted fake trainer):
-a second session on the store refuses at once; SIGTERM/SIGHUP with running and pending jobs
-cancel exactly the session's jobs and write the partial report; a `nodes: 1` cell rerun after
-kill -9 stays on its frozen node (busy with its own orphan), and Ctrl-C after the re-attach
-cancels the re-attached jobs; a kill -9 between sbatch's answer and the `submitted` record is
-healed by the job's mark; pre-flight says which other jobs hold the pinned nodes. Jobs are
-counted in the scheduler (sacct, by the test's own job names) and in the job logs."""
+"""Nothing lost, nothing twice on the real local Slurm (sbatch backend, scripted fake trainer): a
+second session on the store refuses at once; SIGTERM/SIGHUP with running and pending jobs cancel
+exactly the session's jobs and write the partial report; a `nodes: 1` cell rerun after kill -9
+stays on its frozen node (busy with its own orphan), and Ctrl-C after the re-attach cancels the
+re-attached jobs, but not one that ends its last step as the cancel comes; a kill -9 between
+sbatch's answer and the `submitted` record is healed by the job's mark; pre-flight says which other
+jobs hold the pinned nodes. Jobs are counted in the scheduler (sacct, by the test's own job names)
+and in the job logs."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -177,8 +179,8 @@ def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_th
 ) -> None:
     tag = tag_for("frozen")
     # Steps long enough that the orphans still run when the second session re-attaches and is
-    # interrupted: an orphan that ends its last step while the cancel is on its way ran to its
-    # end, is recorded cancelled, and runs again in the third session (a race left open).
+    # interrupted (an orphan that ends its last step while the cancel is on its way is the next
+    # test's).
     (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1", step_sleep=0.75))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     first = start(tmp_path)
@@ -204,6 +206,46 @@ def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_th
     assert third.wait(timeout=900) == 0, (tmp_path / "third.txt").read_text()
     assert [e["nodelist"] for e in events(store) if e["event"] == "sweep"] == [frozen]
     assert_nothing_twice(store, tag, tmp_path / ".xlatune" / "xlatune-jobs" / "cell")
+
+
+def test_ctrl_c_as_a_reattached_job_logs_its_last_step_runs_nothing_twice(tmp_path: Path, slurm: LocalSlurm) -> None:
+    """The race CI found: Ctrl-C the moment the re-attached orphan logs its last step, so the job
+    ends on its own while the cancel is on its way (Slurm reads it RUNNING or COMPLETING right
+    after the scancel, then COMPLETED; or the cancel reaches its teardown). It must not be
+    recorded cancelled: the third session re-attaches and stores its result, never runs it again.
+    Where the cancel lands is up to the machine (before or after the job's end): without the fix
+    the job was recorded cancelled in 1 of 3 runs on the local cluster (CANCELLED, all 15 steps
+    logged); with it, never."""
+    tag = tag_for("race")
+    # Steps long enough that the orphan still runs when the second session re-attaches (it
+    # starts in seconds on a loaded machine); the interrupt comes at its last step.
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1", step_sleep=0.75))
+    store = tmp_path / ".xlatune" / "cell.jsonl"
+    jobs_dir = tmp_path / ".xlatune" / "xlatune-jobs" / "cell"
+    first = start(tmp_path)
+    wait_for("a result and three submissions", lambda: count(store, "result") >= 1 and count(store, "submitted") >= 3)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second = start(tmp_path, "-v", out="second.txt")
+    said = wait_for(
+        "the re-attach",
+        lambda: re.search(r"re-attached to job (\d+)", (tmp_path / "second.txt").read_text()),
+        proc=second,
+    )
+    job = said.group(1)
+
+    def last_step_logged() -> bool:
+        return any("completed step: 14," in log.read_text() for log in jobs_dir.glob(f"outputs/{job}-*.log"))
+
+    wait_for("the re-attached job's last step", last_step_logged, every=0.01, proc=second)
+    second.send_signal(signal.SIGINT)
+    assert second.wait(timeout=ENDS_S) == pytest.ExitCode.INTERRUPTED
+    ours = {e["job_id"] for e in events(store) if e["event"] == "submitted"}
+    wait_for("the cancels to land", lambda: not ours & active())
+    assert job not in {e["job_id"] for e in events(store) if e["event"] == "cancelled"}
+    third = start(tmp_path, "-v", out="third.txt")
+    assert third.wait(timeout=900) == 0, (tmp_path / "third.txt").read_text()
+    assert_nothing_twice(store, tag, jobs_dir)
 
 
 def test_preflight_names_other_jobs_on_the_pinned_nodes_without_v(tmp_path: Path, slurm: LocalSlurm) -> None:
