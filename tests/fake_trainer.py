@@ -15,7 +15,8 @@ fake_load=JOB:FACTOR[:STEP],... (the job numbered JOB, as its output directory's
 at FACTOR × its speed from step STEP on, 0 by default: a co-tenant's load on that job alone),
 fake_format=no_tokens|no_seconds (step lines of MaxText eras without those fields; a step is 1024 tokens),
 fake_log_bytes=N (N bytes of junk lines after the last step, e.g. to fill a disk; before the
-first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step).
+first step with fake_junk_at=start), fake_long_line=N (one N-byte line before the first step),
+fake_teardown_sleep=S (S seconds between the last step and the exit: a real trainer's teardown).
 With --xla_fake_fail=crash, the environment variable FAKE_TRAINER_SAY is appended to the error line.
 FAKE_NCCL_TRACE=NAME (environment) prints the recorded public NCCL debug lines of
 tests/data/nccl/NAME.txt before the first step, when NCCL_DEBUG=INFO (as a real library would).
@@ -196,6 +197,9 @@ def script(argv: list[str], environ: Mapping[str, str]) -> Script:
             yield from _hang(fail)
     if args.get("fake_junk_at") != "start":
         yield from _junk(int(args.get("fake_log_bytes", "0")))
+    teardown = float(args.get("fake_teardown_sleep", "0"))
+    if teardown:
+        yield teardown
     if fail == "sigterm_after_last":
         yield _fault(fail)
         return -signal.SIGTERM

@@ -30,13 +30,14 @@ from tests.integration.waits import wait_until as wait_for
 pytestmark = pytest.mark.slurm
 
 
-def cell_text(tag: str, slot: str, step_sleep: float = 0.25) -> str:
+def cell_text(tag: str, slot: str, step_sleep: float = 0.25, teardown: float = 0.0) -> str:
+    after = f", fake_teardown_sleep: {teardown}" if teardown else ""
     return f"""\
 model_tag: {tag}
 {slot}
 parallelism: FSDP=8
 baseline_repeats: 1
-overrides: {{fake_step_sleep: {step_sleep}}}
+overrides: {{fake_step_sleep: {step_sleep}{after}}}
 waves:
   2:
     - {{name: a, xla_flags: [--xla_fake_tgs=1100]}}
@@ -209,17 +210,18 @@ def test_a_nodes_cell_rerun_after_kill_9_stays_on_its_node_and_ctrl_c_cancels_th
 
 
 def test_ctrl_c_as_a_reattached_job_logs_its_last_step_runs_nothing_twice(tmp_path: Path, slurm: LocalSlurm) -> None:
-    """The race CI found: Ctrl-C the moment the re-attached orphan logs its last step, so the job
-    ends on its own while the cancel is on its way (Slurm reads it RUNNING or COMPLETING right
-    after the scancel, then COMPLETED; or the cancel reaches its teardown). It must not be
-    recorded cancelled: the third session re-attaches and stores its result, never runs it again.
-    Where the cancel lands is up to the machine (before or after the job's end): without the fix
-    the job was recorded cancelled in 1 of 3 runs on the local cluster (CANCELLED, all 15 steps
-    logged); with it, never."""
+    """The race CI found: Ctrl-C the moment the re-attached orphan logs its last step, so the
+    cancel reaches a job that has trained (Slurm then says CANCELLED, or COMPLETED where the job
+    ended first). It must not be recorded cancelled: the third session re-attaches and stores its
+    result, never runs it again. Where the cancel lands is up to the machine's load; without the
+    fix, 2 of 5 runs on the local cluster recorded a job that had logged all 15 steps as cancelled
+    (CANCELLED in its teardown: the re-attached job, or the next one) and ran it again."""
     tag = tag_for("race")
     # Steps long enough that the orphan still runs when the second session re-attaches (it
-    # starts in seconds on a loaded machine); the interrupt comes at its last step.
-    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1", step_sleep=0.75))
+    # starts in seconds on a loaded machine), and a teardown after the last step (a real
+    # trainer's checkpoint and profiler flush) that the cancel lands in: a job that exits right
+    # after its last step ends before or after the cancel as the machine's load decides.
+    (tmp_path / "cell.yml").write_text(cell_text(tag, "nodes: 1", step_sleep=0.75, teardown=3))
     store = tmp_path / ".xlatune" / "cell.jsonl"
     jobs_dir = tmp_path / ".xlatune" / "xlatune-jobs" / "cell"
     first = start(tmp_path)
