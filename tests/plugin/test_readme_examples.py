@@ -165,8 +165,10 @@ def speed_scripted(cell_text: str) -> str:
     return yaml.safe_dump(cell, sort_keys=False)
 
 
-def workdir(root: Path) -> Path:
-    shutil.copytree(REPO / "cells", root / "cells")
+def workdir(root: Path, repo: Path = REPO) -> Path:
+    # The cells as committed: a sweep in the checkout (./scripts/demo.sh) leaves its lock there,
+    # and the examples start from none ("new lock", "not written").
+    shutil.copytree(repo / "cells", root / "cells", ignore=shutil.ignore_patterns("*.lock.json"))
     demo = root / "cells" / "demo_fsdp8.yml"
     demo.write_text(speed_scripted(demo.read_text()))
     (root / "pytest.ini").write_text("[pytest]\n")
@@ -518,3 +520,14 @@ def test_layout_names_files_that_exist() -> None:
             assert any((REPO / top / path).exists() for top in ("", "pytest_xlatune", "tests/integration")), (
                 f"README Layout names {path}, which does not exist"
             )
+
+
+def test_the_examples_start_without_the_lock_a_demo_run_left_in_the_checkout(tmp_path: Path) -> None:
+    # ./scripts/demo.sh writes cells/demo_fsdp8.lock.json in the checkout; copied along, the
+    # examples printed "recipe changed" and "not changed" where the README says "new lock".
+    repo = tmp_path / "repo"
+    (repo / "cells").mkdir(parents=True)
+    (repo / "cells" / "demo_fsdp8.yml").write_text((REPO / "cells" / "demo_fsdp8.yml").read_text())
+    (repo / "cells" / "demo_fsdp8.lock.json").write_text("{}")
+    root = workdir(tmp_path / "work", repo)
+    assert sorted(p.name for p in (root / "cells").iterdir()) == ["demo_fsdp8.yml"]
