@@ -120,6 +120,8 @@ def env(r: N.Ctx, node: Node, key: str) -> tuple[tuple[str, str], ...]:
 def xla_flags(r: N.Ctx, node: Node, key: str) -> tuple[str, ...]:
     flags: list[str] = []
     first: dict[str, int] = {}
+    if kind_of(node) == "str" and G.XLA_FLAG.matches(str(node.value).strip()):  # one flag, not a list
+        r.fail(node, key, "a list of XLA flags", suggestion=f"[{str(node.value).strip()}]")
     for i, item in enumerate(N.sequence(r, node, key, "a list of XLA flags")):
         flag = N.string(r, item, f"{key}[{i}]", G.XLA_FLAG)
         name = G.split_xla_flag(flag)[0]
@@ -170,7 +172,8 @@ def env_file(r: N.Ctx, node: Node, key: str) -> tuple[EnvFileEntry, ...]:
             text = N.string(r, text_node, text_key, expected=expected, max_len=None)  # bounded by the grammars
             name, eq, value = text.partition("=")
             if not (eq and G.ENV_NAME.matches(name) and G.ENV_VALUE.matches(value)):
-                r.fail(text_node, text_key, expected)
+                meant = G.suggestion(G.ENV_NAME, name) if eq and G.ENV_VALUE.matches(value.strip()) else None
+                r.fail(text_node, text_key, expected, suggestion=f"{meant}={value.strip()}" if meant else None)
             default = None if kind_of(default_node) == "null" else N.render(r, default_node, default_key, G.ENV_VALUE)
         if name in first:
             r.fail(text_node, text_key, "each setting once", f"{name} again (first on line {first[name]})")

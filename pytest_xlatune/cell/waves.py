@@ -147,7 +147,7 @@ def catalog_wave(r: N.Ctx, body: Fields, key: str, wave: int) -> CatalogWave:
     expected = f"a flag catalog: one of {', '.join(known)}"
     name = N.string(r, node, ckey, expected=expected)
     if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
+        close = [k for k in known if k == name.strip().lower()] or difflib.get_close_matches(name, known, n=1)
         r.fail(node, ckey, expected, suggestion=close[0] if close else None)
     limit = N.integer(r, body["max"][1], sub_key(key, "max"), 1) if "max" in body else None
     for candidate in C.get(name).candidates:

@@ -497,6 +497,28 @@ MALFORMED = [
         "(did you mean 'NCCL_BUFFSIZE'?)",
     ),
     (
+        "catalog-upper-case",
+        HEAD + "waves: {2: {catalog: CPU}}\n",
+        "waves.2.catalog",
+        4,
+        "found 'CPU' (did you mean 'cpu'?)",
+    ),
+    (
+        "one-flag-not-a-list",
+        _wave2("- name: a\n  xla_flags: --xla_backend_optimization_level=1\n"),
+        "waves.2[0].xla_flags",
+        7,
+        "a list of XLA flags, found '--xla_backend_optimization_level=1' "
+        "(did you mean '[--xla_backend_optimization_level=1]'?)",
+    ),
+    (
+        "env-file-name-lower-case",
+        HEAD + "env_file:\n  - env: nccl_min_nchannels=32\n    image_default: null\n",
+        "env_file[0].env",
+        5,
+        "found 'nccl_min_nchannels=32' (did you mean 'NCCL_MIN_NCHANNELS=32'?)",
+    ),
+    (
         "backend-a-bare-kind",
         HEAD + "backend: local\n",
         "backend",
