@@ -142,11 +142,13 @@ def build(
     )
     pooled = verdicts.noise(measured, cell.primary_config.name).cv_pct if primary_values else None
 
-    restore = {
-        r.config_tag: delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
-        for r in measured
-        if r.kind is RunKind.RESTORE_DEFAULT
-    }
+    # Each tag's restore_default as one figure over all its runs, as the leaderboard and TL;DR give it.
+    restore: dict[str, float | None] = {}
+    for r in measured:
+        if r.kind is RunKind.RESTORE_DEFAULT:
+            fig = figures.figure(r, measured)
+            shown = fig.delta_pct if fig is not None else None
+            restore[r.config_tag] = shown if shown is not None else delta_pct(r.tgs, baseline_tgs.get(r.config_tag))
 
     primary = cell.primary_config.name
     base = baseline_tgs.get(primary)

@@ -176,3 +176,15 @@ def test_a_wave6_check_measured_again_is_one_row_with_the_figure_the_terminal_pr
     section = render_tuning_md(data).split("## Cross-config confirmation (Wave 6)", 1)[1].split("\n## ", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("| `dense`")]
     assert len(lines) == 1 and "870.0 = mean of" in lines[0] and "| 95 % interval |" in section
+
+
+def test_the_wave1_table_gives_baseline_no_env_the_leaderboards_figure() -> None:
+    # The Wave 1 table took one restore_default run's Δ % (the last), where the TL;DR and the
+    # leaderboard give the figure of all its runs (the demo: +121.39 % there, +147.82 % here).
+    jobs = cases.Jobs()
+    jobs.wave1(restore=950.0)
+    jobs.add("wave1::restore_default", "restore_default", "restore_default", 1100.0, flags=(cases.AG_DEFAULT,))
+    data = cases.data(cases.cell(), jobs)
+    row = next(r for r in data.leaderboard if r.profile == "baseline-no-env")
+    assert row.job_ids.count(" ") == 1  # both runs behind one figure
+    assert data.restore_default_delta["sparse"] == row.delta_pct
