@@ -132,6 +132,8 @@ def test_the_github_workflow_gates_as_written(tmp_path: Path) -> None:
     out = slow.stdout + slow.stderr
     assert slow.returncode == 1, out
     assert "recipe 'fast' [default] regressed vs the lock" in out and "cells/unlocked.lock.json: no recipe lock" in out
+    # -rsx alone replaced pytest's default -rfE: the summary listed the skips but not the failure
+    assert "FAILED cells/locked.yml::gate::fast[default] - recipe 'fast'" in out, out
     assert "**Verdict: FAILED:" in (tmp_path / "locked-gate.md").read_text()
 
     advisory = run(gate, tmp_path, {**env, "NEW_IMAGE": slower, "XLATUNE_ARGS": "--xlatune-gate-advisory"})
