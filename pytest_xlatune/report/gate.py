@@ -108,7 +108,10 @@ def render_cell(gate: GateCell) -> str:
         + "; ".join(
             f"{_cell_text(r.profile)} \\[{_cell_text(r.config_tag)}\\] {r.delta_pct:+.2f} % vs baseline at lock time"
             for r in lock.recipes
-        ),
+        )
+        + f" (the recipe the sweep locked in {_cell_text(gate.lock_file)} and this gate replays; its figures at"
+        " lock time are for context: each gate run is compared with its control, run just before it"
+        " on the lock's image)",
     ]
     if gate.flags:
         lines += ["", "### Locked flags on the new image", ""] + [f"- {_flag_text(f)}" for f in gate.flags]
@@ -124,7 +127,14 @@ def render_cell(gate: GateCell) -> str:
     if not gate.runs:
         lines.append("None: this gate ran no job of the cell (an earlier gate's runs are not its own).")
     else:
-        lines += ["| item | image | TGS | job | verdict |", "|---|---|---|---|---|"]
+        lines += [
+            "Each run on the new image right after its control: the same settings on the lock's image"
+            " (`-oldimage`), in the same time window. TGS is the run's steady-state tokens/s/device;"
+            " *verdict* is how its job ended, not the gate's verdict (above).",
+            "",
+            "| item | image | TGS | job | verdict |",
+            "|---|---|---|---|---|",
+        ]
     for run in gate.runs:
         tgs = f"{run.tgs:.1f}" if run.tgs is not None else "–"
         lines.append(

@@ -62,3 +62,20 @@ def test_values_from_options_locks_and_logs_are_text_in_the_gate_report() -> Non
     for line in markdown.splitlines():
         if line.startswith("| new") or line.startswith("| lock"):
             assert len(re.findall(r"(?<!\\)\|", line)) == 4, line
+
+
+def test_the_gate_report_says_what_a_control_its_verdict_column_and_the_lock_are() -> None:
+    # A newcomer read "success" in a column named verdict under a PASSED/FAILED verdict, and
+    # pairs of -oldimage rows, with nothing saying what either was.
+    from tests import report_cases as cases
+
+    jobs = cases.Jobs()
+    old = jobs.add("gate::fast-oldimage", "gate_old_recipe", "fast", 1000.0, config_tag="default")
+    new = jobs.add("gate::fast", "profile", "fast", 990.0, config_tag="default")
+    cell = GateCell("cells/m.yml", "cells/m.lock.json", LOCK, "/new", "", "", (), (old, new))
+    runs = render_cell(cell).split("### Gate runs", 1)[1]
+    legend = runs.split("| item |", 1)[0]
+    assert "(`-oldimage`)" in legend and "how its job ended, not the gate's verdict" in legend
+    # and what "locked" means where the locked recipe's figure is given
+    locked = render_cell(cell).split("Locked recipes: ", 1)[1].split("\n", 1)[0]
+    assert "the recipe the sweep locked in cells/m.lock.json and this gate replays" in locked
