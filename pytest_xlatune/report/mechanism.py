@@ -88,6 +88,10 @@ class ShapeRow:
     tgs: float  # the figure of the shape's settings (every run of them), as in the leaderboard
     delta_pct: float | None
     job_ids: str  # the runs behind `tgs`
+    ci_low: float | None = None  # the 95 % interval of `delta_pct` and its verdict, as the leaderboard's
+    ci_high: float | None = None
+    judged: str = ""
+    direction: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,11 @@ def why(views: Sequence[EvidenceView]) -> Why | None:
     )
 
 
+def _judged(c: stats.Comparison) -> tuple[float, float, str, str]:
+    """A shape's interval and verdict, as the leaderboard gives them."""
+    return c.ci_low_pct, c.ci_high_pct, stats.words(c), stats.direction(c)
+
+
 def pipeline(
     cell: Cell, measured: Sequence[JobResult], baseline: float | None, noise: stats.Noise | None = None
 ) -> Pipeline | None:
@@ -195,6 +204,7 @@ def pipeline(
                 tgs,
                 fig.delta_pct if fig and fig.comparison else delta_pct(tgs, baseline),
                 " ".join(fig.job_ids) if fig else r.job_id,
+                *(_judged(fig.comparison) if fig and fig.comparison else ()),
             )
         )
     if not rows:

@@ -1,5 +1,5 @@
 """The pipeline-shapes table shows each shape's figure as the leaderboard does: the mean of every
-run of its settings, its Δ %, and the jobs behind it (not the first run's job alone)."""
+run of its settings, its Δ % with its interval and verdict, and the jobs behind it (not the first run's job alone)."""
 
 from __future__ import annotations
 
@@ -28,5 +28,12 @@ def test_a_shape_measured_twice_is_one_row_with_both_jobs_as_in_the_leaderboard(
     rows = [row for row in data.pipeline.rows if row.profile == "mb8_v1"]
     assert len(rows) == 1 and len(board.job_ids.split()) == 2
     assert (rows[0].tgs, rows[0].delta_pct, rows[0].job_ids) == (board.tgs, board.delta_pct, board.job_ids)
+    # and its interval and verdict: a Δ % alone read as a win where the terminal said "within noise"
+    assert (rows[0].ci_low, rows[0].ci_high, rows[0].judged) == (board.ci_low, board.ci_high, board.judged)
+    assert board.ci_low is not None and board.ci_high is not None
     text = render_document(None, [("cells/cpu_pp4.yml", data)], "en")
-    assert f"| mb8_v1 | 8 | 1 | 27.27 % | {board.tgs:,.1f} | {board.delta_pct:+.2f} % | {board.job_ids} |" in text
+    interval = f"[{board.ci_low:+.2f}, {board.ci_high:+.2f}] %"
+    assert (
+        f"| mb8_v1 | 8 | 1 | 27.27 % | {board.tgs:,.1f} | {board.delta_pct:+.2f} % | {interval} | {board.judged} "
+        f"| {board.job_ids} |"
+    ) in text
