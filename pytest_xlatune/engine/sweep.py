@@ -233,7 +233,10 @@ class Sweep:
         """Why a catalog candidate does not run, decided with the evidence known now ("" = run)."""
         if not spec.catalog:
             return ""
-        return catalog_decisions(self.cell, self.specs, self.evidence_facts()).get(spec.name, (0, ""))[1]
+        # An adaptive sweep's `max` keeps the candidates its planner would try first (the prior).
+        prior = self.adaptive.ordered().prior if self.adaptive is not None else None
+        gain = (lambda name: prior.gain(name).pct) if prior is not None else None
+        return catalog_decisions(self.cell, self.specs, self.evidence_facts(), gain).get(spec.name, (0, ""))[1]
 
     # ---- the re-measure loops of the gates --------------------------------------------
 

@@ -115,10 +115,16 @@ def _group(mechanism: str, facts: EvidenceFacts) -> tuple[int, int]:
 
 
 def decide(
-    mechanisms: Sequence[str], catalog: str, limit: int | None, facts: EvidenceFacts | None
+    mechanisms: Sequence[str],
+    catalog: str,
+    limit: int | None,
+    facts: EvidenceFacts | None,
+    gains: Sequence[float] | None = None,
 ) -> list[tuple[int, str]]:
     """(index into `mechanisms`, skip reason or "") for every candidate: those that run, in run
-    order, then those beyond `max`, then the irrelevant ones."""
+    order, then those beyond `max`, then the irrelevant ones. `gains`: each candidate's expected
+    gain (%) as the adaptive planner orders them (other sweeps' effects and the evidence's hints,
+    adaptive.order): `max` keeps the likeliest winners it would try first, ties in evidence order."""
     if facts is None:
         order = list(range(len(mechanisms)))
         reasons = dict.fromkeys(order, "")
@@ -127,6 +133,9 @@ def decide(
         order = sorted(range(len(mechanisms)), key=lambda i: _group(mechanisms[i], facts))
         reasons = {i: irrelevant(mechanisms[i], facts) for i in order}
         basis = f"ordered by the evidence of job {facts.job_id}"
+    if gains is not None and any(gains):
+        order = sorted(order, key=lambda i: -gains[i])  # stable: ties keep the order above
+        basis = f"ordered by expected gain, then {basis.replace('ordered by ', '')}"
     out, running = [], 0
     for i in order:
         reason = reasons[i]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..cell import catalog as table
@@ -239,13 +239,18 @@ def _flag_wave(cell: Cell, primary: ConfigTag, wave: int) -> list[RunSpec]:
 
 
 def catalog_decisions(
-    cell: Cell, specs: list[RunSpec], facts: catalog.EvidenceFacts | None
+    cell: Cell,
+    specs: list[RunSpec],
+    facts: catalog.EvidenceFacts | None,
+    gain: Callable[[str], float] | None = None,
 ) -> dict[str, tuple[int, str]]:
-    """Run name → (position in its catalog wave, skip reason or "") for every catalog candidate."""
+    """Run name → (position in its catalog wave, skip reason or "") for every catalog candidate;
+    `gain`: a run's expected gain (%) as the adaptive planner orders it (catalog.decide)."""
     out: dict[str, tuple[int, str]] = {}
     for group in cell.catalog_waves:
         members = [s for s in specs if s.catalog == group.catalog and s.wave_number == group.wave]
-        decided = catalog.decide([s.mechanism for s in members], group.catalog, group.max, facts)
+        gains = [gain(s.name) for s in members] if gain is not None else None
+        decided = catalog.decide([s.mechanism for s in members], group.catalog, group.max, facts, gains)
         for rank, (index, reason) in enumerate(decided):
             out[members[index].name] = (rank, reason)
     return out

@@ -112,6 +112,23 @@ def test_max_counts_only_candidates_that_apply() -> None:
     assert reasons["cp_decomp_1g"].startswith("mechanism-irrelevant")
 
 
+def test_max_keeps_the_candidates_the_adaptive_planner_expects_most_of() -> None:
+    # The planner tries `opt_o1` first (another sweep measured it +104 %): the cap of 2 must not
+    # drop it for the evidence order's first two (the planned order named it first, then the
+    # sweep skipped it as "beyond max 2").
+    cands = table.get("cpu").candidates
+    gains = [104.0 if c.name == "opt_o1" else 0.0 for c in cands]
+    facts = EvidenceFacts("9", (("all-reduce", 100),), compute_ms=300.0, collective_ms=20.0)
+    decided = [(cands[i].name, r) for i, r in catalog.decide([c.mechanism for c in cands], "cpu", 2, facts, gains)]
+    assert [n for n, r in decided if not r] == ["opt_o1", "opt_o0"]  # then the evidence order
+    assert dict(decided)["no_eigen_mt"] == (
+        "beyond max 2 of catalog cpu (ordered by expected gain, then the evidence of job 9)"
+    )
+    # No gain known anywhere: the evidence order decides, as before.
+    flat = catalog.decide([c.mechanism for c in cands], "cpu", 2, facts, [0.0] * len(cands))
+    assert flat == catalog.decide([c.mechanism for c in cands], "cpu", 2, facts)
+
+
 def test_compute_first_when_the_profile_shows_more_compute_than_collectives() -> None:
     compute_bound = EvidenceFacts("9", (("all-reduce", 100),), compute_ms=300.0, collective_ms=20.0)
     running = [n for n, r in decide("cpu", None, compute_bound) if not r]
