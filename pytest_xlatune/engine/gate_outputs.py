@@ -14,6 +14,7 @@ from ..report.gate import GateCell, GateItem, Outcome, render_document
 from ..store import ResultStore
 from ..verdict.lock import LockError, load_lock
 from .inert import gate_flag_states, gate_runs
+from .outcome import warnings_of
 from .repair_outputs import repair_of
 
 if TYPE_CHECKING:
@@ -25,15 +26,16 @@ def gate_item(report: pytest.TestReport) -> GateItem | None:
     if report.when != "call":
         return None
     item = str(dict(report.user_properties).get("xlatune_item", report.nodeid))  # gate::fast[sparse]
+    warned = warnings_of(report.user_properties)
     if hasattr(report, "wasxfail"):
-        return GateItem(item, Outcome.ADVISORY, str(report.wasxfail).removeprefix("advisory gate: "))
+        return GateItem(item, Outcome.ADVISORY, str(report.wasxfail).removeprefix("advisory gate: "), warned)
     if report.passed:
-        return GateItem(item, Outcome.PASSED)
+        return GateItem(item, Outcome.PASSED, warnings=warned)
     if report.skipped:
         longrepr = report.longrepr
         reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-        return GateItem(item, Outcome.SKIPPED, reason.removeprefix("Skipped: "))
-    return GateItem(item, Outcome.FAILED, report.longreprtext)
+        return GateItem(item, Outcome.SKIPPED, reason.removeprefix("Skipped: "), warned)
+    return GateItem(item, Outcome.FAILED, report.longreprtext, warned)
 
 
 def gate_cells(runtime: Session) -> dict[str, list[GateCell]]:

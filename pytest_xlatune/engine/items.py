@@ -260,15 +260,23 @@ class CellItem(pytest.Item):
             raise RunFailed(result, stored=ran.reused and not sweep.runner.ran_in_session(ran.result.key))
         if spec.kind not in (RunKind.CROSS_CONFIG, RunKind.GATE_RECIPE):
             return
+        said: list[str] = []  # the gate's warnings: the terminal now, junit and the reports later
+
+        def warn(line: str) -> None:
+            if line not in said:  # a re-measured gate says the same numerics warning again
+                said.append(line)
+                runtime.warn(f"{spec.name}: {line}")
+
         try:
             if spec.kind is RunKind.CROSS_CONFIG:
-                sweep.gate_cross_config(spec, [result])
+                sweep.gate_cross_config(spec, [result], warn)
             else:
-                sweep.gate_image(spec, [result], runtime.lock_for(self.cell), runtime.warn)
+                sweep.gate_image(spec, [result], runtime.lock_for(self.cell), warn)
         finally:  # its re-measurements joined its figure: the mean the gate judged, shown as such
             if self.outcome.measurement is not None and result.tgs is not None:
                 found = figures.figure(result, sweep.results_here())
                 self._show(self.outcome.measured(replace(self.outcome.measurement, figure=found)))
+            self._show(self.outcome.warned(tuple(said)))
 
     def _file_id(self) -> str:
         return self.nodeid.split("::", 1)[0]

@@ -72,6 +72,9 @@ class ItemOutcome:
     measurement: Measurement | None = None
     advisory: bool = False  # --xlatune-gate-advisory: a failure reported as xfail
     sweep_stop: bool = False  # the sweep stopped here: no lock from it
+    # What its gate printed as a warning (a pass despite the odds, numerics changed under warn),
+    # without the item's name: junit, the gate report and the HTML say it in the same words.
+    warnings: tuple[str, ...] = ()
 
     def measured(self, measurement: Measurement) -> ItemOutcome:
         return replace(self, measurement=measurement)
@@ -82,6 +85,9 @@ class ItemOutcome:
     def stopped_sweep(self) -> ItemOutcome:
         return replace(self, sweep_stop=True)
 
+    def warned(self, warnings: tuple[str, ...]) -> ItemOutcome:
+        return replace(self, warnings=warnings)
+
     def user_properties(self) -> Properties:
         """The item's `xlatune_*` user properties, in the order reports have always had them."""
         return [
@@ -90,4 +96,14 @@ class ItemOutcome:
             *(self.measurement.properties() if self.measurement else []),
             *([("xlatune_gate_advisory", True)] if self.advisory else []),
             *([("xlatune_sweep_stop", True)] if self.sweep_stop else []),
+            *([(WARNING_KEY, "\n".join(self.warnings))] if self.warnings else []),
         ]
+
+
+WARNING_KEY = "xlatune_warning"  # the gate's warnings of an item, one a line
+
+
+def warnings_of(properties: Properties) -> tuple[str, ...]:
+    """The gate's warnings an item's properties carry (none: ())."""
+    text = str(dict(properties).get(WARNING_KEY) or "")
+    return tuple(text.splitlines())

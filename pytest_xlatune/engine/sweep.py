@@ -240,9 +240,10 @@ class Sweep:
 
     # ---- the re-measure loops of the gates --------------------------------------------
 
-    def gate_cross_config(self, spec: RunSpec, runs: list[JobResult]) -> None:
+    def gate_cross_config(self, spec: RunSpec, runs: list[JobResult], warn: Report) -> None:
         """Fail only when the recipe regresses the tag beyond the tolerance with confidence;
-        re-measure (thresholds.remeasure times at most) while the answer is ambiguous."""
+        re-measure (thresholds.remeasure times at most) while the answer is ambiguous. `warn`
+        gets the line of a pass despite the odds (the item shows it and keeps it for the reports)."""
         thresholds = self.cell.thresholds
         while True:
             final = len(runs) > thresholds.remeasure
@@ -257,7 +258,7 @@ class Sweep:
                 if gate is not None and (
                     why := gate.passed_on_the_interval(spec.resolved_from, spec.config_tag, [r.job_id for r in runs])
                 ):
-                    (self.warn or self.report)(f"{spec.name}: {why}")
+                    warn(why)
                 return
             if gate.decision is stats.GateDecision.FAIL:
                 recipe = choice.recipe(self.results(), self.cell.primary_config.name, self.numerics) is not None
@@ -271,7 +272,7 @@ class Sweep:
         """Fail when the new image broke the locked recipe, with confidence, judged against the
         same runs on the lock's image in this session; while the answer is ambiguous, measure
         the recipe and the baseline once more each, each after its old-image control
-        (thresholds.remeasure times at most)."""
+        (thresholds.remeasure times at most). `warn` gets each of the gate's warnings."""
         tag = spec.config_tag
 
         def measured(kind: RunKind) -> tuple[RunSpec, list[JobResult]]:
@@ -299,7 +300,7 @@ class Sweep:
                 old_baseline_runs=old_baselines,
             )
             for warning in gate.warnings:
-                warn(f"{spec.name}: {warning}")
+                warn(warning)
             if gate.problems:
                 raise Regression("\n".join(gate.problems))
             if not gate.ambiguous:

@@ -35,6 +35,9 @@ class GateItem:
     item: str  # e.g. gate::fast[sparse]
     outcome: Outcome
     message: str = ""  # the failure or skip reason as the terminal printed it
+    # What the gate warned of, as the terminal printed it after the item's name (`gate::…: `): a
+    # pass on the interval despite the odds, numerics changed under --xlatune-numerics=warn.
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,9 @@ def verdict(items: Sequence[GateItem]) -> str:
         word = "FAILED" if failed else "FAILED (advisory: reported, the exit code stays 0)"
         return f"{word}: {len(failed) + len(advisory)} of {len(items)} gate item(s) failed"
     if items and len(passed) == len(items):
-        return f"PASSED: all {len(items)} gate item(s) passed; the locked recipe holds on the new image"
+        warned = sum(1 for i in passed if i.warnings)
+        note = f" ({warned} with a warning: see *Warnings*)" if warned else ""
+        return f"PASSED: all {len(items)} gate item(s) passed{note}; the locked recipe holds on the new image"
     return f"INCOMPLETE: {len(passed)} of {len(items)} gate item(s) passed, none failed, the rest did not run"
 
 
@@ -120,6 +125,11 @@ def render_cell(gate: GateCell) -> str:
         lines += ["", "### What failed", ""]
         for item in bad:
             lines += [f"{markdown_code(item.item)} ({item.outcome.value}):", "", _code(item.message), ""]
+    warned = [i for i in gate.items if i.warnings]
+    if warned:
+        lines += ["", "### Warnings", ""]
+        for item in warned:
+            lines += [f"{markdown_code(item.item)} ({item.outcome.value}):", "", _code("\n".join(item.warnings)), ""]
     skipped = [i for i in gate.items if i.outcome is Outcome.SKIPPED]
     if skipped:
         lines += ["", "### Skipped", ""] + [f"- {markdown_code(i.item)}: {_cell_text(i.message)}" for i in skipped]
@@ -162,6 +172,12 @@ def render_html(cells: Sequence[GateCell]) -> str:
             for i in gate.items
             if i.outcome in (Outcome.FAILED, Outcome.ADVISORY)
         )
+        warned = "".join(
+            f"<li><code>{escape(i.item)}</code> ({escape(i.outcome.value)}): "
+            f"<pre>{escape(chr(10).join(i.warnings))}</pre></li>"
+            for i in gate.items
+            if i.warnings
+        )
         parts.append(
             f'<div class="xlatune-gate"><h2>Image gate: {escape(gate.cell_id)}</h2>'
             f"<p><strong>{escape(verdict(gate.items))}</strong></p>"
@@ -170,6 +186,7 @@ def render_html(cells: Sequence[GateCell]) -> str:
             f"Lock ({escape(gate.lock.date)}) image {escape(gate.lock.image or '(default)')}: "
             f"{escape(gate.lock.measured_on or '(not recorded in the lock)')}</p>"
             + (f"<ul>{failed}</ul>" if failed else "")
+            + (f"<p>Warnings:</p><ul>{warned}</ul>" if warned else "")
             + (
                 "<p>Locked flags on the new image:</p><ul>"
                 + "".join(f"<li>{escape(f.text())}</li>" for f in gate.flags)

@@ -12,6 +12,7 @@ import re
 import stat
 import sys
 import xml.etree.ElementTree as ET
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -344,18 +345,7 @@ def test_a_re_measured_recipe_shows_the_figure_its_verdict_judged_everywhere(
 ) -> None:
     # The new image's recipe runs read 1050, then 1070 and 1070: the gate judged the mean of
     # the three (1063.3) while the item line, junit and the gate report showed the first run's 1050.
-    counter = pytester.path / "recipe-runs"
-    varying = varying_recipe(pytester.path, counter, first=1050, then=1070)
-    result = pytester.runpytest(
-        str(swept),
-        "--xlatune-gate",
-        f"--xlatune-image={varying}",
-        "-k",
-        "sparse",
-        "--junitxml=gate.xml",
-        "--html=gate.html",
-        *FAKE,
-    )
+    result, counter = gate_sparse(pytester, swept, first=1050, then=1070)
     result.assert_outcomes(passed=5, failed=1)
     assert counter.read_text().strip() == "3"  # the recipe was measured three times
     result.stdout.fnmatch_lines(["*recipe 'fast' [[]sparse[]] regressed vs the lock*TGS 1063.* vs 1100.*"])
@@ -376,11 +366,7 @@ def test_a_final_gate_passes_a_likely_regression_whose_interval_includes_no_chan
     # 1060, then 1085 and 1085 vs controls at 1100: -2.1 % with >= 80 % odds past the 1 %
     # tolerance, yet the 95 % interval includes no change. The gate failed the image on the odds
     # alone; it now passes, everywhere alike, with a warning that says why.
-    counter = pytester.path / "recipe-runs"
-    varying = varying_recipe(pytester.path, counter, first=1060, then=1085)
-    result = pytester.runpytest(
-        str(swept), "--xlatune-gate", f"--xlatune-image={varying}", "-k", "sparse", "--junitxml=gate.xml", *FAKE
-    )
+    result, counter = gate_sparse(pytester, swept, first=1060, then=1085)
     result.assert_outcomes(passed=6)
     assert counter.read_text().strip() == "3"
     result.stdout.fnmatch_lines(
@@ -391,7 +377,19 @@ def test_a_final_gate_passes_a_likely_regression_whose_interval_includes_no_chan
     )
     assert "regressed vs the lock" not in result.stdout.str()
     assert "<failure" not in (pytester.path / "gate.xml").read_text()
-    assert "**Verdict: PASSED" in (pytester.path / "gated-gate.md").read_text()
+    # The warning, in the terminal's words and figures, in junit, the gate report and the HTML
+    # (the gate report said `PASSED … holds` with no word of it).
+    [said] = re.findall(r"\] gate::fast\[sparse\]: (recipe 'fast' .*)$", result.stdout.str(), re.M)
+    case = ET.parse(pytester.path / "gate.xml").find(".//testcase[@name='fast[sparse]']")
+    assert case is not None
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["xlatune_warning"] == said
+    gate = (pytester.path / "gated-gate.md").read_text()
+    assert "**Verdict: PASSED: all 6 gate item(s) passed (1 with a warning: see *Warnings*); the locked" in gate
+    assert "### Warnings\n\n`gate::fast[sparse]` (passed):\n\n```text\n" + said + "\n```" in gate
+    html = (pytester.path / "gate.html").read_text()
+    summary = html.split('<div class="xlatune-gate">', 1)[1].split("</div>", 1)[0]
+    assert "1 with a warning" in summary and html_escape(said) in summary
 
 
 def test_a_recipe_re_measured_and_passed_prints_the_mean_it_was_judged_on(
@@ -408,6 +406,24 @@ def test_a_recipe_re_measured_and_passed_prints_the_mean_it_was_judged_on(
         ["*gate::fast[[]sparse[]] PASSED 1090.* TGS * (1090.* = mean of 1080.*, 1100.*; jobs *"]
     )
     assert "gate::fast[sparse]: " not in result.stdout.str()  # no correction at the end
+
+
+def gate_sparse(pytester: pytest.Pytester, swept: Path, first: int, then: int) -> tuple[pytest.RunResult, Path]:
+    """The gate of the sparse tag on a `varying_recipe` image, with junit and HTML reports; its
+    result and the file that counts the recipe's runs."""
+    counter = pytester.path / "recipe-runs"
+    varying = varying_recipe(pytester.path, counter, first=first, then=then)
+    result = pytester.runpytest(
+        str(swept),
+        "--xlatune-gate",
+        f"--xlatune-image={varying}",
+        "-k",
+        "sparse",
+        "--junitxml=gate.xml",
+        "--html=gate.html",
+        *FAKE,
+    )
+    return result, counter
 
 
 def varying_recipe(tmp: Path, counter: Path, first: int, then: int) -> str:
