@@ -34,6 +34,9 @@ class CrossRow:
     ci_low: float | None
     ci_high: float | None
     runs: str  # `9112.9 = mean of …; jobs 14, 15, 16`, or the one job id
+    # Why it passed despite >= 80 % odds of a regression (its interval includes no change), in
+    # the words of the item's terminal warning and junit property ("" when it did not).
+    warning: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def build(
     bottom = rows[TOP_ROWS:][-BOTTOM_ROWS:]
     negative = [row for row in rows if row.direction == "worse"]
 
-    cross = _cross_rows(measured, baseline_tgs)
+    cross = _cross_rows(measured, baseline_tgs, cell)
     evidence = next((r for r in results if r.kind is RunKind.EVIDENCE), None)
     profiles_tested = len({r.profile for r in results if r.kind is RunKind.PROFILE})
     views = evidence_views(results, loaded, jobs, chosen.profile if chosen else None)
@@ -248,25 +251,34 @@ def _tie(picked: choice.Choice, measured: Sequence[JobResult]) -> Tie:
     )
 
 
-def _cross_rows(measured: Sequence[JobResult], baseline_tgs: Mapping[str, float]) -> list[CrossRow]:
+def _cross_rows(measured: Sequence[JobResult], baseline_tgs: Mapping[str, float], cell: Cell) -> list[CrossRow]:
     """The wave-6 checks, one row per config tag and settings: a check measured again before it
-    decided is one figure, not a row per job."""
+    decided is one figure, not a row per job; with the warning of a check its runs passed on the
+    interval, judged as the item judged them (choice.regression_gate, final after the re-measures)."""
     rows: dict[tuple[str, tuple[str, ...]], CrossRow] = {}
+    thresholds = cell.thresholds
     for r in measured:
         if r.kind is not RunKind.CROSS_CONFIG or (fig := figures.figure(r, measured)) is None:
             continue
+        if (r.config_tag, fig.job_ids) in rows:
+            continue
         c = fig.comparison
-        runs = fig.runs_text() if len(fig.runs) > 1 else r.job_id
-        rows.setdefault(
-            (r.config_tag, fig.job_ids),
-            CrossRow(
-                r.config_tag,
-                r.resolved_from or r.profile,
-                fig.tgs,
-                delta_pct(fig.tgs, baseline_tgs.get(r.config_tag)),
-                c.ci_low_pct if c else None,
-                c.ci_high_pct if c else None,
-                runs,
-            ),
+        name = r.resolved_from or r.profile
+        gate = choice.regression_gate(
+            [tgs for _, tgs in fig.runs],
+            measured,
+            r.config_tag,
+            thresholds.regression_pct,
+            final=len(fig.runs) > thresholds.remeasure,
+        )
+        rows[(r.config_tag, fig.job_ids)] = CrossRow(
+            r.config_tag,
+            name,
+            fig.tgs,
+            delta_pct(fig.tgs, baseline_tgs.get(r.config_tag)),
+            c.ci_low_pct if c else None,
+            c.ci_high_pct if c else None,
+            fig.runs_text() if len(fig.runs) > 1 else r.job_id,
+            gate.passed_on_the_interval(name, r.config_tag, fig.job_ids) if gate else "",
         )
     return list(rows.values())

@@ -112,6 +112,9 @@ def warnings(data: ReportData) -> list[str]:
             f"detectable ≥ {data.power.detectable_pct:.1f} %, above the "
             f"+{data.power.bound_pct:g} % bound; {more}."
         )
+    for cross in data.cross_config:
+        if cross.warning:
+            found.append(f"Wave 6 passed with a warning: {cross.warning}.")
     for row in data.numerics_changed:
         found.append(
             f"Numerics changed: {row.profile}: {row.departed or 'its loss left the baseline’s'}"

@@ -3,9 +3,12 @@ the data comment survives any flag text; sign flips compare parallelisms."""
 
 from __future__ import annotations
 
+from html import escape as html_escape
+
 from pytest_xlatune.report import sections
 from pytest_xlatune.report.markdown import render_document
 from pytest_xlatune.report.sections import CellSummary, FlagResult
+from pytest_xlatune.results import JobResult
 from tests import report_cases as cases
 
 HAND_WRITTEN = "# golden: notes by hand\n\nMemory matrix measured on 2026-04-30.\n"
@@ -153,21 +156,28 @@ def test_why_the_winner_wins_lists_its_jobs_as_the_runs_text_does() -> None:
     assert f"`{data.winner.profile}` (job 3) changes" in render_tuning_md(one)
 
 
+def wave6_check(baselines: tuple[float, float], checks: tuple[float, ...]) -> tuple[cases.Jobs, list[JobResult]]:
+    """A sweep whose recipe `ag256m` wins on the primary tag, and its wave-6 check on `dense`
+    (baselines `baselines`) measured len(checks) times; the jobs and the check's runs."""
+    jobs = cases.Jobs()
+    jobs.wave1()
+    jobs.profile("ag256m", 1080.0, "--xla_gpu_all_gather_combine_threshold_bytes=268435456")
+    jobs.wave1(baselines=baselines, restore=None, config_tag="dense")
+    flags = ("--xla_gpu_all_gather_combine_threshold_bytes=268435456",)
+    runs = [
+        jobs.add("wave6::best", "cross_config", "ag256m", tgs, config_tag="dense", flags=flags, resolved_from="ag256m")
+        for tgs in checks
+    ]
+    return jobs, runs
+
+
 def test_a_wave6_check_measured_again_is_one_row_with_the_figure_the_terminal_prints() -> None:
     # A cross-config check re-run before it decided (thresholds.remeasure) showed one row per job,
     # each with its own Δ %, where the item's failure line gives one figure: their mean, jobs 14 15 16.
     from pytest_xlatune.report.markdown import render_tuning_md
     from pytest_xlatune.results import delta_pct
 
-    jobs = cases.Jobs()
-    jobs.wave1()
-    jobs.profile("ag256m", 1080.0, "--xla_gpu_all_gather_combine_threshold_bytes=268435456")
-    jobs.wave1(baselines=(900.0, 905.0), restore=None, config_tag="dense")
-    flags = ("--xla_gpu_all_gather_combine_threshold_bytes=268435456",)
-    runs = [
-        jobs.add("wave6::best", "cross_config", "ag256m", tgs, config_tag="dense", flags=flags, resolved_from="ag256m")
-        for tgs in (880.0, 860.0, 870.0)
-    ]
+    jobs, runs = wave6_check(baselines=(900.0, 905.0), checks=(880.0, 860.0, 870.0))
     data = cases.data(cases.cell(), jobs)
     assert len(data.cross_config) == 1
     row = data.cross_config[0]
@@ -176,6 +186,30 @@ def test_a_wave6_check_measured_again_is_one_row_with_the_figure_the_terminal_pr
     section = render_tuning_md(data).split("## Cross-config confirmation (Wave 6)", 1)[1].split("\n## ", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("| `dense`")]
     assert len(lines) == 1 and "870.0 = mean of" in lines[0] and "| 95 % interval |" in section
+
+
+def test_a_wave6_check_passed_on_its_interval_carries_the_items_warning_into_the_reports() -> None:
+    # Baselines 2x apart on `dense`: three runs at 650 TGS are -57 % with >= 80 % odds of a
+    # regression, yet their 95 % interval includes no change. The item passed with a warning in the
+    # terminal; the tuning report (markdown and HTML) showed the row's figures and no word of it.
+    from pytest_xlatune.report.html_top import top_html
+    from pytest_xlatune.report.markdown import render_tuning_md
+    from pytest_xlatune.verdict import choice
+
+    jobs, runs = wave6_check(baselines=(1000.0, 2000.0), checks=(700.0, 650.0, 600.0))
+    data = cases.data(cases.cell(), jobs)
+    # What the item printed: the sweep's own check of these runs, final after its re-measures.
+    measured = [r for r in jobs.results if r.measured]
+    gate = choice.regression_gate([r.tgs or 0.0 for r in runs], measured, "dense", 1.0, final=True)
+    assert gate is not None
+    said = gate.passed_on_the_interval("ag256m", "dense", [r.job_id for r in runs])
+    assert "yet its 95 % interval includes no change" in said
+    [row] = data.cross_config
+    assert row.warning == said
+    section = render_tuning_md(data).split("## Cross-config confirmation (Wave 6)", 1)[1].split("\n## ", 1)[0]
+    listed = [line for line in section.splitlines() if line.startswith("- ")]
+    assert [line.replace("\\[", "[").replace("\\]", "]") for line in listed] == [f"- {said}"]
+    assert f"Wave 6 passed with a warning: {html_escape(said)}." in top_html(data)
 
 
 def test_the_wave1_table_gives_baseline_no_env_the_leaderboards_figure() -> None:
