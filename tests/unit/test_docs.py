@@ -97,25 +97,42 @@ def test_the_readme_is_a_front_door() -> None:
     assert [link for link in links if not (REPO / link).exists()] == []
 
 
-def test_the_ci_gates_slower_image_stand_in_works_as_written(tmp_path: Path) -> None:
-    """docs/how-to/ci-gate.md's wrapper: its printf line, run as written, makes an executable that
-    runs this Python with XLA held at -O0 after every flag the job set (XLA is last-wins), and the
-    gate command names it with a path (a bare name is looked up in PATH)."""
+def test_the_ci_gates_slower_image_stand_in_works_as_written_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """docs/how-to/ci-gate.md's wrapper: its lines before the gate command, run as written in a
+    checkout, make an executable that runs this Python with XLA held at -O0 after every flag the
+    job set (XLA is last-wins), outside the checkout (a `slow-python` was left in the repository
+    root); the gate command names it with a path (a bare name is looked up in PATH)."""
     import os
     import subprocess
     import sys
 
     text = (REPO / "docs" / "how-to" / "ci-gate.md").read_text(encoding="utf-8")
     section = text.split("## Try it on this machine", 1)[1]
-    make = next(line for line in section.splitlines() if line.startswith("printf "))
-    gate = next(line for line in section.splitlines() if "--xlatune-image=" in line and "slow-python" in line)
-    assert "--xlatune-image=./slow-python" in gate
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    subprocess.run(["bash", "-c", f"{make} && chmod +x slow-python"], cwd=tmp_path, env=env, check=True)
+    block = next(b for b in section.split("```bash\n")[1:] if "slow-python" in b).split("```", 1)[0]
+    lines = block.splitlines()
+    gate = next(line for line in lines if line.startswith("pytest ") and "--xlatune-image=" in line)
+    image = re.search(r"--xlatune-image=(\S+)", gate)
+    assert image is not None
+    setup = "\n".join(line for line in lines if not line.startswith("pytest "))
+    checkout, temp = tmp_path / "checkout", tmp_path / "tmp"
+    checkout.mkdir()
+    temp.mkdir()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "TMPDIR": str(temp)}
+    made = subprocess.run(
+        ["bash", "-euc", f"{setup}\nprintf %s {image.group(1)}"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert list(checkout.iterdir()) == []  # nothing left in the checkout
+    assert Path(made).is_absolute() and Path(made).name == "slow-python"
     env["XLA_FLAGS"] = "--xla_backend_optimization_level=2"
     done = subprocess.run(
-        ["./slow-python", "-c", "import os, sys; print(sys.prefix, os.environ['XLA_FLAGS'])"],
-        cwd=tmp_path,
+        [made, "-c", "import os, sys; print(sys.prefix, os.environ['XLA_FLAGS'])"],
+        cwd=checkout,
         env=env,
         capture_output=True,
         text=True,
@@ -124,3 +141,8 @@ def test_the_ci_gates_slower_image_stand_in_works_as_written(tmp_path: Path) -> 
     prefix, flags = done.stdout.split(" ", 1)
     assert prefix == sys.prefix  # the same venv (its JAX): only the XLA flags differ
     assert flags.split() == ["--xla_backend_optimization_level=2", "--xla_backend_optimization_level=0"]
+    # The clean-up the how-to gives removes the directory its lines made (a second one here), no more.
+    cleanup = re.search(r"`(rm -r [^`]*slow[^`]*)`", section)
+    assert cleanup is not None
+    subprocess.run(["bash", "-euc", f"{setup}\n{cleanup.group(1)}"], cwd=checkout, env=env, check=True)
+    assert list(temp.iterdir()) == [Path(made).parent] and list(checkout.iterdir()) == []
