@@ -92,6 +92,7 @@ class ShapeRow:
     ci_high: float | None = None
     judged: str = ""
     direction: str = ""
+    runs: tuple[float, ...] = ()  # the steady TGS of every run behind `tgs`
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,25 @@ class Pipeline:
     stages: int
     rows: tuple[ShapeRow, ...]
     inversions: tuple[Inversion, ...]
+    # pairs in the predicted order (smaller bubble, then larger) whose TGS differ only within the
+    # run-to-run noise (or an unstable shape's, or with no noise known): they confirm nothing
+    unresolved: tuple[tuple[ShapeRow, ShapeRow], ...] = ()
+    resolved: int = 0  # pairs in the predicted order beyond the noise
 
     @property
     def matches(self) -> bool:
-        return not self.inversions
+        """Every pair of shapes measured in the predicted order, each beyond the noise."""
+        return not self.inversions and not self.unresolved and self.resolved > 0
+
+    @property
+    def within_noise(self) -> bool:
+        """No pair measured out of the predicted order, but none beyond the noise either."""
+        return not self.inversions and bool(self.unresolved) and not self.resolved
+
+    @property
+    def partly(self) -> bool:
+        """No pair measured out of the predicted order; some differ beyond the noise, some not."""
+        return not self.inversions and bool(self.unresolved) and self.resolved > 0
 
     @property
     def matches_beyond_noise(self) -> bool:
@@ -174,9 +190,17 @@ def why(views: Sequence[EvidenceView]) -> Why | None:
     )
 
 
-def _judged(c: stats.Comparison) -> tuple[float, float, str, str]:
-    """A shape's interval and verdict, as the leaderboard gives them."""
-    return c.ci_low_pct, c.ci_high_pct, stats.words(c), stats.direction(c)
+def _beyond_noise(a: ShapeRow, b: ShapeRow, noise: stats.Noise | None) -> bool:
+    """Whether `a` and `b` differ beyond the run-to-run noise (never for an unstable shape)."""
+    if noise is None or "unstable" in (a.direction, b.direction):
+        return False
+    c = stats.compare(a.runs or (a.tgs,), b.runs or (b.tgs,), noise)
+    return c.verdict is not stats.Direction.WITHIN_NOISE
+
+
+def _judged(c: stats.Comparison | None) -> tuple[float | None, float | None, str, str]:
+    """A shape's interval and verdict, as the leaderboard gives them (none when not compared)."""
+    return (None, None, "", "") if c is None else (c.ci_low_pct, c.ci_high_pct, stats.words(c), stats.direction(c))
 
 
 def pipeline(
@@ -204,18 +228,23 @@ def pipeline(
                 tgs,
                 fig.delta_pct if fig and fig.comparison else delta_pct(tgs, baseline),
                 " ".join(fig.job_ids) if fig else r.job_id,
-                *(_judged(fig.comparison) if fig and fig.comparison else ()),
+                *_judged(fig.comparison if fig else None),
+                tuple(v for _, v in fig.runs) if fig else (),
             )
         )
     if not rows:
         return None
     rows.sort(key=lambda row: (row.bubble, row.profile))
-    inversions = []
+    inversions, unresolved, resolved = [], [], 0
     for i, a in enumerate(rows):
         for b in rows[i + 1 :]:
-            if a.bubble < b.bubble and a.tgs < b.tgs:
-                within = (
-                    noise is not None and stats.compare([a.tgs], [b.tgs], noise).verdict is stats.Direction.WITHIN_NOISE
-                )
-                inversions.append(Inversion(a, b, (1 - a.tgs / b.tgs) * 100, within))
-    return Pipeline(stages, tuple(rows), tuple(inversions))
+            if a.bubble == b.bubble:
+                continue  # no predicted order between them
+            beyond = _beyond_noise(a, b, noise)
+            if a.tgs < b.tgs:
+                inversions.append(Inversion(a, b, (1 - a.tgs / b.tgs) * 100, noise is not None and not beyond))
+            elif beyond:
+                resolved += 1
+            else:
+                unresolved.append((a, b))
+    return Pipeline(stages, tuple(rows), tuple(inversions), tuple(unresolved), resolved)

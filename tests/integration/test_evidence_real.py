@@ -170,7 +170,8 @@ baseline_repeats: 1
         assert float(shown.replace(",", "")) == pytest.approx(tgs[int(m)], abs=0.05)
     predicted = [8, 4, 2]
     measured = sorted(tgs, key=lambda m: -tgs[m])
-    if measured == predicted:
-        assert "The measured order matches the predicted one" in wave5
+    if measured == predicted:  # matched beyond the noise, or said to be within it (CPU runs are close)
+        assert re.search(r"The measured order matches the predicted one|within the run-to-run noise", wave5)
+        assert "differs from the predicted one" not in wave5
     else:
         assert "The measured order differs from the predicted one" in wave5
