@@ -72,3 +72,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(
         key=lambda item: item.get_closest_marker("slurm") is not None and item.get_closest_marker("jax") is not None
     )
+
+
+def refused_at_collection(pytester: pytest.Pytester, cell: Path, line: str) -> None:
+    """Collecting `cell` stops on one line matching `line` (fnmatch), without a traceback."""
+    result = pytester.runpytest(str(cell), "--collect-only", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([line])
+    assert "Traceback" not in result.stdout.str()

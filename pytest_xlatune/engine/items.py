@@ -23,6 +23,7 @@ from ..launch.preflight import PreflightError
 from ..paths import lock_path
 from ..plan.expand import RunKind, RunSpec, arrange, evidence_spec
 from ..plan.repair import REPAIR_WAVE
+from ..plan.shape_fit import microbatch_misfit, refusal_line
 from ..results import JobResult, Verdict
 from ..store import StoreWriteError
 from ..verdict import figures, verdicts
@@ -85,6 +86,8 @@ class CellFile(pytest.File):
                 yield Unlocked.from_parent(self, name="gate", cell=self.cell)
                 return
             raise
+        if misfit := microbatch_misfit(self.cell, specs, runtime.settings.workload):
+            raise misfit  # refused here, not when the workload refuses the run
         if self.cell.catalog_waves:
             # Catalog candidates run in the order the stored evidence run gives (a session after
             # the evidence run); which of them are skipped is decided again at run time.
@@ -314,6 +317,8 @@ class CellItem(pytest.Item):
         if isinstance(error, RunFailed):
             result = error.result
             lines = [f"job {result.job_id} ({result.verdict.value}): {result.reason}", f"log: {result.log_path}"]
+            if key := refusal_line(self.cell, self.spec, result.reason, self._file_id()):
+                lines.insert(1, key)
             if error.stored:  # never mistaken for a run of this session
                 lines.insert(0, stored_failure_line(result, self.nodeid, time.time()))
             if result.log_tail:

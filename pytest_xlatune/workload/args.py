@@ -153,6 +153,13 @@ def _convert(key: str, raw: str, default: object) -> object:
 
 def parse_args(argv: Sequence[str]) -> Config:
     """Turn ``key=value`` words into a validated Config; raise ArgError on anything else."""
+    cfg = read_args(argv)
+    _validate(cfg)
+    return cfg
+
+
+def read_args(argv: Sequence[str]) -> Config:
+    """Turn ``key=value`` words into a Config, not yet validated; raise ArgError on a bad word."""
     values: dict[str, object] = {}
     ignored: list[str] = []
     for word in argv:
@@ -163,9 +170,7 @@ def parse_args(argv: Sequence[str]) -> Config:
             ignored.append(word)
             continue
         values[key] = _convert(key, raw, _FIELDS[key].default)
-    cfg = dataclasses.replace(Config(), ignored=tuple(ignored), **values)  # type: ignore[arg-type]
-    _validate(cfg)
-    return cfg
+    return dataclasses.replace(Config(), ignored=tuple(ignored), **values)  # type: ignore[arg-type]
 
 
 def _need(ok: bool, message: str) -> None:
@@ -209,10 +214,26 @@ def _validate(c: Config) -> None:
     layers, per = c.num_decoder_layers, c.stages * c.layers_per_stage
     _need(layers % c.stages == 0, f"num_decoder_layers={layers} is not divisible by {c.stages} pipeline stages")
     _need(layers % per == 0, f"num_decoder_layers={layers} is not divisible by stages*layers_per_stage={per}")
-    _need(batch % c.microbatches == 0, f"global batch {batch} is not divisible by {c.microbatches} microbatches")
-    mb = batch // c.microbatches
-    _need(mb % inner == 0, f"microbatch size {mb} is not divisible by data*fsdp={inner}")
-    _need(
-        c.repeats == 1 or c.microbatches >= c.stages,
-        f"a circular pipeline (V={c.repeats}) needs num_pipeline_microbatches >= {c.stages} stages",
+    problem = microbatch_problem(c)
+    _need(problem is None, problem or "")
+
+
+def microbatch_problem(c: Config) -> str | None:
+    """Why the pipeline's microbatch count does not fit the batch (None: it fits)."""
+    batch, inner = c.global_batch, c.data * c.fsdp
+    if batch % c.microbatches:
+        return f"global batch {batch} is not divisible by {c.microbatches} microbatches"
+    if (batch // c.microbatches) % inner:
+        return f"microbatch size {batch // c.microbatches} is not divisible by data*fsdp={inner}"
+    if c.repeats > 1 and c.microbatches < c.stages:
+        return f"a circular pipeline (V={c.repeats}) needs num_pipeline_microbatches >= {c.stages} stages"
+    return None
+
+
+def fitting_microbatches(c: Config) -> tuple[int, ...]:
+    """Every microbatch count the pipeline of `c` accepts (each a divisor of the global batch)."""
+    batch = c.global_batch
+    candidates = (m for m in range(1, batch + 1) if batch % m == 0)
+    return tuple(
+        m for m in candidates if microbatch_problem(dataclasses.replace(c, num_pipeline_microbatches=m)) is None
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAKE
+from tests.conftest import FAKE, refused_at_collection
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,3 +63,49 @@ def test_a_directory_of_unnamed_cells_says_how_to_name_them(pytester: pytest.Pyt
     )
     named = pytester.runpytest("-o", "xlatune_cells=mycells/*.yml", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert named.ret == 0 and "xlatune: mycells holds" not in named.stdout.str()
+
+
+PP_CELL = """\
+model_tag: pp
+nodes: 1
+parallelism: PP=4,FSDP=2
+pdbs: 1
+pipeline_shapes:
+  - {microbatches: 4}
+  - {microbatches: 8}
+"""
+
+
+def test_a_pipeline_shape_the_workload_would_refuse_is_refused_at_collection(pytester: pytest.Pytester) -> None:
+    """Global batch 1 × 8 devices in 8 microbatches of 1 sequence, which FSDP=2 cannot split: the
+    embedded workload refuses it at run time; the collection says which key, and what fits."""
+    cell = pytester.makefile(".yml", pp=PP_CELL)
+    refused_at_collection(
+        pytester,
+        cell,
+        "pp.yml:7: pipeline_shapes[[]1[]].microbatches: expected a number of microbatches that splits the "
+        "global batch 8 (per-device batch 1 × 8 devices) into microbatches divisible by data × FSDP = 2 "
+        "(1, 2, 4), found 8 (microbatch size 1 is not divisible by data[*]fsdp=2)",
+    )
+    pytester.makefile(".yml", pp=PP_CELL.replace("pdbs: 1", "pdbs: 2"))  # batch 16: 8 microbatches of 2
+    assert pytester.runpytest(str(cell), "--collect-only", "-q", "-p", "no:cacheprovider").ret == 0
+
+
+def test_another_workload_module_has_its_own_rule_and_a_refused_shape_names_its_key(
+    pytester: pytest.Pytester, fake_trainer_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MaxText's words for a shape it refuses, as the run's error line
+    monkeypatch.setenv(
+        "FAKE_TRAINER_SAY", "The number of microbatches (8) must be divisible by the number of stages (4)"
+    )
+    crash = "env_file:\n  - flag: --xla_fake_fail=crash\n    image_default: none\n"
+    cell = pytester.makefile(".yml", pp=PP_CELL + crash)
+    result = pytester.runpytest(str(cell), *FAKE, "--xlatune-fixed-protocol", "-k", "mb8")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "job * (python_exception): *The number of microbatches (8) must be divisible*",
+            "pp.yml:7: pipeline_shapes[[]1[]].microbatches: the run refused shape mb8_v1 (8 microbatches, "
+            "virtual_stages 1); change or drop it",
+        ]
+    )
